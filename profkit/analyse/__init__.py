@@ -1,0 +1,1 @@
+"""Analyse stage: derived per-launch tables, per-kernel aggregates, cross-checks, diffs."""

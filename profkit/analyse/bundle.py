@@ -1,0 +1,75 @@
+"""All derived tables of a set of captures, as stored in a session's tables/ folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from profkit.analyse.crosscheck import cross_check
+from profkit.analyse.tables import kernel_table, launch_table
+
+TABLE_NAMES = ["launches", "kernels", "rules", "source", "nsys_kernels", "nvtx", "timings", "ptxas",
+               "crosscheck", "notes"]
+
+
+@dataclass
+class CaptureFiles:
+    name: str
+    ncu_report: Path | None = None
+    nsys_report: Path | None = None
+    timings: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ptxas: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def _tag(df: pd.DataFrame, capture: str) -> pd.DataFrame:
+    if df is None or df.empty:
+        return pd.DataFrame()
+    out = df.copy()
+    out.insert(0, "capture", capture)
+    return out
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if f is not None and not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_control: str = "all") -> dict:
+    """Parse one capture's reports and derive its tables (each tagged with the capture's name)."""
+    from profkit.parse.ncu import load_ncu_report
+    from profkit.parse.nsys import read_nsys
+
+    out: dict[str, pd.DataFrame] = {}
+    notes: list[str] = []
+    launches = pd.DataFrame()
+    if capture.ncu_report is not None:
+        report = load_ncu_report(capture.ncu_report)
+        launches = launch_table(report.launches)
+        out["rules"] = _tag(report.rules, capture.name)
+        out["source"] = _tag(report.source, capture.name)
+        notes += report.notes
+    nsys_kernels = pd.DataFrame()
+    if capture.nsys_report is not None:
+        nsys = read_nsys(capture.nsys_report)
+        nsys_kernels = nsys.kernels
+        out["nvtx"] = _tag(nsys.nvtx, capture.name)
+    else:
+        notes.append("no nsys capture: the cross-check compares cudaEvent timings with ncu only")
+    if capture.timings.empty:
+        notes.append("the program printed no result lines: no cudaEvent timings to cross-check")
+    out["crosscheck"] = _tag(cross_check(capture.timings, launches, nsys_kernels, clock_control=clock_control,
+                                         cache_control=cache_control), capture.name)
+    out["launches"] = _tag(launches, capture.name)
+    out["kernels"] = _tag(kernel_table(launches, ("kernel", "grid")) if not launches.empty else launches,
+                          capture.name)
+    out["nsys_kernels"] = _tag(nsys_kernels, capture.name)
+    out["timings"] = _tag(capture.timings, capture.name)
+    out["ptxas"] = _tag(capture.ptxas, capture.name)
+    out["notes"] = pd.DataFrame({"capture": capture.name, "note": notes}) if notes else pd.DataFrame()
+    return out
+
+
+def merge_tables(per_capture: list[dict]) -> dict[str, pd.DataFrame]:
+    return {name: _concat([tables.get(name) for tables in per_capture]) for name in TABLE_NAMES}

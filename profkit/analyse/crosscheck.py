@@ -1,0 +1,104 @@
+"""Three clocks on one kernel: cudaEvent median (unprofiled run), ncu gpu__time_duration, nsys kernel time.
+
+`cross_check` returns one row per (label, grid): the three medians in µs, their ratios, a flag when any two
+disagree by more than `threshold`, and the likely reasons, computed from the data and the capture settings:
+- events > nsys ≈ ncu: the event window holds more than the kernel (launch overhead, host work between
+  the two cudaEventRecord calls, an event recorded on another stream);
+- ncu > nsys: ncu's replay flushed caches before every pass (--cache-control all) or locked clocks
+  (--clock-control base), so the kernel ran cold or at base clocks;
+- ncu < nsys: ncu measured one launch with warm caches or a faster clock than the timed runs;
+- first nsys launch much slower than the median: first-launch cost (module load, clock ramp-up) —
+  an unwarmed event timing absorbs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+CROSSCHECK_COLUMNS = ["label", "grid", "events_us", "ncu_us", "nsys_us", "nsys_first_us", "nsys_launches",
+                      "ncu_over_events", "nsys_over_events", "ncu_over_nsys", "flag", "reasons"]
+
+
+def _label_launches(df: pd.DataFrame, labels: set[str]) -> pd.Series:
+    """Label each launch by its kernel name, or by the innermost NVTX range naming a known label."""
+    out = []
+    for kernel, path in zip(df.get("kernel", []), df.get("nvtx_path", [""] * len(df))):
+        if kernel in labels:
+            out.append(kernel)
+            continue
+        ranges = [r for part in str(path or "").split(";") for r in part.split("/") if r]
+        match = next((r for r in reversed(ranges) if r in labels), None)
+        out.append(match or kernel)
+    return pd.Series(out, index=df.index, dtype=object)
+
+
+def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels: pd.DataFrame, *,
+                threshold: float = 0.10, clock_control: str = "none", cache_control: str = "all") -> pd.DataFrame:
+    """Compare the three timings per (label, grid); see the module docstring for the reasons."""
+    timings = timings if timings is not None else pd.DataFrame()
+    labels = set(timings["kernel"].dropna()) if "kernel" in timings else set()
+    frames = []
+    if not timings.empty:
+        t = timings.assign(label=timings["kernel"], events_us=pd.to_numeric(timings["median_ms"]) * 1e3)
+        frames.append(t.groupby(["label", "grid"], dropna=False)["events_us"].median())
+    if ncu_launches is not None and not ncu_launches.empty:
+        n = ncu_launches.assign(label=_label_launches(ncu_launches, labels), ncu_us=ncu_launches["duration_ns"] / 1e3)
+        frames.append(n.groupby(["label", "grid"])["ncu_us"].median())
+    if nsys_kernels is not None and not nsys_kernels.empty:
+        s = nsys_kernels.assign(label=_label_launches(nsys_kernels, labels), nsys_us=nsys_kernels["duration_ns"] / 1e3)
+        grouped = s.groupby(["label", "grid"])
+        frames += [grouped["nsys_us"].median(), grouped["nsys_us"].first().rename("nsys_first_us"),
+                   grouped.size().rename("nsys_launches")]
+    if not frames:
+        return pd.DataFrame(columns=CROSSCHECK_COLUMNS)
+    table = pd.concat(frames, axis=1).reset_index()
+    for col in CROSSCHECK_COLUMNS:
+        if col not in table:
+            table[col] = np.nan
+    table["ncu_over_events"] = table["ncu_us"] / table["events_us"]
+    table["nsys_over_events"] = table["nsys_us"] / table["events_us"]
+    table["ncu_over_nsys"] = table["ncu_us"] / table["nsys_us"]
+    verdicts = [_reasons(row, threshold, clock_control, cache_control) for row in table.itertuples()]
+    table["flag"] = [v[0] for v in verdicts]
+    table["reasons"] = [v[1] for v in verdicts]
+    return table[CROSSCHECK_COLUMNS]
+
+
+def _off(ratio: float, threshold: float) -> bool:
+    return pd.notna(ratio) and abs(ratio - 1) > threshold
+
+
+def _reasons(row, threshold: float, clock_control: str, cache_control: str) -> tuple[str, str]:
+    notes: list[str] = []
+    have_events, have_nsys, have_ncu = pd.notna(row.events_us), pd.notna(row.nsys_us), pd.notna(row.ncu_us)
+    if not have_events:
+        notes.append("no cudaEvent timings (the program prints no result lines): compared nsys with ncu only")
+    if have_events and have_nsys and row.events_us > row.nsys_us * (1 + threshold):
+        gap = row.events_us - row.nsys_us
+        notes.append(f"events exceed the GPU kernel time by {gap:.1f} µs: the event window holds launch "
+                     "overhead or host work, not only the kernel")
+    if have_events and have_nsys and row.events_us < row.nsys_us * (1 - threshold):
+        notes.append("events are shorter than nsys' kernel time: the events may be on another stream "
+                     "or the timed runs hit a warmer cache")
+    if have_ncu and have_nsys and row.ncu_us > row.nsys_us * (1 + threshold):
+        causes = []
+        if cache_control == "all":
+            causes.append("ncu flushed every cache before each replay pass (--cache-control all), so the "
+                          "kernel ran cold while the timed runs reuse L2")
+        if clock_control != "none":
+            causes.append(f"ncu locked clocks ({clock_control}), below the boost clock the timed runs used")
+        causes = causes or ["ncu serialises launches and replays the kernel"]
+        notes.append("ncu is slower than the timed runs: " + "; ".join(causes))
+    if have_ncu and have_nsys and row.ncu_us < row.nsys_us * (1 - threshold):
+        notes.append("ncu is faster than the timed runs: one profiled launch with warm caches or higher clock, "
+                     "or the timed runs overlap other work")
+    if have_ncu and have_events and not have_nsys and _off(row.ncu_over_events, threshold):
+        notes.append("events and ncu disagree and no nsys capture exists to tell launch overhead from replay "
+                     "effects: profile with --nsys")
+    if pd.notna(row.nsys_first_us) and have_nsys and row.nsys_first_us > row.nsys_us * (1 + 3 * threshold):
+        notes.append(f"first launch {row.nsys_first_us:.1f} µs vs median {row.nsys_us:.1f} µs: first-launch cost "
+                     "(module load, clock ramp-up) that an unwarmed timing would absorb")
+    ratios = [row.ncu_over_events, row.nsys_over_events, row.ncu_over_nsys]
+    flagged = any(_off(r, threshold) for r in ratios)
+    return ("DISAGREE" if flagged else "ok"), "; ".join(notes)

@@ -1,0 +1,1 @@
+"""Build stage: compile CUDA sources with nvcc and read ptxas' resource usage."""

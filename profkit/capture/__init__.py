@@ -1,0 +1,1 @@
+"""Capture stage: unprofiled timing runs, Nsight Compute and Nsight Systems captures."""

@@ -1,0 +1,117 @@
+"""Build and run `ncu` command lines. Clocks are never locked unless asked (--clock-control none)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from profkit import process
+from profkit.errors import CaptureError
+
+# Sections wanted beyond --set full when this ncu's `full` set lacks them (older versions).
+ROOFLINE_SECTIONS = ["SpeedOfLight_RooflineChart", "SpeedOfLight_HierarchicalSingleRooflineChart",
+                     "SpeedOfLight_HierarchicalTensorRooflineChart"]
+
+
+@dataclass
+class NcuOptions:
+    set_name: str = "full"
+    sections: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
+    nvtx_include: list[str] = field(default_factory=list)
+    kernel_name: str | None = None
+    launch_count: int | None = None
+    launch_skip: int | None = None
+    clock_control: str = "none"
+    cache_control: str = "all"
+    import_source: bool = True
+    extra: list[str] = field(default_factory=list)
+
+
+def sections_in_set(ncu: str, set_name: str) -> set[str] | None:
+    """Section identifiers of one ncu set, read from `ncu --list-sets`; None when it can't be read."""
+    try:
+        out = process.run([ncu, "--list-sets"], timeout=60)
+    except CaptureError:
+        return None
+    lines = out.stdout.splitlines()
+    found: list[str] = []
+    inside = False
+    for line in lines:
+        parts = line.split()
+        if parts and parts[0] == set_name:
+            inside = True
+            found.append(line)
+        elif inside and line.startswith(" ") and parts:
+            found.append(line)
+        elif inside:
+            break
+    if not found:
+        return None
+    text = " ".join(part for line in found for part in line.split()[1:] if part not in ("yes", "no"))
+    text = text.replace(", ", ",").replace(" ", "")
+    return {name for name in text.split(",") if name and not name.isdigit()}
+
+
+def ncu_command(ncu: str, output: Path, target: list[str], options: NcuOptions,
+                extra_sections: list[str] | None = None) -> list[str]:
+    cmd = [ncu, "--set", options.set_name]
+    for section in [*(extra_sections or []), *options.sections]:
+        cmd += ["--section", section]
+    if options.metrics:
+        cmd += ["--metrics", ",".join(options.metrics)]
+    if options.nvtx_include:
+        cmd.append("--nvtx")
+        for expr in options.nvtx_include:
+            cmd += ["--nvtx-include", expr]
+    else:
+        cmd.append("--nvtx")
+    if options.kernel_name:
+        cmd += ["--kernel-name", options.kernel_name]
+    if options.launch_count is not None:
+        cmd += ["--launch-count", str(options.launch_count)]
+    if options.launch_skip is not None:
+        cmd += ["--launch-skip", str(options.launch_skip)]
+    cmd += ["--clock-control", options.clock_control, "--cache-control", options.cache_control]
+    if options.import_source:
+        cmd += ["--import-source", "yes"]
+    cmd += [*options.extra, "--force-overwrite", "--export", str(output), *target]
+    return cmd
+
+
+def run_ncu(output: Path, target: list[str], options: NcuOptions, *, env: dict | None = None,
+            timeout: float | None = None, on_line: Callable[[str], None] | None = None) -> tuple[list[str], str]:
+    """Capture `target` into output(.ncu-rep). Returns (command, log). Raises CaptureError on failure."""
+    ncu = process.require_tool("ncu")
+    extra = []
+    if options.set_name == "full":
+        in_full = sections_in_set(ncu, "full")
+        if in_full is not None:
+            extra = [s for s in ROOFLINE_SECTIONS if s not in in_full]
+    cmd = ncu_command(ncu, output, target, options, extra)
+    result = process.run(cmd, env=env, timeout=timeout, on_line=on_line)
+    log = result.stdout + result.stderr
+    report = output.with_suffix(".ncu-rep") if output.suffix != ".ncu-rep" else output
+    errors = [line for line in log.splitlines() if line.startswith("==ERROR==")]
+    if "ERR_NVGPUCTRPERM" in log:
+        raise CaptureError("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM)", details=log[-3000:],
+                           hint="run as root, or set the driver option NVreg_RestrictProfilingToAdminUsers=0; "
+                                "`profkit doctor` explains")
+    if result.returncode != 0:
+        raise CaptureError(f"the program failed under ncu (exit {result.returncode})",
+                           details="\n".join(errors) or log[-3000:])
+    if not report.exists():
+        hint = "check --nvtx-include / --kernel-name / --launch-count"
+        raise CaptureError("ncu profiled no kernel: nothing matched the filter "
+                           f"({_describe_filter(options)})", details="\n".join(errors) or log[-2000:], hint=hint)
+    return cmd, log
+
+
+def _describe_filter(options: NcuOptions) -> str:
+    parts = [f"nvtx-include {e!r}" for e in options.nvtx_include]
+    if options.kernel_name:
+        parts.append(f"kernel-name {options.kernel_name!r}")
+    if options.launch_count is not None:
+        parts.append(f"launch-count {options.launch_count}")
+    return ", ".join(parts) or "no filter"

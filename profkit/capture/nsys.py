@@ -1,0 +1,36 @@
+"""Run `nsys profile` (CUDA + NVTX trace) and export the capture to SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profkit import process
+from profkit.errors import CaptureError
+
+
+def run_nsys(output: Path, target: list[str], *, env: dict | None = None,
+             timeout: float | None = None) -> tuple[list[list[str]], str]:
+    """Capture into output.nsys-rep and export output.sqlite. Returns (commands, log)."""
+    nsys = process.require_tool("nsys")
+    stem = output.with_suffix("")
+    profile = [nsys, "profile", "--trace=cuda,nvtx", "--force-overwrite", "true", "-o", str(stem), *target]
+    result = process.run(profile, env=env, timeout=timeout)
+    log = _strip_progress(result.stdout + result.stderr)
+    report = stem.with_suffix(".nsys-rep")
+    if result.returncode != 0:
+        raise CaptureError(f"the program failed under nsys (exit {result.returncode})", details=log[-3000:])
+    if not report.exists():
+        raise CaptureError("nsys wrote no .nsys-rep (only a .qdstrm?)", details=log[-3000:],
+                           hint="the nsys bundled with Nsight Compute needs libdw1 and libelf1 on LD_LIBRARY_PATH")
+    sqlite = stem.with_suffix(".sqlite")
+    export = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)]
+    exported = process.run(export, timeout=timeout)
+    log += _strip_progress(exported.stdout + exported.stderr)
+    if exported.returncode != 0 or not sqlite.exists():
+        raise CaptureError("nsys export to SQLite failed", details=log[-3000:])
+    return [profile, export], log
+
+
+def _strip_progress(text: str) -> str:
+    """Drop nsys' carriage-return progress bars from a log."""
+    return "\n".join(line.split("\r")[-1] for line in text.splitlines() if line.split("\r")[-1].strip())

@@ -1,0 +1,194 @@
+"""`profkit profile`: build, time unprofiled, capture under ncu (and nsys), derive tables, store a session."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from profkit import process
+from profkit.analyse.bundle import CaptureFiles, capture_tables, merge_tables
+from profkit.build import nvcc
+from profkit.capture import environment
+from profkit.capture.ncu import NcuOptions, run_ncu
+from profkit.capture.nsys import run_nsys
+from profkit.errors import CaptureError, ProfkitError, UsageError
+from profkit.parse.results import parse_result_lines
+from profkit.session.store import SessionWriter, sessions_root
+
+FOREIGN_LAUNCH_CAP = 20
+
+
+@dataclass
+class Target:
+    name: str
+    kind: str                 # "cu", "python" or "command"
+    source: Path | None
+    command: list[str]
+    profkit_harness: bool = False  # prints result lines and honours PROFKIT_REPS / PROFKIT_WARMUP
+
+
+@dataclass
+class ProfileOptions:
+    name: str | None = None
+    arch: str | None = None
+    args: list[str] = field(default_factory=list)
+    nsys: bool = False
+    ncu: NcuOptions = field(default_factory=NcuOptions)
+    ncu_reps: int = 1            # timed launches per size under ncu (harness programs only)
+    timeout: float = 3600
+    python: str = sys.executable
+
+
+def resolve_targets(targets: list[str], options: ProfileOptions, build_dir: Path | None,
+                    log: Callable[[str], None]) -> tuple[list[Target], list[nvcc.BuildResult]]:
+    """Turn CLI targets into runnable commands, building .cu files first."""
+    if not targets:
+        raise UsageError("nothing to profile", hint="give a .cu file, a .py script, or -- COMMAND")
+    resolved, builds = [], []
+    first = Path(targets[0])
+    if first.suffix not in (".cu", ".py") or not first.exists():
+        if first.suffix in (".cu", ".py"):
+            raise UsageError(f"no such file: {first}")
+        if process.find_tool(targets[0]) is None and not first.exists():
+            raise UsageError(f"cannot run {targets[0]!r}: not a .cu/.py file and not a command on PATH")
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(targets[0]).name)
+        return [Target(name, "command", None, list(targets))], []
+    for item in targets:
+        path = Path(item)
+        if not path.exists():
+            raise UsageError(f"no such file: {path}")
+        if path.suffix == ".cu":
+            log(f"build {path} ...")
+            result = nvcc.build(path, arch=options.arch, out_dir=build_dir)
+            log(f"build {path}: {result.arch} ({result.arch_reason})")
+            builds.append(result)
+            harness = "harness.cuh" in path.read_text(errors="replace")
+            resolved.append(Target(path.stem, "cu", path, [str(result.binary.resolve()), *options.args], harness))
+        elif path.suffix == ".py":
+            resolved.append(Target(path.stem, "python", path, [options.python, str(path), *options.args]))
+        else:
+            raise UsageError(f"{path}: profile takes .cu or .py files, or -- COMMAND")
+    return resolved, builds
+
+
+def _ncu_options_for(target: Target, options: NcuOptions, log: Callable[[str], None]) -> NcuOptions:
+    chosen = NcuOptions(**vars(options))
+    chosen.nvtx_include = list(options.nvtx_include)
+    if target.profkit_harness and not chosen.nvtx_include and not chosen.kernel_name:
+        chosen.nvtx_include = [f"{target.name}/"]
+    if not (target.profkit_harness or chosen.nvtx_include or chosen.kernel_name) and chosen.launch_count is None:
+        chosen.launch_count = FOREIGN_LAUNCH_CAP
+        log(f"ncu: no filter given for {target.name}; capturing the first {FOREIGN_LAUNCH_CAP} launches "
+            "(--launch-count to change)")
+    return chosen
+
+
+def _progress_printer(log: Callable[[str], None], name: str) -> Callable[[str], None]:
+    def on_line(line: str) -> None:
+        if line.startswith("==PROF==") or line.startswith("==ERROR==") or line.startswith("==WARNING=="):
+            log(f"[{name}] {line}")
+    return on_line
+
+
+def profile(targets: list[str], options: ProfileOptions, *, root: Path | None = None,
+            log: Callable[[str], None] = process.echo_err) -> Path:
+    """Run the whole capture and return the committed session folder."""
+    root = Path(root) if root else sessions_root()
+    name = options.name or "-".join(Path(t).stem for t in targets[:3]) or "session"
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    manifest = {
+        "created": environment.now_iso(), "gpu": environment.gpu_info(), "versions": environment.tool_versions(),
+        "host": environment.host(), "git_commit": environment.git_commit(), "arch": None,
+        "clock_control": options.ncu.clock_control, "cache_control": options.ncu.cache_control,
+        "ncu_set": options.ncu.set_name, "args": options.args, "targets": list(targets), "captures": [],
+    }
+    writer = SessionWriter(root, name, manifest)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        _capture_all(writer, targets, options, log)
+        path = writer.commit()
+        log(f"session written: {path}")
+        return path
+    except KeyboardInterrupt:
+        kept = writer.abandon("interrupted", "interrupted by signal")
+        raise CaptureError("capture interrupted; nothing was committed", hint=f"partial files kept in {kept}") from None
+    except ProfkitError as exc:
+        writer.abandon("failed", str(exc))
+        raise
+    except OSError as exc:
+        writer.abandon("failed", str(exc))
+        raise CaptureError(f"cannot write the session: {exc.strerror or exc}",
+                           hint="check free disk space and permissions") from exc
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOptions, log) -> None:
+    resolved, builds = resolve_targets(targets, options, None, log)
+    if builds:
+        writer.manifest["arch"] = builds[0].arch
+        writer.manifest["arch_reason"] = builds[0].arch_reason
+    per_capture = []
+    for target in resolved:
+        build = next((b for b in builds if b.source == target.source), None)
+        per_capture.append(_capture_one(writer, target, build, options, log))
+    tables = merge_tables(per_capture)
+    for table_name, df in tables.items():
+        writer.write_table(table_name, df)
+    writer.save_manifest()
+
+
+def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileOptions, log) -> dict:
+    entry: dict = {"name": target.name, "kind": target.kind, "source": str(target.source or ""),
+                   "command": shlex.join(target.command), "files": {}}
+    writer.manifest["captures"].append(entry)
+    ptxas = pd.DataFrame()
+    if build is not None:
+        writer.write_text(f"{target.name}.build.log", shlex.join(build.command) + "\n" + build.log + "\n")
+        entry["build_command"] = shlex.join(build.command)
+        entry["files"]["build_log"] = f"{target.name}.build.log"
+        ptxas = build.ptxas
+    log(f"[{target.name}] timing run (no profiler): {shlex.join(target.command)}")
+    timing = process.run(target.command, timeout=options.timeout)
+    writer.write_text(f"{target.name}.timing.log", timing.stdout + timing.stderr)
+    entry["files"]["timing_log"] = f"{target.name}.timing.log"
+    if timing.returncode != 0:
+        raise CaptureError(f"{target.name} failed in the timing run (exit {timing.returncode})",
+                           details=(timing.stderr or timing.stdout)[-3000:])
+    timings = parse_result_lines(timing.stdout)
+    entry["timed_results"] = len(timings)
+
+    ncu_options = _ncu_options_for(target, options.ncu, log)
+    env = {"PROFKIT_REPS": str(options.ncu_reps), "PROFKIT_WARMUP": "1"} if target.profkit_harness else None
+    report = writer.path(f"{target.name}.ncu-rep")
+    log(f"[{target.name}] ncu --set {ncu_options.set_name} (each kernel is replayed once per pass)")
+    cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
+                           on_line=_progress_printer(log, target.name))
+    writer.write_text(f"{target.name}.ncu.log", ncu_log)
+    entry["ncu_command"] = shlex.join(cmd)
+    entry["ncu_env"] = env or {}
+    entry["files"].update(ncu_report=report.name, ncu_log=f"{target.name}.ncu.log")
+    nsys_report = None
+    if options.nsys:
+        log(f"[{target.name}] nsys profile --trace=cuda,nvtx")
+        commands, nsys_log = run_nsys(writer.path(f"{target.name}.nsys-rep"), target.command, timeout=options.timeout)
+        writer.write_text(f"{target.name}.nsys.log", nsys_log)
+        entry["nsys_commands"] = [shlex.join(c) for c in commands]
+        nsys_report = writer.path(f"{target.name}.sqlite")
+        entry["files"].update(nsys_report=f"{target.name}.nsys-rep", nsys_sqlite=nsys_report.name,
+                              nsys_log=f"{target.name}.nsys.log")
+    writer.save_manifest()
+    log(f"[{target.name}] deriving tables")
+    return capture_tables(CaptureFiles(target.name, report, nsys_report, timings, ptxas),
+                          clock_control=ncu_options.clock_control, cache_control=ncu_options.cache_control)

@@ -1,0 +1,119 @@
+"""Core commands: build, profile, show, sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from profkit.cli import main
+
+
+@main.command()
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--arch", default=None, help="sm_89, sm_90, ... or native (default: the GPU's own, else sm_89).")
+@click.option("-o", "--out-dir", type=click.Path(file_okay=False), default=None, help="Where the binary goes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ptxas table as JSON.")
+def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> None:
+    """Compile SOURCE with nvcc -O3 -lineinfo and print ptxas' per-kernel resources."""
+    from profkit.build.nvcc import build as build_cu
+    from profkit.render.terminal import format_table
+
+    result = build_cu(source, arch=arch, out_dir=out_dir)
+    if as_json:
+        click.echo(result.ptxas.to_json(orient="records", indent=2))
+        return
+    click.echo(f"arch: {result.arch} ({result.arch_reason})")
+    click.echo(f"binary: {result.binary}")
+    click.echo(format_table(result.ptxas.drop(columns=["mangled"]), "ptxas resources per kernel"))
+
+
+@main.command(context_settings={"ignore_unknown_options": False})
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--name", default=None, help="Session name (default: from the targets).")
+@click.option("--arch", default=None, help="Build arch for .cu targets (default: the GPU's own).")
+@click.option("--args", "program_args", default="", help="Arguments for the program, e.g. '1024 4096'.")
+@click.option("--nsys", is_flag=True, help="Also capture with nsys --trace=cuda,nvtx and export SQLite.")
+@click.option("--set", "set_name", default="full", show_default=True, help="ncu section set.")
+@click.option("--section", "sections", multiple=True, help="Extra ncu section (repeatable).")
+@click.option("--metrics", default="", help="Extra ncu metrics, comma-separated.")
+@click.option("--nvtx-include", multiple=True, help="ncu NVTX filter, e.g. 'matmul_tiled/' (repeatable).")
+@click.option("--kernel-name", default=None, help="ncu kernel filter (name or regex:...).")
+@click.option("--launch-count", type=int, default=None, help="ncu: profile at most this many launches.")
+@click.option("--launch-skip", type=int, default=None, help="ncu: skip this many matching launches first.")
+@click.option("--clock-control", type=click.Choice(["none", "base", "reset"]), default="none", show_default=True)
+@click.option("--cache-control", type=click.Choice(["all", "none"]), default="all", show_default=True)
+@click.option("--reps-under-ncu", type=int, default=1, show_default=True,
+              help="Timed launches per size when a profkit harness program runs under ncu.")
+@click.option("--timeout", type=float, default=3600, show_default=True, help="Seconds per step.")
+@click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
+def profile(targets, name, arch, program_args, nsys, set_name, sections, metrics, nvtx_include, kernel_name,
+            launch_count, launch_skip, clock_control, cache_control, reps_under_ncu, timeout, sessions_dir):
+    """Time TARGETS unprofiled, capture them under ncu (and nsys), and store a session.
+
+    TARGETS: .cu files (built first), a .py script, or -- COMMAND [ARGS...].
+    """
+    import shlex
+
+    from profkit.capture.ncu import NcuOptions
+    from profkit.capture.profile import ProfileOptions, profile as run_profile
+    from profkit.render.terminal import format_table
+    from profkit.views import show
+
+    ncu = NcuOptions(set_name=set_name, sections=list(sections), metrics=[m for m in metrics.split(",") if m],
+                     nvtx_include=list(nvtx_include), kernel_name=kernel_name, launch_count=launch_count,
+                     launch_skip=launch_skip, clock_control=clock_control, cache_control=cache_control)
+    options = ProfileOptions(name=name, arch=arch, args=shlex.split(program_args), nsys=nsys, ncu=ncu,
+                             ncu_reps=reps_under_ncu, timeout=timeout)
+    path = run_profile(list(targets), options, root=Path(sessions_dir) if sessions_dir else None)
+    for title, df in show(path, ["summary", "crosscheck"]):
+        click.echo(format_table(df, f"== {title}"))
+        click.echo()
+
+
+@main.command()
+@click.argument("path", type=click.Path())
+@click.option("-t", "--table", "tables", multiple=True,
+              help="Which tables (repeatable): summary occupancy throughput coalescing stalls roofline mechanism "
+                   "rules crosscheck timeline nvtx ptxas notes.")
+@click.option("--all", "all_tables", is_flag=True, help="Every table.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
+def show(path: str, tables: tuple[str, ...], all_tables: bool, fmt: str) -> None:
+    """Print the tables of a session folder or of one .ncu-rep / .nsys-rep / .sqlite file (no GPU needed)."""
+    from profkit.render.terminal import format_table
+    from profkit.views import ALL_TABLES, show as show_tables
+
+    names = ALL_TABLES if all_tables else list(tables) or None
+    result = show_tables(path, names)
+    if fmt == "json":
+        click.echo(json.dumps({title: json.loads(df.to_json(orient="records")) for title, df in result}, indent=1))
+        return
+    for title, df in result:
+        if fmt == "csv":
+            click.echo(f"# {title}")
+            click.echo(df.to_csv(index=False))
+        else:
+            click.echo(format_table(df, f"== {title}"))
+            click.echo()
+
+
+@main.command()
+@click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
+def sessions(sessions_dir: str | None) -> None:
+    """List the sessions: GPU, date, kernels."""
+    from profkit.render.terminal import format_table
+    from profkit.session.store import incomplete_sessions, list_sessions, sessions_root
+    import pandas as pd
+
+    root = Path(sessions_dir) if sessions_dir else sessions_root()
+    rows = []
+    for session in list_sessions(root):
+        kernels = session.table("kernels")
+        names = sorted(set(kernels["kernel"])) if "kernel" in kernels else []
+        rows.append({"session": session.name, "gpu": session.manifest.get("gpu", {}).get("name", ""),
+                     "created": session.manifest.get("created", ""), "arch": session.manifest.get("arch") or "",
+                     "launches": len(session.table("launches")), "kernels": ", ".join(names)})
+    click.echo(format_table(pd.DataFrame(rows), f"sessions in {root}", max_text=90))
+    for partial in incomplete_sessions(root):
+        click.echo(f"incomplete (not listed above): {partial}")

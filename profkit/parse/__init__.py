@@ -1,0 +1,1 @@
+"""Parse stage: .ncu-rep, nsys sqlite and program result lines into DataFrames."""

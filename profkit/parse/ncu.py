@@ -1,0 +1,273 @@
+"""Read an Nsight Compute report (.ncu-rep) into DataFrames.
+
+Three tables come out of a report:
+- launches: one row per profiled kernel launch; identity columns (launch, kernel, function, mangled,
+  nvtx_path, device_name) then the raw metrics of `catalog.RAW_METRICS` under their column names, plus
+  ldg128_fraction / lds128_fraction (share of executed global / shared loads that are 128-bit, from SASS);
+- rules: ncu's rule results (launch, kernel, rule, section, title, message, speedup_type, speedup_pct);
+- source: per launch and source line (file, line): instructions executed, warp-state samples (total and
+  per stall reason), excessive L2 sectors from uncoalesced global access, excessive shared wavefronts.
+
+The `ncu_report` native library can take the process down on malformed input, so `load_ncu_report`
+extracts in a child process by default and only plain DataFrames cross back.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from profkit.errors import ReportError
+from profkit.parse import catalog
+
+NCU_MAGIC = b"NVR\x00"
+_WORKER_TIMEOUT_S = 600
+
+
+@dataclass
+class NcuReport:
+    path: Path
+    launches: pd.DataFrame
+    rules: pd.DataFrame
+    source: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def check_ncu_file(path: Path) -> None:
+    """Cheap checks before the native reader sees the file: exists, non-empty, ncu's magic bytes."""
+    if not path.exists():
+        raise ReportError(f"no such report: {path}")
+    if path.is_dir():
+        raise ReportError(f"{path} is a folder, not an .ncu-rep file")
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    if len(head) == 0:
+        raise ReportError(f"{path} is empty", hint="the capture was interrupted; profile again")
+    if head != NCU_MAGIC:
+        raise ReportError(f"{path} is not an Nsight Compute report (bad header {head!r})")
+
+
+def load_ncu_report(path: str | Path, *, isolate: bool = True) -> NcuReport:
+    """Extract every table from `path`; in a child process unless isolate=False."""
+    path = Path(path)
+    check_ncu_file(path)
+    if not isolate:
+        return _to_report(path, extract_tables(path))
+    cmd = [sys.executable, "-m", "profkit.parse.ncu", str(path)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=_WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise ReportError(f"reading {path} took longer than {_WORKER_TIMEOUT_S} s") from exc
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        message = err[-1] if err else ""
+        if proc.returncode < 0:
+            raise ReportError(f"the ncu_report library crashed reading {path} (signal {-proc.returncode})",
+                              details="\n".join(err[-10:]), hint="the report is probably corrupted; capture it again")
+        raise ReportError(f"cannot read {path}: {message.split(': ', 1)[-1] if message else 'unknown error'}",
+                          details="\n".join(err[-10:]))
+    try:
+        tables = pickle.loads(proc.stdout)
+    except Exception as exc:  # the child printed something that is not our pickle
+        raise ReportError(f"cannot read {path}: the reader returned no tables ({type(exc).__name__})") from exc
+    return _to_report(path, tables)
+
+
+def _to_report(path: Path, tables: dict) -> NcuReport:
+    return NcuReport(path, tables["launches"], tables["rules"], tables["source"], tables["notes"])
+
+
+def _import_ncu_report():
+    try:
+        import ncu_report  # noqa: PLC0415 - heavy native module, only where reports are read
+    except ImportError as exc:
+        raise ReportError("the ncu_report module is not installed",
+                          hint="pip install ncu-report (or add Nsight Compute's extras/python to PYTHONPATH)") from exc
+    return ncu_report
+
+
+def extract_tables(path: Path) -> dict:
+    """All tables of one report as plain DataFrames (runs in the worker process)."""
+    ncu_report = _import_ncu_report()
+    try:
+        context = ncu_report.load_report(str(path))
+    except Exception as exc:
+        raise ReportError(f"cannot read {path}: {exc}") from exc
+    actions = [(r, a, context.range_by_idx(r).action_by_idx(a))
+               for r in range(context.num_ranges())
+               for a in range(context.range_by_idx(r).num_actions())]
+    if not actions:
+        raise ReportError(f"{path} holds no profiled kernels (empty, truncated, or every launch was filtered out)")
+    launches, rules, sources = [], [], []
+    missing: set[str] = set()
+    for launch, (range_idx, action_idx, action) in enumerate(actions):
+        row, absent = _launch_row(ncu_report, action)
+        row.update(launch=launch, range_index=range_idx, action_index=action_idx)
+        missing |= absent
+        pcs = _pc_rows(action)
+        row.update(_wide_load_fractions(pcs))
+        launches.append(row)
+        rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
+        sources.append(_source_table(pcs).assign(launch=launch, kernel=row["kernel"]))
+    notes = [f"metric not in this report: {name} ({', '.join(catalog.RAW_METRICS[name])})"
+             for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor"))]
+    launch_df = pd.DataFrame(launches)
+    front = ["launch", "range_index", "action_index", "kernel", "function", "mangled", "nvtx_path", "device_name"]
+    launch_df = launch_df[front + [c for c in launch_df.columns if c not in front]]
+    rule_cols = ["launch", "kernel", "rule", "section", "title", "message", "speedup_type", "speedup_pct"]
+    source_df = pd.concat(sources, ignore_index=True) if sources else pd.DataFrame()
+    return {"launches": launch_df, "rules": pd.DataFrame(rules, columns=rule_cols), "source": source_df,
+            "notes": notes}
+
+
+def _metric_value(metric) -> float | str | None:
+    """Scalar value of a metric; instanced metrics are summed; None when it has no value."""
+    if metric is None:
+        return None
+    try:
+        kind = metric.kind()
+        if kind == metric.ValueKind_STRING:
+            return metric.as_string()
+        count = metric.num_instances()
+        if count > 1 or (count == 1 and metric.has_correlation_ids()):
+            return float(sum(metric.as_double(i) for i in range(count)))
+        return float(metric.as_double())
+    except Exception:  # noqa: BLE001 - a malformed metric becomes NaN, reported as missing
+        return None
+
+
+def _launch_row(ncu_report, action) -> tuple[dict, set[str]]:
+    from profkit.build.ptxas import kernel_base_name
+
+    names = set(action.metric_names())
+    function = action.name(ncu_report.IAction.NameBase_DEMANGLED)
+    row = {"kernel": kernel_base_name(action.name(ncu_report.IAction.NameBase_FUNCTION) or function),
+           "function": function, "mangled": action.name(ncu_report.IAction.NameBase_MANGLED),
+           "nvtx_path": _nvtx_path(action)}
+    missing = set()
+    for column, candidates in {**catalog.RAW_METRICS, **catalog.STRING_METRICS}.items():
+        value = None
+        for name in candidates:
+            if name in names:
+                value = _metric_value(action.metric_by_name(name))
+                if value is not None:
+                    break
+        if value is None:
+            missing.add(column)
+            value = "" if column in catalog.STRING_METRICS else math.nan
+        row[column] = value
+    return row, missing
+
+
+def _nvtx_path(action) -> str:
+    """Push/pop ranges open at launch, outermost first: 'range/inner' (non-default domains as 'domain:')."""
+    try:
+        state = action.nvtx_state()
+    except Exception:  # noqa: BLE001 - reports captured without --nvtx
+        return ""
+    if state is None:
+        return ""
+    parts = []
+    for domain_id in state.domains():
+        domain = state.domain_by_id(domain_id)
+        ranges = list(domain.push_pop_ranges())
+        if not ranges:
+            continue
+        prefix = "" if domain.name() in ("", "<default domain>") else f"{domain.name()}:"
+        parts.append(prefix + "/".join(ranges))
+    return ";".join(parts)
+
+
+def _rule_rows(ncu_report, action) -> list[dict]:
+    rows = []
+    speedup_names = {ncu_report.SpeedupType_GLOBAL: "global", ncu_report.SpeedupType_LOCAL: "local"}
+    for result in action.rule_results():
+        message = result.rule_message() if result.has_rule_message() else {}
+        speedup = result.speedup_estimation() if result.has_speedup_estimation() else {}
+        rows.append({
+            "rule": result.rule_identifier(), "section": result.section_identifier(),
+            "title": (message or {}).get("title", "") or result.name(),
+            "message": (message or {}).get("message", ""),
+            "speedup_type": speedup_names.get((speedup or {}).get("type"), "") if speedup else "",
+            "speedup_pct": float(speedup["speedup"]) if speedup and "speedup" in speedup else math.nan,
+        })
+    return rows
+
+
+def _pc_rows(action) -> pd.DataFrame:
+    """One row per program counter: SASS text, source file/line, and the per-PC counters."""
+    names = set(action.metric_names())
+    per_pc: dict[int, dict] = {}
+
+    def collect(column: str, metric_name: str) -> None:
+        if metric_name not in names:
+            return
+        metric = action.metric_by_name(metric_name)
+        if metric is None or not metric.has_correlation_ids():
+            return
+        ids = metric.correlation_ids()
+        for i in range(metric.num_instances()):
+            pc = ids.as_uint64(i)
+            per_pc.setdefault(pc, {})[column] = per_pc.get(pc, {}).get(column, 0.0) + metric.as_double(i)
+
+    for column, metric_name in catalog.PC_METRICS.items():
+        collect(column, metric_name)
+    for reason in catalog.STALL_REASONS:
+        collect(f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{reason}")
+    rows = []
+    for pc, values in per_pc.items():
+        info = action.source_info(pc)
+        rows.append({"pc": pc, "sass": action.sass_by_pc(pc) or "",
+                     "file": info.file_name() if info else "", "line": info.line() if info else -1, **values})
+    return pd.DataFrame(rows)
+
+
+def _wide_load_fractions(pcs: pd.DataFrame) -> dict:
+    """Share of executed global (LDG) and shared (LDS) loads that are 128-bit, and HFMA2 register moves."""
+    out = {"ldg128_fraction": math.nan, "lds128_fraction": math.nan, "hfma_move_instructions": math.nan}
+    if pcs.empty or "instructions_executed" not in pcs:
+        return out
+    # `HFMA2.MMA Rd, -RZ, RZ, 0, 0` is the compiler's register-zeroing idiom, not half-precision math.
+    moves = pcs["sass"].str.contains(r"HFMA2(?:\.MMA)?\s+R\d+,\s*-?RZ,\s*RZ,", regex=True)
+    out["hfma_move_instructions"] = float(pcs.loc[moves, "instructions_executed"].fillna(0).sum())
+    opcode = pcs["sass"].str.replace(r"^\s*@!?U?P\w+\s+", "", regex=True).str.strip().str.split().str[0].fillna("")
+    executed = pcs["instructions_executed"].fillna(0)
+    for prefix, column in (("LDG", "ldg128_fraction"), ("LDS", "lds128_fraction")):
+        loads = opcode.str.startswith(prefix)
+        total = executed[loads].sum()
+        if total > 0:
+            out[column] = float(executed[loads & opcode.str.contains(r"\.128")].sum() / total)
+    return out
+
+
+def _source_table(pcs: pd.DataFrame) -> pd.DataFrame:
+    if pcs.empty:
+        return pd.DataFrame(columns=["file", "line"])
+    value_cols = [c for c in pcs.columns if c not in ("pc", "sass", "file", "line")]
+    grouped = pcs.groupby(["file", "line"], dropna=False)[value_cols].sum().reset_index()
+    stall_cols = [c for c in value_cols if c.startswith("stall_")]
+    grouped["stall_samples"] = grouped[stall_cols].sum(axis=1) if stall_cols else 0.0
+    return grouped
+
+
+def _main(argv: list[str]) -> int:
+    """Worker entry point: pickle the tables of one report to stdout."""
+    from profkit.errors import ProfkitError
+
+    try:
+        tables = extract_tables(Path(argv[0]))
+    except ProfkitError as exc:
+        print(f"profkit: {exc.message}", file=sys.stderr)
+        return 3
+    sys.stdout.buffer.write(pickle.dumps(tables))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

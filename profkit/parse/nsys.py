@@ -1,0 +1,172 @@
+"""Read an Nsight Systems capture through its SQLite export.
+
+NVIDIA calls the export schema unstable, so every query checks that its tables and columns exist.
+Tables:
+- kernels: one row per kernel execution (kernel, function, start_ns, end_ns, duration_ns, grid, block,
+  registers_per_thread, static_smem_bytes, dynamic_smem_bytes, local_bytes_per_thread, stream, nvtx_path)
+- nvtx: push/pop and start/end ranges (text, start_ns, end_ns, duration_ns, thread, depth)
+- gpu: one row per GPU (name, sm_count, cc, memory bandwidth, l2 bytes) and the nsys version.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from profkit import process
+from profkit.build.ptxas import kernel_base_name
+from profkit.errors import ReportError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins
+
+
+@dataclass
+class NsysCapture:
+    path: Path
+    kernels: pd.DataFrame
+    nvtx: pd.DataFrame
+    gpu: pd.DataFrame
+    version: str
+
+
+def sqlite_for(report: Path, *, export: bool = True) -> Path:
+    """The SQLite export beside a .nsys-rep; exported with `nsys export` when missing or older."""
+    report = Path(report)
+    if report.suffix == ".sqlite":
+        return report
+    sqlite = report.with_suffix(".sqlite")
+    nsys = process.find_tool("nsys")
+    if sqlite.exists() and (nsys is None or not export or sqlite.stat().st_mtime >= report.stat().st_mtime):
+        return sqlite
+    if not report.exists():
+        raise ReportError(f"no such report: {report}")
+    if not export:
+        raise ReportError(f"{report} has no .sqlite export beside it")
+    if nsys is None:
+        raise ReportError(f"{report} has no .sqlite export beside it and nsys is not installed to make one",
+                          hint="run `nsys export --type sqlite` where nsys exists, or install Nsight Systems")
+    result = process.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
+                          str(report)], timeout=600)
+    if result.returncode != 0 or not sqlite.exists():
+        raise ReportError(f"nsys export failed for {report}", details=result.stderr or result.stdout)
+    return sqlite
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise ReportError(f"no such file: {path}")
+    with path.open("rb") as handle:
+        head = handle.read(16)
+    if head != SQLITE_MAGIC:
+        raise ReportError(f"{path} is not an SQLite database (an nsys export was expected)")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn.execute("select count(*) from sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ReportError(f"cannot read {path}: {exc}", hint="the export is corrupted; export it again") from exc
+    return conn
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"pragma table_info({table})")}
+
+
+def read_nsys(path: str | Path) -> NsysCapture:
+    """Kernels, NVTX ranges and GPU info of one capture (.nsys-rep or .sqlite)."""
+    sqlite = sqlite_for(Path(path))
+    conn = _open(sqlite)
+    try:
+        tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
+        strings = dict(conn.execute("select id, value from StringIds")) if "StringIds" in tables else {}
+        nvtx = _nvtx(conn, tables, strings)
+        kernels = _kernels(conn, tables, strings, nvtx)
+        gpu = _gpu(conn, tables)
+        version = ""
+        if "META_DATA_EXPORT" in tables:
+            meta = dict(conn.execute("select name, value from META_DATA_EXPORT"))
+            version = meta.get("EXPORT_PRODUCT_VERSION", "")
+    except sqlite3.DatabaseError as exc:
+        raise ReportError(f"cannot read {sqlite}: {exc}", hint="the export is corrupted; export it again") from exc
+    finally:
+        conn.close()
+    return NsysCapture(sqlite, kernels, nvtx, gpu, version)
+
+
+def _kernels(conn, tables, strings, nvtx: pd.DataFrame) -> pd.DataFrame:
+    columns = ["kernel", "function", "start_ns", "end_ns", "duration_ns", "grid", "block", "registers_per_thread",
+               "static_smem_bytes", "dynamic_smem_bytes", "local_bytes_per_thread", "stream", "nvtx_path"]
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+        return pd.DataFrame(columns=columns)
+    have = _columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")
+    want = ["start", "end", "correlationId", "shortName", "demangledName", "gridX", "gridY", "gridZ", "blockX",
+            "blockY", "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory",
+            "localMemoryPerThread", "streamId"]
+    select = ", ".join(c if c in have else f"NULL as {c}" for c in want)
+    raw = pd.read_sql_query(f"select {select} from CUPTI_ACTIVITY_KIND_KERNEL order by start", conn)
+    demangled = raw["demangledName"].map(strings).fillna("")
+    short = raw["shortName"].map(strings).fillna("")
+    df = pd.DataFrame({
+        "kernel": [kernel_base_name(s or d) for s, d in zip(short, demangled)],
+        "function": demangled,
+        "start_ns": raw["start"], "end_ns": raw["end"], "duration_ns": raw["end"] - raw["start"],
+        "grid": [f"{x}×{y}×{z}" for x, y, z in zip(raw["gridX"], raw["gridY"], raw["gridZ"])],
+        "block": [f"{x}×{y}×{z}" for x, y, z in zip(raw["blockX"], raw["blockY"], raw["blockZ"])],
+        "registers_per_thread": raw["registersPerThread"], "static_smem_bytes": raw["staticSharedMemory"],
+        "dynamic_smem_bytes": raw["dynamicSharedMemory"], "local_bytes_per_thread": raw["localMemoryPerThread"],
+        "stream": raw["streamId"],
+    })
+    df["nvtx_path"] = _launch_nvtx_paths(conn, tables, raw["correlationId"], nvtx)
+    return df
+
+
+def _launch_nvtx_paths(conn, tables, correlation_ids: pd.Series, nvtx: pd.DataFrame) -> list[str]:
+    """NVTX ranges open on the launching thread when each kernel was launched (runtime API call time)."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables or nvtx.empty:
+        return [""] * len(correlation_ids)
+    runtime = pd.read_sql_query("select correlationId, start, globalTid from CUPTI_ACTIVITY_KIND_RUNTIME", conn)
+    calls = runtime.set_index("correlationId")
+    calls = calls[~calls.index.duplicated()]
+    by_thread = {tid: group.sort_values("start_ns") for tid, group in nvtx.groupby("thread")}
+    paths = []
+    for cid in correlation_ids:
+        if cid not in calls.index:
+            paths.append("")
+            continue
+        when, tid = calls.at[cid, "start"], calls.at[cid, "globalTid"]
+        ranges = by_thread.get(tid)
+        if ranges is None:
+            paths.append("")
+            continue
+        open_ranges = ranges[(ranges["start_ns"] <= when) & (ranges["end_ns"] >= when)]
+        paths.append("/".join(open_ranges.sort_values(["start_ns", "end_ns"], ascending=[True, False])["text"]))
+    return paths
+
+
+def _nvtx(conn, tables, strings) -> pd.DataFrame:
+    columns = ["text", "start_ns", "end_ns", "duration_ns", "thread"]
+    if "NVTX_EVENTS" not in tables:
+        return pd.DataFrame(columns=columns)
+    have = _columns(conn, "NVTX_EVENTS")
+    text_id = "textId" if "textId" in have else "NULL as textId"
+    types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
+    raw = pd.read_sql_query(f"select text, {text_id}, start, end, globalTid from NVTX_EVENTS "
+                            f"where eventType in ({types}) and end is not null order by start", conn)
+    text = raw["text"].where(raw["text"].notna(), raw["textId"].map(strings)).fillna("")
+    return pd.DataFrame({"text": text, "start_ns": raw["start"], "end_ns": raw["end"],
+                         "duration_ns": raw["end"] - raw["start"], "thread": raw["globalTid"]})
+
+
+def _gpu(conn, tables) -> pd.DataFrame:
+    if "TARGET_INFO_GPU" not in tables:
+        return pd.DataFrame()
+    have = _columns(conn, "TARGET_INFO_GPU")
+    want = {"name": "name", "smCount": "sm_count", "computeMajor": "cc_major", "computeMinor": "cc_minor",
+            "memoryBandwidth": "memory_bandwidth_bytes_per_s", "l2CacheSize": "l2_bytes", "clockRate": "clock_hz"}
+    cols = [c for c in want if c in have]
+    if not cols:
+        return pd.DataFrame()
+    return pd.read_sql_query(f"select {', '.join(cols)} from TARGET_INFO_GPU", conn).rename(columns=want)

@@ -1,0 +1,1 @@
+"""Render stage: terminal tables, JSON/CSV, HTML reports."""

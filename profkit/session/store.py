@@ -1,0 +1,186 @@
+"""Sessions on disk: sessions/<name>/ with manifest.json, reports, logs and tables/*.csv.
+
+A session is written into a hidden sibling folder and renamed into place only when complete, so an
+interrupted capture never leaves a folder that looks complete; the hidden folder keeps a manifest with
+status "interrupted" or "failed" for inspection. Two writers never share a folder: each gets a unique
+temporary name and the final rename picks a free name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from profkit.errors import ReportError, UsageError
+
+MANIFEST = "manifest.json"
+TABLES = "tables"
+SCHEMA_VERSION = 1
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def sessions_root() -> Path:
+    return Path(os.environ.get("PROFKIT_SESSIONS", "sessions"))
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise UsageError(f"bad session name {name!r}", hint="use letters, digits, '.', '_' and '-'")
+    return name
+
+
+class SessionWriter:
+    """Write a session into a temporary folder; `commit()` moves it to root/name atomically."""
+
+    def __init__(self, root: Path, name: str, manifest: dict):
+        self.root = Path(root)
+        self.name = check_name(name)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReportError(f"cannot create {self.root}: {exc.strerror}") from exc
+        self.tmp = self.root / f".{name}.incomplete-{uuid.uuid4().hex[:8]}"
+        try:
+            self.tmp.mkdir()
+        except OSError as exc:
+            raise ReportError(f"cannot write in {self.root}: {exc.strerror}",
+                              hint="check permissions and free space") from exc
+        self.manifest = {"schema": SCHEMA_VERSION, "name": name, "status": "capturing", **manifest}
+        self.save_manifest()
+
+    def path(self, relative: str) -> Path:
+        target = self.tmp / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def write_text(self, relative: str, text: str) -> Path:
+        target = self.path(relative)
+        target.write_text(text)
+        return target
+
+    def write_table(self, name: str, df: pd.DataFrame) -> Path:
+        target = self.path(f"{TABLES}/{name}.csv")
+        df.to_csv(target, index=False)
+        return target
+
+    def save_manifest(self) -> None:
+        target = self.tmp / MANIFEST
+        partial = target.with_suffix(".json.part")
+        partial.write_text(json.dumps(self.manifest, indent=2, default=str) + "\n")
+        os.replace(partial, target)
+
+    def mark(self, status: str, error: str = "") -> None:
+        self.manifest["status"] = status
+        if error:
+            self.manifest["error"] = error
+        self.save_manifest()
+
+    def commit(self) -> Path:
+        self.mark("complete")
+        for attempt in range(100):
+            final = self.root / (self.name if attempt == 0 else f"{self.name}-{attempt + 1}")
+            try:
+                os.rename(self.tmp, final)
+            except OSError:
+                if final.exists():
+                    continue
+                raise
+            if attempt:
+                self.manifest["name"] = final.name
+                (final / MANIFEST).write_text(json.dumps(self.manifest, indent=2, default=str) + "\n")
+            return final
+        raise ReportError(f"no free session name for {self.name} in {self.root}")
+
+    def abandon(self, status: str, error: str = "") -> Path:
+        """Keep the temporary folder, marked with why it is incomplete."""
+        try:
+            self.mark(status, error)
+        except OSError:
+            pass
+        return self.tmp
+
+
+@dataclass
+class Session:
+    path: Path
+    manifest: dict
+    _tables: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def table(self, name: str) -> pd.DataFrame:
+        """A derived table from tables/<name>.csv (empty when absent)."""
+        if name not in self._tables:
+            target = self.path / TABLES / f"{name}.csv"
+            if not target.exists():
+                self._tables[name] = pd.DataFrame()
+            else:
+                try:
+                    self._tables[name] = pd.read_csv(target)
+                except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
+                    raise ReportError(f"cannot read {target}: {exc}",
+                                      hint="regenerate the tables with `profkit show --rebuild`") from exc
+        return self._tables[name]
+
+    def files(self, suffix: str) -> list[Path]:
+        return sorted(self.path.glob(f"*{suffix}"))
+
+
+def read_manifest(path: Path) -> dict:
+    target = path / MANIFEST
+    if not target.exists():
+        raise ReportError(f"{path} is not a profkit session (no {MANIFEST})")
+    try:
+        manifest = json.loads(target.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{target} is not valid JSON: {exc}", hint="the session is corrupted") from exc
+    if not isinstance(manifest, dict):
+        raise ReportError(f"{target} does not hold a manifest object")
+    return manifest
+
+
+def load_session(path: str | Path) -> Session:
+    path = Path(path)
+    if not path.exists():
+        candidate = sessions_root() / path
+        if candidate.exists():
+            path = candidate
+        else:
+            raise UsageError(f"no session {path}", hint="`profkit sessions` lists them")
+    manifest = read_manifest(path)
+    if manifest.get("status") not in (None, "complete"):
+        raise ReportError(f"session {path} is incomplete (status {manifest.get('status')!r})",
+                          details=manifest.get("error", ""))
+    return Session(path, manifest)
+
+
+def list_sessions(root: Path | None = None) -> list[Session]:
+    """Complete sessions under root, newest first."""
+    root = Path(root) if root else sessions_root()
+    sessions = []
+    for child in sorted(root.glob("*")) if root.exists() else []:
+        if child.name.startswith(".") or not (child / MANIFEST).exists():
+            continue
+        try:
+            sessions.append(load_session(child))
+        except (ReportError, UsageError):
+            continue
+    return sorted(sessions, key=lambda s: (s.manifest.get("created", ""), s.name), reverse=True)
+
+
+def incomplete_sessions(root: Path | None = None) -> list[Path]:
+    root = Path(root) if root else sessions_root()
+    return sorted(root.glob(".*.incomplete-*")) if root.exists() else []
+
+
+def remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,85 @@
+"""What `profkit show` prints for a session folder or a single report file: titled DataFrames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from profkit.analyse.tables import VIEWS, launch_table, view
+from profkit.analyse.timeline import kernel_time_summary, nvtx_summary
+from profkit.errors import UsageError
+from profkit.session.store import MANIFEST, load_session
+
+DEFAULT_VIEWS = ["summary", "occupancy", "throughput", "coalescing", "stalls", "roofline"]
+EXTRA_TABLES = ["rules", "crosscheck", "timeline", "nvtx", "ptxas", "mechanism", "notes"]
+ALL_TABLES = list(VIEWS) + [t for t in EXTRA_TABLES if t not in VIEWS]
+
+RULE_COLUMNS = ["kernel", "rule", "title", "speedup_type", "speedup_pct", "message"]
+CROSSCHECK_VIEW = ["capture", "label", "grid", "events_us", "ncu_us", "nsys_us", "ncu_over_events",
+                   "nsys_over_events", "ncu_over_nsys", "flag", "reasons"]
+
+
+def _launch_views(launches: pd.DataFrame, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    return [(name, view(launches, name)) for name in names if name in VIEWS]
+
+
+def _rules(rules: pd.DataFrame, top: int = 20) -> pd.DataFrame:
+    if rules.empty:
+        return rules
+    cols = [c for c in ["capture", *RULE_COLUMNS] if c in rules]
+    return rules[rules["message"].fillna("").astype(str) != ""].sort_values(
+        "speedup_pct", ascending=False, na_position="last")[cols].head(top)
+
+
+def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    session = load_session(path)
+    launches = session.table("launches")
+    out = _launch_views(launches, names)
+    for name in names:
+        if name == "rules":
+            out.append(("rules", _rules(session.table("rules"))))
+        elif name == "crosscheck":
+            cc = session.table("crosscheck")
+            out.append(("crosscheck", cc[[c for c in CROSSCHECK_VIEW if c in cc]]))
+        elif name == "timeline":
+            out.append(("timeline", kernel_time_summary(session.table("nsys_kernels"))))
+        elif name == "nvtx":
+            out.append(("nvtx", nvtx_summary(session.table("nvtx"))))
+        elif name in ("ptxas", "notes"):
+            out.append((name, session.table(name)))
+    return out
+
+
+def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    suffix = path.suffix
+    if suffix == ".ncu-rep":
+        from profkit.parse.ncu import load_ncu_report
+
+        report = load_ncu_report(path)
+        out = _launch_views(launch_table(report.launches), names)
+        if "rules" in names:
+            out.append(("rules", _rules(report.rules)))
+        if "notes" in names and report.notes:
+            out.append(("notes", pd.DataFrame({"note": report.notes})))
+        return out
+    if suffix in (".nsys-rep", ".sqlite"):
+        from profkit.parse.nsys import read_nsys
+
+        capture = read_nsys(path)
+        return [("timeline", kernel_time_summary(capture.kernels)), ("nvtx", nvtx_summary(capture.nvtx)),
+                ("gpu", capture.gpu)]
+    raise UsageError(f"cannot show {path}: expected a session folder, .ncu-rep, .nsys-rep or .sqlite")
+
+
+def show(path: str | Path, names: list[str] | None = None) -> list[tuple[str, pd.DataFrame]]:
+    names = names or DEFAULT_VIEWS + ["rules", "crosscheck"]
+    unknown = [n for n in names if n not in ALL_TABLES]
+    if unknown:
+        raise UsageError(f"unknown table {', '.join(unknown)}", hint=f"choose from {', '.join(ALL_TABLES)}")
+    path = Path(path)
+    if path.is_dir() or (not path.exists() and not path.suffix):
+        return session_views(path, names)
+    if not path.exists():
+        raise UsageError(f"no such file or session: {path}")
+    return file_views(path, names)
