@@ -72,6 +72,21 @@ def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
     raise UsageError(f"cannot show {path}: expected a session folder, .ncu-rep, .nsys-rep or .sqlite")
 
 
+def rebuild(path: str | Path) -> Path:
+    """Re-derive and rewrite a session's tables/ from its reports."""
+    from profkit.analyse.bundle import rebuild_session_tables
+
+    session = load_session(path)
+    tables = rebuild_session_tables(session)
+    target = session.path / "tables"
+    target.mkdir(exist_ok=True)
+    for name, df in tables.items():
+        partial = target / f".{name}.csv.part"
+        df.to_csv(partial, index=False)
+        partial.replace(target / f"{name}.csv")
+    return session.path
+
+
 def show(path: str | Path, names: list[str] | None = None) -> list[tuple[str, pd.DataFrame]]:
     names = names or DEFAULT_VIEWS + ["rules", "crosscheck"]
     unknown = [n for n in names if n not in ALL_TABLES]

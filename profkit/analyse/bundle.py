@@ -73,3 +73,32 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
 
 def merge_tables(per_capture: list[dict]) -> dict[str, pd.DataFrame]:
     return {name: _concat([tables.get(name) for tables in per_capture]) for name in TABLE_NAMES}
+
+
+def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
+    """Re-derive every table of a session from its reports (after a profkit upgrade, or a damaged CSV)."""
+    from profkit.parse.results import parse_result_lines
+    from profkit.build.ptxas import parse_ptxas
+
+    from profkit.errors import ReportError
+
+    entries = [e for e in session.manifest.get("captures", []) if e.get("files")]
+    if not entries:
+        raise ReportError(f"session {session.path} names no capture files to rebuild from")
+    per_capture = []
+    for entry in entries:
+        files = entry.get("files", {})
+
+        def existing(key):
+            name = files.get(key)
+            return session.path / name if name and (session.path / name).exists() else None
+
+        timing_log = existing("timing_log")
+        build_log = existing("build_log")
+        capture = CaptureFiles(
+            entry["name"], existing("ncu_report"), existing("nsys_sqlite") or existing("nsys_report"),
+            parse_result_lines(timing_log.read_text()) if timing_log else pd.DataFrame(),
+            parse_ptxas(build_log.read_text()) if build_log else pd.DataFrame())
+        per_capture.append(capture_tables(capture, clock_control=session.manifest.get("clock_control", "none"),
+                                          cache_control=session.manifest.get("cache_control", "all")))
+    return merge_tables(per_capture)

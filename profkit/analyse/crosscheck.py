@@ -40,6 +40,8 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     labels = set(timings["kernel"].dropna()) if "kernel" in timings else set()
     frames = []
     if not timings.empty:
+        timings = _fill_opaque_grids(timings, [d for d in (ncu_launches, nsys_kernels) if d is not None and not d.empty],
+                                     labels)
         t = timings.assign(label=timings["kernel"], events_us=pd.to_numeric(timings["median_ms"]) * 1e3)
         frames.append(t.groupby(["label", "grid"], dropna=False)["events_us"].median())
     if ncu_launches is not None and not ncu_launches.empty:
@@ -63,6 +65,31 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     table["flag"] = [v[0] for v in verdicts]
     table["reasons"] = [v[1] for v in verdicts]
     return table[CROSSCHECK_COLUMNS]
+
+
+def _grid_threads(grid: str) -> int:
+    try:
+        x, y, z = (int(v) for v in str(grid).split("×"))
+    except ValueError:
+        return 0
+    return x * y * z
+
+
+def _fill_opaque_grids(timings: pd.DataFrame, launch_tables: list[pd.DataFrame], labels: set[str]) -> pd.DataFrame:
+    """Library calls (cuBLAS) report no grid: take the grids their labelled launches had, smallest size first."""
+    timings = timings.copy()
+    opaque = timings["grid"].isna() | timings["grid"].astype(str).isin(["", "0×0×0", "None", "nan"])
+    if not opaque.any() or not launch_tables:
+        return timings
+    launches = pd.concat([t.assign(label=_label_launches(t, labels))[["label", "grid"]] for t in launch_tables])
+    for label, rows in timings[opaque].groupby("kernel"):
+        grids = sorted(set(launches.loc[launches["label"] == label, "grid"]), key=_grid_threads)
+        order = rows.sort_values("n").index if "n" in rows else rows.index
+        if len(grids) == len(order):
+            timings.loc[order, "grid"] = grids
+        elif len(grids) == 1:
+            timings.loc[order, "grid"] = grids[0]
+    return timings
 
 
 def _off(ratio: float, threshold: float) -> bool:

@@ -79,11 +79,14 @@ def profile(targets, name, arch, program_args, nsys, set_name, sections, metrics
                    "rules crosscheck timeline nvtx ptxas notes.")
 @click.option("--all", "all_tables", is_flag=True, help="Every table.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
-def show(path: str, tables: tuple[str, ...], all_tables: bool, fmt: str) -> None:
+@click.option("--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first.")
+def show(path: str, tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool) -> None:
     """Print the tables of a session folder or of one .ncu-rep / .nsys-rep / .sqlite file (no GPU needed)."""
     from profkit.render.terminal import format_table
-    from profkit.views import ALL_TABLES, show as show_tables
+    from profkit.views import ALL_TABLES, rebuild as rebuild_tables, show as show_tables
 
+    if rebuild:
+        rebuild_tables(path)
     names = ALL_TABLES if all_tables else list(tables) or None
     result = show_tables(path, names)
     if fmt == "json":

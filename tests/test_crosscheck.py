@@ -1,0 +1,67 @@
+"""Cross-check rules on constructed timings: each reason fires only when its numbers say so."""
+
+import pandas as pd
+
+from profkit.analyse.crosscheck import cross_check
+
+
+def _timings(ms):
+    return pd.DataFrame({"kernel": ["k"], "median_ms": [ms], "grid": ["8×8×1"]})
+
+
+def _ncu(us):
+    return pd.DataFrame({"kernel": ["k"], "nvtx_path": ["k"], "duration_ns": [us * 1e3], "grid": ["8×8×1"]})
+
+
+def _nsys(us_list):
+    return pd.DataFrame({"kernel": ["k"] * len(us_list), "nvtx_path": ["k"] * len(us_list),
+                         "duration_ns": [u * 1e3 for u in us_list], "grid": ["8×8×1"] * len(us_list)})
+
+
+def test_agreement_is_ok():
+    row = cross_check(_timings(1.0), _ncu(1000), _nsys([1000, 1001, 999])).iloc[0]
+    assert row.flag == "ok" and row.reasons == ""
+    assert abs(row.ncu_over_events - 1) < 1e-9
+
+
+def test_event_window_overhead_is_explained():
+    row = cross_check(_timings(3.0), _ncu(1920), _nsys([1930, 1925, 1921])).iloc[0]
+    assert row.flag == "DISAGREE"
+    assert "event window" in row.reasons and "ncu is slower" not in row.reasons
+    assert abs(row.ncu_over_events - 0.64) < 1e-9
+
+
+def test_cold_cache_replay_is_explained():
+    row = cross_check(_timings(1.0), _ncu(1300), _nsys([1000] * 5), cache_control="all").iloc[0]
+    assert "--cache-control all" in row.reasons
+    row = cross_check(_timings(1.0), _ncu(1300), _nsys([1000] * 5), cache_control="none",
+                      clock_control="base").iloc[0]
+    assert "locked clocks" in row.reasons and "--cache-control all" not in row.reasons
+
+
+def test_first_launch_cost_is_seen():
+    row = cross_check(_timings(1.0), _ncu(1000), _nsys([5000, 1000, 1000, 1000])).iloc[0]
+    assert "first launch" in row.reasons
+
+
+def test_missing_event_timings_are_said():
+    table = cross_check(pd.DataFrame(), _ncu(1000), _nsys([1000]))
+    assert "no cudaEvent timings" in table.iloc[0].reasons
+
+
+def test_cublas_kernels_are_labelled_by_nvtx_range():
+    ncu = pd.DataFrame({"kernel": ["nvjet_sm90_x"], "nvtx_path": ["matmul_cublas"], "duration_ns": [2e6],
+                        "grid": ["8×8×1"]})
+    t = pd.DataFrame({"kernel": ["matmul_cublas"], "median_ms": [2.0], "grid": ["8×8×1"]})
+    row = cross_check(t, ncu, pd.DataFrame()).iloc[0]
+    assert row.label == "matmul_cublas" and row.flag == "ok"
+
+
+def test_library_calls_without_a_grid_match_their_launches_by_size():
+    ncu = pd.DataFrame({"kernel": ["nvjet_a", "nvjet_b"], "nvtx_path": ["matmul_cublas"] * 2,
+                        "duration_ns": [40e3, 2e6], "grid": ["4×4×1", "64×32×1"]})
+    t = pd.DataFrame({"kernel": ["matmul_cublas"] * 2, "n": [4096, 1024], "median_ms": [2.0, 0.04],
+                      "grid": ["0×0×0", "0×0×0"]})
+    table = cross_check(t, ncu, pd.DataFrame()).set_index("grid")
+    assert table.loc["4×4×1", "events_us"] == 40 and table.loc["64×32×1", "events_us"] == 2000
+    assert (table["flag"] == "ok").all()

@@ -1,0 +1,70 @@
+"""Sessions are written atomically: only a committed folder looks complete; names never collide."""
+
+import json
+import threading
+
+import pandas as pd
+import pytest
+
+from profkit.errors import ReportError, UsageError
+from profkit.session.store import SessionWriter, incomplete_sessions, list_sessions, load_session
+
+
+def test_commit_moves_a_complete_session_into_place(tmp_path):
+    writer = SessionWriter(tmp_path, "s1", {"created": "2026-01-01T00:00:00+00:00"})
+    writer.write_table("launches", pd.DataFrame({"kernel": ["k"], "duration_us": [1.5]}))
+    assert not (tmp_path / "s1").exists() and len(incomplete_sessions(tmp_path)) == 1
+    path = writer.commit()
+    session = load_session(path)
+    assert session.manifest["status"] == "complete"
+    assert session.table("launches")["duration_us"].tolist() == [1.5]
+    assert incomplete_sessions(tmp_path) == []
+
+
+def test_an_abandoned_capture_is_kept_but_never_listed(tmp_path):
+    writer = SessionWriter(tmp_path, "s1", {})
+    kept = writer.abandon("interrupted", "SIGTERM")
+    assert json.loads((kept / "manifest.json").read_text())["status"] == "interrupted"
+    assert list_sessions(tmp_path) == []
+    with pytest.raises(ReportError, match="incomplete"):
+        load_session(kept)
+
+
+def test_concurrent_writers_with_one_name_both_survive(tmp_path):
+    paths = []
+
+    def write(i):
+        writer = SessionWriter(tmp_path, "same", {"created": f"2026-01-01T00:00:0{i}+00:00"})
+        writer.write_text("x.txt", str(i))
+        paths.append(writer.commit())
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({p.name for p in paths}) == 4
+    assert sorted((p / "x.txt").read_text() for p in paths) == ["0", "1", "2", "3"]
+
+
+def test_bad_inputs_raise_clear_errors(tmp_path):
+    with pytest.raises(UsageError):
+        SessionWriter(tmp_path, "../escape", {})
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "manifest.json").write_text("{not json")
+    with pytest.raises(ReportError, match="not valid JSON"):
+        load_session(tmp_path / "broken")
+    with pytest.raises(UsageError, match="no session"):
+        load_session(tmp_path / "absent")
+    (tmp_path / "nomanifest").mkdir()
+    with pytest.raises(ReportError, match="not a profkit session"):
+        load_session(tmp_path / "nomanifest")
+
+
+def test_unwritable_sessions_dir_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the sessions folder should be")
+    with pytest.raises(ReportError, match="cannot (create|write)"):
+        SessionWriter(blocker, "s", {})
+    with pytest.raises(ReportError, match="cannot (create|write)"):
+        SessionWriter(blocker / "below", "s", {})
