@@ -1,0 +1,640 @@
+"""Triton tiled matmul, C(M, N) = A(M, K) @ B(K, N), measured against cuBLAS.
+
+Variants (``precision`` for float32 inputs):
+
+* float32, ``precision="ieee"`` (the default): true fp32 products (``input_precision="ieee"``),
+  TF32 really off. On Hopper this runs on the FMA units, like cuBLAS SGEMM with TF32 off.
+* float32, ``precision="tf32"``: TF32 tensor cores, fp32 accumulate.
+* bfloat16 / float16: tensor cores, fp32 accumulate, output rounded to the input dtype.
+
+Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order:
+
+* ``matmul_kernel``: one program per output tile, pointer loads, a K loop, any M, N, K and
+  strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter.
+* ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): one program per SM
+  looping over tiles, TMA tensor descriptors built on the device (``tl.make_tensor_descriptor``)
+  and a flattened tile x K loop so the next tile's loads overlap this tile's epilogue.
+
+Layout of the file, top to bottom: the jitted kernels, the autotune configs (built by
+``matmul_configs``), the host wrapper ``matmul`` and the float64 reference, then the benchmark
+(``bench``), the profiling workload (``profile_workload``) and the command line:
+
+    python -m kernels.matmul bench [--quick]
+    python -m kernels.matmul profile [--n 4096] [--dtype bf16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import math
+import os
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped tile order: GROUP_M tile-rows sweep the tile-columns together.
+
+    Consecutive programs then share the same B column panels and nearby A row panels, so
+    those panels are read from DRAM once and reused from L2.
+    """
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def matmul_kernel(
+        a_ptr, b_ptr, c_ptr,
+        M, N, K,
+        stride_am, stride_ak,
+        stride_bk, stride_bn,
+        stride_cm, stride_cn,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr,
+        INPUT_PRECISION: tl.constexpr,
+        UPCAST_INPUTS: tl.constexpr = False,
+):
+    """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
+
+    INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
+    UPCAST_INPUTS converts the loaded tiles to float32 before the dot. Only the interpreter path
+    sets it, for bfloat16: triton's interpreter (3.6 to 3.9) multiplies bfloat16 tiles as their
+    raw uint16 bits. A bfloat16 x bfloat16 product is exact in float32, so the upcast dot with
+    fp32 accumulation computes what the tensor cores compute.
+    """
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
+
+    # Rows and columns past the edge wrap around (% M, % N): every load stays in bounds without
+    # an M/N mask, and the wrapped values only reach outputs that the final store masks off.
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_remaining = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
+        if UPCAST_INPUTS:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c = accumulator.to(c_ptr.dtype.element_ty)
+
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, c, mask=c_mask)
+
+
+@triton.jit
+def matmul_kernel_tma_persistent(
+        a_ptr, b_ptr, c_ptr,
+        M, N, K,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr,
+        EPILOGUE_SUBTILE: tl.constexpr,
+        NUM_SMS: tl.constexpr,
+):
+    """Persistent TMA matmul for contiguous 16-bit a: (M, K), b: (K, N), c: (M, N).
+
+    NUM_SMS programs each walk tiles tile_id = pid, pid + NUM_SMS, ... The TMA descriptors are
+    built on the device (their 128-byte records live in a workspace from triton.set_allocator);
+    TMA zero-fills out-of-bounds loads and clips out-of-bounds stores, so no masks are needed,
+    but row strides must be multiples of 16 bytes (the host wrapper checks). The tile loop is
+    flattened with the K loop so the software pipeline keeps loading across tile boundaries.
+    EPILOGUE_SUBTILE stores the tile as two (BLOCK_M, BLOCK_N // 2) halves, halving the shared
+    memory the epilogue needs so more of it can go to pipeline stages.
+    """
+    dtype = c_ptr.dtype.element_ty
+    start_pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1],
+                                       block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1],
+                                       block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1],
+                                       block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
+
+    # The epilogue recomputes its tile from a separate counter, one tile behind the loads, so
+    # the flattened pipeline does not tie the prologue of tile i+1 to the epilogue of tile i.
+    tile_id_c = start_pid - NUM_SMS
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_am = pid_m * BLOCK_M
+        offs_bn = pid_n * BLOCK_N
+
+        accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            offs_k = ki * BLOCK_K
+            a = a_desc.load([offs_am, offs_k])
+            b = b_desc.load([offs_k, offs_bn])
+            accumulator = tl.dot(a, b, accumulator)
+
+        tile_id_c += NUM_SMS
+        pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        offs_cm = pid_m * BLOCK_M
+        offs_cn = pid_n * BLOCK_N
+        if EPILOGUE_SUBTILE:
+            acc = tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2))
+            acc = tl.permute(acc, (0, 2, 1))
+            acc0, acc1 = tl.split(acc)
+            c_desc.store([offs_cm, offs_cn], acc0.to(dtype))
+            c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(dtype))
+        else:
+            c_desc.store([offs_cm, offs_cn], accumulator.to(dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# Autotune configurations
+# ---------------------------------------------------------------------------------------------
+
+PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
+"""Autotuned launch paths; ``select_path`` picks one per call."""
+
+SKINNY_MAX = 32
+"""Problems with min(M, N) at or below this use the skinny configs (small tiles, long K steps)."""
+
+INTERPRETER_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4}
+"""Fixed tile for TRITON_INTERPRET=1 runs (no autotuning there: every config would be interpreted)."""
+
+
+def _config(bm: int, bn: int, bk: int, stages: int, warps: int, **extra) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, **extra},
+                         num_stages=stages, num_warps=warps)
+
+
+def matmul_configs(path: str) -> list[triton.Config]:
+    """Autotune candidates per launch path (at most 12 each, so tuning one shape takes seconds).
+
+    fma (float32, TF32 off): the dot runs on FMA units; each thread owns a register sub-tile,
+    so large tiles with 8 warps and short K steps keep the FMA pipes fed without spilling.
+    tf32: tensor cores on 4-byte operands, so shared memory per stage is twice bf16's; BLOCK_K
+    32 with 3-4 stages. mma16: tutorial-style tiles for bf16/fp16 without TMA. skinny16 /
+    skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
+    full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
+    (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128 and
+    64x128 tiles so sizes near 1024-2048 still give every SM a tile.
+    """
+    if path == "fma":
+        return [_config(*c) for c in (
+            (128, 128, 32, 3, 8), (128, 128, 64, 3, 8), (128, 128, 16, 4, 8), (128, 256, 16, 3, 8),
+            (256, 128, 16, 3, 8), (64, 256, 16, 3, 8), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4),
+            (64, 64, 32, 4, 4))]
+    if path == "tf32":
+        return [_config(*c) for c in (
+            (128, 256, 32, 3, 8), (256, 128, 32, 3, 8), (128, 128, 32, 4, 4), (128, 128, 32, 4, 8),
+            (128, 128, 64, 3, 8), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 64, 4, 4))]
+    if path == "mma16":
+        return [_config(*c) for c in (
+            (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
+            (128, 128, 64, 4, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4))]
+    if path == "skinny16":
+        return [_config(*c) for c in (
+            (16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 64, 128, 5, 4), (16, 128, 128, 4, 4),
+            (32, 32, 256, 4, 4), (32, 64, 128, 4, 4), (16, 32, 512, 3, 4), (64, 16, 256, 4, 4))]
+    if path == "skinny32":
+        return [_config(*c) for c in (
+            (16, 32, 128, 4, 4), (16, 64, 128, 4, 4), (16, 64, 64, 5, 4), (16, 128, 64, 4, 4),
+            (32, 32, 128, 4, 4), (32, 64, 64, 4, 4), (64, 16, 128, 4, 4))]
+    if path == "tma":
+        return [_config(*c, EPILOGUE_SUBTILE=s) for *c, s in (
+            (128, 256, 64, 3, 8, False), (128, 256, 64, 3, 8, True), (128, 256, 64, 4, 8, True),
+            (256, 128, 64, 3, 8, False), (256, 128, 64, 4, 8, True), (128, 128, 64, 4, 8, False),
+            (128, 128, 64, 5, 8, True), (128, 128, 64, 4, 4, False), (128, 128, 128, 3, 8, True),
+            (64, 256, 64, 4, 4, True), (64, 128, 64, 5, 4, False))]
+    raise ValueError(f"unknown matmul path {path!r}; expected one of {PATHS}")
+
+
+def _autotune(kernel, path: str, key: list[str]):
+    options = {}
+    if "cache_results" in inspect.signature(triton.autotune).parameters:
+        options["cache_results"] = True  # a later process (e.g. under ncu) reuses the choice
+    return triton.autotune(configs=matmul_configs(path), key=key, **options)(kernel)
+
+
+# Autotuning keys: the shape plus the precision; triton appends every tensor argument's dtype.
+_AUTOTUNED = {path: _autotune(matmul_kernel, path, ["M", "N", "K", "INPUT_PRECISION"])
+              for path in PATHS if path != "tma"}
+_AUTOTUNED["tma"] = _autotune(matmul_kernel_tma_persistent, "tma", ["M", "N", "K"])
+
+# ---------------------------------------------------------------------------------------------
+# Host wrapper
+# ---------------------------------------------------------------------------------------------
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+PRECISIONS = ("ieee", "tf32")
+_MAX_ELEMENTS = 2 ** 31 - 1  # kernel offsets are 32-bit
+
+
+def _interpreting() -> bool:
+    """True when triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None and hasattr(knobs, "runtime"):
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _has_device_tma() -> bool:
+    """Whether this triton has device-side tensor descriptors, the allocator hook and tl.range(flatten=)."""
+    return (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
+            and "flatten" in inspect.signature(tl.range.__init__).parameters)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_info(index: int) -> tuple[int, int]:
+    """(compute capability major, SM count) of a CUDA device."""
+    props = torch.cuda.get_device_properties(index)
+    return props.major, props.multi_processor_count
+
+
+def _tma_workspace(size: int, alignment: int, stream):
+    """Global-memory workspace for device-built TMA descriptors (triton.set_allocator hook)."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
+    """The persistent TMA kernel applies: 16-bit, Hopper/Blackwell-class device, compiled mode,
+    contiguous operands whose row strides and base addresses are 16-byte aligned (c None: a
+    fresh output, which always is)."""
+    if _interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    major, _ = _device_info(a.device.index if a.device.index is not None else torch.cuda.current_device())
+    if major not in (9, 10) or not _has_device_tma():
+        return False
+    aligned = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (a, b, c) if t is not None)
+    return aligned and (a.shape[1] * a.element_size()) % 16 == 0 and (b.shape[1] * b.element_size()) % 16 == 0
+
+
+def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool) -> str:
+    """The autotuned path for an (m, k) @ (k, n) problem; see PATHS and ``matmul_configs``."""
+    if min(m, n) <= SKINNY_MAX:
+        return "skinny16" if itemsize == 2 else "skinny32"
+    if itemsize == 2:
+        return "tma" if tma else "mma16"
+    return "tf32" if precision == "tf32" else "fma"
+
+
+def _validate(a, b, precision, out) -> str | None:
+    """Check the operands; return the effective precision ("ieee"/"tf32" for float32, else None)."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"{name} has dtype {t.dtype}; supported: float32, bfloat16, float16")
+    if a.dtype != b.dtype:
+        raise ValueError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.device.type != "cuda" and not _interpreting():
+        raise ValueError(f"tensors on {a.device} need TRITON_INTERPRET=1 (set before importing triton); "
+                         "compiled kernels need CUDA tensors")
+    m, n = a.shape[0], b.shape[1]
+    if max(a.numel(), b.numel(), m * n) > _MAX_ELEMENTS:
+        raise ValueError(f"operands of {a.numel()}, {b.numel()} and {m * n} elements exceed the "
+                         f"32-bit offsets this kernel uses ({_MAX_ELEMENTS})")
+    if a.dtype == torch.float32:
+        precision = "ieee" if precision is None else precision
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS} or None, got {precision!r}")
+    elif precision is not None:
+        raise ValueError(f"precision applies to float32 inputs only; got {precision!r} for {a.dtype}")
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (m, n):
+            raise ValueError(f"out must be a tensor of shape {(m, n)}, got "
+                             f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+        if out.dtype != a.dtype or out.device != a.device:
+            raise ValueError(f"out must be {a.dtype} on {a.device}, got {out.dtype} on {out.device}")
+    return precision
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    """C = a @ b with the Triton kernels; a: (M, K), b: (K, N) -> (M, N) in a's dtype.
+
+    precision: float32 only; "ieee" (default, true fp32 products) or "tf32". bfloat16/float16
+    accumulate in fp32. ``out`` (M, N) receives the result when given. CPU tensors work under
+    TRITON_INTERPRET=1 with a fixed 16x16x16 tile. Raises ValueError for bad operands.
+    """
+    precision = _validate(a, b, precision, out)
+    m, k = a.shape
+    n = b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype) if out is None else out
+    if m == 0 or n == 0:
+        return c
+    if k == 0:
+        return c.zero_()
+    input_precision = precision or "ieee"  # ignored by tl.dot for 16-bit operands
+
+    if _interpreting():
+        blocks = INTERPRETER_BLOCKS
+        grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
+        matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                            c.stride(0), c.stride(1), INPUT_PRECISION=input_precision,
+                            UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
+        return c
+
+    path = select_path(m, n, a.element_size(), precision, _tma_eligible(a, b, c))
+    if path == "tma":
+        _, num_sms = _device_info(a.device.index if a.device.index is not None else torch.cuda.current_device())
+        triton.set_allocator(_tma_workspace)
+
+        def grid(meta):
+            return (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
+
+        _AUTOTUNED["tma"][grid](a, b, c, m, n, k, NUM_SMS=num_sms)
+        return c
+
+    def grid(meta):
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    _AUTOTUNED[path][grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                           c.stride(0), c.stride(1), INPUT_PRECISION=input_precision)
+    return c
+
+
+def last_config(path: str) -> str | None:
+    """The config the autotuner of ``path`` used last, as text (None before its first call)."""
+    best = getattr(_AUTOTUNED[path], "best_config", None)
+    return None if best is None else str(best)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference and tolerances
+# ---------------------------------------------------------------------------------------------
+
+FP32_UNIT_ROUNDOFF = 2.0 ** -24
+
+
+def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b in float64 on a's device; a: (M, K), b: (K, N) -> (M, N) float64."""
+    return a.double() @ b.double()
+
+
+def tolerance(dtype: torch.dtype, precision: str | None, k: int) -> float:
+    """Largest accepted Frobenius relative error vs ``matmul_reference`` for random normal inputs.
+
+    * float32 ieee: max(1e-6, 4 * u * sqrt(K)), u = 2^-24. Rounding errors of a length-K fp32
+      dot product with random signs grow like u * sqrt(K) relative to the result (probabilistic
+      bound, Higham & Mary 2019); 4x is the margin. At K = 8192 this is 2.2e-5, still 20x below
+      the ~5e-4 error TF32 gives, so a run that silently used TF32 fails.
+    * float32 tf32: 2e-3. TF32 keeps 10 mantissa bits: each input carries a relative error up to
+      2^-11 when rounded and 2^-10 when truncated, which shrinks every product by ~2^-10 on
+      average, about 1e-3 relative for the whole result; 2e-3 is that with 2x margin.
+    * bfloat16 / float16: 1e-2. The inputs are exact in the reference (it reads the same 16-bit
+      values); the error is the final conversion of C to 16 bits: about 1.7e-3 for bfloat16
+      when rounded to nearest (the GPU), 3.3e-3 when truncated (triton's interpreter does),
+      8x smaller for float16; fp32 accumulation adds little. 1e-2 keeps a 3x margin.
+    """
+    if dtype == torch.float32 and precision == "tf32":
+        return 2e-3
+    if dtype == torch.float32:
+        return max(1e-6, 4.0 * FP32_UNIT_ROUNDOFF * math.sqrt(max(k, 1)))
+    return 1e-2
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmark against cuBLAS
+# ---------------------------------------------------------------------------------------------
+
+VARIANTS = {
+    "fp32-ieee": (torch.float32, "ieee"),
+    "tf32": (torch.float32, "tf32"),
+    "bf16": (torch.bfloat16, None),
+    "fp16": (torch.float16, None),
+}
+"""Benchmark/profile variant name -> (dtype, precision)."""
+
+BENCH_SIZES = (1024, 2048, 4096, 8192)
+QUICK_SIZES = (1024, 4096)
+SKINNY_SHAPES = ((16, 4096, 4096), (4096, 4096, 512))
+GRAPH_MAX_DIM = 1024
+"""Cases whose largest dimension is at most this also get CUDA-graph rows (launch cost dominates)."""
+
+
+def _make_case(variant: str, m: int, n: int, k: int, seed: int):
+    from profkit.bench import flops, harness
+
+    dtype, precision = VARIANTS[variant]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return harness.Case(
+        workload="matmul", label=f"{variant} {m}x{n}x{k}",
+        params={"variant": variant, "m": m, "n": n, "k": k, "dtype": str(dtype).replace("torch.", ""),
+                "precision": precision, "seed": seed},
+        flops=flops.matmul_flops(m, n, k), bytes=flops.matmul_bytes(m, n, k, itemsize, itemsize))
+
+
+def bench_cases(quick: bool = False) -> list:
+    """The matmul benchmark cases: square sizes per variant, then the skinny bfloat16 shapes."""
+    sizes = QUICK_SIZES if quick else BENCH_SIZES
+    shapes = [(variant, s, s, s) for variant in ("fp32-ieee", "tf32", "bf16") for s in sizes]
+    shapes += [("bf16", m, n, k) for m, n, k in SKINNY_SHAPES]
+    return [_make_case(variant, m, n, k, seed=i) for i, (variant, m, n, k) in enumerate(shapes)]
+
+
+class _Inputs:
+    """Random inputs per case, created once on the GPU and shared by every implementation."""
+
+    def __init__(self):
+        self._cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def get(self, case) -> tuple[torch.Tensor, torch.Tensor]:
+        if case.label not in self._cache:
+            p = case.params
+            gen = torch.Generator(device="cuda").manual_seed(p["seed"])
+            dtype = VARIANTS[p["variant"]][0]
+            a = torch.randn(p["m"], p["k"], device="cuda", generator=gen).to(dtype)
+            b = torch.randn(p["k"], p["n"], device="cuda", generator=gen).to(dtype)
+            self._cache[case.label] = (a, b)
+        return self._cache[case.label]
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+def _poisoned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """An output buffer pre-filled with NaN: an element a kernel fails to write fails the check."""
+    return torch.full((a.shape[0], b.shape[1]), float("nan"), device=a.device, dtype=a.dtype)
+
+
+def _triton_factory(inputs: _Inputs):
+    def factory(case):
+        a, b = inputs.get(case)
+        c = _poisoned(a, b)
+        precision = case.params["precision"]
+        return lambda: matmul(a, b, precision=precision, out=c)
+    return factory
+
+
+def _cublas_factory(inputs: _Inputs):
+    from profkit.bench import harness
+
+    def factory(case):
+        a, b = inputs.get(case)
+        c = _poisoned(a, b)
+        tf32 = case.params["precision"] == "tf32"
+
+        def run():
+            with harness.tf32_mode(tf32):
+                return torch.matmul(a, b, out=c)
+        return run
+    return factory
+
+
+def _checker(inputs: _Inputs, chosen: dict[str, str | None]):
+    """check(case, outputs) for harness.compare: every output vs float64 within ``tolerance``."""
+    from profkit.bench import harness
+
+    def check(case, outputs):
+        a, b = inputs.get(case)
+        p = case.params
+        path = select_path(p["m"], p["n"], a.element_size(), p["precision"], _tma_eligible(a, b, None))
+        chosen[case.label] = f"{path}: {last_config(path)}"
+        reference = matmul_reference(a, b)
+        tol = tolerance(a.dtype, p["precision"], p["k"])
+        for name, out in outputs.items():
+            harness.require_close(out, reference, tol, f"{name} {case.label}")
+    return check
+
+
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
+    """Benchmark Triton vs cuBLAS on every case, print the table, write matmul.json/csv.
+
+    cuBLAS runs through torch.matmul with TF32 switched to match the variant (off for ieee, on
+    for tf32). Every output buffer starts as NaN and the first call of each case is checked
+    against float64. Cases up to GRAPH_MAX_DIM get an extra pair of CUDA-graph rows
+    ("triton_graph" vs "cublas_graph"). Returns the table (harness.COLUMNS plus the ceiling
+    columns).
+    """
+    import pandas as pd
+
+    from profkit.bench import flops, harness
+
+    harness.require_cuda("kernels.matmul.bench")
+    inputs, chosen = _Inputs(), {}
+    cases = bench_cases(quick)
+    rounds = 2 if quick else 3
+    check = _checker(inputs, chosen)
+    triton_impl, cublas_impl = _triton_factory(inputs), _cublas_factory(inputs)
+    frames = [harness.compare(cases, {"triton": triton_impl, "cublas": cublas_impl}, baseline="cublas",
+                              check=check, rounds=rounds)]
+    small = [c for c in cases if max(c.params["m"], c.params["n"], c.params["k"]) <= GRAPH_MAX_DIM]
+    if small:
+        frames.append(harness.compare(small, {"triton_graph": triton_impl, "cublas_graph": cublas_impl},
+                                      baseline="cublas_graph", check=check, rounds=rounds, cuda_graph=True))
+    inputs.clear()
+    ceilings = harness.measure_ceilings()
+    df = harness.check_against_ceiling(pd.concat(frames, ignore_index=True), ceilings)
+    meta = {
+        "workload": "matmul",
+        "environment": harness.environment(),
+        "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
+        "ceilings": ceilings,
+        "ceiling_methods": harness.CEILING_METHODS,
+        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs",
+                   "rounds": rounds, "stable_spread": harness.STABLE_SPREAD},
+        "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee, on for tf32",
+        "tolerances": {c.label: tolerance(*VARIANTS[c.params["variant"]], c.params["k"]) for c in cases},
+        "triton_config": chosen,
+    }
+    print(harness.format_table(df, meta))
+    for path in harness.write_results(df, meta, Path(out_dir) / "matmul"):
+        print(f"wrote {path}")
+    return df
+
+
+def profile_workload(n: int = 4096, dtype: str = "bf16") -> dict:
+    """One Triton and one cuBLAS n x n x n matmul inside NVTX ranges, for ``profkit profile``.
+
+    Autotuning and warm-up run first inside the range "warmup"; then exactly one launch each
+    inside "triton_matmul" and "cublas_matmul". Capture with e.g.
+    ``ncu --nvtx --nvtx-include "triton_matmul/" --nvtx-include "cublas_matmul/" ...``.
+    Returns the variant, size and the Triton config used.
+    """
+    from profkit.bench import harness
+
+    if dtype not in VARIANTS:
+        raise ValueError(f"dtype must be one of {sorted(VARIANTS)}, got {dtype!r}")
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+    harness.require_cuda("kernels.matmul.profile_workload")
+    try:
+        import nvtx
+    except ImportError as exc:
+        raise RuntimeError("profile_workload needs the nvtx module (pip install nvtx)") from exc
+
+    torch_dtype, precision = VARIANTS[dtype]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(n, n, device="cuda", generator=gen).to(torch_dtype)
+    b = torch.randn(n, n, device="cuda", generator=gen).to(torch_dtype)
+    c_triton, c_cublas = _poisoned(a, b), _poisoned(a, b)
+    tf32 = precision == "tf32"
+    with nvtx.annotate("warmup"):
+        for _ in range(3):
+            matmul(a, b, precision=precision, out=c_triton)
+            with harness.tf32_mode(tf32):
+                torch.matmul(a, b, out=c_cublas)
+        torch.cuda.synchronize()
+    with nvtx.annotate("triton_matmul"):
+        matmul(a, b, precision=precision, out=c_triton)
+        torch.cuda.synchronize()
+    with nvtx.annotate("cublas_matmul"):
+        with harness.tf32_mode(tf32):
+            torch.matmul(a, b, out=c_cublas)
+        torch.cuda.synchronize()
+    path = select_path(n, n, a.element_size(), precision, _tma_eligible(a, b, c_triton))
+    return {"variant": dtype, "n": n, "path": path, "triton_config": last_config(path)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``bench [--quick] [--out-dir DIR]`` or ``profile [--n N] [--dtype VARIANT]``."""
+    parser = argparse.ArgumentParser(prog="python -m kernels.matmul",
+                                     description="Triton tiled matmul vs cuBLAS: benchmark or profiling workload")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_bench = sub.add_parser("bench", help="benchmark vs cuBLAS and write reports/benchmarks/matmul.json|csv")
+    p_bench.add_argument("--quick", action="store_true", help="fewer sizes and rounds")
+    p_bench.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    p_prof = sub.add_parser("profile", help="one Triton and one cuBLAS launch inside NVTX ranges")
+    p_prof.add_argument("--n", type=int, default=4096)
+    p_prof.add_argument("--dtype", choices=sorted(VARIANTS), default="bf16")
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        bench(out_dir=args.out_dir, quick=args.quick)
+    else:
+        print(profile_workload(n=args.n, dtype=args.dtype))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,357 @@
+"""profkit.bench.harness on CPU: timing statistics, compare() with injected fake timers,
+ceiling checks, result files, the terminal table and the environment record."""
+
+import json
+import math
+from datetime import datetime
+
+import pandas as pd
+import pytest
+import torch
+
+from profkit.bench import harness
+
+
+# --- Timing statistics ---------------------------------------------------------------------------
+
+def test_timing_from_samples_quantiles_and_spread():
+    t = harness.Timing.from_samples([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (t.median_ms, t.p20_ms, t.p80_ms, t.min_ms, t.runs) == (3.0, 1.8, 4.2, 1.0, 5)
+    assert math.isclose(t.spread, (4.2 - 1.8) / 3.0)
+    assert t.stable is False
+
+
+def test_timing_is_stable_below_five_percent_spread():
+    tight = harness.Timing.from_samples([1.00, 1.01, 1.00, 1.02, 0.99, 1.01])
+    loose = harness.Timing.from_samples([1.0, 1.2, 0.9, 1.1, 1.0, 1.3])
+    assert tight.stable and tight.spread < harness.STABLE_SPREAD
+    assert not loose.stable
+
+
+def test_timing_from_no_samples_raises():
+    with pytest.raises(ValueError, match="at least one sample"):
+        harness.Timing.from_samples([])
+
+
+def test_combine_timings_pools_samples_of_all_rounds():
+    rounds = [harness.Timing.from_samples([1.0, 1.0]), harness.Timing.from_samples([3.0, 3.0, 3.0])]
+    t = harness.combine_timings(rounds)
+    assert t.runs == 5 and t.median_ms == 3.0 and t.min_ms == 1.0
+
+
+def test_combine_timings_without_samples_takes_median_of_each_statistic():
+    def bare(median):
+        return harness.Timing(median_ms=median, p20_ms=median - 0.1, p80_ms=median + 0.1, min_ms=median - 0.2,
+                              runs=10, spread=0.2 / median, stable=False)
+    t = harness.combine_timings([bare(1.0), bare(2.0), bare(9.0)])
+    assert (t.median_ms, t.runs, t.min_ms) == (2.0, 30, 0.8)
+    assert math.isclose(t.p80_ms, 2.1)
+
+
+def test_l2_flush_buffer_is_twice_l2_or_default():
+    assert harness.l2_flush_bytes(60 * 2 ** 20) == 120 * 2 ** 20
+    assert harness.l2_flush_bytes(None) == harness.DEFAULT_L2_BYTES == 256 * 2 ** 20
+    assert harness.l2_flush_bytes(0) == harness.DEFAULT_L2_BYTES
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without a GPU")
+def test_gpu_functions_raise_runtime_error_without_cuda():
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        harness.time_fn(lambda: None)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        harness.measure_ceilings()
+
+
+# --- compare() with fake implementations and timers -------------------------------------------
+
+def _case(label="n=64", flops=1e12, nbytes=1e9, **params):
+    return harness.Case("matmul", label, params or {"dtype": "float32", "precision": "ieee"}, flops, nbytes)
+
+
+class FakeTimer:
+    """Records the order of timed calls and returns a fixed median per implementation."""
+
+    def __init__(self, medians, samples=5):
+        self.medians, self.samples, self.calls, self.graph_flags = medians, samples, [], []
+
+    def __call__(self, fn, cuda_graph=False):
+        name = fn()
+        self.calls.append(name)
+        self.graph_flags.append(cuda_graph)
+        return harness.Timing.from_samples([self.medians[name]] * self.samples)
+
+
+def _impl(name):
+    return lambda case: (lambda: name)
+
+
+def test_compare_rows_columns_and_rates():
+    timer = FakeTimer({"triton": 0.5, "cublas": 1.0})
+    df = harness.compare([_case("a"), _case("b")], {"triton": _impl("triton"), "cublas": _impl("cublas")},
+                         baseline="cublas", timer=timer, rounds=3)
+    assert list(df.columns) == harness.COLUMNS
+    assert list(zip(df["case"], df["impl"])) == [("a", "triton"), ("a", "cublas"), ("b", "triton"), ("b", "cublas")]
+    row = df.iloc[0]
+    assert row["median_ms"] == 0.5 and row["runs"] == 15 and bool(row["stable"])
+    assert math.isclose(row["tflops"], 1e12 / 0.5e-3 / 1e12) and math.isclose(row["gbps"], 1e9 / 0.5e-3 / 1e9)
+    assert (df["baseline"] == "cublas").all() and (df["note"] == "").all()
+
+
+def test_ratio_vs_baseline_above_one_means_faster():
+    timer = FakeTimer({"fast": 0.5, "slow": 2.0, "base": 1.0})
+    df = harness.compare([_case()], {"fast": _impl("fast"), "slow": _impl("slow"), "base": _impl("base")},
+                         baseline="base", timer=timer).set_index("impl")
+    assert df.loc["fast", "ratio_vs_baseline"] == 2.0
+    assert df.loc["slow", "ratio_vs_baseline"] == 0.5
+    assert df.loc["base", "ratio_vs_baseline"] == 1.0
+
+
+def test_compare_interleaves_impls_and_rotates_the_start_each_round():
+    timer = FakeTimer({"A": 1.0, "B": 1.0})
+    harness.compare([_case()], {"A": _impl("A"), "B": _impl("B")}, baseline="B", timer=timer, rounds=4)
+    assert timer.calls == ["A", "B", "B", "A", "A", "B", "B", "A"]
+
+
+def test_compare_calls_every_impl_once_and_checks_before_timing():
+    events = []
+
+    def factory(name):
+        def make(case):
+            def run():
+                events.append(("call", name))
+                return name
+            return run
+        return make
+
+    def check(case, outputs):
+        events.append(("check", tuple(sorted(outputs.items()))))
+
+    def timer(fn, cuda_graph=False):
+        events.append(("time", fn()))
+        return harness.Timing.from_samples([1.0])
+
+    harness.compare([_case()], {"A": factory("A"), "B": factory("B")}, baseline="A", check=check,
+                    timer=timer, rounds=1)
+    assert events[:3] == [("call", "A"), ("call", "B"), ("check", (("A", "A"), ("B", "B")))]
+    assert [e for e in events[3:] if e[0] == "time"] == [("time", "A"), ("time", "B")]
+
+
+def test_compare_check_failure_raises():
+    impls = {"A": _impl("A"), "B": _impl("B")}
+    with pytest.raises(harness.CheckFailed, match="check returned False"):
+        harness.compare([_case()], impls, baseline="A", check=lambda c, o: False, timer=FakeTimer({"A": 1, "B": 1}))
+
+    def failing(case, outputs):
+        raise harness.CheckFailed("A n=64: relative error 1e-1 exceeds tolerance")
+    with pytest.raises(harness.CheckFailed, match="exceeds tolerance"):
+        harness.compare([_case()], impls, baseline="A", check=failing, timer=FakeTimer({"A": 1, "B": 1}))
+
+
+def test_unsupported_impl_keeps_row_with_nan_and_reason():
+    def unsupported(case):
+        raise harness.Unsupported("needs sm_90")
+    timer = FakeTimer({"base": 1.0})
+    df = harness.compare([_case()], {"new": unsupported, "base": _impl("base")}, baseline="base",
+                         timer=timer).set_index("impl")
+    assert df.loc["new", "note"] == "needs sm_90"
+    assert df.loc["new", "runs"] == 0 and not df.loc["new", "stable"]
+    for col in ("median_ms", "p20_ms", "p80_ms", "tflops", "gbps", "ratio_vs_baseline"):
+        assert math.isnan(df.loc["new", col])
+    assert df.loc["base", "ratio_vs_baseline"] == 1.0
+    assert timer.calls == ["base"] * 3  # three rounds, the unsupported impl never timed
+
+
+def test_unsupported_raised_by_first_call_and_by_baseline():
+    def fails_on_call(case):
+        def run():
+            raise harness.Unsupported("shape not tileable")
+        return run
+    df = harness.compare([_case()], {"cand": _impl("cand"), "base": fails_on_call}, baseline="base",
+                         timer=FakeTimer({"cand": 1.0})).set_index("impl")
+    assert df.loc["base", "note"] == "shape not tileable"
+    assert df.loc["cand", "median_ms"] == 1.0 and math.isnan(df.loc["cand", "ratio_vs_baseline"])
+
+
+def test_compare_passes_cuda_graph_flag_to_timer():
+    timer = FakeTimer({"A": 1.0})
+    harness.compare([_case()], {"A": _impl("A")}, baseline="A", cuda_graph=True, timer=timer, rounds=2)
+    assert timer.graph_flags == [True, True]
+
+
+def test_compare_zero_flops_gives_nan_rate():
+    df = harness.compare([_case(flops=0.0)], {"A": _impl("A")}, baseline="A", timer=FakeTimer({"A": 1.0}))
+    assert math.isnan(df.loc[0, "tflops"]) and df.loc[0, "gbps"] > 0
+
+
+def test_compare_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="baseline 'missing'"):
+        harness.compare([_case()], {"A": _impl("A")}, baseline="missing", timer=FakeTimer({}))
+    with pytest.raises(ValueError, match="rounds"):
+        harness.compare([_case()], {"A": _impl("A")}, baseline="A", rounds=0, timer=FakeTimer({}))
+
+
+def test_params_column_is_json():
+    df = harness.compare([_case(dtype="bfloat16", m=16)], {"A": _impl("A")}, baseline="A",
+                         timer=FakeTimer({"A": 1.0}))
+    assert json.loads(df.loc[0, "params"]) == {"dtype": "bfloat16", "m": 16}
+
+
+# --- Correctness helpers ------------------------------------------------------------------------
+
+def test_relative_error_and_require_close():
+    ref = torch.tensor([[3.0, 4.0]])
+    assert harness.relative_error(ref.clone(), ref) == 0.0
+    assert math.isclose(harness.relative_error(torch.tensor([[3.0, 4.5]]), ref), 0.1)
+    assert harness.require_close(torch.tensor([[3.0, 4.0001]]), ref, 1e-4, "x") < 1e-4
+    with pytest.raises(harness.CheckFailed, match="exceeds tolerance"):
+        harness.require_close(torch.tensor([[3.0, 4.5]]), ref, 1e-2, "x")
+
+
+def test_require_close_rejects_poison_and_shape_mismatch():
+    ref = torch.ones(2, 2)
+    poisoned = ref.clone()
+    poisoned[1, 1] = float("nan")
+    with pytest.raises(harness.CheckFailed, match="nan"):
+        harness.require_close(poisoned, ref, 1.0, "poisoned")
+    with pytest.raises(harness.CheckFailed, match="shape"):
+        harness.require_close(torch.ones(2, 3), ref, 1.0, "shape")
+
+
+def test_tf32_mode_sets_and_restores_switches():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    with harness.tf32_mode(not before[0]):
+        assert torch.backends.cuda.matmul.allow_tf32 is (not before[0])
+        assert torch.backends.cudnn.allow_tf32 is (not before[0])
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+# --- Ceilings -------------------------------------------------------------------------------------
+
+CEILINGS = {"copy_gbps": 4000.0, "matmul_fp32_tflops": 50.0, "matmul_tf32_tflops": 400.0,
+            "matmul_bf16_tflops": 700.0}
+
+
+def _rows(*rows):
+    base = {"workload": "matmul", "case": "c", "impl": "triton", "note": "", "median_ms": 1.0}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_compute_ceiling_name_from_dtype_and_precision():
+    assert harness.compute_ceiling_name({"dtype": "float32", "precision": "ieee"}) == "matmul_fp32_tflops"
+    assert harness.compute_ceiling_name({"dtype": "float32"}) == "matmul_fp32_tflops"
+    assert harness.compute_ceiling_name({"dtype": "torch.float32", "precision": "tf32"}) == "matmul_tf32_tflops"
+    assert harness.compute_ceiling_name({"dtype": "bfloat16"}) == "matmul_bf16_tflops"
+    assert harness.compute_ceiling_name({"dtype": "float16"}) == "matmul_bf16_tflops"
+    assert harness.compute_ceiling_name({"dtype": "int8"}) is None
+    assert harness.compute_ceiling_name({}) is None
+
+
+def test_ceiling_check_picks_the_binding_ceiling():
+    df = harness.check_against_ceiling(_rows(
+        {"case": "fp32", "tflops": 40.0, "gbps": 100.0, "params": json.dumps({"dtype": "float32"})},
+        {"case": "skinny", "tflops": 100.0, "gbps": 3000.0, "params": json.dumps({"dtype": "bfloat16"})},
+        {"case": "int8", "tflops": 900.0, "gbps": 2000.0, "params": json.dumps({"dtype": "int8"})},
+    ), CEILINGS).set_index("case")
+    assert df.loc["fp32", "ceiling"] == "matmul_fp32_tflops" and math.isclose(df.loc["fp32", "pct_of_ceiling"], 80.0)
+    assert df.loc["skinny", "ceiling"] == "copy_gbps" and math.isclose(df.loc["skinny", "pct_of_ceiling"], 75.0)
+    assert df.loc["int8", "ceiling"] == "copy_gbps" and math.isclose(df.loc["int8", "pct_of_ceiling"], 50.0)
+    assert not df["over_ceiling"].any()
+    assert (df["note"] == "").all()
+
+
+def test_ceiling_check_flags_rates_above_100_percent():
+    rows = _rows({"case": "bf16", "tflops": 770.0, "gbps": 10.0, "params": json.dumps({"dtype": "bfloat16"}),
+                  "note": "earlier note"},
+                 {"case": "nan", "tflops": float("nan"), "gbps": float("nan"), "params": "{}"})
+    df = harness.check_against_ceiling(rows, CEILINGS).set_index("case")
+    assert bool(df.loc["bf16", "over_ceiling"]) and math.isclose(df.loc["bf16", "pct_of_ceiling"], 110.0)
+    assert df.loc["bf16", "note"].startswith("earlier note; above measured ceiling matmul_bf16_tflops (110%)")
+    assert "ceiling is wrong" in df.loc["bf16", "note"]
+    assert not bool(df.loc["nan", "over_ceiling"]) and math.isnan(df.loc["nan", "pct_of_ceiling"])
+    assert "over_ceiling" not in rows.columns  # the input frame is not modified
+    with pytest.raises(harness.CeilingExceeded, match="bf16 triton: 110% of matmul_bf16_tflops"):
+        harness.check_against_ceiling(rows, CEILINGS, strict=True)
+
+
+# --- Files and table --------------------------------------------------------------------------------
+
+def _table():
+    timer = FakeTimer({"triton": 0.5, "cublas": 1.0})
+
+    def unsupported(case):
+        raise harness.Unsupported("no kernel for this case")
+    impls = {"triton": _impl("triton"), "cublas": _impl("cublas")}
+    df = harness.compare([_case("fp32 1024x1024x1024")], impls, baseline="cublas", timer=timer)
+    df2 = harness.compare([_case("bf16 16x4096x4096", dtype="bfloat16")],
+                          {"triton": unsupported, "cublas": _impl("cublas")}, baseline="cublas", timer=timer)
+    return pd.concat([df, df2], ignore_index=True)
+
+
+META = {"workload": "matmul",
+        "environment": {"gpu": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132,
+                        "l2_bytes": 62914560, "driver": "580.1", "cuda": "13.0", "torch": "2.11.0",
+                        "triton": "3.6.0", "bitsandbytes": None, "hostname": "h", "date": "2026-11-30T00:00:00+00:00"},
+        "formulas": {"flops": "2*M*N*K", "bytes": "(M*K + K*N)*in_itemsize + M*N*out_itemsize"}}
+
+
+def test_write_results_round_trip(tmp_path):
+    df = _table()
+    paths = harness.write_results(df, META, tmp_path / "sub" / "matmul")
+    assert [p.name for p in paths] == ["matmul.json", "matmul.csv"]
+    text = paths[0].read_text()
+    assert "NaN" not in text  # strict JSON: NaN became null
+    back, meta = harness.read_results(tmp_path / "sub" / "matmul")
+    assert meta == META
+    assert list(back.columns) == list(df.columns)
+    pd.testing.assert_frame_equal(back, df, check_dtype=False)
+    csv = pd.read_csv(paths[1])
+    assert list(csv.columns) == harness.COLUMNS and len(csv) == len(df)
+
+
+def test_format_table_one_row_per_case_with_rates_ratios_and_header():
+    text = harness.format_table(_table(), META)
+    lines = text.splitlines()
+    assert lines[0].startswith("GPU: NVIDIA H200 (cc 9.0, 132 SMs")
+    assert "torch 2.11.0, triton 3.6.0" in text and "flops = 2*M*N*K" in text
+    header = next(line for line in lines if line.startswith("case"))
+    assert header.split() == ["case", "triton", "TFLOP/s", "cublas", "TFLOP/s", "triton/cublas"]
+    fp32 = next(line for line in lines if line.startswith("fp32 1024x1024x1024"))
+    assert fp32.split()[-3:] == ["2000.0", "1000.0", "2.00x"]
+    bf16 = next(line for line in lines if line.startswith("bf16 16x4096x4096"))
+    assert bf16.split()[-3:] == ["n/a", "1000.0", "n/a"]
+    assert "note: bf16 16x4096x4096 triton: no kernel for this case" in text
+
+
+def test_format_table_keeps_each_baseline_in_its_own_block():
+    timer = FakeTimer({"triton": 0.5, "cublas": 1.0, "triton_graph": 0.25, "cublas_graph": 1.0})
+    case = _case("fp32 1024x1024x1024")
+    plain = harness.compare([case], {"triton": _impl("triton"), "cublas": _impl("cublas")},
+                            baseline="cublas", timer=timer)
+    graph = harness.compare([case], {"triton_graph": _impl("triton_graph"), "cublas_graph": _impl("cublas_graph")},
+                            baseline="cublas_graph", timer=timer)
+    text = harness.format_table(pd.concat([plain, graph], ignore_index=True))
+    assert "matmul (baseline: cublas)" in text and "matmul (baseline: cublas_graph)" in text
+    assert "triton_graph/cublas_graph" in text and "triton_graph/cublas " not in text
+    assert "4.00x" in text and "2.00x" in text
+
+
+def test_format_table_marks_unstable_and_uses_gbps_without_flops():
+    class Noisy(FakeTimer):
+        def __call__(self, fn, cuda_graph=False):
+            self.calls.append(fn())
+            return harness.Timing.from_samples([1.0, 2.0, 3.0])
+    df = harness.compare([_case("copy 1GiB", flops=0.0, nbytes=2e9)], {"A": _impl("A")}, baseline="A",
+                         timer=Noisy({}))
+    text = harness.format_table(df)
+    assert "A GB/s" in text and "1000.0~" in text
+
+
+def test_environment_reports_versions_and_date():
+    env = harness.environment()
+    for key in ("gpu", "compute_capability", "sm_count", "l2_bytes", "driver", "cuda", "torch", "triton",
+                "bitsandbytes", "hostname", "date"):
+        assert key in env
+    assert env["torch"] == torch.__version__
+    assert datetime.fromisoformat(env["date"]).tzinfo is not None
+    if not torch.cuda.is_available():
+        assert env["gpu"] is None and env["sm_count"] is None

@@ -1,0 +1,154 @@
+"""kernels.matmul on CPU through triton's interpreter: every variant vs the float64 reference.
+
+TRITON_INTERPRET=1 is set before triton is imported. Inputs are fresh random normals per test,
+seeded from a base seed printed with each test (set PROFKIT_TEST_SEED to replay one).
+"""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import random  # noqa: E402
+import zlib  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from kernels import matmul as mm  # noqa: E402
+from profkit.bench import harness  # noqa: E402
+
+BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
+
+VARIANTS = [
+    pytest.param(torch.float32, "ieee", id="fp32-ieee"),
+    pytest.param(torch.float32, "tf32", id="tf32"),
+    pytest.param(torch.bfloat16, None, id="bf16"),
+    pytest.param(torch.float16, None, id="fp16"),
+]
+SHAPES = [(67, 129, 33), (1, 1, 1), (128, 64, 256), (33, 200, 17)]
+
+
+@pytest.fixture
+def gen(request):
+    """A generator seeded from BASE_SEED and the test id; the seed is printed for replay."""
+    seed = (BASE_SEED + zlib.crc32(request.node.nodeid.encode())) % 2 ** 31
+    print(f"PROFKIT_TEST_SEED={BASE_SEED} (this test: torch seed {seed})")
+    return torch.Generator().manual_seed(seed)
+
+
+def _operands(gen, m, n, k, dtype):
+    a = torch.randn(m, k, generator=gen).to(dtype)
+    b = torch.randn(k, n, generator=gen).to(dtype)
+    return a, b
+
+
+@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.parametrize("dtype, precision", VARIANTS)
+@pytest.mark.parametrize("m, n, k", SHAPES, ids=lambda v: str(v))
+def test_matches_float64_reference_within_tolerance(gen, dtype, precision, m, n, k):
+    a, b = _operands(gen, m, n, k, dtype)
+    out = torch.full((m, n), float("nan"), dtype=dtype)  # poison: an unwritten element fails
+    result = mm.matmul(a, b, precision=precision, out=out)
+    assert result.data_ptr() == out.data_ptr() and result.dtype == dtype
+    assert not torch.isnan(result).any()
+    err = harness.relative_error(result, mm.matmul_reference(a, b))
+    # Under the interpreter tf32 may compute exactly like ieee: assert the bound only.
+    assert err <= mm.tolerance(dtype, precision, k), f"relative error {err:.3e}"
+
+
+@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+def test_strided_inputs_and_fresh_output(gen):
+    a_t, b_t = _operands(gen, 40, 24, 48, torch.float32)  # a_t: (40, 48), b_t: (48, 24)
+    a = a_t.t().contiguous().t()  # same values, column-major storage
+    b = torch.randn(24, 48, generator=gen).t()  # (48, 24) view with strides (1, 48)
+    result = mm.matmul(a, b)
+    assert result.shape == (40, 24) and result.dtype == torch.float32 and result.is_contiguous()
+    assert harness.relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 48)
+
+
+@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+def test_empty_dimensions():
+    zero_k = mm.matmul(torch.randn(3, 0), torch.randn(0, 5), out=torch.full((3, 5), float("nan")))
+    assert torch.equal(zero_k, torch.zeros(3, 5))
+    assert mm.matmul(torch.randn(0, 4), torch.randn(4, 5)).shape == (0, 5)
+
+
+@pytest.mark.parametrize("a, b, kwargs, message", [
+    (torch.randn(4, 5), torch.randn(6, 3), {}, "inner dimensions differ"),
+    (torch.randn(4), torch.randn(4, 3), {}, "a must be 2-D"),
+    (torch.randn(4, 5), torch.randn(5, 3, 1), {}, "b must be 2-D"),
+    (torch.ones(4, 5, dtype=torch.int32), torch.ones(5, 3, dtype=torch.int32), {}, "dtype torch.int32"),
+    (torch.randn(4, 5), torch.randn(5, 3, device="meta"), {}, "same device"),
+    (torch.randn(4, 5), torch.randn(5, 3).half(), {}, "same dtype"),
+    (torch.randn(4, 5).bfloat16(), torch.randn(5, 3).bfloat16(), {"precision": "tf32"}, "float32 inputs only"),
+    (torch.randn(4, 5), torch.randn(5, 3), {"precision": "fp8"}, "precision must be one of"),
+    (torch.randn(4, 5), torch.randn(5, 3), {"out": torch.empty(3, 4)}, "out must be a tensor of shape"),
+    (torch.randn(4, 5), torch.randn(5, 3), {"out": torch.empty(4, 3).half()}, "out must be torch.float32"),
+])
+def test_bad_operands_raise_value_error(a, b, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        mm.matmul(a, b, **kwargs)
+
+
+def test_select_path():
+    assert mm.select_path(16, 4096, 2, None, tma=True) == "skinny16"
+    assert mm.select_path(4096, 8, 4, "ieee", tma=False) == "skinny32"
+    assert mm.select_path(4096, 4096, 2, None, tma=True) == "tma"
+    assert mm.select_path(4096, 4096, 2, None, tma=False) == "mma16"
+    assert mm.select_path(4096, 4096, 4, "ieee", tma=False) == "fma"
+    assert mm.select_path(4096, 4096, 4, "tf32", tma=False) == "tf32"
+
+
+def test_autotune_lists_are_modest_and_distinct():
+    for path in mm.PATHS:
+        configs = mm.matmul_configs(path)
+        keys = {(tuple(sorted(c.kwargs.items())), c.num_warps, c.num_stages) for c in configs}
+        assert 1 <= len(configs) <= 12 and len(keys) == len(configs), path
+    with pytest.raises(ValueError, match="unknown matmul path"):
+        mm.matmul_configs("sparse")
+
+
+def test_tolerances_separate_ieee_from_tf32():
+    # Even at K = 8192 the fp32 bound stays 10x below TF32's input rounding (2^-11 ~ 4.9e-4),
+    # so a kernel that silently used TF32 would fail the ieee check.
+    assert mm.tolerance(torch.float32, "ieee", 33) == pytest.approx(1.38e-6, rel=1e-2)
+    assert mm.tolerance(torch.float32, "ieee", 8192) < 2 ** -11 / 10
+    assert mm.tolerance(torch.float32, "tf32", 8192) == 2e-3
+    assert mm.tolerance(torch.bfloat16, None, 8192) == mm.tolerance(torch.float16, None, 1) == 1e-2
+
+
+def test_bench_cases_cover_variants_and_skinny_shapes():
+    cases = mm.bench_cases(quick=False)
+    labels = [c.label for c in cases]
+    assert labels[:4] == [f"fp32-ieee {n}x{n}x{n}" for n in mm.BENCH_SIZES]
+    assert "tf32 8192x8192x8192" in labels and "bf16 2048x2048x2048" in labels
+    assert labels[-2:] == ["bf16 16x4096x4096", "bf16 4096x4096x512"]
+    skinny = cases[-2]
+    assert skinny.flops == 2.0 * 16 * 4096 * 4096
+    assert skinny.bytes == (16 * 4096 + 4096 * 4096) * 2 + 16 * 4096 * 2
+    assert skinny.params["dtype"] == "bfloat16" and skinny.params["precision"] is None
+    assert len({c.params["seed"] for c in cases}) == len(cases)
+    assert [c.label for c in mm.bench_cases(quick=True)][:2] == ["fp32-ieee 1024x1024x1024", "fp32-ieee 4096x4096x4096"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without a GPU")
+def test_bench_and_profile_need_a_gpu(tmp_path):
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        mm.bench(out_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        mm.profile_workload(n=64)
+    assert not list(tmp_path.iterdir())
+
+
+def test_profile_workload_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        mm.profile_workload(dtype="int4")
+    with pytest.raises(ValueError, match="n must be positive"):
+        mm.profile_workload(n=0)
+
+
+def test_command_line_rejects_unknown_dtype(capsys):
+    with pytest.raises(SystemExit) as exc:
+        mm.main(["profile", "--dtype", "int4"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
