@@ -70,6 +70,41 @@ def build(source: str | Path, *, arch: str | None = None, out_dir: str | Path | 
     nvcc = process.require_tool("nvcc")
     command = nvcc_command(source, binary, arch, extra_flags)
     command[0] = nvcc
+    log_file = binary.with_name(binary.name + ".build.log")
+    if _up_to_date(source, binary, log_file, command):
+        log = log_file.read_text().split("\n", 1)[1]
+        return BuildResult(source, binary, arch, why, command, log, parse_ptxas(log))
+    result = process.run(command, timeout=timeout)
+    log = (result.stdout + result.stderr).strip()
+    if result.returncode != 0:
+        errors = "\n".join(line for line in log.splitlines() if not line.startswith("ptxas info"))
+        raise BuildError(f"nvcc failed to compile {source} for {arch} (exit {result.returncode})", details=errors)
+    log_file.write_text(" ".join(command) + "\n" + log)
+    return BuildResult(source, binary, arch, why, command, log, parse_ptxas(log))
+
+
+def _local_includes(source: Path) -> list[Path]:
+    """Files pulled in with #include "..." next to the source, transitively."""
+    seen: list[Path] = []
+    pending = [source]
+    while pending:
+        current = pending.pop()
+        for match in re.finditer(r'^\s*#\s*include\s+"([^"]+)"', current.read_text(errors="replace"), re.M):
+            candidate = current.parent / match.group(1)
+            if candidate.exists() and candidate not in seen:
+                seen.append(candidate)
+                pending.append(candidate)
+    return seen
+
+
+def _up_to_date(source: Path, binary: Path, log_file: Path, command: list[str]) -> bool:
+    """Reuse a build whose binary is newer than its sources and was made by the same command."""
+    if not (binary.exists() and log_file.exists()):
+        return False
+    if log_file.read_text().split("\n", 1)[0] != " ".join(command):
+        return False
+    built = binary.stat().st_mtime
+    return all(dep.stat().st_mtime <= built for dep in [source, *_local_includes(source)])
     result = process.run(command, timeout=timeout)
     log = (result.stdout + result.stderr).strip()
     if result.returncode != 0:
