@@ -62,7 +62,9 @@ static profkit::LaunchConfig launch_matmul_coarsened(const float* a, const float
     return profkit::LaunchConfig::of(grid, block);
 }
 
+#ifndef PROFKIT_NO_MAIN  // ladder_bench.cu includes every rung into one program
 int main(int argc, char** argv) {
     const profkit::KernelDescriptor desc{"matmul_coarsened", launch_matmul_coarsened, nullptr, nullptr};
     return profkit::run_matmul_program(argc, argv, desc);
 }
+#endif

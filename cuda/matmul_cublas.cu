@@ -27,8 +27,10 @@ static profkit::LaunchConfig launch_matmul_cublas(const float* a, const float* b
     return profkit::LaunchConfig::opaque();
 }
 
+#ifndef PROFKIT_NO_MAIN  // ladder_bench.cu includes every rung into one program
 int main(int argc, char** argv) {
     const profkit::KernelDescriptor desc{"matmul_cublas", launch_matmul_cublas, setup_matmul_cublas,
                                          teardown_matmul_cublas};
     return profkit::run_matmul_program(argc, argv, desc);
 }
+#endif

@@ -31,7 +31,9 @@ static profkit::LaunchConfig launch_matmul_naive(const float* a, const float* b,
     return profkit::LaunchConfig::of(grid, block);
 }
 
+#ifndef PROFKIT_NO_MAIN  // ladder_bench.cu includes every rung into one program
 int main(int argc, char** argv) {
     const profkit::KernelDescriptor desc{"matmul_naive", launch_matmul_naive, nullptr, nullptr};
     return profkit::run_matmul_program(argc, argv, desc);
 }
+#endif

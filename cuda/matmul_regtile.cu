@@ -96,7 +96,9 @@ static profkit::LaunchConfig launch_matmul_regtile(const float* a, const float* 
     return profkit::LaunchConfig::of(grid, block);
 }
 
+#ifndef PROFKIT_NO_MAIN  // ladder_bench.cu includes every rung into one program
 int main(int argc, char** argv) {
     const profkit::KernelDescriptor desc{"matmul_regtile", launch_matmul_regtile, nullptr, nullptr};
     return profkit::run_matmul_program(argc, argv, desc);
 }
+#endif

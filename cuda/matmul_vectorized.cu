@@ -156,7 +156,9 @@ static profkit::LaunchConfig launch_matmul_vectorized(const float* a, const floa
     return profkit::LaunchConfig::of(grid, block);
 }
 
+#ifndef PROFKIT_NO_MAIN  // ladder_bench.cu includes every rung into one program
 int main(int argc, char** argv) {
     const profkit::KernelDescriptor desc{"matmul_vectorized", launch_matmul_vectorized, nullptr, nullptr};
     return profkit::run_matmul_program(argc, argv, desc);
 }
+#endif

@@ -27,7 +27,9 @@ CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
 PROGRAMS = sorted(CUDA_DIR.glob("*.cu"))
 # Programs that call a library instead of defining a kernel of their own.
 LIBRARY_PROGRAMS = {"matmul_cublas"}
-LADDER = [p for p in PROGRAMS if p.stem not in LIBRARY_PROGRAMS]
+# Programs that include every rung (in its own namespace) to time them side by side.
+BENCH_PROGRAMS = {"ladder_bench"}
+LADDER = [p for p in PROGRAMS if p.stem not in LIBRARY_PROGRAMS | BENCH_PROGRAMS]
 ARCHES = ("89", "90")
 NVCC_FLAGS = ["-std=c++17", "-O3", "-lineinfo"]
 COMPILE_TIMEOUT_S = 300
@@ -152,7 +154,14 @@ def test_program_compiles_and_links_for_sm89_and_sm90(builds, src):
 def test_kernel_is_named_after_its_file(builds, src):
     """Each ladder file compiles exactly one kernel, `<file stem>(const float*, const float*, float*, int)`."""
     kernels = set(_ptxas_table(builds[src.stem].log))
-    if src.stem in LIBRARY_PROGRAMS:
+    if src.stem in BENCH_PROGRAMS:
+        rungs = [p.stem for p in LADDER]
+        for arch in ARCHES:
+            names = sorted(m for a, m in kernels if a == arch)
+            assert len(names) == len(rungs), f"{src.name} should hold every rung once on sm_{arch}: {names}"
+            for rung in rungs:
+                assert sum(f"{len(rung)}{rung}E" in m for m in names) == 1, f"{rung} missing from {src.name}"
+    elif src.stem in LIBRARY_PROGRAMS:
         assert kernels == set(), f"{src.name} should only call the library; ptxas compiled {kernels}"
     else:
         assert kernels == {(arch, _mangled(src.stem)) for arch in ARCHES}

@@ -141,7 +141,7 @@ def kernel_table(launches: pd.DataFrame, keys: tuple[str, ...] = ("kernel",)) ->
     agg.insert(0, "launches", grouped.size())
     agg["duration_us_min"] = grouped["duration_us"].min()
     agg["duration_us_max"] = grouped["duration_us"].max()
-    text = [c for c in launches.columns if launches[c].dtype == object and c not in keys]
+    text = [c for c in launches.columns if not pd.api.types.is_numeric_dtype(launches[c]) and c not in keys]
     first = grouped[text].first()
     return pd.concat([agg, first], axis=1).reset_index()
 

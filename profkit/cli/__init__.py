@@ -34,6 +34,8 @@ def main(debug: bool) -> None:
 
 
 from profkit.cli import commands  # noqa: E402,F401 - registers the commands on `main`
+from profkit.cli import diffreport  # noqa: E402,F401 - registers `diff` and `report`
+from profkit.cli import bench  # noqa: E402,F401 - registers `bench`
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,34 @@
+"""`profkit bench WORKLOAD`: the side-by-side benchmarks (candidate vs production library)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import click
+
+from profkit.cli import main
+from profkit.errors import UsageError
+
+WORKLOADS = {
+    "ladder": "profkit.bench.ladder",
+    "matmul": "kernels.matmul",
+    "flash_attention": "kernels.flash_attention",
+    "int8": "kernels.int8",
+}
+
+
+@main.command()
+@click.argument("workload", type=click.Choice(sorted(WORKLOADS)))
+@click.option("--quick", is_flag=True, help="Fewer sizes and rounds.")
+@click.option("--out-dir", type=click.Path(file_okay=False), default="reports/benchmarks", show_default=True)
+def bench(workload: str, quick: bool, out_dir: str) -> None:
+    """Benchmark WORKLOAD against its production baseline on this GPU; writes OUT_DIR/WORKLOAD.json|csv."""
+    module = importlib.import_module(WORKLOADS[workload])
+    if workload == "ladder":
+        module.bench(Path(out_dir), sizes=(1024, 4096) if quick else module.DEFAULT_SIZES)
+        return
+    entry = getattr(module, "bench", None)
+    if entry is None:
+        raise UsageError(f"{WORKLOADS[workload]} has no bench() entry")
+    entry(out_dir=Path(out_dir), quick=quick)

@@ -1,0 +1,200 @@
+"""Commands `diff` (two kernels or two sessions, with CI thresholds) and `report` (self-contained HTML)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+import click
+
+from profkit.cli import main
+from profkit.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SUMMARY_KEYS = ["duration", "achieved_tflops", "dram_bytes", "registers", "spill_bytes", "achieved_occupancy"]
+FAIL_IF_HELP = ("CI gate, repeatable: METRIC OP LIMIT with OP in > >= < <=; LIMIT 'N%' is B's change relative "
+                "to A, '+N'/'-N' the absolute change, 'N' B's own value. E.g. 'duration>+5%', 'registers>+8', "
+                "'spill_bytes>0'. Exit 1 when any is violated.")
+
+
+def _root(sessions_dir: str | None) -> Path | None:
+    return Path(sessions_dir) if sessions_dir else None
+
+
+def _cell(value, unit: str = "", signed: bool = False) -> str:
+    """A table cell: bytes and µs keep their unit, % metrics show points, other numbers an SI prefix."""
+    from profkit.analyse.diff import human
+
+    if isinstance(value, str):
+        return value
+    if value != value:
+        return "-"
+    sign = "+" if signed and value > 0 else ""
+    if unit == "B":
+        return sign + human(value, "B")
+    if unit in ("%", "µs"):
+        return f"{sign}{value:.1f}" + (" pt" if signed and unit == "%" else "")
+    return sign + human(value)
+
+
+def _metric_lines(metrics: pd.DataFrame) -> pd.DataFrame:
+    """A metric table as display strings (human units, signed change, ratio)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "metric": metrics["label"], "unit": metrics["unit"],
+        "A": [_cell(v, u) for v, u in zip(metrics["a"], metrics["unit"])],
+        "B": [_cell(v, u) for v, u in zip(metrics["b"], metrics["unit"])],
+        "delta": [_cell(v, u, signed=True) if not isinstance(a, str) else "" for v, u, a in
+                  zip(metrics["delta"], metrics["unit"], metrics["a"])],
+        "ratio": [f"{r:.3g}×" if r == r else "" for r in metrics["ratio"]],
+        "change": [f"{c:+.1f}%" if c == c else "" for c in metrics["change_pct"]],
+        "verdict": metrics["verdict"],
+    })
+
+
+def format_diff(result, full: bool = False) -> str:
+    """The terminal form of a DiffResult: identities, comparability, metric table(s), the explanation."""
+    import pandas as pd
+
+    from profkit.render.terminal import format_table
+
+    out = []
+    for pair in result.pairs[:1] if result.kind == "kernels" else []:
+        for side, ks in (("A", pair.a), ("B", pair.b)):
+            r = ks.row
+            out.append(f"{side}: {ks.name}  (capture {r.get('capture')} · grid {r.get('grid')} · block "
+                       f"{r.get('block')} · nvtx {r.get('nvtx_path') or '-'} · "
+                       f"{int(r.get('launches', 0))} launch(es))")
+            if ks.note:
+                out.append(f"   note: {ks.note}")
+    if result.kind == "sessions":
+        out.append(f"A: session {result.session_a.name}    B: session {result.session_b.name}    "
+                   f"{len(result.pairs)} kernel pair(s), {len(result.unmatched)} unmatched")
+    if result.comparability.empty:
+        out.append("comparable: same GPU, arch, ncu version, clock/cache control and program arguments")
+    for row in result.comparability.itertuples():
+        tag = "refused, forced" if row.severity == "refuse" else row.severity
+        out.append(f"{tag}: {row.message}")
+    out.append("")
+    if result.kind == "sessions":
+        rows = []
+        for pair in result.pairs:
+            m = pair.metrics.set_index("key")
+            row = {"A": pair.a.label, "B": pair.b.label, "match": pair.match}
+            for key in SUMMARY_KEYS:
+                if key in m.index:
+                    unit = m.at[key, "unit"]
+                    title = f"{key} ({unit})" if unit and unit != "B" else key
+                    row[title] = f"{_cell(m.at[key, 'a'], unit)} → {_cell(m.at[key, 'b'], unit)}"
+            row["duration change"] = f"{m.at['duration', 'change_pct']:+.1f}% {m.at['duration', 'verdict']}"
+            rows.append(row)
+        out.append(format_table(pd.DataFrame(rows), "== kernel pairs", max_text=40))
+        out.append("")
+    for pair in result.pairs:
+        if result.kind == "kernels" or full:
+            out.append(format_table(_metric_lines(pair.metrics), f"== {pair.name}", max_text=60))
+            out.append("")
+        out.append(f"== why: {pair.name}" if result.kind == "sessions" else "== why")
+        out += [f"  - {m}" for m in pair.explanation["message"]] or ["  (no rule fired)"]
+        out.append("")
+    if not result.unmatched.empty:
+        out.append(format_table(result.unmatched[["side", "capture", "kernel", "grid", "block", "nvtx_path"]],
+                                "== unmatched kernels", max_text=60))
+        out.append("")
+    if result.thresholds:
+        if result.violations.empty:
+            out.append(f"thresholds: all {len(result.thresholds)} passed ({', '.join(result.thresholds)})")
+        else:
+            out.append("== threshold violations")
+            out += [f"  FAIL {v.pair}: {v.message}" for v in result.violations.itertuples()]
+    return "\n".join(out).rstrip()
+
+
+@main.command("diff")
+@click.argument("a")
+@click.argument("b")
+@click.option("--fail-if", "fail_if", multiple=True, metavar="EXPR", help=FAIL_IF_HELP)
+@click.option("--force", is_flag=True, help="Diff even when the captures differ in GPU, arch, ncu release, "
+                                            "clock/cache control or program arguments.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole diff as JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the metric table(s) as CSV.")
+@click.option("--full", is_flag=True, help="Session diffs: print every pair's full metric table.")
+@click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
+def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json: bool, as_csv: bool, full: bool,
+                 sessions_dir: str | None) -> None:
+    """Compare kernel A with kernel B, or session A with session B.
+
+    A and B are kernel patterns (a short name or regex matched against kernel names, NVTX paths and capture
+    names; the newest session holding them), SESSION:PATTERN, or two session names.
+    """
+    from profkit.analyse.diff import ThresholdViolated, diff
+
+    if as_json and as_csv:
+        raise UsageError("choose one of --json and --csv")
+    result = diff(a, b, root=_root(sessions_dir), force=force, fail_if=fail_if)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1, ensure_ascii=False))
+    elif as_csv:
+        click.echo(result.metrics_frame().to_csv(index=False), nl=False)
+    else:
+        click.echo(format_diff(result, full=full))
+    if not result.violations.empty:
+        listed = "" if not (as_json or as_csv) else "\n".join(f"  {v.pair}: {v.message}"
+                                                              for v in result.violations.itertuples())
+        raise ThresholdViolated(f"{len(result.violations)} --fail-if violation(s)", details=listed)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "report"
+
+
+@main.command()
+@click.argument("sessions", nargs=-1)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="HTML file (default: reports/<sessions>.html or reports/diff-<A>-<B>.html).")
+@click.option("--diff", "diff_specs", nargs=2, default=None, metavar="A B", help="A diff report of A and B.")
+@click.option("--force", is_flag=True, help="With --diff: diff captures that are not comparable.")
+@click.option("--examples", is_flag=True, help="Regenerate the committed examples in --out-dir: the ladder "
+                                               "sessions, and the diffs naive→tiled and tiled→regtile.")
+@click.option("--out-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
+              help="Where --examples writes.")
+@click.option("--top", "top_lines", type=click.IntRange(min=1), default=15, show_default=True,
+              help="Source lines in the hotspot tables.")
+@click.option("--title", default=None, help="Page title.")
+@click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
+def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str, str] | None, force: bool,
+           examples: bool, out_dir: str, top_lines: int, title: str | None, sessions_dir: str | None) -> None:
+    """Write one self-contained HTML report (plotly embedded, opens offline) for SESSIONS and/or a --diff."""
+    from profkit.analyse.diff import diff, find_session
+    from profkit.render.html import render_html, write_html
+
+    if examples:
+        if sessions or diff_specs or output:
+            raise UsageError("--examples takes no sessions, --diff or -o", hint="use --out-dir to choose the folder")
+        from profkit.render.examples import regenerate
+
+        for path in regenerate(sessions_dir=_root(sessions_dir), out_dir=Path(out_dir), top_lines=top_lines):
+            click.echo(f"wrote {path}")
+        return
+    if not sessions and not diff_specs:
+        raise UsageError("nothing to report", hint="give session names, --diff A B, or --examples")
+    root = _root(sessions_dir)
+    loaded = []
+    for name in sessions:
+        session = find_session(name, root)
+        if session is None:
+            raise UsageError(f"no session {name!r}", hint="`profkit sessions` lists them")
+        loaded.append(session)
+    result = diff(*diff_specs, root=root, force=force) if diff_specs else None
+    if output is None:
+        stem = (f"diff-{_slug(diff_specs[0])}-{_slug(diff_specs[1])}" if diff_specs
+                else "+".join(_slug(s.name) for s in loaded))
+        output = str(Path("reports") / f"{stem}.html")
+    path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines))
+    click.echo(f"wrote {path}")

@@ -1,0 +1,444 @@
+"""One self-contained HTML report: sessions and/or a diff, with plotly.js embedded once (opens from disk offline).
+
+`render_html(...)` returns the page as a string; `write_html(path, text)` writes it. Per session: kernel
+summary, speed of light, roofline, memory traffic, warp stalls, occupancy, timing cross-check, the nsys
+timeline, source hotspots and ncu's own rule findings. A diff adds the side-by-side metric table, the
+explanation, the comparability checks and arrows from A to B on the roofline.
+
+A small script before plotly records JavaScript errors (window errors, rejected promises, console.error)
+into a visible box at the top of the page, so a chart that fails to draw says why.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from profkit import __version__
+from profkit.analyse import roofline
+from profkit.analyse.diff import DiffResult, human, kernel_rows
+from profkit.analyse.tables import VIEWS
+from profkit.analyse.timeline import kernel_time_summary
+from profkit.errors import ReportError
+from profkit.parse import catalog
+from profkit.render import plots
+from profkit.session.store import Session
+
+TOP_LINES = 15
+TOP_RULES = 12
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+SUMMARY_COLUMNS = ["label", "capture", "nvtx_path", "grid", "block", "launches", "duration_us", "achieved_tflops",
+                   "fp32_pct_of_peak", "dram_gbps", "registers_per_thread", "local_bytes",
+                   "achieved_occupancy_pct", "occupancy_limiter", "stall_1"]
+CROSSCHECK_COLUMNS = ["capture", "label", "grid", "events_us", "ncu_us", "nsys_us", "ncu_over_events",
+                      "nsys_over_events", "ncu_over_nsys", "flag", "reasons"]
+HOTSPOT_COLUMNS = ["kernel", "where", "stall_samples", "pct_of_kernel", "top_stall", "instructions_executed",
+                   "l2_global_sectors_excessive", "source"]
+WRAPPED_COLUMNS = {"message", "reasons", "note", "error"}
+VERDICT_CLASS = {"better": "good", "worse": "bad", "changed": "chg", "same": "", "n/a": "na"}
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#1f2d3d;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}
+header p{margin:4px 0 0;color:#c8d3de;font-size:12px}
+main{padding:8px 24px 40px;max-width:1500px}
+section{background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:12px 16px;margin:14px 0}
+h2{font-size:18px;margin:6px 0 8px}h3{font-size:15px;margin:14px 0 6px}
+p.how{color:#555;font-size:12.5px;margin:2px 0 8px}
+table{border-collapse:collapse;font-size:12.5px;margin:6px 0;display:block;overflow-x:auto}
+th,td{border-bottom:1px solid #eee;padding:3px 8px;text-align:left;white-space:nowrap;vertical-align:top}
+th{background:#f3f5f7;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.src{font-family:ui-monospace,Menlo,monospace;white-space:pre;color:#333}
+td.wrap{white-space:normal;min-width:380px;max-width:760px}
+td.good{color:#0a7a2f;font-weight:600}td.bad{color:#b3261e;font-weight:600}td.chg{color:#7a5b00}td.na{color:#999}
+tr.refuse td{background:#fde7e7}tr.warn td{background:#fff6dc}
+ul.why li{margin:2px 0}dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 14px;margin:4px 0}
+dl.meta dt{color:#666}dl.meta dd{margin:0}nav a{margin-right:12px;font-size:12.5px}
+#profkit-js-errors{background:#fde7e7;color:#8a1c1c;padding:8px 12px;margin:0;white-space:pre-wrap}
+details>summary{cursor:pointer;font-weight:600;margin:6px 0}
+.banner{background:#fff6dc;padding:6px 10px;border-radius:4px}
+"""
+
+ERROR_HOOK = """
+window.__profkitErrors = [];
+(function () {
+  function record(message) {
+    window.__profkitErrors.push(String(message));
+    var box = document.getElementById("profkit-js-errors");
+    if (box) { box.hidden = false; box.textContent += "JavaScript error: " + message + "\\n"; }
+  }
+  window.addEventListener("error", function (e) { record(e.message || e); });
+  window.addEventListener("unhandledrejection", function (e) { record(e.reason || "unhandled rejection"); });
+  var original = console.error;
+  console.error = function () {
+    record(Array.prototype.join.call(arguments, " "));
+    original.apply(console, arguments);
+  };
+})();
+"""
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+
+def _is_missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def format_cell(column: str, value) -> tuple[str, bool]:
+    """(text, numeric) for one table cell; the unit comes from the column name (`_bytes`, `_pct`, `_us`)."""
+    if _is_missing(value):
+        return "–", True
+    if isinstance(value, str) or not isinstance(value, (int, float)):
+        return str(value), False
+    if isinstance(value, bool):
+        return str(value), False
+    value = float(value)
+    if column.endswith("_bytes") or column == "bytes":
+        return human(value, "B"), True
+    if column.endswith("_pct") or column == "pct_of_kernel":
+        return f"{value:.1f}", True
+    if column.endswith("_us"):
+        return f"{value:,.1f}", True
+    if value.is_integer() and abs(value) < 1e6:
+        return f"{int(value)}", True
+    if abs(value) >= 1e6:
+        return human(value), True
+    return f"{value:.3g}", True
+
+
+def table_html(df: pd.DataFrame, *, row_class: pd.Series | None = None, cell_class: dict | None = None) -> str:
+    """An HTML table; the raw value of every number is kept in the cell's title. cell_class maps a column name
+    to a Series of CSS classes for that column."""
+    if df is None or df.empty:
+        return "<p class='how'>(no rows)</p>"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = []
+    for pos, (idx, row) in enumerate(df.iterrows()):
+        cells = []
+        for column in df.columns:
+            value = row[column]
+            text, numeric = format_cell(str(column), value)
+            classes = ["n"] if numeric else (["src"] if column == "source" else
+                                             ["wrap"] if column in WRAPPED_COLUMNS else [])
+            if cell_class and column in cell_class:
+                classes.append(str(cell_class[column].iloc[pos]))
+            title = "" if _is_missing(value) or not numeric else f" title='{html.escape(repr(value))}'"
+            cells.append(f"<td class='{' '.join(c for c in classes if c)}'{title}>{html.escape(text)}</td>")
+        klass = f" class='{html.escape(str(row_class.iloc[pos]))}'" if row_class is not None else ""
+        body.append(f"<tr{klass}>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+class _Figures:
+    """Gives each embedded figure a unique div id."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, fig: go.Figure) -> str:
+        self.count += 1
+        height = fig.layout.height or 450
+        return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=f"fig-{self.count}",
+                           config=PLOT_CONFIG, default_height=f"{height}px", default_width="100%")
+
+
+def _section(anchor: str, title: str, how: str, body: str) -> str:
+    how_html = f"<p class='how'>{html.escape(how)}</p>" if how else ""
+    return f"<section id='{html.escape(anchor)}'><h2>{html.escape(title)}</h2>{how_html}{body}</section>"
+
+
+# --------------------------------------------------------------------------------------- source hotspots
+
+
+class SourceLookup:
+    """Reads source lines for the hotspot table: the recorded path when it exists here, else the longest
+    suffix of it (at least two components, e.g. cuda/matmul_tiled.cu) found under one of `roots`."""
+
+    def __init__(self, roots: list[Path] | tuple[Path, ...] = ()):
+        self.roots = [Path(r) for r in roots] or [Path.cwd()]
+        self._files: dict[str, list[str] | None] = {}
+
+    def _find(self, recorded: str) -> Path | None:
+        path = Path(recorded)
+        if path.is_file():
+            return path
+        parts = path.parts
+        for start in range(1, max(len(parts) - 1, 1)):
+            suffix = Path(*parts[start:])
+            for root in self.roots:
+                if (root / suffix).is_file():
+                    return root / suffix
+        return None
+
+    def line(self, recorded: str, number) -> str:
+        if recorded not in self._files:
+            found = self._find(str(recorded))
+            try:
+                self._files[recorded] = found.read_text(errors="replace").splitlines() if found else None
+            except OSError:
+                self._files[recorded] = None
+        lines = self._files[recorded]
+        try:
+            index = int(number) - 1
+        except (TypeError, ValueError):
+            return ""
+        return lines[index].strip() if lines and 0 <= index < len(lines) else ""
+
+
+def hotspot_table(source: pd.DataFrame, lookup: SourceLookup, *, top: int = TOP_LINES,
+                  kernels: list[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """The `top` source lines by stall samples (tables/source.csv), optionally only for (capture, kernel) pairs.
+
+    Columns (HOTSPOT_COLUMNS): kernel, where (file:line), stall_samples, pct_of_kernel (share of that kernel's
+    samples), top_stall (the largest stall_* sample count on the line), instructions_executed,
+    l2_global_sectors_excessive, source (the line's text as it is on disk here, empty when not found).
+    """
+    if source is None or source.empty or "stall_samples" not in source:
+        return pd.DataFrame(columns=HOTSPOT_COLUMNS)
+    df = source.copy()
+    if kernels is not None:
+        wanted = set(kernels)
+        df = df[[(str(c), str(k)) in wanted for c, k in zip(df.get("capture", ""), df.get("kernel", ""))]]
+    if df.empty:
+        return pd.DataFrame(columns=HOTSPOT_COLUMNS)
+    samples = pd.to_numeric(df["stall_samples"], errors="coerce").fillna(0)
+    group_keys = [k for k in ("capture", "launch", "kernel") if k in df]
+    per_kernel = samples.groupby([df[k] for k in group_keys]).transform("sum") if group_keys else samples.sum()
+    df["pct_of_kernel"] = 100 * samples / per_kernel.where(per_kernel > 0)
+    stall_cols = [f"stall_{r}" for r in catalog.STALL_REASONS if f"stall_{r}" in df and r != "selected"]
+    df["top_stall"] = (df[stall_cols].apply(pd.to_numeric, errors="coerce").fillna(0).idxmax(axis=1)
+                       .str.removeprefix("stall_") if stall_cols else "")
+    df["where"] = [f"{Path(str(f)).name}:{int(l)}" if pd.notna(l) else str(f) for f, l in zip(df["file"], df["line"])]
+    df["source"] = [lookup.line(str(f), l) for f, l in zip(df["file"], df["line"])]
+    df = df.assign(stall_samples=samples).sort_values("stall_samples", ascending=False).head(top)
+    return df[[c for c in HOTSPOT_COLUMNS if c in df]].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------- sessions
+
+
+def _manifest_html(session: Session) -> str:
+    m = session.manifest
+    gpu = m.get("gpu") or {}
+    versions = m.get("versions") or {}
+    items = [("GPU", f"{gpu.get('name', '?')} (cc {gpu.get('compute_capability', '?')}, driver "
+                     f"{gpu.get('driver', '?')})"),
+             ("created", m.get("created", "")), ("arch", m.get("arch") or "(not built by profkit)"),
+             ("tools", ", ".join(f"{k} {v}" for k, v in versions.items())),
+             ("ncu settings", f"set {m.get('ncu_set', '?')}, clock control {m.get('clock_control', '?')}, "
+                              f"cache control {m.get('cache_control', '?')}"),
+             ("program args", " ".join(map(str, m.get("args") or [])) or "(none)"),
+             ("captures", ", ".join(c.get("name", "?") for c in m.get("captures", []))),
+             ("git commit", m.get("git_commit") or "")]
+    rows = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items if v)
+    return f"<dl class='meta'>{rows}</dl>"
+
+
+def _rules_table(rules: pd.DataFrame, top: int = TOP_RULES) -> pd.DataFrame:
+    if rules.empty or "message" not in rules:
+        return rules
+    cols = [c for c in ("kernel", "title", "speedup_type", "speedup_pct", "message") if c in rules]
+    found = rules[rules["message"].fillna("").astype(str) != ""]
+    return found.sort_values("speedup_pct", ascending=False, na_position="last")[cols].head(top)
+
+
+def _kernel_figures(rows: pd.DataFrame, fig, anchor: str, moves: pd.DataFrame | None = None,
+                    ceils: pd.DataFrame | None = None, pts: pd.DataFrame | None = None) -> list[str]:
+    ceils = roofline.ceilings(rows) if ceils is None else ceils
+    pts = roofline.points(rows, ceils) if pts is None else pts
+    out = [
+        _section(f"{anchor}-sol", "Speed of light",
+                 "Each unit's throughput as % of its peak (ncu SpeedOfLight). A unit above ~60% is where the kernel "
+                 "is bound; all units low means latency-bound.", fig(plots.sol_figure(rows))),
+        _section(f"{anchor}-roofline", "Roofline",
+                 "Ceilings are the report's own peaks (peak_*_per_cycle × measured clocks). Each kernel has one point "
+                 "per memory level: x = FLOPs / bytes at that level, y = achieved FLOP/s.",
+                 fig(plots.roofline_figure(ceils, pts, moves))
+                 + "<h3>Ceilings</h3>" + table_html(ceils.assign(value=[human(v, u) for v, u in
+                                                                        zip(ceils["value"], ceils["unit"])]))
+                 + "<h3>Points</h3>" + table_html(pts.drop(columns=["bandwidth_bytes_per_second"]))),
+        _section(f"{anchor}-traffic", "Memory traffic per level",
+                 "Bytes moved at each level. Tiling shows up as fewer L2/DRAM bytes for the same FLOPs.",
+                 fig(plots.traffic_figure(rows)) + table_html(_view(rows, "coalescing"))),
+        _section(f"{anchor}-stalls", "Warp stalls",
+                 "Why warps were not issuing: average cycles spent in each state per issued instruction.",
+                 fig(plots.stall_figure(rows))),
+        _section(f"{anchor}-occupancy", "Occupancy",
+                 "Warp slots in use; the limiter is the resource that allows the fewest blocks per SM.",
+                 fig(plots.occupancy_figure(rows)) + table_html(_view(rows, "occupancy"))),
+    ]
+    return out
+
+
+def _view(rows: pd.DataFrame, name: str) -> pd.DataFrame:
+    cols = ["label" if c == "kernel" else c for c in VIEWS[name]]
+    return rows[[c for c in dict.fromkeys(cols) if c in rows]]
+
+
+def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, lookup: SourceLookup) -> str:
+    """Every section of one session's report."""
+    anchor = f"s-{session.name}"
+    rows = kernel_rows(session.table("launches"))
+    parts = [_section(anchor, f"Session {session.name}", "", _manifest_html(session))]
+    notes = session.table("notes")
+    if not notes.empty:
+        parts.append(_section(f"{anchor}-notes", "Capture notes", "", table_html(notes)))
+    if rows.empty:
+        parts.append(_section(f"{anchor}-summary", "Kernels", "", "<p>No ncu launches in this session.</p>"))
+    else:
+        summary = rows[[c for c in SUMMARY_COLUMNS if c in rows]]
+        parts.append(_section(f"{anchor}-summary", "Kernel summary",
+                              "One row per kernel instance (capture, kernel, grid, block, NVTX range) in capture "
+                              "order; numbers are medians over its profiled launches.", table_html(summary)))
+        parts += _kernel_figures(rows, fig, anchor)
+    cc = session.table("crosscheck")
+    if not cc.empty:
+        parts.append(_section(f"{anchor}-crosscheck", "Timing cross-check",
+                              "The same kernel timed three ways: cudaEvents around the unprofiled launch, ncu's "
+                              "gpu__time_duration, and the nsys kernel record. The reasons are computed from the data.",
+                              fig(plots.crosscheck_figure(cc)) + table_html(cc[[c for c in CROSSCHECK_COLUMNS
+                                                                                 if c in cc]])))
+    parts.append(_timeline_section(session, fig, anchor))
+    hot = hotspot_table(session.table("source"), lookup, top=top_lines)
+    if not hot.empty:
+        parts.append(_section(f"{anchor}-hotspots", f"Source hotspots (top {len(hot)} lines)",
+                              "Lines ranked by warp stall samples (ncu source counters); source text is read from "
+                              "the files as they are on disk now.", fig(plots.hotspot_figure(hot)) + table_html(hot)))
+    rules = _rules_table(session.table("rules"))
+    if not rules.empty:
+        parts.append(_section(f"{anchor}-rules", "ncu rule findings",
+                              "Nsight Compute's own guidance, highest estimated speedup first.", table_html(rules)))
+    return "".join(p for p in parts if p)
+
+
+def _timeline_section(session: Session, fig, anchor: str) -> str:
+    nvtx, kernels = session.table("nvtx"), session.table("nsys_kernels")
+    if kernels.empty and nvtx.empty:
+        return ""
+    captures = list(dict.fromkeys([*nvtx.get("capture", []), *kernels.get("capture", [])]))
+    body = [table_html(kernel_time_summary(kernels))] if not kernels.empty else []
+    for capture in captures:
+        n = nvtx[nvtx["capture"] == capture] if "capture" in nvtx else nvtx
+        k = kernels[kernels["capture"] == capture] if "capture" in kernels else kernels
+        body.append(fig(plots.timeline_figure(n, k, title=f"nsys timeline: {capture}")))
+    return _section(f"{anchor}-timeline", "nsys timeline",
+                    "NVTX ranges and GPU kernels from the nsys capture (unprofiled run), per capture; zoom to see "
+                    "individual launches.", "".join(body))
+
+
+# ------------------------------------------------------------------------------------------------- diffs
+
+
+def _diff_rows(result: DiffResult) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """A and B kernel rows in one frame with labels 'A · name' / 'B · name', and the (a, b) label pairs."""
+    rows, pairs = [], []
+    for pair in result.pairs:
+        a = pair.a.row.copy()
+        b = pair.b.row.copy()
+        a["label"], b["label"] = f"A · {pair.a.label}", f"B · {pair.b.label}"
+        rows += [a, b]
+        pairs.append((a["label"], b["label"]))
+    frame = pd.DataFrame(rows).drop_duplicates(subset=["label"]).reset_index(drop=True) if rows else pd.DataFrame()
+    return frame, pairs
+
+
+def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup: SourceLookup) -> str:
+    """The sections of a diff report."""
+    parts = []
+    head = (f"<p><b>A</b> = {html.escape(result.a_spec)} → session {html.escape(result.session_a.name)}<br>"
+            f"<b>B</b> = {html.escape(result.b_spec)} → session {html.escape(result.session_b.name)}</p>")
+    if result.forced:
+        head += "<p class='banner'>Diffed with --force despite the differences below.</p>"
+    notes = [p.a.note for p in result.pairs if p.a.note] + [p.b.note for p in result.pairs if p.b.note]
+    head += "".join(f"<p class='how'>{html.escape(n)}</p>" for n in dict.fromkeys(notes))
+    if result.comparability.empty:
+        head += "<p>Comparable: same GPU, arch, ncu version, clock and cache control, and program arguments.</p>"
+    else:
+        head += "<h3>Comparability</h3>" + table_html(result.comparability, row_class=result.comparability["severity"])
+    parts.append(_section("diff", f"Diff: {result.a_spec} → {result.b_spec}", "", head))
+    for i, pair in enumerate(result.pairs):
+        metrics = pair.metrics[["label", "unit", "better", "a", "b", "delta", "ratio", "change_pct", "verdict"]]
+        why = "".join(f"<li>{html.escape(m)}</li>" for m in pair.explanation["message"])
+        body = (f"<h3>What changed</h3><ul class='why'>{why or '<li>no rule fired</li>'}</ul>"
+                + table_html(metrics, cell_class={"verdict": metrics["verdict"].map(VERDICT_CLASS).fillna("")}))
+        opened = " open" if i < 3 else ""
+        summary = html.escape(f"{pair.a.name} → {pair.b.name} (match: {pair.match})")
+        parts.append(f"<section id='pair-{i}'><details{opened}><summary>{summary}</summary>{body}</details></section>")
+    if not result.unmatched.empty:
+        parts.append(_section("unmatched", "Unmatched kernels", "Kernels found on one side only.",
+                              table_html(result.unmatched)))
+    rows, label_pairs = _diff_rows(result)
+    if not rows.empty:
+        ceils = roofline.ceilings(rows)
+        pts = roofline.points(rows, ceils)
+        moves = roofline.arrows(pts, pts, label_pairs)
+        parts += _kernel_figures(rows, fig, "diff", moves=moves, ceils=ceils, pts=pts)
+    for side, session, kernels in (("A", result.session_a, [p.a for p in result.pairs]),
+                                   ("B", result.session_b, [p.b for p in result.pairs])):
+        keys = [(str(k.row.get("capture")), str(k.row.get("kernel"))) for k in kernels]
+        hot = hotspot_table(session.table("source"), lookup, top=top_lines, kernels=keys)
+        if not hot.empty:
+            parts.append(_section(f"hotspots-{side}", f"Source hotspots, side {side} ({session.name})",
+                                  "Lines ranked by warp stall samples.", table_html(hot)))
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------- page
+
+
+def render_html(sessions: list[Session] | tuple[Session, ...] = (), diff: DiffResult | None = None, *,
+                title: str | None = None, top_lines: int = TOP_LINES,
+                source_roots: list[Path] | tuple[Path, ...] = ()) -> str:
+    """The whole report page as one string: the diff first (when given), then each session.
+
+    top_lines: how many source lines the hotspot tables keep. source_roots: where to look for source files
+    whose recorded path does not exist here (default: the current directory).
+    """
+    if not sessions and diff is None:
+        raise ValueError("render_html needs at least one session or a diff")
+    if top_lines < 1:
+        raise ValueError(f"top_lines must be at least 1, not {top_lines}")
+    fig = _Figures()
+    lookup = SourceLookup(source_roots)
+    body, nav = [], []
+    if diff is not None:
+        body.append(diff_sections(diff, fig, top_lines=top_lines, lookup=lookup))
+        nav.append(("diff", "diff"))
+    for session in sessions:
+        body.append(session_sections(session, fig, top_lines=top_lines, lookup=lookup))
+        nav.append((f"s-{session.name}", session.name))
+    title = title or ("diff " + f"{diff.a_spec} → {diff.b_spec}" if diff is not None
+                      else "profkit report: " + ", ".join(s.name for s in sessions))
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    links = "".join(f"<a href='#{html.escape(a)}'>{html.escape(t)}</a>" for a, t in nav)
+    return "\n".join([
+        "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+        "<pre id='profkit-js-errors' hidden></pre>",
+        f"<script>{ERROR_HOOK}</script>",
+        f"<script type='text/javascript'>{get_plotlyjs()}</script>",
+        f"<header><h1>{html.escape(title)}</h1><p>profkit {__version__} · generated {stamp} · "
+        f"{fig.count} charts</p></header>",
+        f"<main><nav>{links}</nav>", *body, "</main></body></html>",
+    ])
+
+
+def write_html(path: str | Path, text: str) -> Path:
+    """Write a rendered report, creating the folder; returns the path."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ReportError(f"cannot write {path}: {exc.strerror or exc}",
+                          hint="check the folder and free space") from exc
+    return path

@@ -1,0 +1,249 @@
+"""DataFrames -> plotly Figures for the HTML report. No I/O: each function only builds a Figure.
+
+Kernel rows are diff.kernel_rows frames (one row per kernel, a `label` column); the roofline takes
+roofline.ceilings / roofline.points / roofline.arrows frames; the timeline takes a session's nvtx and
+nsys_kernels tables for one capture.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from profkit.analyse.roofline import LEVELS, level_bytes
+from profkit.parse import catalog
+
+PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D",
+           "#BAB0AC", "#1F77B4", "#D62728"]
+LEVEL_SYMBOLS = {"dram": "circle", "l2": "square", "l1": "diamond"}
+LEVEL_NAMES = {level: spec[1] for level, spec in LEVELS.items()}
+SOL_COLUMNS = {"sm_throughput_pct": "SM", "memory_throughput_pct": "memory", "l1_throughput_pct": "L1/shared",
+               "l2_throughput_pct": "L2", "dram_throughput_pct": "DRAM", "fma_pipe_pct": "FMA pipe",
+               "tensor_pipe_pct": "tensor pipe"}
+TOP_STALLS = 8
+MAX_TIMELINE_KERNELS = 4000
+
+
+def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left"), height=height, template="plotly_white",
+                      margin=dict(l=10, r=10, t=50, b=40), **extra)
+    return fig
+
+
+def _num(rows: pd.DataFrame, column: str) -> pd.Series:
+    return pd.to_numeric(rows[column], errors="coerce") if column in rows else pd.Series(np.nan, index=rows.index)
+
+
+def _height(count: int, per: int = 28, base: int = 160) -> int:
+    return int(min(1400, base + per * max(count, 1)))
+
+
+def sol_figure(rows: pd.DataFrame, title: str = "Speed of light: % of each unit's peak") -> go.Figure:
+    """Grouped horizontal bars: per unit (SM, memory, L1, L2, DRAM, pipes), one bar per kernel, in % of peak."""
+    fig = go.Figure()
+    units = [c for c in SOL_COLUMNS if c in rows]
+    for i, (_, row) in enumerate(rows.iterrows()):
+        values = [float(pd.to_numeric(row.get(c), errors="coerce")) for c in units]
+        fig.add_trace(go.Bar(y=[SOL_COLUMNS[c] for c in units], x=values, orientation="h", name=str(row["label"]),
+                             marker_color=PALETTE[i % len(PALETTE)],
+                             hovertemplate="%{y}: %{x:.1f}% of peak<extra>" + str(row["label"]) + "</extra>"))
+    fig.update_xaxes(title="% of peak", range=[0, 100])
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, _height(len(units) * max(len(rows), 1), per=14, base=200), barmode="group")
+
+
+def _log_pos(value: float) -> float:
+    return math.log10(value)
+
+
+def roofline_figure(ceils: pd.DataFrame, pts: pd.DataFrame, moves: pd.DataFrame | None = None,
+                    title: str = "Roofline (ceilings from the report's own peak metrics)") -> go.Figure:
+    """Log-log roofline: bandwidth ceilings as diagonals, compute ceilings as horizontals, one marker per kernel
+    and memory level (DRAM ●, L2 ■, L1/shared ◆), and arrows from A to B when `moves` is given.
+    Axes: arithmetic intensity (FLOP/byte) and TFLOP/s."""
+    fig = go.Figure()
+    compute = ceils[ceils["kind"] == "compute"]
+    bandwidth = ceils[ceils["kind"] == "bandwidth"]
+    xs = list(pts["intensity_flop_per_byte"]) if not pts.empty else []
+    top = float(compute["value"].max()) if not compute.empty else (max(pts["flops_per_second"]) * 2 if xs else 1e12)
+    ridges = [top / bw for bw in bandwidth["value"]] if not bandwidth.empty else []
+    finite = [x for x in xs + ridges if x > 0 and math.isfinite(x)]
+    x_lo = min(finite) / 8 if finite else 0.01
+    x_hi = max(finite) * 8 if finite else 1000
+    for i, (_, ceil) in enumerate(bandwidth.iterrows()):
+        bw = float(ceil["value"])
+        x_end = min(x_hi, top / bw)
+        fig.add_trace(go.Scatter(x=[x_lo, x_end], y=[bw * x_lo / 1e12, bw * x_end / 1e12], mode="lines",
+                                 name=f"{ceil['ceiling']} {bw / 1e12:.3g} TB/s",
+                                 line=dict(color="#555", width=1.5, dash=["solid", "dash", "dot"][i % 3]),
+                                 hovertemplate=f"{ceil['ceiling']} roof: {bw / 1e9:.0f} GB/s<extra></extra>"))
+    max_bw = float(bandwidth["value"].max()) if not bandwidth.empty else None
+    for _, ceil in compute.iterrows():
+        peak = float(ceil["value"])
+        x_start = max(x_lo, peak / max_bw) if max_bw else x_lo
+        fig.add_trace(go.Scatter(x=[x_start, x_hi], y=[peak / 1e12, peak / 1e12], mode="lines",
+                                 name=f"{ceil['ceiling']} {peak / 1e12:.3g} TFLOP/s",
+                                 line=dict(color="#222" if ceil["ceiling"] == "fp32" else "#999", width=1.5),
+                                 hovertemplate=f"{ceil['ceiling']} roof: {peak / 1e12:.1f} TFLOP/s<extra></extra>"))
+    labels = list(dict.fromkeys(pts["label"])) if not pts.empty else []
+    colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
+    for level, symbol in LEVEL_SYMBOLS.items():
+        sub = pts[pts["level"] == level] if not pts.empty else pts
+        if sub.empty:
+            continue
+        hover = [f"{r.label}<br>{LEVEL_NAMES[level]}: {r.intensity_flop_per_byte:.3g} FLOP/B, "
+                 f"{r.flops_per_second / 1e12:.3g} TFLOP/s<br>{r.pct_of_attainable:.0f}% of attainable "
+                 f"({r.bound}-bound at this level, roof {r.roof})" for r in sub.itertuples()]
+        fig.add_trace(go.Scatter(x=sub["intensity_flop_per_byte"], y=sub["flops_per_second"] / 1e12,
+                                 mode="markers", name=f"kernels @ {LEVEL_NAMES[level]}",
+                                 marker=dict(symbol=symbol, size=11, color=[colors[l] for l in sub["label"]],
+                                             line=dict(color="white", width=1)),
+                                 hovertext=hover, hoverinfo="text"))
+    for label in labels:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=label,
+                                 marker=dict(color=colors[label], size=10)))
+    if moves is not None:
+        for move in moves.itertuples():
+            fig.add_annotation(x=_log_pos(move.x1), y=_log_pos(move.y1 / 1e12), ax=_log_pos(move.x0),
+                               ay=_log_pos(move.y0 / 1e12), xref="x", yref="y", axref="x", ayref="y",
+                               showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=1.6, arrowcolor="#d62728",
+                               text="", hovertext=f"{move.a_label} → {move.b_label} ({LEVEL_NAMES[move.level]})")
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)", range=[_log_pos(x_lo), _log_pos(x_hi)])
+    fig.update_yaxes(type="log", title="TFLOP/s")
+    return _layout(fig, title, 560)
+
+
+def traffic_figure(rows: pd.DataFrame, title: str = "Memory traffic per level") -> go.Figure:
+    """Grouped bars (log scale): bytes moved at DRAM, L2, L1/shared and local (spill) memory, per kernel."""
+    traffic = level_bytes(rows)
+    traffic["local_bytes"] = _num(rows, "local_bytes")
+    names = {"dram_bytes": "DRAM", "l2_bytes": "L2", "l1_bytes": "L1/shared (upper bound)",
+             "local_bytes": "local (spills)"}
+    fig = go.Figure()
+    for i, (column, name) in enumerate(names.items()):
+        values = traffic[column].where(traffic[column] > 0)
+        fig.add_trace(go.Bar(x=list(rows["label"]), y=values, name=name, marker_color=PALETTE[i],
+                             hovertemplate="%{x}<br>" + name + ": %{y:.3s}B<extra></extra>"))
+    fig.update_yaxes(type="log", title="bytes")
+    return _layout(fig, title, 420, barmode="group")
+
+
+def stall_figure(rows: pd.DataFrame, title: str = "Warp stalls: cycles per issued instruction",
+                 top: int = TOP_STALLS) -> go.Figure:
+    """Stacked horizontal bars per kernel: each stall reason's cycles per issued instruction; the `top` reasons
+    over all kernels by name, the rest summed as "other"."""
+    reasons = [r for r in catalog.STALL_REASONS if f"stall_{r}" in rows]
+    totals = {r: _num(rows, f"stall_{r}").fillna(0).sum() for r in reasons}
+    ranked = [r for r in sorted(totals, key=totals.get, reverse=True) if totals[r] > 0]
+    shown, rest = ranked[:top], ranked[top:]
+    fig = go.Figure()
+    for i, reason in enumerate(shown):
+        fig.add_trace(go.Bar(y=list(rows["label"]), x=_num(rows, f"stall_{reason}"), orientation="h", name=reason,
+                             marker_color=PALETTE[i % len(PALETTE)],
+                             hovertemplate="%{y}<br>" + reason + ": %{x:.2f} cycles/issue<extra></extra>"))
+    if rest:
+        other = sum(_num(rows, f"stall_{r}").fillna(0) for r in rest)
+        fig.add_trace(go.Bar(y=list(rows["label"]), x=other, orientation="h", name="other", marker_color="#ccc",
+                             hovertemplate="%{y}<br>other: %{x:.2f} cycles/issue<extra></extra>"))
+    fig.update_xaxes(title="warp cycles per issued instruction")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, _height(len(rows), per=40, base=220), barmode="stack")
+
+
+def occupancy_figure(rows: pd.DataFrame, title: str = "Occupancy: theoretical vs achieved") -> go.Figure:
+    """Grouped bars per kernel: theoretical and achieved occupancy (%), annotated with the limiter and registers."""
+    fig = go.Figure()
+    limiter = rows["occupancy_limiter"].fillna("").astype(str) if "occupancy_limiter" in rows else [""] * len(rows)
+    registers = _num(rows, "registers_per_thread")
+    notes = [f"limiter: {lim or 'n/a'}, {reg:.0f} regs" if pd.notna(reg) else f"limiter: {lim or 'n/a'}"
+             for lim, reg in zip(limiter, registers)]
+    for i, (column, name) in enumerate((("theoretical_occupancy_pct", "theoretical"),
+                                        ("achieved_occupancy_pct", "achieved"))):
+        fig.add_trace(go.Bar(x=list(rows["label"]), y=_num(rows, column), name=name, marker_color=PALETTE[i],
+                             hovertext=notes, hovertemplate="%{x}<br>" + name + ": %{y:.1f}%<br>%{hovertext}"
+                                                             "<extra></extra>"))
+    fig.update_yaxes(title="% of warp slots", range=[0, 105])
+    return _layout(fig, title, 400, barmode="group")
+
+
+def crosscheck_figure(cc: pd.DataFrame, title: str = "Timing cross-check: cudaEvent vs ncu vs nsys") -> go.Figure:
+    """Grouped bars per (label, grid): the three clocks in µs, the flag in the hover."""
+    fig = go.Figure()
+    names = [f"{l} {g}" for l, g in zip(cc.get("label", []), cc.get("grid", []))]
+    for i, (column, name) in enumerate((("events_us", "cudaEvent (unprofiled)"), ("ncu_us", "ncu"),
+                                        ("nsys_us", "nsys"))):
+        if column in cc:
+            fig.add_trace(go.Bar(x=names, y=_num(cc, column), name=name, marker_color=PALETTE[i],
+                                 hovertext=list(cc.get("flag", [""] * len(cc))),
+                                 hovertemplate="%{x}<br>" + name + ": %{y:.1f} µs (%{hovertext})<extra></extra>"))
+    fig.update_yaxes(title="µs")
+    return _layout(fig, title, 380, barmode="group")
+
+
+def _nvtx_depth(nvtx: pd.DataFrame) -> list[int]:
+    """Nesting depth of each NVTX range within its thread (0 = outermost)."""
+    depth = [0] * len(nvtx)
+    order = nvtx.reset_index(drop=True)
+    for thread, group in order.groupby(order.get("thread", pd.Series(0, index=order.index)), sort=False):
+        stack: list[float] = []
+        for idx in group.sort_values(["start_ns", "end_ns"], ascending=[True, False]).index:
+            while stack and stack[-1] <= order.at[idx, "start_ns"]:
+                stack.pop()
+            depth[idx] = len(stack)
+            stack.append(order.at[idx, "end_ns"])
+    return depth
+
+
+def timeline_figure(nvtx: pd.DataFrame, kernels: pd.DataFrame, title: str = "nsys timeline",
+                    max_kernels: int = MAX_TIMELINE_KERNELS) -> go.Figure:
+    """Gantt chart of one capture: NVTX ranges (one lane per nesting depth) above GPU kernels (one lane per
+    stream), in µs from the first event. More than max_kernels kernels are cut to the first ones (said in
+    the title)."""
+    nvtx = nvtx if nvtx is not None else pd.DataFrame()
+    kernels = kernels if kernels is not None else pd.DataFrame()
+    starts = [s.min() for s in (nvtx.get("start_ns"), kernels.get("start_ns")) if s is not None and len(s)]
+    origin = min(starts) if starts else 0
+    fig = go.Figure()
+    lanes: list[str] = []
+    if not nvtx.empty:
+        nvtx = nvtx.reset_index(drop=True)
+        depth = _nvtx_depth(nvtx)
+        lane = [f"NVTX {d}" if d else "NVTX" for d in depth]
+        lanes += list(dict.fromkeys(lane))
+        fig.add_trace(go.Bar(base=(nvtx["start_ns"] - origin) / 1e3, x=nvtx["duration_ns"] / 1e3, y=lane,
+                             orientation="h", name="NVTX ranges", marker_color="#bbb", text=nvtx["text"],
+                             textposition="inside", insidetextanchor="middle",
+                             hovertext=[f"{t}: {d / 1e3:.1f} µs" for t, d in zip(nvtx["text"], nvtx["duration_ns"])],
+                             hoverinfo="text"))
+    cut = ""
+    if not kernels.empty:
+        kernels = kernels.sort_values("start_ns")
+        if len(kernels) > max_kernels:
+            cut = f" (first {max_kernels} of {len(kernels)} kernels)"
+            kernels = kernels.head(max_kernels)
+        stream = kernels["stream"].astype(str) if "stream" in kernels else pd.Series("?", index=kernels.index)
+        kernel_lane = "stream " + stream
+        lanes += list(dict.fromkeys(kernel_lane))
+        for i, (name, group) in enumerate(kernels.groupby("kernel", sort=False)):
+            shapes = zip(group["duration_ns"], group.get("grid", [""] * len(group)),
+                         group.get("block", [""] * len(group)))
+            hover = [f"{name}<br>{d / 1e3:.1f} µs, grid {g}, block {b}" for d, g, b in shapes]
+            fig.add_trace(go.Bar(base=(group["start_ns"] - origin) / 1e3, x=group["duration_ns"] / 1e3,
+                                 y=kernel_lane[group.index], orientation="h", name=str(name)[:60],
+                                 marker_color=PALETTE[i % len(PALETTE)], hovertext=hover, hoverinfo="text"))
+    fig.update_xaxes(title="µs since the first event")
+    fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed")
+    return _layout(fig, title + cut, _height(len(lanes), per=50, base=220), barmode="overlay", bargap=0.25)
+
+
+def hotspot_figure(lines: pd.DataFrame, title: str = "Source hotspots: stall samples per line") -> go.Figure:
+    """Horizontal bars of stall samples for the hottest source lines (rows already ranked, `where` labels)."""
+    fig = go.Figure(go.Bar(y=list(lines["where"]), x=_num(lines, "stall_samples"), orientation="h",
+                           marker_color=PALETTE[0], hovertext=list(lines.get("top_stall", [""] * len(lines))),
+                           hovertemplate="%{y}: %{x:.0f} samples (top stall %{hovertext})<extra></extra>"))
+    fig.update_xaxes(title="stall samples")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, _height(len(lines), per=24, base=160))

@@ -1,0 +1,70 @@
+"""Real sessions for the diff, roofline and report tests: the one place that says where they come from.
+
+The tests read the committed sessions in sessions/ (repo root) when one of them holds a naive and a tiled
+matmul kernel, else the H200 dev capture in DEV_SESSIONS. Each test gets a private copy (manifest.json and
+tables/ only: the reports themselves are not needed) so it can alter manifests or tables freely.
+Test modules import the fixtures from here: `from conftest_report import sessions_root  # noqa: F401`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO_SESSIONS = Path(__file__).resolve().parent.parent / "sessions"
+DEV_SESSIONS = Path("/tmp/pk/devsessions")
+NEEDED_KERNELS = ("naive", "tiled")
+
+
+def _holds_needed(session: Path) -> bool:
+    launches = session / "tables" / "launches.csv"
+    try:
+        manifest = json.loads((session / "manifest.json").read_text())
+        kernels = pd.read_csv(launches, usecols=["kernel"])["kernel"].astype(str)
+    except (OSError, ValueError, KeyError):
+        return False
+    return manifest.get("status") in (None, "complete") and all(
+        kernels.str.contains(name, case=False).any() for name in NEEDED_KERNELS)
+
+
+def source_root() -> Path | None:
+    """The first of REPO_SESSIONS, DEV_SESSIONS that holds a session with naive and tiled matmul kernels."""
+    for root in (REPO_SESSIONS, DEV_SESSIONS):
+        if root.is_dir() and any(_holds_needed(child) for child in root.iterdir() if child.is_dir()):
+            return root
+    return None
+
+
+def copy_session(source: Path, target: Path) -> Path:
+    """manifest.json and tables/ of one session folder."""
+    target.mkdir(parents=True)
+    shutil.copy2(source / "manifest.json", target / "manifest.json")
+    shutil.copytree(source / "tables", target / "tables")
+    return target
+
+
+@pytest.fixture
+def sessions_root(tmp_path: Path) -> Path:
+    """A private copy of the real sessions folder (complete sessions only)."""
+    source = source_root()
+    if source is None:
+        pytest.skip(f"no real session with naive and tiled kernels in {REPO_SESSIONS} or {DEV_SESSIONS}")
+    root = tmp_path / "sessions"
+    root.mkdir()
+    for child in sorted(source.iterdir()):
+        if child.is_dir() and not child.name.startswith(".") and (child / "manifest.json").exists() \
+                and (child / "tables").is_dir():
+            copy_session(child, root / child.name)
+    return root
+
+
+@pytest.fixture
+def pair_session(sessions_root: Path) -> str:
+    """The name of the newest session (by manifest `created`) holding both a naive and a tiled kernel."""
+    candidates = [c for c in sessions_root.iterdir() if _holds_needed(c)]
+    newest = max(candidates, key=lambda c: (json.loads((c / "manifest.json").read_text()).get("created", ""), c.name))
+    return newest.name
