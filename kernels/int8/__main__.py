@@ -1,0 +1,133 @@
+"""Command line: ``python -m kernels.int8 {train,evaluate,bench,all,profile}``.
+
+    train     --text PATH --out DIR          train the KJV decoder, save the checkpoint in DIR
+    evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json]
+    bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH]
+    all       --text PATH --workdir DIR [--out-dir reports/benchmarks] [--quick]
+    profile   [--m 2048 --k 4096 --n 4096] [--no-bnb]
+
+PATH is ``usr/lib/bible.data`` under the folder where ``dpkg -x bible-kjv-text_4.38_all.deb``
+unpacked the Debian package (or a plain-text verse-per-line file). Each command calls one
+library function; ``all`` runs train, evaluate and bench in one process (the checkpoint only
+lives on the GPU machine).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def _train(args) -> None:
+    from .train import TrainConfig, run_training
+
+    cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
+                      seed=args.seed)
+    log = run_training(args.text, args.out, cfg, max_vocab=args.max_vocab, device=args.device)
+    print(f"trained {log['train_seconds']:.1f} s ({log['tokens_per_second']:.0f} tokens/s), "
+          f"kept step {log['selected_step']} (calibration loss "
+          f"{log['selected_calibration_loss']:.4f}); checkpoint in {args.out}")
+
+
+def _evaluate(args) -> None:
+    from .evaluate import evaluate
+
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    evaluate(args.text, args.ckpt, args.out, variants=variants, eval_batch=args.eval_batch)
+
+
+def _bench(args) -> None:
+    from .benchmark import bench
+
+    bench(out_dir=args.out_dir, quick=args.quick, ckpt=args.ckpt, text=args.text)
+
+
+def _all(args) -> None:
+    from .benchmark import bench
+    from .evaluate import evaluate
+    from .train import TrainConfig, run_training
+
+    ckpt = Path(args.workdir) / "checkpoint"
+    phases = {}
+    start = time.perf_counter()
+    run_training(args.text, ckpt, TrainConfig(steps=args.steps))
+    phases["train_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    evaluate(args.text, ckpt, Path(args.out_dir) / "int8_model.json")
+    phases["evaluate_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    bench(out_dir=args.out_dir, quick=args.quick, ckpt=ckpt, text=args.text)
+    phases["bench_s"] = time.perf_counter() - start
+    print("phases: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
+
+
+def _profile(args) -> None:
+    from .benchmark import profile_workload
+
+    print(profile_workload(m=args.m, k=args.k, n=args.n, include_bnb=not args.no_bnb))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .evaluate import VARIANTS
+    from .train import TrainConfig
+
+    defaults = TrainConfig()
+    parser = argparse.ArgumentParser(prog="python -m kernels.int8",
+                                     description="LLM.int8()-style INT8 quantizer: train, evaluate, benchmark")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train the decoder on the KJV training split")
+    p.add_argument("--text", required=True, type=Path, help="bible.data (or plain verse text)")
+    p.add_argument("--out", required=True, type=Path, help="checkpoint directory")
+    p.add_argument("--steps", type=int, default=defaults.steps)
+    p.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    p.add_argument("--seq-len", type=int, default=defaults.seq_len)
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--max-vocab", type=int, default=16384)
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available)")
+    p.set_defaults(run=_train)
+
+    p = sub.add_parser("evaluate", help="perplexity, footprint, peak memory, latency per variant")
+    p.add_argument("--text", required=True, type=Path)
+    p.add_argument("--ckpt", required=True, type=Path)
+    p.add_argument("--out", type=Path, default=Path("reports/benchmarks/int8_model.json"))
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--eval-batch", type=int, default=16)
+    p.set_defaults(run=_evaluate)
+
+    p = sub.add_parser("bench", help="layer-speed benchmark through profkit's harness")
+    p.add_argument("--quick", action="store_true", help="fewer M values and rounds")
+    p.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    p.add_argument("--ckpt", type=Path, default=None, help="take input profiles from this model")
+    p.add_argument("--text", type=Path, default=None, help="corpus, needed with --ckpt")
+    p.set_defaults(run=_bench)
+
+    p = sub.add_parser("all", help="train + evaluate + bench in one process")
+    p.add_argument("--text", required=True, type=Path)
+    p.add_argument("--workdir", required=True, type=Path, help="the checkpoint goes to WORKDIR/checkpoint")
+    p.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    p.add_argument("--steps", type=int, default=defaults.steps)
+    p.add_argument("--quick", action="store_true", help="quick layer benchmark")
+    p.set_defaults(run=_all)
+
+    p = sub.add_parser("profile", help="one custom and one bitsandbytes call in NVTX ranges")
+    p.add_argument("--m", type=int, default=2048)
+    p.add_argument("--k", type=int, default=4096)
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--no-bnb", action="store_true", help="profile the custom layer alone")
+    p.set_defaults(run=_profile)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except ValueError as exc:
+        print(f"error: {exc}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

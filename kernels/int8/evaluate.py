@@ -1,0 +1,229 @@
+"""Model-level evaluation: perplexity, footprint, peak memory and latency per precision variant.
+
+Variants, built one at a time from the fp32 checkpoint (only one model is resident on the GPU):
+    fp32        the checkpoint as trained (TF32 off)
+    fp16        ``model.half()`` (the reference for the INT8 variants)
+    int8_fixed  QuantizedLinear everywhere, outlier rule "fixed" (absmax >= 6.0)
+    int8_stat   QuantizedLinear everywhere, outlier rule "stat" (absmax > mean + 3 sigma)
+    bnb_int8    bitsandbytes Linear8bitLt(has_fp16_weights=False, threshold=6.0)
+
+Columns of the result table (one row per variant):
+    variant, perplexity, nll_nats (mean per token), eval_tokens,
+    ppl_rel_change_vs_fp16 (perplexity / fp16 perplexity - 1),
+    static_bytes (parameters + buffers, tied storage counted once), static_ratio_vs_fp16,
+    peak_bytes (torch.cuda.max_memory_allocated during the perplexity pass, model included),
+    latency_ms_b<B>, latency_stable_b<B> (one forward of B x seq_len tokens; harness.time_fn),
+    layers_int8 (Linear layers running int8), note
+Perplexity is exp(mean NLL) over fixed non-overlapping windows of the evaluation split.
+"""
+from __future__ import annotations
+
+import copy
+import gc
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .convert import module_bytes, quantize_model, quantize_model_bnb
+from .data import calibration_batches, fixed_windows, load_splits
+from .layers import QuantizedLinear
+from .train import load_checkpoint
+
+VARIANTS = ("fp32", "fp16", "int8_fixed", "int8_stat", "bnb_int8")
+
+
+@torch.no_grad()
+def perplexity(model: nn.Module, tokens: torch.Tensor, seq_len: int, batch_size: int,
+               device: torch.device, max_windows: int | None = None) -> dict:
+    """exp(mean next-token NLL) over fixed windows; NLL summed in float64.
+
+    Returns perplexity, nll_nats (mean per token) and eval_tokens.
+    """
+    inputs, targets = fixed_windows(tokens, seq_len, max_windows=max_windows)
+    total, count = 0.0, 0
+    for x, y in zip(inputs.split(batch_size), targets.split(batch_size)):
+        logits = model(x.to(device))
+        nll = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten(),
+                              reduction="none")
+        total += float(nll.double().sum())
+        count += y.numel()
+    mean = total / count
+    return {"perplexity": math.exp(mean), "nll_nats": mean, "eval_tokens": count}
+
+
+def count_int8_layers(model: nn.Module) -> int:
+    """Linear layers that run int8: QuantizedLinear or bitsandbytes Linear8bitLt."""
+    return sum(1 for m in model.modules()
+               if isinstance(m, QuantizedLinear) or type(m).__name__ == "Linear8bitLt")
+
+
+def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
+                  device: torch.device) -> tuple[nn.Module, pd.DataFrame | None]:
+    """A copy of the fp32 ``base`` model in the given precision on ``device``, and its layer report."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    model = copy.deepcopy(base)
+    if variant == "fp32":
+        return model.float().to(device).eval(), None
+    model = model.half().to(device).eval()
+    if variant == "fp16":
+        return model, None
+    if variant == "bnb_int8":
+        return model, quantize_model_bnb(model, threshold=6.0)
+    rule = variant.removeprefix("int8_")
+    return model, quantize_model(model, calib, rule=rule, threshold=6.0, n_sigma=3.0)
+
+
+def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple[int, ...],
+             device: torch.device) -> dict:
+    from profkit.bench import harness
+
+    out = {}
+    gen = torch.Generator().manual_seed(0)
+    for b in batch_sizes:
+        ids = torch.randint(0, vocab_size, (b, seq_len), generator=gen).to(device)
+        with torch.inference_mode():
+            timing = harness.time_fn(lambda: model(ids))
+        out[f"latency_ms_b{b}"] = timing.median_ms
+        out[f"latency_stable_b{b}"] = timing.stable
+    return out
+
+
+def evaluate_variants(ckpt_dir: str | Path, text_path: str | Path,
+                      variants: tuple[str, ...] = VARIANTS, eval_batch: int = 16,
+                      latency_batch_sizes: tuple[int, ...] = (1, 8, 32),
+                      calib_batches: int = 8, calib_batch_size: int = 16,
+                      max_eval_windows: int | None = None,
+                      device: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """Evaluate every variant; returns the table (see module docstring) and per-variant details.
+
+    Details hold each variant's layer report (outlier counts, bitsandbytes failures) as records.
+    On a machine without CUDA, peak memory and latency are NaN and say so in ``note``.
+    """
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    base, vocab, train_log = load_checkpoint(ckpt_dir, device="cpu")
+    seq_len = base.cfg.max_seq_len
+    splits = load_splits(text_path, vocab=vocab)
+    calib = calibration_batches(splits.calibration, seq_len, calib_batch_size, calib_batches)
+    rows, details = [], {}
+    for variant in variants:
+        with _tf32_off():
+            rows.append(_evaluate_one(variant, base, calib, splits, len(vocab), seq_len, dev,
+                                      eval_batch, latency_batch_sizes, max_eval_windows, details))
+    table = pd.DataFrame(rows)
+    return add_relative_columns(table), {"variants": details, "train_log": train_log,
+                                         "data": splits.summary(), "seq_len": seq_len,
+                                         "eval_batch": eval_batch,
+                                         "calibration": {"batches": calib_batches,
+                                                         "batch_size": calib_batch_size,
+                                                         "tokens": sum(b.numel() for b in calib)}}
+
+
+def _tf32_off():
+    from profkit.bench import harness
+
+    return harness.tf32_mode(False)
+
+
+def _evaluate_one(variant, base, calib, splits, vocab_size, seq_len, dev, eval_batch,
+                  latency_batch_sizes, max_eval_windows, details) -> dict:
+    """Build one variant, measure it, free it; returns its table row."""
+    note = []
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    try:
+        model, report = build_variant(variant, base, calib, dev)
+    except ImportError as exc:
+        details[variant] = {"error": str(exc)}
+        return {"variant": variant, "note": str(exc)}
+    details[variant] = {"layers": None if report is None else report.to_dict("records")}
+    if report is not None and "status" in report and (report["status"] != "int8").any():
+        failed = report[report["status"] != "int8"]
+        note.append(f"{len(failed)} layers kept fp16 by bitsandbytes: "
+                    + "; ".join(f"{r.layer}: {r.error_type}: {r.error}"
+                                for r in failed.itertuples()))
+    gc.collect()
+    row = {"variant": variant, "static_bytes": module_bytes(model),
+           "layers_int8": count_int8_layers(model)}
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    row.update(perplexity(model, splits.evaluation, seq_len, eval_batch, dev,
+                          max_windows=max_eval_windows))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        row["peak_bytes"] = torch.cuda.max_memory_allocated()
+        row.update(_latency(model, vocab_size, seq_len, latency_batch_sizes, dev))
+    else:
+        row["peak_bytes"] = float("nan")
+        note.append("no CUDA device: peak memory and latency not measured")
+    row["note"] = " | ".join(note)
+    del model
+    return row
+
+
+def add_relative_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """Add ppl_rel_change_vs_fp16 and static_ratio_vs_fp16 (NaN when fp16 is missing)."""
+    out = table.copy()
+    for col in ("perplexity", "static_bytes"):
+        if col not in out:
+            out[col] = float("nan")
+    fp16 = out[out["variant"] == "fp16"]
+    ppl16 = float(fp16["perplexity"].iloc[0]) if len(fp16) else float("nan")
+    bytes16 = float(fp16["static_bytes"].iloc[0]) if len(fp16) else float("nan")
+    out["ppl_rel_change_vs_fp16"] = out["perplexity"] / ppl16 - 1.0
+    out["static_ratio_vs_fp16"] = out["static_bytes"] / bytes16
+    return out
+
+
+def format_model_table(table: pd.DataFrame) -> str:
+    """Terminal summary: perplexity, change vs fp16, footprint ratio, peak MiB, latencies."""
+    lat_cols = [c for c in table.columns if c.startswith("latency_ms_b")]
+    header = ["variant", "ppl", "d_ppl_vs_fp16", "bytes_vs_fp16", "peak_MiB"] + lat_cols
+    lines = ["  ".join(f"{h:>14}" for h in header)]
+    for r in table.to_dict("records"):
+        cells = [r["variant"], f"{r.get('perplexity', float('nan')):.4f}",
+                 f"{100 * r.get('ppl_rel_change_vs_fp16', float('nan')):+.3f}%",
+                 f"{r.get('static_ratio_vs_fp16', float('nan')):.4f}",
+                 f"{r.get('peak_bytes', float('nan')) / 2**20:.1f}"]
+        cells += [f"{r.get(c, float('nan')):.3f}" for c in lat_cols]
+        lines.append("  ".join(f"{c:>14}" for c in cells))
+    notes = [f"note: {r['variant']}: {r['note']}" for r in table.to_dict("records")
+             if isinstance(r.get("note"), str) and r["note"]]
+    return "\n".join(lines + notes)
+
+
+def evaluate(text_path: str | Path, ckpt_dir: str | Path,
+             out_path: str | Path = Path("reports/benchmarks/int8_model.json"),
+             **kwargs) -> pd.DataFrame:
+    """Run :func:`evaluate_variants`, print the summary, write ``out_path`` (.json) and the .csv."""
+    from profkit.bench import harness
+
+    from .corpus import corpus_identity
+
+    table, details = evaluate_variants(ckpt_dir, text_path, **kwargs)
+    meta = {
+        "workload": "int8_model",
+        "environment": harness.environment(),
+        **corpus_identity(text_path),
+        "checkpoint": str(ckpt_dir),
+        "perplexity": "exp(mean next-token NLL, float64 sum) over non-overlapping windows of "
+                      "seq_len tokens of the evaluation split (books: "
+                      + ", ".join(details["data"]["books"]["evaluation"]) + ")",
+        "footprint": "static_bytes = parameters + buffers, each storage once (tied embedding)",
+        "latency": "harness.time_fn: CUDA events, L2 flushed before each call, median",
+        **details,
+    }
+    print(format_model_table(table))
+    out_path = Path(out_path)
+    stem = out_path.with_suffix("") if out_path.suffix == ".json" else out_path
+    for path in harness.write_results(table, meta, stem):
+        print(f"wrote {path}")
+    return table
+

@@ -1,0 +1,403 @@
+"""INT8 kernels: fused per-token quantization, and int8 GEMM with a fused dequant epilogue.
+
+Math of one QuantizedLinear call, x: (M, K) activations, W: (N, K) weights, O = outlier columns:
+
+    sx[m]  = max_{k not in O} |x[m, k]| / 127                  per-token (row) scale
+    xq     = round(x[:, not O] / sx)          int8 (M, KQ)      KQ = K - |O|, padded to KQ_PAD
+    acc    = xq @ Wq.T                        int32, exact      Wq: (N, KQ_PAD) int8, sw: (N,)
+    y      = acc * sx[:, None] * sw[None, :] + x[:, O] @ Wo + bias      Wo: (|O|, N) fp16/bf16
+
+Kernel 1, ``_quantize_rows_kernel``: each program reads a block of rows once (whole rows in
+registers up to K = 16384; 1-16 rows, ~8k elements per program), takes each row's absmax over
+the non-outlier columns, writes the int8 rows (compacted: outlier columns removed, padding
+zeroed), the fp32 scales, and the rows' outlier values into a small (M, |O|) 16-bit matrix.
+
+Kernel 2, ``_int8_gemm_kernel``: tiled int8 x int8 -> int32 ``tl.dot`` over KQ_PAD, then in the
+epilogue: int32 -> fp32, row x column scale, the outlier product as a 16-bit ``tl.dot`` accumulated
+into the same fp32 tile, bias, cast, store. No fp32 copy of the weights exists at any point.
+Rounding is half away from zero everywhere; a zero scale (all-zero row) gives zero codes.
+
+A ``torch._int_mm`` implementation of the same math (:func:`quantize_rows_torch`,
+:func:`int8_linear_torch`) is the fallback where Triton cannot run (CPU without the interpreter).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+#: Single-pass quantization keeps the whole row in registers up to this many columns.
+MAX_SINGLE_BLOCK_K = 16384
+#: Rows per quantization program: as many as fit in this many elements (1..16 rows).
+ROW_BLOCK_ELEMENTS = 8192
+#: The compacted int8 K dimension is padded to a multiple of this (aligned rows, even K tiles).
+K_ALIGN = 16
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels on the CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _round_half_away(v):
+    r = tl.floor(tl.abs(v) + 0.5)
+    return tl.where(v < 0, -r, r)
+
+
+@triton.jit
+def _quantize_rows_kernel(
+    x_ptr, map_ptr, q_ptr, xo_ptr, scale_ptr,
+    M, K, KQ, KQ_PAD,
+    stride_xm, stride_xk, stride_qm, stride_om,
+    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE_BLOCK: tl.constexpr,
+    HAS_OUTLIERS: tl.constexpr, PAD_BLOCK: tl.constexpr,
+):
+    """Rows [m0, m0 + BLOCK_M) of x -> int8 codes q[m, :KQ_PAD], scale[m], outliers xo[m, :|O|].
+
+    map_ptr: int32 (K,), column k's destination: >= 0 its compacted int8 column, -1 - j for
+    outlier j. Unused (identity map) when HAS_OUTLIERS is False. With SINGLE_BLOCK the rows
+    are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns at a time.
+    """
+    offs_m = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_m = offs_m < M
+    x_rows = x_ptr + offs_m[:, None] * stride_xm
+    q_rows = q_ptr + offs_m[:, None] * stride_qm
+    o_rows = xo_ptr + offs_m[:, None] * stride_om
+    offs_k = tl.arange(0, BLOCK_K)
+    if SINGLE_BLOCK:
+        in_k = offs_k < K
+        mask = in_m[:, None] & in_k[None, :]
+        x = tl.load(x_rows + offs_k[None, :] * stride_xk, mask=mask, other=0.0)
+        xf = x.to(tl.float32)
+        if HAS_OUTLIERS:
+            dest = tl.load(map_ptr + offs_k, mask=in_k, other=0)
+        else:
+            dest = offs_k
+        keep = mask & (dest >= 0)[None, :]
+        absmax = tl.max(tl.where(keep, tl.abs(xf), 0.0), axis=1)
+        inv = tl.where(absmax > 0, 127.0 / tl.maximum(absmax, 1e-30), 0.0)
+        codes = tl.minimum(tl.maximum(_round_half_away(xf * inv[:, None]), -127.0), 127.0)
+        tl.store(q_rows + dest[None, :], codes.to(tl.int8), mask=keep)
+        if HAS_OUTLIERS:
+            tl.store(o_rows + (-dest - 1)[None, :], x.to(xo_ptr.dtype.element_ty),
+                     mask=mask & (dest < 0)[None, :])
+    else:
+        absmax = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + offs_k
+            in_k = kk < K
+            mask = in_m[:, None] & in_k[None, :]
+            xf = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
+            if HAS_OUTLIERS:
+                mask = mask & (tl.load(map_ptr + kk, mask=in_k, other=0) >= 0)[None, :]
+            absmax = tl.maximum(absmax, tl.max(tl.where(mask, tl.abs(xf), 0.0), axis=1))
+        inv = tl.where(absmax > 0, 127.0 / tl.maximum(absmax, 1e-30), 0.0)
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + offs_k
+            in_k = kk < K
+            mask = in_m[:, None] & in_k[None, :]
+            x = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0)
+            if HAS_OUTLIERS:
+                dest = tl.load(map_ptr + kk, mask=in_k, other=0)
+            else:
+                dest = kk
+            codes = tl.minimum(tl.maximum(_round_half_away(x.to(tl.float32) * inv[:, None]),
+                                          -127.0), 127.0)
+            tl.store(q_rows + dest[None, :], codes.to(tl.int8), mask=mask & (dest >= 0)[None, :])
+            if HAS_OUTLIERS:
+                tl.store(o_rows + (-dest - 1)[None, :], x.to(xo_ptr.dtype.element_ty),
+                         mask=mask & (dest < 0)[None, :])
+    tl.store(scale_ptr + offs_m, absmax / 127.0, mask=in_m)
+    offs_pad = KQ + tl.arange(0, PAD_BLOCK)
+    tl.store(q_rows + offs_pad[None, :], tl.zeros([BLOCK_M, PAD_BLOCK], dtype=tl.int8),
+             mask=in_m[:, None] & (offs_pad < KQ_PAD)[None, :])
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) per M regime, for sm_90 (H100/H200).
+# Large M: the 128x256x128 tile with 8 warps (two consumer warpgroups) saturates int8 wgmma;
+# small M is weight-bandwidth bound, so narrow N tiles spread the weight stream over more SMs.
+_SMALL_M_TILES = [(16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 128, 128, 4, 4),
+                  (32, 64, 256, 4, 4), (32, 128, 128, 4, 4), (64, 64, 256, 4, 4),
+                  (64, 128, 128, 4, 4)]
+_MEDIUM_M_TILES = [(64, 128, 128, 4, 4), (64, 256, 128, 3, 8), (128, 128, 128, 4, 8),
+                   (128, 128, 128, 3, 4), (64, 128, 256, 3, 4), (128, 256, 128, 3, 8)]
+_LARGE_M_TILES = [(128, 256, 128, 3, 8), (128, 256, 128, 4, 8), (256, 128, 128, 3, 8),
+                  (128, 128, 128, 4, 8), (128, 256, 64, 4, 8), (128, 128, 256, 3, 8)]
+#: Under TRITON_INTERPRET=1 one small tile, so tests exercise several tiles on small shapes.
+_INTERPRETER_TILE = (16, 32, 32, 1, 4)
+
+
+def m_bucket(m: int) -> int:
+    """Power-of-two bucket of M (16..8192): the autotune key, so similar M share a config."""
+    return min(8192, max(16, triton.next_power_of_2(m)))
+
+
+def _tiles_for_bucket(bucket: int) -> list[tuple]:
+    if bucket <= 64:
+        return _SMALL_M_TILES
+    if bucket <= 512:
+        return _MEDIUM_M_TILES
+    return _LARGE_M_TILES
+
+
+def gemm_configs() -> list[triton.Config]:
+    """Autotune candidates: every tile of every M regime (pruned per call by :func:`_prune`)."""
+    if interpreting():
+        tiles = [_INTERPRETER_TILE]
+    else:
+        tiles = list(dict.fromkeys(_SMALL_M_TILES + _MEDIUM_M_TILES + _LARGE_M_TILES))
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
+                          num_stages=stages, num_warps=warps)
+            for bm, bn, bk, stages, warps in tiles]
+
+
+def _prune(configs, named_args, **kwargs):
+    """Keep the configs of the call's M regime (the M bucket is in the autotune key)."""
+    if len(configs) == 1:
+        return configs
+    wanted = set(_tiles_for_bucket(named_args["M_BUCKET"]))
+    kept = [c for c in configs
+            if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"],
+                c.num_stages, c.num_warps) in wanted]
+    return kept or configs
+
+
+@triton.autotune(configs=gemm_configs(), key=["M_BUCKET", "N", "K"],
+                 prune_configs_by={"early_config_prune": _prune})
+@triton.heuristics({
+    "EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
+    "BLOCK_O": lambda args: 16 if args["N_OUTLIERS"] <= 16 else 32,
+})
+@triton.jit
+def _int8_gemm_kernel(
+    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr,
+    M, N, K, N_OUTLIERS, M_BUCKET,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    stride_xom, stride_xoo, stride_woo, stride_won,
+    HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr, BLOCK_O: tl.constexpr,
+):
+    """c (M, N) = (a @ b) * a_scale[:, None] * b_scale[None, :] + xo @ wo + bias.
+
+    a: int8 (M, K) activation codes; b: int8 (K, N) view of the (N, K) weight codes (K is the
+    contiguous dimension of both, the layout int8 wgmma wants); xo: (M, N_OUTLIERS) and
+    wo: (N_OUTLIERS, N) 16-bit; scales fp32.
+    """
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_am = offs_m % M
+    offs_bn = offs_n % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0)
+        acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    a_scale = tl.load(a_scale_ptr + offs_am).to(tl.float32)
+    b_scale = tl.load(b_scale_ptr + offs_bn).to(tl.float32)
+    out = acc.to(tl.float32) * a_scale[:, None] * b_scale[None, :]
+    if HAS_OUTLIERS:
+        offs_o = tl.arange(0, BLOCK_O)
+        xo_ptrs = xo_ptr + offs_am[:, None] * stride_xom + offs_o[None, :] * stride_xoo
+        wo_ptrs = wo_ptr + offs_o[:, None] * stride_woo + offs_bn[None, :] * stride_won
+        for o in range(0, tl.cdiv(N_OUTLIERS, BLOCK_O)):
+            o_left = N_OUTLIERS - o * BLOCK_O
+            xo = tl.load(xo_ptrs, mask=offs_o[None, :] < o_left, other=0.0)
+            wo = tl.load(wo_ptrs, mask=offs_o[:, None] < o_left, other=0.0)
+            out = tl.dot(xo, wo, out)
+            xo_ptrs += BLOCK_O * stride_xoo
+            wo_ptrs += BLOCK_O * stride_woo
+    if HAS_BIAS:
+        out += tl.load(bias_ptr + offs_bn).to(tl.float32)[None, :]
+
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+def last_gemm_config() -> str:
+    """The autotuned GEMM config of the most recent call (for result metadata)."""
+    return str(getattr(_int8_gemm_kernel, "best_config", None))
+
+
+def padded_k(kq: int) -> int:
+    """Width of the int8 part: KQ rounded up to K_ALIGN (at least one K_ALIGN block)."""
+    return max(K_ALIGN, -(-kq // K_ALIGN) * K_ALIGN)
+
+
+def _check_matrix(name: str, t: torch.Tensor, dtypes: tuple, cols: int | None = None) -> None:
+    if t.dim() != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    if t.dtype not in dtypes:
+        raise ValueError(f"{name} must have dtype in {dtypes}, got {t.dtype}")
+    if cols is not None and t.shape[1] != cols:
+        raise ValueError(f"{name} must have {cols} columns, got shape {tuple(t.shape)}")
+
+
+def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: int,
+                  kq_pad: int, outlier_dtype: torch.dtype,
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token int8 quantization of x's non-outlier columns (Triton kernel 1).
+
+    x: (M, K) fp16/bf16/fp32; column_map: int32 (K,) (see the kernel), or None when
+    n_outliers is 0 (identity); returns codes int8 (M, kq_pad), scales fp32 (M,), outlier
+    values (M, n_outliers) in ``outlier_dtype`` (a view of a buffer with rows padded to 8).
+    """
+    _check_matrix("x", x, (torch.float16, torch.bfloat16, torch.float32))
+    m, k = x.shape
+    if n_outliers and (column_map is None or column_map.shape != (k,)
+                       or column_map.dtype != torch.int32):
+        raise ValueError(f"with outliers, column_map must be int32 of shape ({k},), got "
+                         f"{None if column_map is None else (column_map.dtype, tuple(column_map.shape))}")
+    kq = k - n_outliers
+    if not 0 <= kq <= kq_pad or kq_pad % K_ALIGN:
+        raise ValueError(f"need 0 <= K - n_outliers ({kq}) <= kq_pad ({kq_pad}) and kq_pad a "
+                         f"multiple of {K_ALIGN}")
+    codes = torch.empty((m, kq_pad), dtype=torch.int8, device=x.device)
+    scales = torch.empty((m,), dtype=torch.float32, device=x.device)
+    o_stride = max(8, -(-n_outliers // 8) * 8)
+    outliers = torch.empty((m, o_stride), dtype=outlier_dtype, device=x.device)
+    if m == 0:
+        return codes, scales, outliers[:, :n_outliers]
+    single = triton.next_power_of_2(k) <= MAX_SINGLE_BLOCK_K
+    block_k = triton.next_power_of_2(k) if single else 4096
+    block_m = max(1, min(16, ROW_BLOCK_ELEMENTS // block_k))
+    num_warps = 4 if block_m * block_k <= 2048 else 8 if block_m * block_k <= 8192 else 16
+    _quantize_rows_kernel[(triton.cdiv(m, block_m),)](
+        x, column_map if n_outliers else scales, codes, outliers, scales,
+        m, k, kq, kq_pad,
+        x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0),
+        BLOCK_M=block_m, BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0,
+        PAD_BLOCK=K_ALIGN, num_warps=num_warps,
+    )
+    return codes, scales, outliers[:, :n_outliers]
+
+
+def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Tensor,
+                weight_scale: torch.Tensor, outliers: torch.Tensor,
+                weight_outlier: torch.Tensor, bias: torch.Tensor | None,
+                out_dtype: torch.dtype, out: torch.Tensor | None = None) -> torch.Tensor:
+    """y = codes @ weight_int8.T * scales x weight_scale + outliers @ weight_outlier + bias.
+
+    codes: int8 (M, KQ_PAD); scales: fp32 (M,); weight_int8: int8 (N, KQ_PAD);
+    weight_scale: fp32 (N,); outliers: (M, |O|) and weight_outlier: (|O|, N) of one 16-bit
+    dtype; bias: (N,) or None. Returns (M, N) in ``out_dtype``, written into ``out`` if given.
+    """
+    _check_matrix("codes", codes, (torch.int8,))
+    _check_matrix("weight_int8", weight_int8, (torch.int8,), cols=codes.shape[1])
+    m, n = codes.shape[0], weight_int8.shape[0]
+    n_out = weight_outlier.shape[0]
+    if scales.shape != (m,) or weight_scale.shape != (n,):
+        raise ValueError(f"scales must be ({m},) and weight_scale ({n},), got "
+                         f"{tuple(scales.shape)} and {tuple(weight_scale.shape)}")
+    if outliers.shape != (m, n_out) or weight_outlier.shape != (n_out, n):
+        raise ValueError(f"outliers must be ({m}, {n_out}) and weight_outlier ({n_out}, {n}), got "
+                         f"{tuple(outliers.shape)} and {tuple(weight_outlier.shape)}")
+    if n_out and outliers.dtype != weight_outlier.dtype:
+        raise ValueError(f"outliers ({outliers.dtype}) and weight_outlier "
+                         f"({weight_outlier.dtype}) must share one 16-bit dtype")
+    if bias is not None and bias.shape != (n,):
+        raise ValueError(f"bias must be ({n},), got {tuple(bias.shape)}")
+    if out is None:
+        out = torch.empty((m, n), dtype=out_dtype, device=codes.device)
+    elif out.shape != (m, n) or out.dtype != out_dtype or out.device != codes.device:
+        raise ValueError(f"out must be {out_dtype} ({m}, {n}) on {codes.device}, got "
+                         f"{out.dtype} {tuple(out.shape)} on {out.device}")
+    if m == 0:
+        return out
+    k = codes.shape[1]
+
+    def grid(meta):
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    if n_out == 0:  # the outlier pointers are never read; pass live buffers, not empty ones
+        outliers, weight_outlier = scales[:, None], weight_scale[None, :]
+    _int8_gemm_kernel[grid](
+        codes, weight_int8, out, scales, weight_scale,
+        bias if bias is not None else weight_scale, outliers, weight_outlier,
+        m, n, k, n_out, m_bucket(m),
+        codes.stride(0), codes.stride(1), weight_int8.stride(1), weight_int8.stride(0),
+        out.stride(0), out.stride(1),
+        outliers.stride(0), outliers.stride(1), weight_outlier.stride(0), weight_outlier.stride(1),
+        HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0,
+    )
+    return out
+
+
+def _round_half_away_torch(v: torch.Tensor) -> torch.Tensor:
+    return torch.sign(v) * torch.floor(v.abs() + 0.5)
+
+
+def column_lists(column_map: torch.Tensor | None, k: int,
+                 device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keep_idx, outlier_idx) int64 from a column map: kept columns in compacted order, then
+    outlier columns in slot order (both ascending by construction). None means no outliers."""
+    if column_map is None:
+        return torch.arange(k, device=device), torch.empty(0, dtype=torch.int64, device=device)
+    return (torch.nonzero(column_map >= 0).flatten(), torch.nonzero(column_map < 0).flatten())
+
+
+def quantize_rows_torch(x: torch.Tensor, keep_idx: torch.Tensor, outlier_idx: torch.Tensor,
+                        kq_pad: int, outlier_dtype: torch.dtype,
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PyTorch version of :func:`quantize_rows` (same outputs), for the ``torch._int_mm`` path.
+
+    keep_idx, outlier_idx: int64 column lists (see :func:`column_lists`).
+    """
+    _check_matrix("x", x, (torch.float16, torch.bfloat16, torch.float32))
+    kept = x.index_select(1, keep_idx).float()
+    absmax = kept.abs().amax(dim=1) if kept.shape[1] else kept.new_zeros(x.shape[0])
+    inv = torch.where(absmax > 0, 127.0 / absmax.clamp_min(1e-30), torch.zeros_like(absmax))
+    codes = _round_half_away_torch(kept * inv[:, None]).clamp_(-127, 127).to(torch.int8)
+    codes = torch.nn.functional.pad(codes, (0, kq_pad - codes.shape[1]))
+    return codes, absmax / 127.0, x.index_select(1, outlier_idx).to(outlier_dtype)
+
+
+def int8_linear_torch(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Tensor,
+                      weight_scale: torch.Tensor, outliers: torch.Tensor,
+                      weight_outlier: torch.Tensor, bias: torch.Tensor | None,
+                      out_dtype: torch.dtype) -> torch.Tensor:
+    """:func:`int8_linear` through ``torch._int_mm`` (int32 accumulation) and unfused epilogue.
+
+    On CUDA ``torch._int_mm`` needs M > 16 and N % 8 == 0: short inputs are zero-padded to 17
+    rows; a weight with N % 8 != 0 raises ValueError.
+    """
+    m, n = codes.shape[0], weight_int8.shape[0]
+    if codes.is_cuda and n % 8:
+        raise ValueError(f"torch._int_mm on CUDA needs out_features % 8 == 0, got {n}; "
+                         "use the Triton backend")
+    rows = codes
+    if codes.is_cuda and m <= 16:
+        rows = torch.nn.functional.pad(codes, (0, 0, 0, 17 - m))
+    acc = torch._int_mm(rows, weight_int8.t())[:m]
+    out = acc.float() * scales[:, None] * weight_scale[None, :]
+    if weight_outlier.shape[0]:
+        out += (outliers @ weight_outlier).float()
+    if bias is not None:
+        out += bias.float()
+    return out.to(out_dtype)

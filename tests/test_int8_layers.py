@@ -1,0 +1,143 @@
+"""QuantizedLinear / QuantizedEmbedding against float64, and whole-model conversion.
+
+The end-to-end bound is the int8 rounding bound, not a fitted tolerance: with activation step
+sx (per token) and weight step sw (per output row), every kept product x*w is replaced by
+(x + dx)(w + dw) with |dx| <= sx/2, |dw| <= sw/2, so per output
+
+    |y_int8 - y| <= sx/2 * sum|w| + sw/2 * sum|x| + K * sx * sw / 4     (kept columns)
+
+plus the fp16 rounding of the output (2^-11 relative). Outlier columns are exact in fp16.
+"""
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from kernels.int8.convert import (bitsandbytes_available, module_bytes,  # noqa: E402
+                                  quantize_model, quantize_model_bnb)
+from kernels.int8.layers import QuantizedEmbedding, QuantizedLinear  # noqa: E402
+from kernels.int8.model import DecoderLM, ModelConfig  # noqa: E402
+
+
+def int8_error_bound(x: torch.Tensor, layer: QuantizedLinear, weight: torch.Tensor) -> torch.Tensor:
+    """The per-output rounding bound above, (M, N) float64."""
+    keep = layer.column_lists()[0]
+    xk, wk = x.double()[:, keep].abs(), weight.double()[:, keep].abs()
+    sx = xk.amax(dim=1) / 127.0
+    sw = layer.weight_scale.double()
+    return (sx[:, None] / 2 * wk.sum(1)[None, :] + sw[None, :] / 2 * xk.sum(1)[:, None]
+            + keep.numel() * sx[:, None] * sw[None, :] / 4)
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+@pytest.mark.parametrize("m,k,n,outliers", [(3, 67, 45, [0, 33]), (24, 128, 64, []),
+                                            (2, 50, 16, [49])])
+def test_quantized_linear_within_int8_rounding_bound(backend, m, k, n, outliers):
+    torch.manual_seed(0)
+    linear = nn.Linear(k, n).half().requires_grad_(False)
+    x = torch.randn(2, m, k)
+    x[..., outliers] *= 30
+    x = x.half()
+    layer = QuantizedLinear.from_linear(linear, torch.tensor(outliers, dtype=torch.int64),
+                                        backend=backend)
+    y = layer(x)
+    assert y.shape == (2, m, n) and y.dtype == torch.float16
+    rows = x.reshape(-1, k)
+    exact = rows.double() @ linear.weight.double().t() + linear.bias.double()
+    bound = int8_error_bound(rows, layer, linear.weight) + 2**-11 * exact.abs() + 1e-6
+    err = (y.reshape(-1, n).double() - exact).abs()
+    assert (err <= bound).all(), float((err - bound).max())
+    # and the bound is not vacuous: the error is a small fraction of the output scale
+    assert float(err.max()) < 0.05 * float(exact.abs().max())
+
+
+def test_quantized_linear_validates_and_refuses_recast_buffers():
+    linear = nn.Linear(16, 8).half()
+    layer = QuantizedLinear.from_linear(linear, torch.tensor([], dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"\(\.\.\., 16\)"):
+        layer(torch.randn(4, 15).half())
+    with pytest.raises(ValueError, match="backend"):
+        QuantizedLinear.from_linear(linear, torch.tensor([1]), backend="cuda")
+    layer.float()
+    with pytest.raises(ValueError, match="changed dtype"):
+        layer(torch.randn(4, 16).half())
+
+
+@pytest.mark.parametrize("outliers", [[3, 20], []])
+def test_quantized_embedding_rebuilds_tied_rows(outliers):
+    torch.manual_seed(0)
+    table = torch.randn(40, 24).half()
+    linear = nn.Linear(24, 40, bias=False).half()
+    linear.weight = nn.Parameter(table)
+    layer = QuantizedLinear.from_linear(linear, torch.tensor(outliers, dtype=torch.int64))
+    embedding = QuantizedEmbedding(layer)
+    ids = torch.tensor([[0, 5, 39], [7, 7, 1]])
+    rows = embedding(ids)
+    assert rows.shape == (2, 3, 24) and rows.dtype == torch.float16
+    exact = table.double()[ids]
+    step = layer.weight_scale.double()[ids][..., None]
+    assert ((rows.double() - exact).abs() <= step / 2 + 2**-11 * exact.abs()).all()
+    assert torch.equal(rows[..., outliers], table[ids][..., outliers])  # outlier columns exact
+
+
+def tiny_model() -> DecoderLM:
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=128, d_model=64, n_heads=4, n_layers=2, d_ff=128,
+                      max_seq_len=16, dropout=0.0)
+    return DecoderLM(cfg).half().eval()
+
+
+@pytest.mark.parametrize("rule", ["fixed", "stat"])
+def test_quantize_model_replaces_every_linear(rule):
+    model = tiny_model()
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        reference = model(ids).double()
+    fp16_bytes = module_bytes(model)
+    calib = [torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(s))
+             for s in (2, 3)]
+    report = quantize_model(model, calib, rule=rule, threshold=3.0)
+    assert not any(isinstance(m, (nn.Linear, nn.Embedding)) for m in model.modules())
+    assert isinstance(model.lm_head, QuantizedLinear)
+    assert isinstance(model.embed, QuantizedEmbedding) and model.embed.source is model.lm_head
+    assert list(report.columns) == ["layer", "kind", "in_features", "out_features", "n_outliers",
+                                    "outlier_fraction", "calib_absmax_max", "fp_bytes",
+                                    "quantized_bytes"]
+    assert (report["kind"] == "linear").sum() == 2 * 4 + 1
+    if rule == "fixed":  # a few LayerNorm output channels of this model exceed 3.0
+        assert report["n_outliers"].sum() > 0
+    with torch.no_grad():
+        got = model(ids).double()
+    rel = float((got - reference).norm() / reference.norm())
+    assert rel < 0.05, rel
+    # int8 matrices; fp16 LayerNorms, biases and fp32 scales weigh a lot at d_model = 64
+    assert module_bytes(model) < 0.65 * fp16_bytes
+
+
+def test_quantize_model_needs_calibration_that_reaches_every_layer():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="at least one batch"):
+        quantize_model(model, [])
+    with pytest.raises(ValueError, match="no nn.Linear"):
+        quantize_model(nn.Sequential(nn.ReLU()), [torch.zeros(1)])
+
+
+@pytest.mark.skipif(bitsandbytes_available(),
+                    reason="bitsandbytes is importable here; this checks the missing-library path")
+def test_bitsandbytes_missing_is_reported_not_hidden():
+    with pytest.raises(ImportError, match="bitsandbytes is not usable"):
+        quantize_model_bnb(tiny_model())
+
+
+@pytest.mark.skipif(not (bitsandbytes_available() and torch.cuda.is_available()),
+                    reason="bitsandbytes is only installed on the GPU machine (carried as a wheel)")
+def test_bitsandbytes_conversion_reports_every_layer():
+    model = tiny_model().cuda()
+    report = quantize_model_bnb(model, threshold=6.0)
+    assert len(report) == 2 * 4 + 1
+    ok = report["status"] == "int8"
+    assert (report.loc[~ok, "error_type"] != "").all()
+    assert (report.loc[ok, "probe_rel_error"] < 0.05).all()
