@@ -52,7 +52,7 @@ def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]
 
 
 def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
-    suffix = path.suffix
+    suffix = Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
     if suffix == ".ncu-rep":
         from profkit.parse.ncu import load_ncu_report
 

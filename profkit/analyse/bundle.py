@@ -91,7 +91,7 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
 
         def existing(key):
             name = files.get(key)
-            return session.path / name if name and (session.path / name).exists() else None
+            return session.file(name) if name else None
 
         timing_log = existing("timing_log")
         build_log = existing("build_log")

@@ -49,6 +49,10 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
         frames.append(n.groupby(["label", "grid"])["ncu_us"].median())
     if nsys_kernels is not None and not nsys_kernels.empty:
         s = nsys_kernels.assign(label=_label_launches(nsys_kernels, labels), nsys_us=nsys_kernels["duration_ns"] / 1e3)
+        profiled = set(labels) | (set(_label_launches(ncu_launches, labels)) if ncu_launches is not None
+                                  and not ncu_launches.empty else set())
+        if profiled:  # the timeline also holds setup and reference kernels nobody asked about
+            s = s[s["label"].isin(profiled)]
         grouped = s.groupby(["label", "grid"])
         frames += [grouped["nsys_us"].median(), grouped["nsys_us"].first().rename("nsys_first_us"),
                    grouped.size().rename("nsys_launches")]

@@ -105,9 +105,3 @@ def _up_to_date(source: Path, binary: Path, log_file: Path, command: list[str]) 
         return False
     built = binary.stat().st_mtime
     return all(dep.stat().st_mtime <= built for dep in [source, *_local_includes(source)])
-    result = process.run(command, timeout=timeout)
-    log = (result.stdout + result.stderr).strip()
-    if result.returncode != 0:
-        errors = "\n".join(line for line in log.splitlines() if not line.startswith("ptxas info"))
-        raise BuildError(f"nvcc failed to compile {source} for {arch} (exit {result.returncode})", details=errors)
-    return BuildResult(source, binary, arch, why, command, log, parse_ptxas(log))

@@ -46,6 +46,11 @@ def tool_versions() -> dict:
 
 
 def git_commit(root: Path = Path(".")) -> str:
+    """HEAD of the checkout (+dirty); PROFKIT_GIT_COMMIT names it where the tree is a copy without .git."""
+    import os
+
+    if os.environ.get("PROFKIT_GIT_COMMIT"):
+        return os.environ["PROFKIT_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=30)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,

@@ -29,29 +29,35 @@ class NcuOptions:
     extra: list[str] = field(default_factory=list)
 
 
+def parse_list_sets(text: str) -> dict[str, set[str]]:
+    """`ncu --list-sets` output -> {set: {section, ...}}. The table wraps its Sections column at a fixed
+    width, mid-word, so each column slice is joined without spaces before splitting on commas."""
+    lines = text.splitlines()
+    header = next((i for i, line in enumerate(lines) if line.startswith("Identifier") and "Sections" in line), None)
+    if header is None:
+        return {}
+    start, end = lines[header].index("Sections"), lines[header].index("Enabled")
+    sets: dict[str, str] = {}
+    current = None
+    for line in lines[header + 1:]:
+        if not line.strip() or set(line.strip()) <= {"-", " "}:
+            continue
+        name = line[:start].strip()
+        if name:
+            current = name
+            sets[current] = ""
+        if current is not None:
+            sets[current] += line[start:end]
+    return {name: {part for part in "".join(text.split()).split(",") if part} for name, text in sets.items()}
+
+
 def sections_in_set(ncu: str, set_name: str) -> set[str] | None:
     """Section identifiers of one ncu set, read from `ncu --list-sets`; None when it can't be read."""
     try:
         out = process.run([ncu, "--list-sets"], timeout=60)
     except CaptureError:
         return None
-    lines = out.stdout.splitlines()
-    found: list[str] = []
-    inside = False
-    for line in lines:
-        parts = line.split()
-        if parts and parts[0] == set_name:
-            inside = True
-            found.append(line)
-        elif inside and line.startswith(" ") and parts:
-            found.append(line)
-        elif inside:
-            break
-    if not found:
-        return None
-    text = " ".join(part for line in found for part in line.split()[1:] if part not in ("yes", "no"))
-    text = text.replace(", ", ",").replace(" ", "")
-    return {name for name in text.split(",") if name and not name.isdigit()}
+    return parse_list_sets(out.stdout).get(set_name)
 
 
 def ncu_command(ncu: str, output: Path, target: list[str], options: NcuOptions,

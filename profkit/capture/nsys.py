@@ -13,7 +13,10 @@ def run_nsys(output: Path, target: list[str], *, env: dict | None = None,
     """Capture into output.nsys-rep and export output.sqlite. Returns (commands, log)."""
     nsys = process.require_tool("nsys")
     stem = output.with_suffix("")
-    profile = [nsys, "profile", "--trace=cuda,nvtx", "--force-overwrite", "true", "-o", str(stem), *target]
+    # No CPU sampling or context-switch trace: the GPU timeline is what profkit reads, and it keeps the
+    # report and its export small enough to commit.
+    profile = [nsys, "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite", "true",
+               "-o", str(stem), *target]
     result = process.run(profile, env=env, timeout=timeout)
     log = _strip_progress(result.stdout + result.stderr)
     report = stem.with_suffix(".nsys-rep")

@@ -55,7 +55,9 @@ def check_ncu_file(path: Path) -> None:
 
 def load_ncu_report(path: str | Path, *, isolate: bool = True) -> NcuReport:
     """Extract every table from `path`; in a child process unless isolate=False."""
-    path = Path(path)
+    from profkit.parse.files import plain_file
+
+    path = plain_file(path)
     check_ncu_file(path)
     if not isolate:
         return _to_report(path, extract_tables(path))

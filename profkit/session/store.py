@@ -23,6 +23,9 @@ from profkit.errors import ReportError, UsageError
 MANIFEST = "manifest.json"
 TABLES = "tables"
 SCHEMA_VERSION = 1
+# Files above this are stored gzip-compressed (about 4x smaller for reports): every committed file stays
+# far under 16 MiB and the tree that travels to the GPU machine stays small.
+MAX_PLAIN_FILE_BYTES = 2 * 2**20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -83,18 +86,26 @@ class SessionWriter:
         self.save_manifest()
 
     def commit(self) -> Path:
-        self.mark("complete")
+        """Compress oversized files, name the manifest's paths after the final folder, rename into place."""
+        from profkit.parse.files import compress_large_files
+
+        compressed = compress_large_files(self.tmp, MAX_PLAIN_FILE_BYTES)
+        if compressed:
+            self.manifest["compressed_files"] = compressed
+        template = json.dumps(self.manifest, default=str)
         for attempt in range(100):
             final = self.root / (self.name if attempt == 0 else f"{self.name}-{attempt + 1}")
+            if final.exists():
+                continue
+            self.manifest = json.loads(template.replace(self.tmp.name, final.name))
+            self.manifest["name"] = final.name
+            self.mark("complete")
             try:
                 os.rename(self.tmp, final)
             except OSError:
                 if final.exists():
                     continue
                 raise
-            if attempt:
-                self.manifest["name"] = final.name
-                (final / MANIFEST).write_text(json.dumps(self.manifest, indent=2, default=str) + "\n")
             return final
         raise ReportError(f"no free session name for {self.name} in {self.root}")
 
@@ -126,13 +137,21 @@ class Session:
             else:
                 try:
                     self._tables[name] = pd.read_csv(target)
-                except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
+                except pd.errors.EmptyDataError:  # an empty table is written as a bare newline
+                    self._tables[name] = pd.DataFrame()
+                except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
                     raise ReportError(f"cannot read {target}: {exc}",
                                       hint="regenerate the tables with `profkit show --rebuild`") from exc
         return self._tables[name]
 
-    def files(self, suffix: str) -> list[Path]:
-        return sorted(self.path.glob(f"*{suffix}"))
+    def file(self, name: str) -> Path | None:
+        """A session file by its manifest name, decompressed when it is stored as name.gz; None if absent."""
+        from profkit.parse.files import plain_file
+
+        path = self.path / name
+        if not path.exists() and not path.with_name(path.name + ".gz").exists():
+            return None
+        return plain_file(path)
 
 
 def read_manifest(path: Path) -> dict:
