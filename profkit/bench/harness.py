@@ -178,7 +178,10 @@ def _l2_flusher(torch) -> Callable[[], None]:
     if device not in _FLUSH_BUFFERS:
         props = torch.cuda.get_device_properties(device)
         nbytes = l2_flush_bytes(getattr(props, "L2_cache_size", None))
-        _FLUSH_BUFFERS[device] = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+        # A normal tensor even when first asked for under inference_mode: an inference tensor could
+        # not be written in place by a later caller outside it.
+        with torch.inference_mode(False):
+            _FLUSH_BUFFERS[device] = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
     buffer = _FLUSH_BUFFERS[device]
     return buffer.zero_
 
