@@ -1,0 +1,1078 @@
+"""FlashAttention-2 forward and backward in Triton.
+
+Exact softmax attention ``O = softmax(sm_scale * Q K^T [+ causal mask]) V`` computed tile by tile so
+that no (seq, seq) matrix ever exists in memory: the forward keeps a running row max, row sum and
+output accumulator in fp32 registers (the online softmax) and saves one log-sum-exp per query row;
+the backward recomputes the probabilities from that log-sum-exp.
+
+Shapes: ``q, k, v, o: (batch, heads, seq, head_dim)``, one shape for all of them (self-attention),
+any strides; ``lse, delta: (batch, heads, seq)`` fp32, contiguous. Supported: fp16 and bf16,
+``head_dim`` 64 or 128, any ``seq >= 1``, causal (query ``i`` sees keys ``j <= i``) or not.
+
+Conventions used throughout:
+
+* Scores are scaled once by ``qk_scale = sm_scale * log2(e)`` so every exponential is an ``exp2``.
+* The saved log-sum-exp is the **natural-log** LSE of the scaled scores,
+  ``lse[i] = log(sum_j exp(sm_scale * q_i . k_j))`` over the keys row ``i`` may see; the kernels
+  convert it to base 2 (one multiply per row) where they need it.
+* Causal block skipping: key blocks wholly above the diagonal are excluded by the loop bounds, and
+  only blocks that cut the diagonal (or the padded end of the sequence) pay for a mask. With
+  ``block_skip=False`` every block is loaded, computed and masked, which gives the same result and
+  exists to measure the skipping with counters.
+
+Loads and stores use plain pointers with strides (no tensor descriptors), which works on every
+GPU Triton targets and for non-contiguous inputs. On the GPU each kernel is autotuned per
+(seq, head_dim, causal, block_skip, dtype); PROFKIT_FA_AUTOTUNE=0 launches the first config of
+each search space instead. Under TRITON_INTERPRET=1 (CPU tests) small fixed tiles are used.
+
+Layout of this file: forward kernels, backward kernels, the autotune search space, host wrappers
+that validate input, the autograd Function, the float64 reference, then the benchmark and the
+profiling workload (``python -m kernels.flash_attention bench|profile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_LOG2E = tl.constexpr(1.4426950408889634)
+_LN2 = tl.constexpr(0.6931471805599453)
+
+
+# --------------------------------------------------------------------------------------------------
+# Forward
+# --------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
+                    stride_kn, stride_kd, stride_vn, stride_vd,
+                    offs_m, lo, hi, qk_scale, N_CTX,
+                    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                    CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr):
+    """Online-softmax update of one query tile over the key blocks starting in [lo, hi).
+
+    CAUSAL_MASK drops keys right of the diagonal, PAD_MASK drops keys at or past N_CTX (and masks
+    the loads). Masked scores are -inf; every row's first visited block holds at least one visible
+    key (key 0 or an unmasked block), so the running max is finite before a fully masked row
+    fragment can appear and no -inf - -inf arises.
+    """
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        offs_n = start_n + offs_n0
+        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+        if PAD_MASK:
+            k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        else:
+            k = tl.load(k_ptrs)
+        qk = tl.dot(q, tl.trans(k))
+        if CAUSAL_MASK or PAD_MASK:
+            keep = offs_n[None, :] < N_CTX
+            if CAUSAL_MASK:
+                keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            qk = tl.where(keep, qk * qk_scale, float("-inf"))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1))
+            qk = qk - m_ij[:, None]
+        else:
+            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - m_ij[:, None]
+        p = tl.math.exp2(qk)
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if PAD_MASK:
+            v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        else:
+            v = tl.load(v_ptrs)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
+              stride_qz, stride_qh, stride_qm, stride_qd,
+              stride_kz, stride_kh, stride_kn, stride_kd,
+              stride_vz, stride_vh, stride_vn, stride_vd,
+              stride_oz, stride_oh, stride_om, stride_od,
+              H, N_CTX,
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program = one BLOCK_M tile of queries of one (batch, head).
+
+    Grid (cdiv(N, BLOCK_M) * B * H,), query tiles fastest so concurrent programs share a head's
+    K and V in L2; causal tiles run in reverse order (the longest rows start first) to shorten
+    the tail. Requires BLOCK_M % BLOCK_N == 0 so the diagonal starts on a key-block boundary.
+    """
+    num_m = tl.cdiv(N_CTX, BLOCK_M)
+    off_hz = tl.program_id(0) // num_m
+    pid_m = tl.program_id(0) % num_m
+    if CAUSAL:
+        pid_m = num_m - 1 - pid_m
+    off_z = (off_hz // H).to(tl.int64)
+    off_h = (off_hz % H).to(tl.int64)
+    q_base = Q + off_z * stride_qz + off_h * stride_qh
+    k_base = K + off_z * stride_kz + off_h * stride_kh
+    v_base = V + off_z * stride_vz + off_h * stride_vh
+    o_base = Out + off_z * stride_oz + off_h * stride_oh
+
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N_CTX
+    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
+                mask=row_ok[:, None], other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * _LOG2E
+
+    if CAUSAL:
+        if BLOCK_SKIP:
+            # Keys left of the tile: every query in it sees them all, no mask.
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
+                                            stride_kn, stride_kd, stride_vn, stride_vd,
+                                            offs_m, 0, start_m, qk_scale, N_CTX,
+                                            HEAD_DIM, BLOCK_N, False, False)
+            # The diagonal: masked. Nothing right of it is ever loaded.
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
+                                            stride_kn, stride_kd, stride_vn, stride_vd,
+                                            offs_m, start_m, tl.minimum(start_m + BLOCK_M, N_CTX),
+                                            qk_scale, N_CTX, HEAD_DIM, BLOCK_N, True, True)
+        else:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
+                                            stride_kn, stride_kd, stride_vn, stride_vd,
+                                            offs_m, 0, N_CTX, qk_scale, N_CTX,
+                                            HEAD_DIM, BLOCK_N, True, True)
+    else:
+        n_full = (N_CTX // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
+                                        stride_kn, stride_kd, stride_vn, stride_vd,
+                                        offs_m, 0, n_full, qk_scale, N_CTX,
+                                        HEAD_DIM, BLOCK_N, False, False)
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
+                                        stride_kn, stride_kd, stride_vn, stride_vd,
+                                        offs_m, n_full, N_CTX, qk_scale, N_CTX,
+                                        HEAD_DIM, BLOCK_N, False, True)
+
+    o = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * _LN2
+    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+             o.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, lse, mask=row_ok)
+
+
+# --------------------------------------------------------------------------------------------------
+# Backward
+# --------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _attn_bwd_preprocess(O, DO, Delta,
+                         stride_oz, stride_oh, stride_om, stride_od,
+                         stride_doz, stride_doh, stride_dom, stride_dod,
+                         H, N_CTX,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta[i] = sum_d dO[i, d] * O[i, d] in fp32 (the rowsum(dO * O) term of dS).
+
+    Grid (cdiv(N, BLOCK_M) * B * H,).
+    """
+    num_m = tl.cdiv(N_CTX, BLOCK_M)
+    off_hz = tl.program_id(0) // num_m
+    pid_m = tl.program_id(0) % num_m
+    off_z = (off_hz // H).to(tl.int64)
+    off_h = (off_hz % H).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N_CTX
+    o = tl.load(O + off_z * stride_oz + off_h * stride_oh
+                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+                mask=row_ok[:, None], other=0.0)
+    do = tl.load(DO + off_z * stride_doz + off_h * stride_doh
+                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
+                 mask=row_ok[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
+
+
+@triton.jit
+def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                         stride_qm, stride_qd, stride_dom, stride_dod,
+                         offs_n, lo, hi, qk_scale, N_CTX,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                         CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr):
+    """Accumulate dK, dV of one key block over the query blocks starting in [lo, hi).
+
+    Works on the transposed tile P^T (keys x queries) so dV += P^T dO and dK += dS^T Q are plain
+    dots. Padded query rows load lse = +inf, hence P = 0 and they contribute nothing.
+    """
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    for start_m in range(lo, hi, BLOCK_M):
+        start_m = tl.multiple_of(start_m, BLOCK_M)
+        offs_m = start_m + offs_m0
+        row_ok = offs_m < N_CTX
+        q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
+        do_ptrs = do_base + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod
+        if PAD_MASK:
+            q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+            lse = tl.load(lse_base + offs_m, mask=row_ok, other=float("inf"))
+        else:
+            q = tl.load(q_ptrs)
+            lse = tl.load(lse_base + offs_m)
+        qk_t = tl.dot(k, tl.trans(q))
+        p_t = tl.math.exp2(qk_t * qk_scale - (lse * _LOG2E)[None, :])
+        if CAUSAL_MASK:
+            p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
+        if PAD_MASK:
+            do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
+            delta = tl.load(delta_base + offs_m, mask=row_ok, other=0.0)
+        else:
+            do = tl.load(do_ptrs)
+            delta = tl.load(delta_base + offs_m)
+        dv = tl.dot(p_t.to(do.dtype), do, dv)
+        dp_t = tl.dot(v, tl.trans(do))
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = tl.dot(ds_t.to(q.dtype), q, dk)
+    return dk, dv
+
+
+@triton.jit
+def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, sm_scale,
+                   stride_qz, stride_qh, stride_qm, stride_qd,
+                   stride_kz, stride_kh, stride_kn, stride_kd,
+                   stride_vz, stride_vh, stride_vn, stride_vd,
+                   stride_doz, stride_doh, stride_dom, stride_dod,
+                   stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+                   stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+                   H, N_CTX,
+                   HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program = one BLOCK_N block of keys of one (batch, head), looping over query blocks.
+
+    Grid (cdiv(N, BLOCK_N) * B * H,), key blocks fastest; the first blocks of a head have the
+    most query rows to visit under causal masking, so they start first. Requires
+    BLOCK_N % BLOCK_M == 0. Causal: only query rows at or below the block's first key are
+    visited; the BLOCK_N rows on the diagonal are masked, the rest only at the padded end.
+    """
+    num_n = tl.cdiv(N_CTX, BLOCK_N)
+    off_hz = tl.program_id(0) // num_n
+    pid_n = tl.program_id(0) % num_n
+    off_z = (off_hz // H).to(tl.int64)
+    off_h = (off_hz % H).to(tl.int64)
+    q_base = Q + off_z * stride_qz + off_h * stride_qh
+    do_base = DO + off_z * stride_doz + off_h * stride_doh
+    lse_base = LSE + off_hz.to(tl.int64) * N_CTX
+    delta_base = Delta + off_hz.to(tl.int64) * N_CTX
+
+    start_n = pid_n * BLOCK_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    key_ok = offs_n[:, None] < N_CTX
+    k = tl.load(K + off_z * stride_kz + off_h * stride_kh
+                + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                mask=key_ok, other=0.0)
+    v = tl.load(V + off_z * stride_vz + off_h * stride_vh
+                + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                mask=key_ok, other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * _LOG2E
+
+    if CAUSAL:
+        if BLOCK_SKIP:
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                          stride_qm, stride_qd, stride_dom, stride_dod,
+                                          offs_n, start_n, tl.minimum(start_n + BLOCK_N, N_CTX),
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True)
+            below = start_n + BLOCK_N
+            m_full = tl.maximum((N_CTX // BLOCK_M) * BLOCK_M, below)
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                          stride_qm, stride_qd, stride_dom, stride_dod,
+                                          offs_n, below, m_full,
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False)
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                          stride_qm, stride_qd, stride_dom, stride_dod,
+                                          offs_n, m_full, N_CTX,
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True)
+        else:
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                          stride_qm, stride_qd, stride_dom, stride_dod,
+                                          offs_n, 0, N_CTX,
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True)
+    else:
+        m_full = (N_CTX // BLOCK_M) * BLOCK_M
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                      stride_qm, stride_qd, stride_dom, stride_dod,
+                                      offs_n, 0, m_full,
+                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                      stride_qm, stride_qd, stride_dom, stride_dod,
+                                      offs_n, m_full, N_CTX,
+                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True)
+
+    dk = dk * sm_scale
+    tl.store(DK + off_z * stride_dkz + off_h * stride_dkh
+             + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
+             dk.to(DK.dtype.element_ty), mask=key_ok)
+    tl.store(DV + off_z * stride_dvz + off_h * stride_dvh
+             + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
+             dv.to(DV.dtype.element_ty), mask=key_ok)
+
+
+@triton.jit
+def _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
+                       stride_kn, stride_kd, stride_vn, stride_vd,
+                       offs_m, lo, hi, qk_scale, N_CTX,
+                       HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                       CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr):
+    """Accumulate dQ of one query tile over the key blocks starting in [lo, hi); lse2 is base 2."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        offs_n = start_n + offs_n0
+        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+        if PAD_MASK:
+            k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+            v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        else:
+            k = tl.load(k_ptrs)
+            v = tl.load(v_ptrs)
+        qk = tl.dot(q, tl.trans(k))
+        p = tl.math.exp2(qk * qk_scale - lse2[:, None])
+        if CAUSAL_MASK:
+            p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+        if PAD_MASK:
+            p = tl.where(offs_n[None, :] < N_CTX, p, 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+    return dq
+
+
+@triton.jit
+def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, Delta, sm_scale,
+                 stride_qz, stride_qh, stride_qm, stride_qd,
+                 stride_kz, stride_kh, stride_kn, stride_kd,
+                 stride_vz, stride_vh, stride_vn, stride_vd,
+                 stride_doz, stride_doh, stride_dom, stride_dod,
+                 stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+                 H, N_CTX,
+                 HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program = one BLOCK_M tile of queries, looping over key blocks like the forward.
+
+    Grid (cdiv(N, BLOCK_M) * B * H,), causal tiles in reverse order, as in the forward.
+    Requires BLOCK_M % BLOCK_N == 0.
+    """
+    num_m = tl.cdiv(N_CTX, BLOCK_M)
+    off_hz = tl.program_id(0) // num_m
+    pid_m = tl.program_id(0) % num_m
+    if CAUSAL:
+        pid_m = num_m - 1 - pid_m
+    off_z = (off_hz // H).to(tl.int64)
+    off_h = (off_hz % H).to(tl.int64)
+    k_base = K + off_z * stride_kz + off_h * stride_kh
+    v_base = V + off_z * stride_vz + off_h * stride_vh
+
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N_CTX
+    q = tl.load(Q + off_z * stride_qz + off_h * stride_qh
+                + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
+                mask=row_ok[:, None], other=0.0)
+    do = tl.load(DO + off_z * stride_doz + off_h * stride_doh
+                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
+                 mask=row_ok[:, None], other=0.0)
+    lse2 = tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, mask=row_ok,
+                   other=float("inf")) * _LOG2E
+    delta = tl.load(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, mask=row_ok, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * _LOG2E
+
+    if CAUSAL:
+        if BLOCK_SKIP:
+            dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
+                                    stride_kn, stride_kd, stride_vn, stride_vd,
+                                    offs_m, 0, start_m, qk_scale, N_CTX,
+                                    HEAD_DIM, BLOCK_N, False, False)
+            dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
+                                    stride_kn, stride_kd, stride_vn, stride_vd,
+                                    offs_m, start_m, tl.minimum(start_m + BLOCK_M, N_CTX),
+                                    qk_scale, N_CTX, HEAD_DIM, BLOCK_N, True, True)
+        else:
+            dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
+                                    stride_kn, stride_kd, stride_vn, stride_vd,
+                                    offs_m, 0, N_CTX, qk_scale, N_CTX,
+                                    HEAD_DIM, BLOCK_N, True, True)
+    else:
+        n_full = (N_CTX // BLOCK_N) * BLOCK_N
+        dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
+                                stride_kn, stride_kd, stride_vn, stride_vd,
+                                offs_m, 0, n_full, qk_scale, N_CTX,
+                                HEAD_DIM, BLOCK_N, False, False)
+        dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
+                                stride_kn, stride_kd, stride_vn, stride_vd,
+                                offs_m, n_full, N_CTX, qk_scale, N_CTX,
+                                HEAD_DIM, BLOCK_N, False, True)
+
+    dq = dq * sm_scale
+    tl.store(DQ + off_z * stride_dqz + off_h * stride_dqh
+             + offs_m[:, None] * stride_dqm + offs_d[None, :] * stride_dqd,
+             dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
+
+
+# --------------------------------------------------------------------------------------------------
+# Autotuning
+# --------------------------------------------------------------------------------------------------
+
+# Search spaces per kernel and head_dim: (BLOCK_M, BLOCK_N), num_warps, num_stages options. Chosen
+# from an sm_90 compile sweep with Triton 3.6 (ptxas -v): only tiles that compile without register
+# spills and within 227 KB of shared memory are kept. The forward and dQ use 128-row query tiles
+# (64 as a fallback for short sequences), dK/dV the mirror image: 64/128-key blocks stepping over
+# 16-64 query rows. The first entry is the launch config when autotuning is off.
+_SEARCH_SPACE = {
+    "fwd": {
+        64: [((128, 64), 4, (3, 2, 4)), ((128, 64), 8, (2, 3)), ((128, 128), 8, (2, 3)),
+             ((64, 64), 4, (2, 3))],
+        128: [((128, 64), 8, (3, 2, 4)), ((128, 128), 8, (2, 3)), ((128, 32), 8, (2, 3)),
+              ((64, 64), 4, (2, 3))],
+    },
+    "dkdv": {
+        64: [((32, 128), 8, (2, 3)), ((64, 128), 8, (2, 3)), ((16, 128), 4, (2, 3)),
+             ((32, 64), 4, (2, 3)), ((64, 64), 8, (2,))],
+        128: [((32, 128), 8, (2, 3, 4)), ((16, 128), 8, (2, 3)), ((32, 64), 8, (2, 3)),
+              ((64, 64), 8, (2,))],
+    },
+    "dq": {
+        64: [((128, 32), 4, (2, 3)), ((128, 32), 8, (2, 3)), ((128, 64), 8, (2, 3)),
+             ((64, 32), 4, (2,)), ((64, 64), 4, (2,))],
+        128: [((128, 32), 8, (2, 3)), ((128, 64), 8, (2, 3)), ((64, 32), 4, (2, 3)),
+              ((64, 64), 8, (2, 3))],
+    },
+}
+# Under TRITON_INTERPRET=1 (CPU tests) one small fixed tile per kernel. The tiles are deliberately
+# unequal so the tests cover diagonals that span several inner blocks.
+_INTERPRET_BLOCKS = {
+    "fwd": {"BLOCK_M": 32, "BLOCK_N": 16},
+    "dkdv": {"BLOCK_M": 16, "BLOCK_N": 32},
+    "dq": {"BLOCK_M": 32, "BLOCK_N": 16},
+}
+# Autotuning runs on the GPU unless PROFKIT_FA_AUTOTUNE=0, which launches each kernel with the
+# first config of its search space (quick GPU test runs; no tuning time).
+_AUTOTUNE = not _INTERPRET and os.environ.get("PROFKIT_FA_AUTOTUNE", "1") != "0"
+_AUTOTUNE_KEY = ["N_CTX", "HEAD_DIM", "CAUSAL", "BLOCK_SKIP"]  # Triton adds every tensor's dtype
+_PREPROCESS_BLOCK_M = 32 if _INTERPRET else 128
+
+
+def autotune_configs(kernel: str, head_dim: int) -> list[triton.Config]:
+    """The sm_90 search space of one kernel ("fwd", "dkdv" or "dq") for one head_dim.
+
+    Every config keeps the outer tile (the one a program owns) a multiple of the inner one it
+    loops over, which the causal loop split relies on.
+    """
+    if kernel not in _SEARCH_SPACE:
+        raise ValueError(f"unknown kernel {kernel!r}; expected 'fwd', 'dkdv' or 'dq'")
+    if head_dim not in _SEARCH_SPACE[kernel]:
+        raise ValueError(f"head_dim {head_dim} is not supported; supported values are "
+                         f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    return [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n},
+                          num_warps=warps, num_stages=stages)
+            for (block_m, block_n), warps, stage_options in _SEARCH_SPACE[kernel][head_dim]
+            for stages in stage_options]
+
+
+def _config_id(config: triton.Config) -> tuple:
+    return tuple(sorted(config.kwargs.items())), config.num_warps, config.num_stages
+
+
+def _autotuned(kernel: str):
+    """Wrap a jitted kernel in triton.autotune over the union of its head_dim search spaces,
+    pruned at launch to the launch's HEAD_DIM; leave it bare when autotuning is off."""
+    def prune(configs, named_args, **kwargs):
+        wanted = {_config_id(c) for c in autotune_configs(kernel, kwargs["HEAD_DIM"])}
+        return [c for c in configs if _config_id(c) in wanted]
+
+    def wrap(fn):
+        if not _AUTOTUNE:
+            return fn
+        union = {_config_id(c): c for d in SUPPORTED_HEAD_DIMS for c in autotune_configs(kernel, d)}
+        return triton.autotune(configs=list(union.values()), key=_AUTOTUNE_KEY,
+                               prune_configs_by={"early_config_prune": prune})(fn)
+    return wrap
+
+
+_attn_fwd_tuned = _autotuned("fwd")(_attn_fwd)
+_attn_bwd_dkdv_tuned = _autotuned("dkdv")(_attn_bwd_dkdv)
+_attn_bwd_dq_tuned = _autotuned("dq")(_attn_bwd_dq)
+
+
+def _fixed_launch(kernel: str, head_dim: int) -> dict:
+    """Launch keywords when the autotuner does not pick them: the interpreter's small tile, or
+    the first config of the search space; nothing when autotuning."""
+    if _INTERPRET:
+        return dict(_INTERPRET_BLOCKS[kernel])
+    if _AUTOTUNE:
+        return {}
+    config = autotune_configs(kernel, head_dim)[0]
+    return dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+
+
+# --------------------------------------------------------------------------------------------------
+# Host wrappers
+# --------------------------------------------------------------------------------------------------
+
+
+def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Raise ValueError unless q, k, v are same-shape 4-D fp16/bf16 tensors the kernels support."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape (batch, heads, seq, head_dim); "
+                             f"got {t.dim()} dimensions {tuple(t.shape)}")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError("q, k and v must have the same shape (self-attention); got "
+                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k and v must share a dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"dtype {q.dtype} is not supported; use torch.float16 or torch.bfloat16")
+    head_dim = q.shape[-1]
+    if head_dim not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"head_dim {head_dim} is not supported; supported values are "
+                         f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    if min(q.shape[:3]) < 1:
+        raise ValueError(f"batch, heads and seq must be at least 1; got shape {tuple(q.shape)}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device; got {q.device}, {k.device}, {v.device}")
+    if q.device.type != "cuda" and not _INTERPRET:
+        raise ValueError(f"the Triton kernels need CUDA tensors (got {q.device}); "
+                         "set TRITON_INTERPRET=1 before importing to run them on the CPU")
+
+
+def _strides(t: torch.Tensor) -> tuple[int, int, int, int]:
+    return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
+
+
+def _device_scope(t: torch.Tensor):
+    """Make t's GPU current so the launch lands on it; a no-op for CPU (interpreter) tensors."""
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
+
+def _resolve_scale(sm_scale: float | None, head_dim: int) -> float:
+    if sm_scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if not math.isfinite(sm_scale) or sm_scale <= 0:
+        raise ValueError(f"sm_scale must be a positive finite number, got {sm_scale}")
+    return float(sm_scale)
+
+
+def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None):
+    """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
+
+    out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
+    buffers once to prove every element gets written.
+    """
+    batch, heads, seq, head_dim = q.shape
+    if out is None:
+        o = torch.empty_like(q)
+        lse = torch.empty((batch, heads, seq), device=q.device, dtype=torch.float32)
+    else:
+        o, lse = out
+
+    def grid(meta):
+        return (triton.cdiv(seq, meta["BLOCK_M"]) * batch * heads,)
+
+    with _device_scope(q):
+        _attn_fwd_tuned[grid](
+            q, k, v, o, lse, sm_scale,
+            *_strides(q), *_strides(k), *_strides(v), *_strides(o),
+            heads, seq,
+            HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip),
+            **_fixed_launch("fwd", head_dim))
+    return o, lse
+
+
+def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None):
+    """Launch preprocess, dK/dV and dQ kernels; returns dq, dk, dv in the input dtype.
+
+    out: optional preallocated (dq, dk, dv), as for _forward.
+    """
+    batch, heads, seq, head_dim = q.shape
+    if out is None:
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    else:
+        dq, dk, dv = out
+    delta = torch.empty_like(lse)
+
+    def q_grid(meta):
+        return (triton.cdiv(seq, meta["BLOCK_M"]) * batch * heads,)
+
+    def k_grid(meta):
+        return (triton.cdiv(seq, meta["BLOCK_N"]) * batch * heads,)
+
+    flags = dict(HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip))
+    with _device_scope(q):
+        _attn_bwd_preprocess[(triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,)](
+            o, do, delta, *_strides(o), *_strides(do), heads, seq,
+            HEAD_DIM=head_dim, BLOCK_M=_PREPROCESS_BLOCK_M)
+        _attn_bwd_dkdv_tuned[k_grid](
+            q, k, v, do, dk, dv, lse, delta, sm_scale,
+            *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dk), *_strides(dv),
+            heads, seq, **flags, **_fixed_launch("dkdv", head_dim))
+        _attn_bwd_dq_tuned[q_grid](
+            q, k, v, do, dq, lse, delta, sm_scale,
+            *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq),
+            heads, seq, **flags, **_fixed_launch("dq", head_dim))
+    return dq, dk, dv
+
+
+class FlashAttentionFunction(torch.autograd.Function):
+    """Autograd wrapper: saves q, k, v, o and the LSE; the backward recomputes P from the LSE."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool, sm_scale: float, block_skip: bool):
+        o, lse = _forward(q, k, v, causal, sm_scale, block_skip)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.sm_scale, ctx.block_skip = causal, sm_scale, block_skip
+        return o
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip)
+        return dq, dk, dv, None, None, None
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+                    sm_scale: float | None = None, block_skip: bool = True) -> torch.Tensor:
+    """Differentiable attention, a drop-in for scaled_dot_product_attention(q, k, v, is_causal).
+
+    q, k, v: (batch, heads, seq, head_dim), fp16 or bf16, head_dim 64 or 128, any strides.
+    sm_scale defaults to 1/sqrt(head_dim). Returns o: (batch, heads, seq, head_dim), q's dtype.
+    block_skip=False makes causal kernels visit (and mask) every key block; same result, slower.
+    """
+    _validate(q, k, v)
+    scale = _resolve_scale(sm_scale, q.shape[-1])
+    return FlashAttentionFunction.apply(q, k, v, bool(causal), scale, bool(block_skip))
+
+
+def flash_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+                            sm_scale: float | None = None, block_skip: bool = True
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward only, no autograd: returns (o, lse).
+
+    o: (batch, heads, seq, head_dim) in q's dtype; lse: (batch, heads, seq) fp32, the natural-log
+    log-sum-exp of the scaled scores each query row sees.
+    """
+    _validate(q, k, v)
+    scale = _resolve_scale(sm_scale, q.shape[-1])
+    return _forward(q, k, v, bool(causal), scale, bool(block_skip))
+
+
+def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+                        sm_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain attention in float64, for the tests: returns (o, lse) as float64.
+
+    Materialises the (batch, heads, seq, seq) scores, so it is for small shapes only; it is
+    differentiable, which gives the reference dQ, dK, dV through autograd. Pass the same rounded
+    fp16/bf16 inputs the kernels get so only the kernels' own arithmetic differs.
+    """
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    scores = (q64 @ k64.transpose(-1, -2)) * scale
+    if causal:
+        seq = q.shape[-2]
+        visible = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~visible, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    o = torch.exp(scores - lse[..., None]) @ v64
+    return o, lse
+
+
+# --------------------------------------------------------------------------------------------------
+# Benchmark and profiling workload (GPU only)
+# --------------------------------------------------------------------------------------------------
+
+WORKLOAD = "flash_attention"
+BENCH_SHAPES = ((64, 4, 8), (128, 4, 16))  # (head_dim, batch, heads): B*H = 32 and 64
+BENCH_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+QUICK_SEQS = (1024, 4096)
+BASELINE = "sdpa_default"
+CHECK_TOL = 1e-2
+TIMED = {
+    "fwd": "one attention call on fixed inputs that do not require grad",
+    "bwd": "torch.autograd.grad(o, (q, k, v), do, retain_graph=True) on a graph built by one "
+           "forward outside the timed region: the backward kernels plus dq/dk/dv allocation, "
+           "identical for every implementation",
+    "method": "harness.time_fn: CUDA events per call, L2 flushed before each call, eager launches "
+              "(no CUDA graph), 3 interleaved rounds, median of all runs",
+}
+
+
+def bench_cases(quick: bool = False) -> list:
+    """The benchmark grid: causal fp16, d=64 (B=4, H=8) and d=128 (B=4, H=16), fwd and bwd,
+    N in BENCH_SEQS (QUICK_SEQS when quick); FLOPs and bytes from profkit.bench.flops."""
+    from profkit.bench import flops, harness
+
+    cases = []
+    for head_dim, batch, heads in BENCH_SHAPES:
+        for seq in (QUICK_SEQS if quick else BENCH_SEQS):
+            for direction in ("fwd", "bwd"):
+                cases.append(harness.Case(
+                    workload=WORKLOAD,
+                    label=f"{direction} d={head_dim} N={seq}",
+                    params=dict(direction=direction, batch=batch, heads=heads, seq=seq,
+                                head_dim=head_dim, causal=True, dtype="float16",
+                                seed=len(cases)),
+                    flops=flops.attention_flops(batch, heads, seq, head_dim, True, direction),
+                    bytes=flops.attention_bytes(batch, heads, seq, head_dim, 2, direction)))
+    return cases
+
+
+def _random_inputs(params: dict, requires_grad: bool):
+    """Random q, k, v, do of the case's shape (batch, heads, seq, head_dim) on the current GPU."""
+    shape = (params["batch"], params["heads"], params["seq"], params["head_dim"])
+    dtype = getattr(torch, params["dtype"])
+    gen = torch.Generator(device="cuda").manual_seed(params.get("seed", 0))
+    q, k, v, do = (torch.randn(shape, device="cuda", generator=gen).to(dtype) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(requires_grad)
+    return q, k, v, do
+
+
+class _CaseInputs:
+    """The current case's inputs, created once and shared by every implementation."""
+
+    def __init__(self):
+        self._label, self._tensors = None, None
+
+    def get(self, case):
+        if case.label != self._label:
+            self._tensors = None
+            self._tensors = _random_inputs(case.params, case.params["direction"] == "bwd")
+            self._label = case.label
+        return self._tensors
+
+    def clear(self) -> None:
+        self._label, self._tensors = None, None
+
+
+def _sdpa_call(backend):
+    """attention(q, k, v, causal) through SDPA with a backend pinned (None: PyTorch's choice)."""
+    from torch.nn.attention import sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    def call(q, k, v, causal):
+        if backend is None:
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+        with sdpa_kernel(backend):
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return call
+
+
+def attention_impls() -> dict:
+    """name -> attention(q, k, v, causal): ours and the SDPA backends we compare against."""
+    from torch.nn.attention import SDPBackend
+
+    return {
+        "fa2_triton": lambda q, k, v, causal: flash_attention(q, k, v, causal=causal),
+        "sdpa_default": _sdpa_call(None),
+        "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
+        "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
+    }
+
+
+def _check_writes_everything(case, q, k, v, do) -> None:
+    """Run our kernels once into NaN-filled outputs; raise CheckFailed if any NaN survives.
+
+    The timed calls allocate fresh outputs, which the caching allocator may hand back still
+    holding a previous call's correct values; poisoning proves every element is written.
+    """
+    from profkit.bench import harness
+
+    causal, scale = case.params["causal"], 1.0 / math.sqrt(q.shape[-1])
+    q, k, v = q.detach(), k.detach(), v.detach()
+    nan = float("nan")
+    outputs = {"o": torch.full_like(q, nan),
+               "lse": torch.full(q.shape[:3], nan, device=q.device, dtype=torch.float32)}
+    _forward(q, k, v, causal, scale, True, out=(outputs["o"], outputs["lse"]))
+    if case.params["direction"] == "bwd":
+        grads = {name: torch.full_like(q, nan) for name in ("dq", "dk", "dv")}
+        _backward(do, q, k, v, outputs["o"], outputs["lse"], causal, scale, True,
+                  out=tuple(grads.values()))
+        outputs.update(grads)
+    for name, t in outputs.items():
+        if torch.isnan(t).any():
+            raise harness.CheckFailed(f"{case.label}: fa2_triton left NaN in {name} "
+                                      f"({int(torch.isnan(t).sum())} elements)")
+
+
+def _impl_factory(name: str, attention, inputs: _CaseInputs):
+    """harness factory: bind the case's inputs and return the zero-arg timed call (see TIMED)."""
+    from profkit.bench import harness
+
+    def factory(case):
+        causal = case.params["causal"]
+        q, k, v, do = inputs.get(case)
+        if name == "fa2_triton":
+            _check_writes_everything(case, q, k, v, do)
+        try:
+            if case.params["direction"] == "fwd":
+                attention(q, k, v, causal)
+                return lambda: attention(q, k, v, causal)
+            o = attention(q, k, v, causal)
+        except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
+            raise harness.Unsupported(str(err).splitlines()[0]) from err
+        return lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+    return factory
+
+
+def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
+    """Raise harness.CheckFailed unless every implementation's o (fwd) or dq, dk, dv (bwd) is
+    within tol of the baseline's in relative Frobenius norm.
+
+    Two fp16 implementations with fp32 accumulation differ by a few units of fp16 roundoff
+    (4.9e-4) in this norm; 1e-2 still catches a wrong mask, scale or block.
+    """
+    from profkit.bench import harness
+
+    reference = outputs.get(BASELINE)
+    if reference is None:
+        return
+    ref_parts = reference if isinstance(reference, tuple) else (reference,)
+    names = ("dq", "dk", "dv") if len(ref_parts) == 3 else ("o",)
+    for impl, out in outputs.items():
+        if impl == BASELINE or out is None:
+            continue
+        parts = out if isinstance(out, tuple) else (out,)
+        for label, got, ref in zip(names, parts, ref_parts):
+            harness.require_close(got, ref, tol, f"{case.label}: {impl} {label} vs {BASELINE}")
+
+
+def add_ratio_vs(df, impl: str):
+    """Add ratio_vs_<impl>: impl's median_ms over each row's median_ms on the same case
+    (> 1: faster than impl), like the harness's ratio_vs_baseline."""
+    reference = df.loc[df["impl"] == impl].set_index("case")["median_ms"]
+    out = df.copy()
+    out[f"ratio_vs_{impl}"] = out["case"].map(reference) / out["median_ms"]
+    return out
+
+
+def tuned_configs() -> dict:
+    """The config each kernel launched with, per autotune key (or the fixed config)."""
+    chosen = {}
+    for name, kernel in (("fwd", _attn_fwd_tuned), ("dkdv", _attn_bwd_dkdv_tuned),
+                         ("dq", _attn_bwd_dq_tuned)):
+        cache = getattr(kernel, "cache", None)
+        if cache is not None:
+            chosen[name] = {str(key): str(config) for key, config in cache.items()}
+        else:
+            chosen[name] = {str(d): str(_fixed_launch(name, d)) for d in SUPPORTED_HEAD_DIMS}
+    return chosen
+
+
+def _peak_bytes(run) -> tuple[int, int]:
+    """(peak bytes allocated while run() executes, bytes allocated just before it)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = run()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    del out
+    return peak, before
+
+
+def _memory_row(name: str, attention, params: dict, direction: str) -> dict:
+    """One memory_table row: fresh inputs, one unmeasured call, then one measured call."""
+    mib = float(1 << 20)
+    q, k, v, do = _random_inputs(params, requires_grad=direction == "fwd+bwd")
+
+    def run():
+        o = attention(q, k, v, True)
+        return o if direction == "fwd" else torch.autograd.grad(o, (q, k, v), do)
+
+    row = dict(impl=name, direction=direction, **{key: params[key] for key in
+                                                  ("head_dim", "batch", "heads", "seq")},
+               inputs_mib=4 * q.numel() * q.element_size() / mib,
+               peak_allocated_mib=float("nan"), peak_above_inputs_mib=float("nan"), note="")
+    try:
+        run()
+        peak, before = _peak_bytes(run)
+    except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
+        row["note"] = str(err).splitlines()[0]
+        return row
+    row.update(peak_allocated_mib=peak / mib, peak_above_inputs_mib=(peak - before) / mib)
+    return row
+
+
+def memory_table(seqs=BENCH_SEQS, shapes=BENCH_SHAPES):
+    """Peak GPU memory of one attention call, ours vs SDPA, forward and forward+backward.
+
+    Columns: impl, direction ("fwd" | "fwd+bwd"), head_dim, batch, heads, seq,
+    inputs_mib (q, k, v, do), peak_allocated_mib (torch.cuda.max_memory_allocated after a
+    reset: inputs plus everything the call allocates), peak_above_inputs_mib (that peak minus
+    what was allocated before the call: outputs, saved tensors, gradients, workspaces),
+    note (why a backend could not run). Each call runs once unmeasured first (autotuning, cuDNN
+    plans); while it is measured only its inputs and its own tensors are alive.
+    """
+    import pandas as pd
+
+    rows = []
+    for head_dim, batch, heads in shapes:
+        for seq in seqs:
+            params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
+            for name, attention in attention_impls().items():
+                for direction in ("fwd", "fwd+bwd"):
+                    rows.append(_memory_row(name, attention, params, direction))
+                    torch.cuda.empty_cache()
+    return pd.DataFrame(rows)
+
+
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
+    """Time ours vs SDPA (default, flash pinned, cuDNN pinned), fwd and bwd; measure peak memory.
+
+    Writes <out_dir>/flash_attention.json|csv (timings, with ratio_vs_baseline against SDPA's
+    default backend and ratio_vs_sdpa_flash) and flash_attention_memory.json|csv, prints both
+    and returns the timing table. The memory table is measured first, before the harness
+    allocates its L2-flush buffer. Our kernels are first run once into NaN-poisoned outputs,
+    and every case's outputs are checked against SDPA's default (CHECK_TOL).
+    """
+    from profkit.bench import flops, harness
+
+    harness.require_cuda("kernels.flash_attention.bench")
+    seqs = QUICK_SEQS if quick else BENCH_SEQS
+    memory = memory_table(seqs)
+
+    inputs = _CaseInputs()
+    impls = {name: _impl_factory(name, fn, inputs) for name, fn in attention_impls().items()}
+    df = harness.compare(bench_cases(quick), impls, BASELINE, check=check_outputs,
+                         rounds=2 if quick else 3)
+    inputs.clear()
+    df = harness.check_against_ceiling(add_ratio_vs(df, "sdpa_flash"), harness.measure_ceilings())
+
+    meta = {
+        "workload": WORKLOAD,
+        "environment": harness.environment(),
+        "formulas": {"flops": flops.FORMULAS["attention_flops"],
+                     "bytes": flops.FORMULAS["attention_bytes"]},
+        "timed": TIMED,
+        "baseline": "torch SDPA, default backend choice; sdpa_flash and sdpa_cudnn pin "
+                    "SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
+        "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES],
+        "seqs": list(seqs), "dtype": "float16", "causal": True,
+        "check": f"relative Frobenius error vs {BASELINE} <= {CHECK_TOL}; ours also run once "
+                 "into NaN-poisoned outputs",
+        "triton_configs": tuned_configs(),
+    }
+    memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
+    print(harness.format_table(df, meta))
+    ours = df[df["impl"] == "fa2_triton"]
+    print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend:")
+    print(ours[["case", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
+    print("\npeak memory of one call (MiB):")
+    print(memory.to_string(index=False))
+    for path in (harness.write_results(df, meta, Path(out_dir) / WORKLOAD)
+                 + harness.write_results(memory, memory_meta, Path(out_dir) / f"{WORKLOAD}_memory")):
+        print(f"wrote {path}")
+    return df
+
+
+def profile_workload(n: int = 4096, d: int = 64, causal: bool = True) -> dict:
+    """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
+
+    Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
+    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels: preprocess,
+    dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", and ours with
+    block skipping off "fa2_fwd_noskip". fp16, B=4 and H=8 (d=64) or H=16 (d=128), like the
+    benchmark. Returns the shape, the range names and the Triton configs used.
+    """
+    from profkit.bench import harness
+
+    shapes = {head_dim: (batch, heads) for head_dim, batch, heads in BENCH_SHAPES}
+    if d not in shapes:
+        raise ValueError(f"head_dim {d} is not supported; supported values are "
+                         f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    if n < 1:
+        raise ValueError(f"sequence length must be at least 1, got {n}")
+    harness.require_cuda("kernels.flash_attention.profile_workload")
+    try:
+        import nvtx
+    except ImportError as exc:
+        raise RuntimeError("profile_workload needs the nvtx module (pip install nvtx)") from exc
+
+    batch, heads = shapes[d]
+    params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")
+    q, k, v, do = _random_inputs(params, requires_grad=True)
+    sdpa = _sdpa_call(None)
+
+    with nvtx.annotate("warmup"):
+        for _ in range(3):
+            torch.autograd.grad(flash_attention(q, k, v, causal), (q, k, v), do)
+            torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
+            flash_attention(q, k, v, causal, block_skip=False)
+        torch.cuda.synchronize()
+
+    with nvtx.annotate("fa2_fwd"):
+        o = flash_attention(q, k, v, causal)
+        torch.cuda.synchronize()
+    with nvtx.annotate("fa2_bwd"):
+        torch.autograd.grad(o, (q, k, v), do)
+        torch.cuda.synchronize()
+    with nvtx.annotate("sdpa_fwd"):
+        o_sdpa = sdpa(q, k, v, causal)
+        torch.cuda.synchronize()
+    with nvtx.annotate("sdpa_bwd"):
+        torch.autograd.grad(o_sdpa, (q, k, v), do)
+        torch.cuda.synchronize()
+    with nvtx.annotate("fa2_fwd_noskip"):
+        flash_attention(q, k, v, causal, block_skip=False)
+        torch.cuda.synchronize()
+    return {"n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "dtype": "float16",
+            "ranges": ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_noskip"],
+            "triton_configs": tuned_configs()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m kernels.flash_attention bench [--quick] | profile [--n N] [--d D] [--non-causal]"""
+    parser = argparse.ArgumentParser(prog="python -m kernels.flash_attention",
+                                     description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    bench_cmd = commands.add_parser("bench", help="benchmark vs SDPA and write reports")
+    bench_cmd.add_argument("--quick", action="store_true", help=f"only N in {QUICK_SEQS}")
+    bench_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    profile_cmd = commands.add_parser("profile", help="run the NVTX-ranged profiling workload")
+    profile_cmd.add_argument("--n", type=int, default=4096, help="sequence length")
+    profile_cmd.add_argument("--d", type=int, default=64, choices=SUPPORTED_HEAD_DIMS)
+    profile_cmd.add_argument("--non-causal", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        bench(args.out_dir, quick=args.quick)
+    else:
+        print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,368 @@
+"""FlashAttention-2 kernels (kernels/flash_attention.py) vs a float64 reference.
+
+By default the Triton kernels run on the CPU under the interpreter (TRITON_INTERPRET=1, set before
+triton is imported) with the module's fixed small tiles (forward 32x16, dK/dV 16x32, dQ 32x16), so
+sequence lengths of 1, 17, 96, 200 and 1000 cover partial tiles, several tiles, and diagonals that
+span inner blocks. On a GPU machine the same tests run on CUDA with
+``TRITON_INTERPRET=0 PROFKIT_FA_AUTOTUNE=0 pytest tests/test_flash_attention.py`` (first config of
+each search space, no tuning time).
+
+Tolerances. Inputs are rounded to fp16/bf16 first and the reference is computed in float64 from
+those same rounded values, so the only error left is the kernels' own: products of fp16/bf16
+values are exact in the fp32 accumulators, and the error comes from rounding P (and dS) to the
+input dtype before the second matmul of each pair and from rounding O and the gradients to the
+input dtype on output; D = rowsum(dO * O) also uses the rounded O. Each is one rounding of unit
+roundoff u (fp16 2^-11 = 4.9e-4, bf16 2^-8 = 3.9e-3), so errors are a few u: over 20 seeds of
+every case below the largest seen were 0.9u (fp16) / 1.8u (bf16) for O and 1.6u / 4.5u for the
+gradients, where cancellation in dS = P * (dP - D) amplifies roundoff in dK and dQ. We allow 4u for
+O and 10u for dQ, dK, dV, measured as
+max |x - ref| / max(max |ref|, 1) (inputs and dO are unit-variance, so 1 is their natural scale,
+and it keeps the measure defined where the exact gradient is zero, e.g. dQ at seq = 1).
+The LSE never passes through fp16: fp32 sums of exact products, so 1e-5 relative (~100 fp32 ulp).
+"""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import json  # noqa: E402
+import pathlib  # noqa: E402
+import random  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.runtime import interpreter  # noqa: E402
+
+from kernels import flash_attention as fa  # noqa: E402
+from profkit.bench import harness  # noqa: E402
+
+INTERPRET = os.environ["TRITON_INTERPRET"] == "1"
+DEVICE = "cpu" if INTERPRET else "cuda"
+if not INTERPRET and not torch.cuda.is_available():
+    pytest.skip("TRITON_INTERPRET=0 needs a CUDA GPU", allow_module_level=True)
+
+UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+O_TOL_U, GRAD_TOL_U = 4, 10
+LSE_RTOL = 1e-5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter_bf16_dot():
+    """Work around the Triton interpreter's tl.dot on bf16 (3.6 and 3.9 both affected).
+
+    The interpreter stores bf16 as raw uint16 bits and its dot multiplies those integers. Widen
+    bf16 operands to their exact fp32 values first; a GPU's bf16 MMA with fp32 accumulation
+    computes the same exact products, so the kernels' numerics are unchanged.
+    """
+    if not INTERPRET:
+        yield
+        return
+    original = interpreter.InterpreterBuilder.create_dot
+
+    def widen(handle):
+        if handle.dtype != tl.bfloat16:
+            return handle
+        bits = handle.data.astype(np.uint32) << np.uint32(16)
+        return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
+
+    def create_dot(self, a, b, d, *args):
+        return original(self, widen(a), widen(b), d, *args)
+
+    interpreter.InterpreterBuilder.create_dot = create_dot
+    yield
+    interpreter.InterpreterBuilder.create_dot = original
+
+
+@pytest.fixture
+def seed():
+    """A fresh seed per test, printed (shown on failure); FA_TEST_SEED=<int> replays one."""
+    value = int(os.environ.get("FA_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
+    print(f"seed={value}")
+    return value
+
+
+def make_inputs(shape, dtype, seed, layout="bhsd"):
+    """Random q, k, v, do of shape (batch, heads, seq, head_dim) in dtype, on DEVICE.
+
+    layout "bshd" builds them as (batch, seq, heads, head_dim) and returns transposed views, so
+    the kernels see non-contiguous strides.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    batch, heads, seq, head_dim = shape
+    storage = (batch, seq, heads, head_dim) if layout == "bshd" else shape
+    tensors = [torch.randn(storage, generator=gen).to(DEVICE, dtype) for _ in range(4)]
+    if layout == "bshd":
+        tensors = [t.transpose(1, 2) for t in tensors]
+    return tensors
+
+
+def scaled_error(x: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |x - ref| / max(max |ref|, 1), in float64."""
+    diff = (x.double() - ref).abs().max().item()
+    return diff / max(ref.abs().max().item(), 1.0)
+
+
+def run_kernels(q, k, v, do, causal, sm_scale=None, block_skip=True):
+    """o, lse, dq, dk, dv from our kernels (autograd path for the gradients)."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    o = fa.flash_attention(q, k, v, causal=causal, sm_scale=sm_scale, block_skip=block_skip)
+    dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
+    _, lse = fa.flash_attention_forward(q.detach(), k.detach(), v.detach(), causal=causal,
+                                        sm_scale=sm_scale, block_skip=block_skip)
+    return dict(o=o.detach(), lse=lse, dq=dq, dk=dk, dv=dv)
+
+
+def run_reference(q, k, v, do, causal, sm_scale=None):
+    """The same quantities in float64 from the same rounded inputs."""
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    o, lse = fa.attention_reference(q64, k64, v64, causal=causal, sm_scale=sm_scale)
+    dq, dk, dv = torch.autograd.grad(o, (q64, k64, v64), do.double())
+    return dict(o=o.detach(), lse=lse.detach(), dq=dq, dk=dk, dv=dv)
+
+
+# (batch, heads, seq, head_dim, causal, dtype, layout, sm_scale)
+SHORT = [(2, 1, 17, d, causal, dtype, "bhsd", None)
+         for d in (64, 128) for causal in (True, False) for dtype in (torch.float16, torch.bfloat16)]
+LONG = [
+    (1, 2, 200, 64, True, torch.float16, "bhsd", None),
+    (1, 1, 200, 64, False, torch.bfloat16, "bshd", None),
+    (1, 1, 200, 128, True, torch.bfloat16, "bhsd", 0.3),
+    (1, 1, 96, 128, False, torch.float16, "bhsd", None),
+    (2, 2, 96, 64, True, torch.bfloat16, "bshd", None),
+    (1, 1, 1000, 64, True, torch.float16, "bhsd", None),
+    (1, 1, 1, 64, True, torch.float16, "bhsd", None),
+    (1, 1, 1, 128, False, torch.bfloat16, "bhsd", None),
+]
+
+
+def case_id(case) -> str:
+    batch, heads, seq, head_dim, causal, dtype, layout, sm_scale = case
+    scale = "" if sm_scale is None else f"-scale{sm_scale}"
+    return (f"B{batch}H{heads}N{seq}d{head_dim}-{'causal' if causal else 'full'}-"
+            f"{str(dtype).removeprefix('torch.')}-{layout}{scale}")
+
+
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout,sm_scale", SHORT + LONG,
+                         ids=[case_id(c) for c in SHORT + LONG])
+def test_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, layout, sm_scale,
+                                   seed):
+    q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, layout)
+    got = run_kernels(q, k, v, do, causal, sm_scale)
+    ref = run_reference(q, k, v, do, causal, sm_scale)
+
+    assert got["o"].dtype == dtype and got["o"].shape == q.shape
+    assert got["lse"].dtype == torch.float32 and got["lse"].shape == q.shape[:3]
+    for name in ("dq", "dk", "dv"):
+        assert got[name].dtype == dtype and got[name].shape == q.shape
+    u = UNIT_ROUNDOFF[dtype]
+    tolerances = dict(o=O_TOL_U * u, dq=GRAD_TOL_U * u, dk=GRAD_TOL_U * u, dv=GRAD_TOL_U * u)
+    for name, tol in tolerances.items():
+        err = scaled_error(got[name], ref[name])
+        assert err <= tol, f"{name}: error {err:.2e} > {tol:.2e} (seed {seed})"
+    lse_err = ((got["lse"].double() - ref["lse"]).abs() / ref["lse"].abs().clamp_min(1.0)).max()
+    assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} > {LSE_RTOL:.0e} (seed {seed})"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("head_dim", [64, 128], ids=["d64", "d128"])
+def test_block_skip_off_gives_the_same_result(dtype, head_dim, seed):
+    """Visiting and masking every key block changes only the fp32 rounding order of the exponent
+    arguments, which can move an element of a rounded output by at most one unit u."""
+    q, k, v, do = make_inputs((1, 1, 80, head_dim), dtype, seed)
+    skip = run_kernels(q, k, v, do, causal=True, block_skip=True)
+    full = run_kernels(q, k, v, do, causal=True, block_skip=False)
+    u = UNIT_ROUNDOFF[dtype]
+    for name in ("o", "dq", "dk", "dv"):
+        err = scaled_error(full[name], skip[name].double())
+        assert err <= u, f"{name}: skip on/off differ by {err:.2e} (seed {seed})"
+    torch.testing.assert_close(full["lse"], skip["lse"], rtol=LSE_RTOL, atol=0.0)
+
+
+def test_non_causal_ignores_block_skip(seed):
+    """Non-causal attention has no blocks to skip: the flag changes nothing (on a GPU the two
+    variants may be tuned to different tiles, hence a one-unit tolerance rather than equality)."""
+    q, k, v, do = make_inputs((1, 1, 40, 64), torch.float16, seed)
+    skip = run_kernels(q, k, v, do, causal=False, block_skip=True)
+    full = run_kernels(q, k, v, do, causal=False, block_skip=False)
+    for name in ("o", "dq", "dk", "dv"):
+        err = scaled_error(full[name], skip[name].double())
+        assert err <= UNIT_ROUNDOFF[torch.float16], f"{name} differs by {err:.2e} (seed {seed})"
+
+
+def test_causal_first_row_attends_only_to_the_first_key(seed):
+    """Row 0 of causal attention is exactly v[0] and its LSE is the one scaled score q0.k0."""
+    q, k, v, _ = make_inputs((1, 1, 33, 64), torch.float16, seed)
+    o, lse = fa.flash_attention_forward(q, k, v, causal=True, sm_scale=0.125)
+    assert torch.equal(o[0, 0, 0], v[0, 0, 0])
+    expected = 0.125 * (q[0, 0, 0].double() @ k[0, 0, 0].double())
+    assert abs(lse[0, 0, 0].item() - expected.item()) <= LSE_RTOL * max(abs(expected.item()), 1)
+
+
+def test_reference_matches_pytorch_sdpa(seed):
+    """The float64 reference itself agrees with torch's SDPA (math path) in float64."""
+    q, k, v, _ = make_inputs((2, 2, 23, 64), torch.float64, seed)
+    for causal in (True, False):
+        o, lse = fa.attention_reference(q, k, v, causal=causal)
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        torch.testing.assert_close(o, expected, rtol=1e-12, atol=1e-12)
+        assert lse.shape == q.shape[:3]
+
+
+BAD_INPUTS = [
+    ("head_dim 32", dict(shape=(1, 1, 16, 32)), "head_dim 32 is not supported; supported values are 64, 128"),
+    ("head_dim 96", dict(shape=(1, 1, 16, 96)), "head_dim 96 is not supported; supported values are 64, 128"),
+    ("float32", dict(dtype=torch.float32), "dtype torch.float32 is not supported"),
+    ("rank 3", dict(shape=(1, 16, 64)), r"must have shape \(batch, heads, seq, head_dim\)"),
+    ("k longer", dict(k_shape=(1, 1, 32, 64)), "must have the same shape"),
+    ("mixed dtypes", dict(k_dtype=torch.bfloat16), "must share a dtype"),
+    ("empty seq", dict(shape=(1, 1, 0, 64)), "at least 1"),
+]
+
+
+@pytest.mark.parametrize("case,spec,message", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_rejects_unsupported_input(case, spec, message):
+    shape = spec.get("shape", (1, 1, 16, 64))
+    dtype = spec.get("dtype", torch.float16)
+    q = torch.randn(shape).to(DEVICE, dtype)
+    k = torch.randn(spec.get("k_shape", shape)).to(DEVICE, spec.get("k_dtype", dtype))
+    v = torch.randn(shape).to(DEVICE, dtype)
+    with pytest.raises(ValueError, match=message):
+        fa.flash_attention(q, k, v)
+    with pytest.raises(ValueError, match=message):
+        fa.flash_attention_forward(q, k, v)
+
+
+def test_rejects_non_positive_scale():
+    q = torch.randn(1, 1, 16, 64).to(DEVICE, torch.float16)
+    with pytest.raises(ValueError, match="sm_scale must be a positive finite number"):
+        fa.flash_attention(q, q, q, sm_scale=0.0)
+
+
+@pytest.mark.parametrize("kernel,outer,inner", [("fwd", "BLOCK_M", "BLOCK_N"),
+                                                ("dkdv", "BLOCK_N", "BLOCK_M"),
+                                                ("dq", "BLOCK_M", "BLOCK_N")])
+def test_tiles_keep_the_causal_split_aligned(kernel, outer, inner):
+    """The causal loop split starts the diagonal stage on an inner-block boundary, so every tile
+    (the GPU search space and the interpreter's fixed one) has outer % inner == 0."""
+    tiles = [c.kwargs for d in fa.SUPPORTED_HEAD_DIMS for c in fa.autotune_configs(kernel, d)]
+    tiles.append(fa._INTERPRET_BLOCKS[kernel])
+    for tile in tiles:
+        assert tile[outer] % tile[inner] == 0, f"{kernel} tile {tile}"
+        assert tile[inner] >= 16 and tile[inner] & (tile[inner] - 1) == 0, f"{kernel} tile {tile}"
+
+
+def test_autotune_configs_rejects_unknown_kernel_and_head_dim():
+    with pytest.raises(ValueError, match="unknown kernel 'bwd'"):
+        fa.autotune_configs("bwd", 64)
+    with pytest.raises(ValueError, match="head_dim 96 is not supported"):
+        fa.autotune_configs("fwd", 96)
+
+
+def test_check_outputs_flags_a_wrong_implementation():
+    case = SimpleNamespace(label="fwd d=64 N=16")
+    ref = torch.randn(2, 16, 64)
+    close = ref * (1 + 1e-4)
+    fa.check_outputs(case, {fa.BASELINE: ref, "fa2_triton": close, "sdpa_cudnn": None})
+    with pytest.raises(harness.CheckFailed, match="fa2_triton o vs sdpa_default"):
+        fa.check_outputs(case, {fa.BASELINE: ref, "fa2_triton": ref.flip(0)})
+    grads = (ref, ref, ref)
+    with pytest.raises(harness.CheckFailed, match="fa2_triton dk vs sdpa_default"):
+        fa.check_outputs(case, {fa.BASELINE: grads, "fa2_triton": (ref, -ref, ref)})
+
+
+def test_add_ratio_vs_divides_the_named_implementation_time():
+    df = pd.DataFrame({"case": ["a", "a", "b", "b"], "impl": ["ours", "flash"] * 2,
+                       "median_ms": [2.0, 3.0, 4.0, 1.0]})
+    out = fa.add_ratio_vs(df, "flash")
+    assert out["ratio_vs_flash"].tolist() == [1.5, 1.0, 0.25, 1.0]
+    assert "ratio_vs_flash" not in df.columns
+
+
+@pytest.mark.parametrize("quick,seqs", [(False, fa.BENCH_SEQS), (True, fa.QUICK_SEQS)])
+def test_bench_cases_cover_the_grid_with_causal_flops(quick, seqs):
+    cases = fa.bench_cases(quick)
+    assert len(cases) == len(fa.BENCH_SHAPES) * len(seqs) * 2
+    assert len({c.label for c in cases}) == len(cases)
+    for case in cases:
+        p = case.params
+        assert p["causal"] and p["dtype"] == "float16" and p["seq"] in seqs
+        assert p["batch"] * p["heads"] == {64: 32, 128: 64}[p["head_dim"]]
+        full = 4.0 * p["batch"] * p["heads"] * p["seq"] ** 2 * p["head_dim"]
+        assert case.flops == full / 2 * (2.5 if p["direction"] == "bwd" else 1.0)
+
+
+SM90_SCRIPT = r"""
+import json, re, subprocess, sys, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels import flash_attention as fa
+
+FP32_POINTERS = {"LSE", "Delta"}
+FP16_POINTERS = {"Q", "K", "V", "Out", "DO", "DK", "DV", "DQ"}
+CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N"}
+
+def compile_kernel(fn, head_dim, config):
+    # Launch-time specialisation of contiguous (4, 8, 4096, head_dim) fp16 inputs: the unit
+    # head_dim strides become constants, 16-divisible ints and pointers get the hint.
+    sig, consts, aligned = {}, {}, []
+    for name in fn.arg_names:
+        if name in FP16_POINTERS or name in FP32_POINTERS:
+            sig[name] = "*fp32" if name in FP32_POINTERS else "*fp16"
+            aligned.append(name)
+        elif name == "sm_scale":
+            sig[name] = "fp32"
+        elif name in CONSTEXPRS or name.endswith("d") and name.startswith("stride_"):
+            sig[name] = "constexpr"
+        else:
+            sig[name] = "i32"
+            if name != "H":
+                aligned.append(name)
+    consts.update({n: 1 for n in sig if n.startswith("stride_") and sig[n] == "constexpr"})
+    consts.update(HEAD_DIM=head_dim, CAUSAL=True, BLOCK_SKIP=True, **config.kwargs)
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    kernel = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": config.num_warps,
+                                     "num_stages": config.num_stages})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"]); f.flush()
+        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    return {"shared": kernel.metadata.shared,
+            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+            "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", kernel.asm["ptx"]))}
+
+kernels = {"fwd": fa._attn_fwd, "dkdv": fa._attn_bwd_dkdv, "dq": fa._attn_bwd_dq}
+print(json.dumps({f"{name} d={d}": compile_kernel(fn, d, fa.autotune_configs(name, d)[0])
+                  for name, fn in kernels.items() for d in fa.SUPPORTED_HEAD_DIMS}))
+"""
+TRITON_BIN = pathlib.Path(fa.triton.__file__).parent / "backends" / "nvidia" / "bin"
+
+
+@pytest.mark.skipif(not (TRITON_BIN / "ptxas").exists() or not (TRITON_BIN / "cuobjdump").exists(),
+                    reason="triton's bundled NVIDIA ptxas/cuobjdump are missing")
+def test_kernels_compile_for_hopper():
+    """The GPU path lowers to sm_90 code (ahead of time, no GPU needed): wgmma for the fp16 dots,
+    no register spills and at most 227 KiB of shared memory for each kernel's default config
+    (the interpreter tests check the math, not this). A subprocess, because the module must be
+    imported without TRITON_INTERPRET."""
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
+    env["PROFKIT_FA_AUTOTUNE"] = "0"
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    proc = subprocess.run([sys.executable, "-c", SM90_SCRIPT, str(TRITON_BIN / "cuobjdump")],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=repo)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(results) == 6
+    for name, r in results.items():
+        assert r["wgmma"], f"{name}: no fp16 wgmma"
+        assert r["local"] == 0, f"{name}: {r['local']} bytes of register spills"
+        assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"
