@@ -65,3 +65,13 @@ def test_library_calls_without_a_grid_match_their_launches_by_size():
     table = cross_check(t, ncu, pd.DataFrame()).set_index("grid")
     assert table.loc["4×4×1", "events_us"] == 40 and table.loc["64×32×1", "events_us"] == 2000
     assert (table["flag"] == "ok").all()
+
+
+def test_one_kernel_under_two_ranges_stays_two_rows():
+    ncu = pd.DataFrame({"kernel": ["_attn_fwd", "_attn_fwd"], "nvtx_path": ["fa2_fwd", "fa2_fwd_noskip"],
+                        "duration_ns": [210e3, 429e3], "grid": ["2048×1×1"] * 2})
+    nsys = ncu.assign(duration_ns=[213e3, 431e3])
+    table = cross_check(pd.DataFrame(), ncu, nsys).set_index("label")
+    assert set(table.index) == {"fa2_fwd/_attn_fwd", "fa2_fwd_noskip/_attn_fwd"}
+    assert table.loc["fa2_fwd/_attn_fwd", "ncu_us"] == 210 and table.loc["fa2_fwd_noskip/_attn_fwd", "nsys_us"] == 431
+    assert (table["flag"] == "ok").all()

@@ -21,15 +21,17 @@ CROSSCHECK_COLUMNS = ["label", "grid", "events_us", "ncu_us", "nsys_us", "nsys_f
 
 
 def _label_launches(df: pd.DataFrame, labels: set[str]) -> pd.Series:
-    """Label each launch by its kernel name, or by the innermost NVTX range naming a known label."""
+    """Label each launch: its kernel name when the program timed it under that name, else the innermost
+    NVTX range that names a timed label (cuBLAS inside "matmul_cublas"), else "range/kernel" so the same
+    kernel under two ranges (e.g. block skipping on and off) stays two rows, else the kernel name."""
     out = []
     for kernel, path in zip(df.get("kernel", []), df.get("nvtx_path", [""] * len(df))):
         if kernel in labels:
             out.append(kernel)
             continue
-        ranges = [r for part in str(path or "").split(";") for r in part.split("/") if r]
+        ranges = [r for part in str(path if isinstance(path, str) else "").split(";") for r in part.split("/") if r]
         match = next((r for r in reversed(ranges) if r in labels), None)
-        out.append(match or kernel)
+        out.append(match or (f"{ranges[-1]}/{kernel}" if ranges else kernel))
     return pd.Series(out, index=df.index, dtype=object)
 
 

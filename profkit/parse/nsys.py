@@ -35,10 +35,14 @@ class NsysCapture:
 
 def sqlite_for(report: Path, *, export: bool = True) -> Path:
     """The SQLite export beside a .nsys-rep; exported with `nsys export` when missing or older."""
+    from profkit.parse.files import plain_file
+
     report = Path(report)
-    if report.suffix == ".sqlite":
-        return report
+    if report.name.endswith((".sqlite", ".sqlite.gz")):
+        return plain_file(report)
     sqlite = report.with_suffix(".sqlite")
+    if not sqlite.exists() and sqlite.with_name(sqlite.name + ".gz").exists():
+        return plain_file(sqlite)
     nsys = process.find_tool("nsys")
     if sqlite.exists() and (nsys is None or not export or sqlite.stat().st_mtime >= report.stat().st_mtime):
         return sqlite

@@ -25,7 +25,7 @@ TABLES = "tables"
 SCHEMA_VERSION = 1
 # Files above this are stored gzip-compressed (about 4x smaller for reports): every committed file stays
 # far under 16 MiB and the tree that travels to the GPU machine stays small.
-MAX_PLAIN_FILE_BYTES = 2 * 2**20
+MAX_PLAIN_FILE_BYTES = 256 * 2**10
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 

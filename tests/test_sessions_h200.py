@@ -1,0 +1,144 @@
+"""The committed H200 sessions, read offline: real values, checked against physics and each other.
+
+These are the project's evidence (ncu --set full + nsys captures on an NVIDIA H200); the tests read
+them the way a user without a GPU would: the stored tables, and the reports re-parsed with the pip
+`ncu-report` module.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from profkit.cli import main
+from profkit.parse.ncu import load_ncu_report
+from profkit.parse.nsys import read_nsys
+from profkit.session.store import list_sessions, load_session
+
+SESSIONS = Path(__file__).resolve().parents[1] / "sessions"
+LADDER = ["matmul_naive", "matmul_tiled", "matmul_coarsened", "matmul_regtile", "matmul_vectorized"]
+
+
+@pytest.fixture(scope="module", params=["ladder-n1024", "ladder-n4096"])
+def ladder(request):
+    return load_session(SESSIONS / request.param)
+
+
+def _by_capture(df: pd.DataFrame) -> pd.DataFrame:
+    return df.set_index("capture")
+
+
+def test_every_committed_session_is_complete_and_from_the_h200():
+    sessions = list_sessions(SESSIONS)
+    assert len(sessions) >= 6
+    for session in sessions:
+        assert session.manifest["status"] == "complete"
+        assert session.manifest["gpu"]["name"] == "NVIDIA H200"
+        assert session.manifest["clock_control"] == "none"
+        assert not session.table("launches").empty, session.name
+
+
+def test_ladder_kernels_are_all_there_with_positive_durations(ladder):
+    launches = ladder.table("launches")
+    assert set(LADDER) <= set(launches["kernel"])
+    assert (launches["duration_us"] > 0).all()
+    n = int(ladder.manifest["args"][0])
+    cublas = launches[launches["capture"] == "matmul_cublas"]
+    assert len(cublas) >= 1 and (cublas["nvtx_path"] == "matmul_cublas").all()
+    assert ladder.manifest["arch"] == "sm_90" and n in (1024, 4096)
+
+
+def test_registers_match_the_ptxas_table(ladder):
+    launches = _by_capture(ladder.table("launches"))
+    ptxas = _by_capture(ladder.table("ptxas"))
+    for kernel in LADDER:
+        assert launches.loc[kernel, "registers_per_thread"] == ptxas.loc[kernel, "registers"], kernel
+        assert launches.loc[kernel, "static_smem_bytes"] == ptxas.loc[kernel, "static_smem_bytes"], kernel
+        assert ptxas.loc[kernel, "spill_store_bytes"] == 0 and launches.loc[kernel, "local_bytes"] == 0
+
+
+def test_counters_obey_physical_bounds(ladder):
+    launches = ladder.table("launches")
+    assert launches["ld_sectors_per_request"].between(1, 32).all()
+    assert launches["st_sectors_per_request"].between(1, 32).all()
+    for col in ("sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct", "l2_hit_pct"):
+        assert launches[col].between(0, 100).all(), col
+    assert (launches["dram_gbps"] <= launches["peak_dram_gbps"]).all()
+    assert (launches["achieved_tflops"] <= launches["peak_fp32_tflops"]).all()
+
+
+def test_instruction_counters_count_exactly_2n3_flops(ladder):
+    n = int(ladder.manifest["args"][0])
+    launches = _by_capture(ladder.table("launches"))
+    for kernel in LADDER:
+        assert launches.loc[kernel, "total_flops"] == pytest.approx(2 * n**3, rel=1e-3), kernel
+
+
+def test_each_rung_shows_its_mechanism_in_the_counters():
+    launches = _by_capture(load_session(SESSIONS / "ladder-n4096").table("launches"))
+    gld = launches["gld_bytes_per_flop"]
+    # tiling: 32x32 shared tiles cut global load bytes per FLOP 16x; coarsening and register tiling cut further
+    assert gld["matmul_tiled"] < gld["matmul_naive"] / 10
+    assert gld["matmul_coarsened"] < gld["matmul_tiled"] and gld["matmul_regtile"] < gld["matmul_coarsened"]
+    # register tiling: each shared load feeds many more FLOPs
+    fpl = launches["flop_per_shared_load"]
+    assert fpl["matmul_regtile"] > 4 * fpl["matmul_tiled"] and fpl["matmul_vectorized"] > 2 * fpl["matmul_regtile"]
+    # vectorizing: every executed global and shared load is 128-bit, none before
+    assert launches.loc["matmul_vectorized", "ldg128_fraction"] == 1.0
+    assert launches.loc["matmul_vectorized", "lds128_fraction"] == 1.0
+    assert launches.loc["matmul_regtile", "ldg128_fraction"] == 0.0
+    assert launches.loc["matmul_vectorized", "ld_sectors_per_request"] == 16
+    # and the wall clock follows
+    dur = launches["duration_us"]
+    assert dur["matmul_naive"] > dur["matmul_tiled"] > dur["matmul_coarsened"] > dur["matmul_regtile"] > dur["matmul_vectorized"]
+
+
+def test_three_clocks_agree_on_the_ladder(ladder):
+    cc = ladder.table("crosscheck")
+    assert set(LADDER + ["matmul_cublas"]) <= set(cc["label"])
+    for col in ("ncu_over_events", "nsys_over_events", "ncu_over_nsys"):
+        assert cc[col].between(0.9, 1.1).all(), cc[["label", col]]
+    assert (cc["flag"] == "ok").all()
+
+
+def test_stored_tables_equal_a_fresh_parse_of_the_report():
+    session = load_session(SESSIONS / "ladder-n1024")
+    stored = _by_capture(session.table("launches")).loc["matmul_tiled"]
+    report = load_ncu_report(session.file("matmul_tiled.ncu-rep"))
+    raw = report.launches.iloc[0]
+    assert raw["kernel"] == "matmul_tiled" and raw["nvtx_path"] == "matmul_tiled"
+    assert raw["duration_ns"] / 1e3 == pytest.approx(stored["duration_us"])
+    assert raw["registers_per_thread"] == stored["registers_per_thread"]
+    assert not report.rules.empty and not report.source.empty
+    assert (report.source["file"].str.endswith("matmul_tiled.cu")).any()
+
+
+def test_nsys_export_has_the_timed_launches():
+    session = load_session(SESSIONS / "ladder-n4096")
+    capture = read_nsys(session.file("matmul_regtile.sqlite"))
+    timed = capture.kernels[capture.kernels["nvtx_path"] == "matmul_regtile"]
+    timings = _by_capture(session.table("timings"))
+    assert len(timed) == timings.loc["matmul_regtile", "reps"]
+    assert capture.gpu.loc[0, "name"] == "NVIDIA H200" and capture.version.startswith("2025")
+
+
+def test_block_skipping_halves_the_causal_forward():
+    launches = load_session(SESSIONS / "fa2-n4096-d64").table("launches").set_index("nvtx_path")
+    on, off = launches.loc["fa2_fwd"], launches.loc["fa2_fwd_noskip"]
+    assert off["duration_us"] / on["duration_us"] > 1.7
+    assert off["tensor_flops"] / on["tensor_flops"] > 1.7
+    assert off["l2_sectors"] > on["l2_sectors"]
+
+
+def test_cli_shows_committed_sessions_without_a_gpu():
+    runner = CliRunner()
+    result = runner.invoke(main, ["show", str(SESSIONS / "ladder-n4096"), "-t", "mechanism", "-t", "crosscheck"])
+    assert result.exit_code == 0, result.output
+    assert "matmul_vectorized" in result.output and "== crosscheck" in result.output
+    listed = runner.invoke(main, ["sessions", "--sessions-dir", str(SESSIONS)])
+    assert listed.exit_code == 0 and "ladder-n1024" in listed.output and "NVIDIA H200" in listed.output
+    one = runner.invoke(main, ["show", str(SESSIONS / "ladder-n1024" / "matmul_naive.ncu-rep.gz"), "-t", "summary"])
+    assert one.exit_code == 0 and "matmul_naive" in one.output
+    timeline = runner.invoke(main, ["show", str(SESSIONS / "ladder-n1024" / "matmul_naive.nsys-rep")])
+    assert timeline.exit_code == 0 and "== timeline" in timeline.output and "matmul_naive" in timeline.output
