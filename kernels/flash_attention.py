@@ -1034,21 +1034,23 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True) -> dict:
             flash_attention(q, k, v, causal, block_skip=False)
         torch.cuda.synchronize()
 
-    with nvtx.annotate("fa2_fwd"):
-        o = flash_attention(q, k, v, causal)
-        torch.cuda.synchronize()
-    with nvtx.annotate("fa2_bwd"):
-        torch.autograd.grad(o, (q, k, v), do)
-        torch.cuda.synchronize()
-    with nvtx.annotate("sdpa_fwd"):
-        o_sdpa = sdpa(q, k, v, causal)
-        torch.cuda.synchronize()
-    with nvtx.annotate("sdpa_bwd"):
-        torch.autograd.grad(o_sdpa, (q, k, v), do)
-        torch.cuda.synchronize()
-    with nvtx.annotate("fa2_fwd_noskip"):
-        flash_attention(q, k, v, causal, block_skip=False)
-        torch.cuda.synchronize()
+    # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
+    # thread, where a push/pop range of this thread would not cover the backward kernels.
+    # Capture with --nvtx-include fa2_bwd (no trailing slash: a start/end range).
+    def timed(name, fn):
+        handle = nvtx.start_range(message=name)
+        try:
+            result = fn()
+            torch.cuda.synchronize()
+        finally:
+            nvtx.end_range(handle)
+        return result
+
+    o = timed("fa2_fwd", lambda: flash_attention(q, k, v, causal))
+    timed("fa2_bwd", lambda: torch.autograd.grad(o, (q, k, v), do))
+    o_sdpa = timed("sdpa_fwd", lambda: sdpa(q, k, v, causal))
+    timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
+    timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
     return {"n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "dtype": "float16",
             "ranges": ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_noskip"],
             "triton_configs": tuned_configs()}

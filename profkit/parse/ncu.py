@@ -168,7 +168,8 @@ def _launch_row(ncu_report, action) -> tuple[dict, set[str]]:
 
 
 def _nvtx_path(action) -> str:
-    """Push/pop ranges open at launch, outermost first: 'range/inner' (non-default domains as 'domain:')."""
+    """NVTX ranges open at launch: push/pop ranges as 'outer/inner' (in the order ncu lists them), then
+    start/end ranges; non-default domains prefixed 'domain:'; domains separated by ';'."""
     try:
         state = action.nvtx_state()
     except Exception:  # noqa: BLE001 - reports captured without --nvtx
@@ -178,7 +179,7 @@ def _nvtx_path(action) -> str:
     parts = []
     for domain_id in state.domains():
         domain = state.domain_by_id(domain_id)
-        ranges = list(domain.push_pop_ranges())
+        ranges = list(domain.push_pop_ranges()) + list(domain.start_end_ranges())
         if not ranges:
             continue
         prefix = "" if domain.name() in ("", "<default domain>") else f"{domain.name()}:"

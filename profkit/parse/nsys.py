@@ -22,6 +22,7 @@ from profkit.errors import ReportError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins
+START_END_TYPES = (60, 71)
 
 
 @dataclass
@@ -134,34 +135,34 @@ def _launch_nvtx_paths(conn, tables, correlation_ids: pd.Series, nvtx: pd.DataFr
     runtime = pd.read_sql_query("select correlationId, start, globalTid from CUPTI_ACTIVITY_KIND_RUNTIME", conn)
     calls = runtime.set_index("correlationId")
     calls = calls[~calls.index.duplicated()]
-    by_thread = {tid: group.sort_values("start_ns") for tid, group in nvtx.groupby("thread")}
+    kind = nvtx["kind"] if "kind" in nvtx else pd.Series("push_pop", index=nvtx.index)
+    process_wide = nvtx[kind == "start_end"]  # start/end ranges cover launches from any thread
+    by_thread = {tid: group for tid, group in nvtx[kind != "start_end"].groupby("thread")}
     paths = []
     for cid in correlation_ids:
         if cid not in calls.index:
             paths.append("")
             continue
         when, tid = calls.at[cid, "start"], calls.at[cid, "globalTid"]
-        ranges = by_thread.get(tid)
-        if ranges is None:
-            paths.append("")
-            continue
+        ranges = pd.concat([by_thread.get(tid, nvtx.iloc[:0]), process_wide])
         open_ranges = ranges[(ranges["start_ns"] <= when) & (ranges["end_ns"] >= when)]
         paths.append("/".join(open_ranges.sort_values(["start_ns", "end_ns"], ascending=[True, False])["text"]))
     return paths
 
 
 def _nvtx(conn, tables, strings) -> pd.DataFrame:
-    columns = ["text", "start_ns", "end_ns", "duration_ns", "thread"]
+    columns = ["text", "start_ns", "end_ns", "duration_ns", "thread", "kind"]
     if "NVTX_EVENTS" not in tables:
         return pd.DataFrame(columns=columns)
     have = _columns(conn, "NVTX_EVENTS")
     text_id = "textId" if "textId" in have else "NULL as textId"
     types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
-    raw = pd.read_sql_query(f"select text, {text_id}, start, end, globalTid from NVTX_EVENTS "
+    raw = pd.read_sql_query(f"select text, {text_id}, start, end, globalTid, eventType from NVTX_EVENTS "
                             f"where eventType in ({types}) and end is not null order by start", conn)
     text = raw["text"].where(raw["text"].notna(), raw["textId"].map(strings)).fillna("")
+    kind = raw["eventType"].map(lambda t: "start_end" if t in START_END_TYPES else "push_pop")
     return pd.DataFrame({"text": text, "start_ns": raw["start"], "end_ns": raw["end"],
-                         "duration_ns": raw["end"] - raw["start"], "thread": raw["globalTid"]})
+                         "duration_ns": raw["end"] - raw["start"], "thread": raw["globalTid"], "kind": kind})
 
 
 def _gpu(conn, tables) -> pd.DataFrame:
