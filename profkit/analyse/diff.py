@@ -602,8 +602,13 @@ def _rule_rate(a, b):
     if math.isnan(ta) or math.isnan(tb) or ta <= 0 or tb <= 0 or abs(tb - ta) / ta < 0.05:
         return None
     pa, pb = _num(a.get("fp32_pct_of_peak")), _num(b.get("fp32_pct_of_peak"))
+
+    def mostly_fp32(row) -> bool:  # the fp32 peak says nothing about tensor-core work
+        fp32, total = _num(row.get("fp32_flops")), _num(row.get("total_flops"))
+        return not math.isnan(fp32) and total > 0 and fp32 / total > 0.9
+
     peak = f" ({human(pa, '%')} → {human(pb, '%')} of the fp32 peak)" if not (math.isnan(pa) or math.isnan(pb)) \
-        and (pa > 0 or pb > 0) else ""
+        and (pa > 0 or pb > 0) and mostly_fp32(a) and mostly_fp32(b) else ""
     return f"achieved {ta:.3g} → {tb:.3g} TFLOP/s{peak}"
 
 
