@@ -342,6 +342,21 @@ struct DeviceBuffers {
     DeviceBuffers& operator=(const DeviceBuffers&) = delete;
 };
 
+// One size's random inputs: A and B (uniform [-1, 1), fixed seed) on the host for the references and
+// uploaded to the device.
+struct Problem {
+    std::vector<float> a, b;
+    DeviceBuffers dev;
+    Problem(int n, std::uint64_t seed, cudaStream_t stream)
+        : a(static_cast<size_t>(n) * n), b(static_cast<size_t>(n) * n), dev(n) {
+        HostRng rng(seed);
+        fill_uniform_pm1(a, rng);
+        fill_uniform_pm1(b, rng);
+        upload(dev.a, a, stream);
+        upload(dev.b, b, stream);
+    }
+};
+
 inline void poison(float* c, int n, cudaStream_t stream) {
     CHECK_CUDA(cudaMemsetAsync(c, 0xFF, static_cast<size_t>(n) * n * sizeof(float), stream));
 }
@@ -360,17 +375,22 @@ inline void require_within_tolerance(const char* kernel, int n, const char* what
     std::exit(kFailureExitCode);
 }
 
+// Exits with kFailureExitCode when the cuBLAS reference disagrees with the float64 sampled check.
+inline void require_trusted_reference(const Reference& ref, int n) {
+    if (!ref.uses_cublas || ref.sampled_rel_err <= kRelErrTolerance) return;
+    std::fprintf(stderr,
+                 "FAIL n=%d: cuBLAS reference disagrees with float64 CPU dot products at %d sampled "
+                 "entries (relative error %.3e, tolerance %.0e): the reference itself is wrong\n",
+                 n, kSampledEntries, ref.sampled_rel_err, kRelErrTolerance);
+    std::exit(kFailureExitCode);
+}
+
 inline SizeResult run_size(const KernelDescriptor& desc, const Options& opt, int n, cudaStream_t stream,
                            ReferenceBuilder& references, float* flush_buffer, size_t flush_bytes) {
-    const size_t count = static_cast<size_t>(n) * n;
-    std::vector<float> a(count), b(count);
-    HostRng rng(opt.seed);
-    fill_uniform_pm1(a, rng);
-    fill_uniform_pm1(b, rng);
-
-    DeviceBuffers dev(n);
-    upload(dev.a, a, stream);
-    upload(dev.b, b, stream);
+    const Problem problem(n, opt.seed, stream);
+    const std::vector<float>& a = problem.a;
+    const std::vector<float>& b = problem.b;
+    const DeviceBuffers& dev = problem.dev;
 
     SizeResult result{};
     result.n = n;
@@ -396,13 +416,7 @@ inline SizeResult run_size(const KernelDescriptor& desc, const Options& opt, int
         ref = references.build(opt.check, a, b, dev.a, dev.b, dev.scratch, n, opt.seed);
         result.check = ref.method;
         result.ref_rel_err = ref.sampled_rel_err;
-        if (ref.uses_cublas && !(ref.sampled_rel_err <= kRelErrTolerance)) {
-            std::fprintf(stderr,
-                         "FAIL n=%d: cuBLAS reference disagrees with float64 CPU dot products at %d sampled "
-                         "entries (relative error %.3e, tolerance %.0e): the reference itself is wrong\n",
-                         n, kSampledEntries, ref.sampled_rel_err, kRelErrTolerance);
-            std::exit(kFailureExitCode);
-        }
+        require_trusted_reference(ref, n);
         const ErrorSummary error = relative_error(c, ref.c);
         require_within_tolerance(desc.name, n, "check run", error, ref.method);
         result.rel_err = error.rel_err;

@@ -83,20 +83,11 @@ int main(int argc, char** argv) {
     {
         ReferenceBuilder references(stream);
         for (const int n : opt.sizes) {
-            const size_t count = static_cast<size_t>(n) * n;
-            std::vector<float> a(count), b(count);
-            HostRng rng(opt.seed);
-            fill_uniform_pm1(a, rng);
-            fill_uniform_pm1(b, rng);
-            DeviceBuffers dev(n);
-            upload(dev.a, a, stream);
-            upload(dev.b, b, stream);
-            const Reference ref = references.build(opt.check, a, b, dev.a, dev.b, dev.scratch, n, opt.seed);
-            if (ref.uses_cublas && !(ref.sampled_rel_err <= kRelErrTolerance)) {
-                std::fprintf(stderr, "FAIL n=%d: the cuBLAS reference disagrees with float64 (%.3e)\n", n,
-                             ref.sampled_rel_err);
-                return kFailureExitCode;
-            }
+            const Problem problem(n, opt.seed, stream);
+            const DeviceBuffers& dev = problem.dev;
+            const Reference ref =
+                references.build(opt.check, problem.a, problem.b, dev.a, dev.b, dev.scratch, n, opt.seed);
+            require_trusted_reference(ref, n);
             double rel_err[kRungCount];
             for (int k = 0; k < kRungCount; ++k) {  // check, then warm up
                 poison(dev.c, n, stream);
