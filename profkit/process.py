@@ -62,9 +62,9 @@ def run(args: Sequence[str], *, timeout: float | None = None, env: dict | None =
             result = Completed(args, proc.returncode, proc.stdout, proc.stderr)
         else:
             result = _run_streaming(args, timeout, full_env, cwd, on_line)
-    except FileNotFoundError as exc:
-        raise ToolMissing(f"cannot run {args[0]}: {exc.strerror}",
-                          hint=INSTALL_HINTS.get(Path(args[0]).name, "check the path")) from exc
+    except (FileNotFoundError, PermissionError) as exc:  # missing, or not executable
+        hint = INSTALL_HINTS.get(Path(args[0]).name, "check the path and its execute permission")
+        raise ToolMissing(f"cannot run {args[0]}: {exc.strerror}", hint=hint) from exc
     except subprocess.TimeoutExpired as exc:
         raise CaptureError(f"{Path(args[0]).name} did not finish within {timeout:.0f} s",
                            details=_tail(exc.stderr or ""), hint="raise --timeout or shrink the workload") from exc

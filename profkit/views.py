@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
 from profkit.analyse.tables import VIEWS, launch_table, view
+from profkit.analyse.join import timeline_join, weighted_summary
 from profkit.analyse.timeline import kernel_time_summary, nvtx_summary
-from profkit.errors import UsageError
-from profkit.session.store import MANIFEST, load_session
+from profkit.errors import ReportError, UsageError
+from profkit.session.store import MANIFEST, TABLES, Session, load_session
 
 DEFAULT_VIEWS = ["summary", "occupancy", "throughput", "coalescing", "stalls", "roofline"]
-EXTRA_TABLES = ["rules", "crosscheck", "timeline", "nvtx", "ptxas", "mechanism", "notes"]
+EXTRA_TABLES = ["rules", "crosscheck", "timeline", "hotspots", "weighted", "nvtx", "ptxas", "mechanism", "notes"]
 ALL_TABLES = list(VIEWS) + [t for t in EXTRA_TABLES if t not in VIEWS]
 
 RULE_COLUMNS = ["kernel", "rule", "title", "speedup_type", "speedup_pct", "message"]
@@ -32,20 +34,34 @@ def _rules(rules: pd.DataFrame, top: int = 20) -> pd.DataFrame:
         "speedup_pct", ascending=False, na_position="last")[cols].head(top)
 
 
+def _derived(session: Session, table: str, build: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
+    """build(one stored table); a table whose columns or values were damaged on disk is a ReportError."""
+    try:
+        return build(session.table(table))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReportError(f"{session.path / TABLES / table}.csv is damaged ({type(exc).__name__}: {exc})",
+                          hint=f"re-derive it from the reports: profkit show --rebuild {session.path}") from exc
+
+
 def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
     session = load_session(path)
-    launches = session.table("launches")
-    out = _launch_views(launches, names)
+    out = _launch_views(session.table("launches"), names)
     for name in names:
         if name == "rules":
-            out.append(("rules", _rules(session.table("rules"))))
+            out.append(("rules", _derived(session, "rules", _rules)))
         elif name == "crosscheck":
-            cc = session.table("crosscheck")
-            out.append(("crosscheck", cc[[c for c in CROSSCHECK_VIEW if c in cc]]))
+            out.append(("crosscheck", _derived(session, "crosscheck",
+                                               lambda cc: cc[[c for c in CROSSCHECK_VIEW if c in cc]])))
         elif name == "timeline":
-            out.append(("timeline", kernel_time_summary(session.table("nsys_kernels"))))
+            out.append(("timeline", _derived(session, "nsys_kernels", kernel_time_summary)))
         elif name == "nvtx":
-            out.append(("nvtx", nvtx_summary(session.table("nvtx"))))
+            out.append(("nvtx", _derived(session, "nvtx", nvtx_summary)))
+        elif name == "hotspots":
+            out.append(("hotspots", _derived(session, "nsys_kernels",
+                                             lambda k: timeline_join(session.table("launches"), k))))
+        elif name == "weighted":
+            out.append(("weighted", _derived(session, "nsys_kernels",
+                                             lambda k: weighted_summary(session.table("launches"), k))))
         elif name in ("ptxas", "notes"):
             out.append((name, session.table(name)))
     return out
@@ -79,16 +95,20 @@ def rebuild(path: str | Path) -> Path:
     session = load_session(path)
     tables = rebuild_session_tables(session)
     target = session.path / "tables"
-    target.mkdir(exist_ok=True)
-    for name, df in tables.items():
-        partial = target / f".{name}.csv.part"
-        df.to_csv(partial, index=False)
-        partial.replace(target / f"{name}.csv")
+    try:
+        target.mkdir(exist_ok=True)
+        for name, df in tables.items():
+            partial = target / f".{name}.csv.part"
+            df.to_csv(partial, index=False)
+            partial.replace(target / f"{name}.csv")
+    except OSError as exc:  # a read-only sessions/ or a full disk: the tables already there stay whole
+        raise ReportError(f"cannot write the tables of {session.path}: {exc.strerror or exc}",
+                          hint="check permissions and free space") from exc
     return session.path
 
 
 def show(path: str | Path, names: list[str] | None = None) -> list[tuple[str, pd.DataFrame]]:
-    names = names or DEFAULT_VIEWS + ["rules", "crosscheck"]
+    names = names or DEFAULT_VIEWS + ["rules", "crosscheck", "hotspots"]
     unknown = [n for n in names if n not in ALL_TABLES]
     if unknown:
         raise UsageError(f"unknown table {', '.join(unknown)}", hint=f"choose from {', '.join(ALL_TABLES)}")

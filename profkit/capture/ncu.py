@@ -105,8 +105,10 @@ def run_ncu(output: Path, target: list[str], options: NcuOptions, *, env: dict |
                            hint="run as root, or set the driver option NVreg_RestrictProfilingToAdminUsers=0; "
                                 "`profkit doctor` explains")
     if result.returncode != 0:
+        # ncu's ==ERROR== lines and the program's own last words (e.g. "an illegal memory access was encountered")
+        last = [line for line in log.splitlines()[-20:] if line not in errors]
         raise CaptureError(f"the program failed under ncu (exit {result.returncode})",
-                           details="\n".join(errors) or log[-3000:])
+                           details="\n".join(errors + last)[-3000:])
     if not report.exists():
         hint = "check --nvtx-include / --kernel-name / --launch-count"
         raise CaptureError("ncu profiled no kernel: nothing matched the filter "

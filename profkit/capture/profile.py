@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import signal
@@ -46,24 +47,36 @@ class ProfileOptions:
     python: str = sys.executable
 
 
-def resolve_targets(targets: list[str], options: ProfileOptions, build_dir: Path | None,
-                    log: Callable[[str], None]) -> tuple[list[Target], list[nvcc.BuildResult]]:
-    """Turn CLI targets into runnable commands, building .cu files first."""
+def check_targets(targets: list[str]) -> str:
+    """"files" or "command"; a UsageError for a target that cannot run (missing, a folder, the wrong type),
+    raised before anything is built or written."""
     if not targets:
         raise UsageError("nothing to profile", hint="give a .cu file, a .py script, or -- COMMAND")
-    resolved, builds = [], []
-    first = Path(targets[0])
-    if first.suffix not in (".cu", ".py") or not first.exists():
-        if first.suffix in (".cu", ".py"):
-            raise UsageError(f"no such file: {first}")
-        if process.find_tool(targets[0]) is None and not first.exists():
-            raise UsageError(f"cannot run {targets[0]!r}: not a .cu/.py file and not a command on PATH")
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(targets[0]).name)
-        return [Target(name, "command", None, list(targets))], []
+    if Path(targets[0]).suffix not in (".cu", ".py"):
+        if process.find_tool(targets[0]) is not None:
+            return "command"
+        first = Path(targets[0])
+        what = ("not a file or a command on PATH" if not first.is_file() else "not executable"
+                if not os.access(first, os.X_OK) else f"not on PATH (give its path: ./{first})")
+        raise UsageError(f"cannot run {targets[0]!r}: {what}", hint="profile takes .cu or .py files, or -- COMMAND")
     for item in targets:
         path = Path(item)
         if not path.exists():
             raise UsageError(f"no such file: {path}")
+        if not path.is_file() or path.suffix not in (".cu", ".py"):
+            raise UsageError(f"{path}: profile takes .cu or .py files, or -- COMMAND")
+    return "files"
+
+
+def resolve_targets(targets: list[str], options: ProfileOptions, build_dir: Path | None,
+                    log: Callable[[str], None]) -> tuple[list[Target], list[nvcc.BuildResult]]:
+    """Turn CLI targets into runnable commands, building .cu files first."""
+    if check_targets(targets) == "command":
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(targets[0]).name)
+        return [Target(name, "command", None, list(targets))], []
+    resolved, builds = [], []
+    for item in targets:
+        path = Path(item)
         if path.suffix == ".cu":
             log(f"build {path} ...")
             result = nvcc.build(path, arch=options.arch, out_dir=build_dir)
@@ -71,10 +84,8 @@ def resolve_targets(targets: list[str], options: ProfileOptions, build_dir: Path
             builds.append(result)
             harness = "harness.cuh" in path.read_text(errors="replace")
             resolved.append(Target(path.stem, "cu", path, [str(result.binary.resolve()), *options.args], harness))
-        elif path.suffix == ".py":
-            resolved.append(Target(path.stem, "python", path, [options.python, str(path), *options.args]))
         else:
-            raise UsageError(f"{path}: profile takes .cu or .py files, or -- COMMAND")
+            resolved.append(Target(path.stem, "python", path, [options.python, str(path), *options.args]))
     return resolved, builds
 
 
@@ -100,6 +111,7 @@ def _progress_printer(log: Callable[[str], None], name: str) -> Callable[[str], 
 def profile(targets: list[str], options: ProfileOptions, *, root: Path | None = None,
             log: Callable[[str], None] = process.echo_err) -> Path:
     """Run the whole capture and return the committed session folder."""
+    check_targets(targets)
     root = Path(root) if root else sessions_root()
     name = options.name or "-".join(Path(t).stem for t in targets[:3]) or "session"
     name = re.sub(r"[^A-Za-z0-9._-]", "_", name)

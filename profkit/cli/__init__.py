@@ -36,6 +36,7 @@ def main(debug: bool) -> None:
 from profkit.cli import commands  # noqa: E402,F401 - registers the commands on `main`
 from profkit.cli import diffreport  # noqa: E402,F401 - registers `diff` and `report`
 from profkit.cli import bench  # noqa: E402,F401 - registers `bench`
+from profkit.cli import doctor  # noqa: E402,F401 - registers `doctor`
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -106,17 +106,32 @@ def show(path: str, tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild
 def sessions(sessions_dir: str | None) -> None:
     """List the sessions: GPU, date, kernels."""
     from profkit.render.terminal import format_table
-    from profkit.session.store import incomplete_sessions, list_sessions, sessions_root
+    from profkit.session.store import incomplete_sessions, list_sessions, sessions_root, unreadable_sessions
     import pandas as pd
 
     root = Path(sessions_dir) if sessions_dir else sessions_root()
-    rows = []
-    for session in list_sessions(root):
-        kernels = session.table("kernels")
-        names = sorted(set(kernels["kernel"])) if "kernel" in kernels else []
-        rows.append({"session": session.name, "gpu": session.manifest.get("gpu", {}).get("name", ""),
-                     "created": session.manifest.get("created", ""), "arch": session.manifest.get("arch") or "",
-                     "launches": len(session.table("launches")), "kernels": ", ".join(names)})
+    rows = [_session_row(session) for session in list_sessions(root)]
     click.echo(format_table(pd.DataFrame(rows), f"sessions in {root}", max_text=90))
     for partial in incomplete_sessions(root):
         click.echo(f"incomplete (not listed above): {partial}")
+    for path, why in unreadable_sessions(root):
+        click.echo(f"unreadable (not listed above): {path}: {why}")
+
+
+def _session_row(session) -> dict:
+    """One line of `profkit sessions`; a session with a damaged table is listed as damaged, not dropped."""
+    from profkit.errors import ReportError
+
+    gpu = session.manifest.get("gpu")
+    row = {"session": session.name, "gpu": gpu.get("name", "") if isinstance(gpu, dict) else "",
+           "created": str(session.manifest.get("created", "")), "arch": str(session.manifest.get("arch") or ""),
+           "launches": None, "kernels": ""}
+    try:
+        kernels = session.table("kernels")
+        row["launches"] = len(session.table("launches"))
+    except ReportError as exc:
+        row["kernels"] = f"(damaged: {exc.message})"
+        return row
+    if "kernel" in kernels:
+        row["kernels"] = ", ".join(sorted(set(kernels["kernel"].astype(str))))
+    return row

@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import uuid
+import zlib
 from pathlib import Path
 
 from profkit.errors import ReportError
@@ -44,7 +45,7 @@ def plain_file(path: str | Path) -> Path:
     try:
         with gzip.open(path, "rb") as src, partial.open("wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
         partial.unlink(missing_ok=True)
         raise ReportError(f"cannot decompress {path}: {exc}", hint="the file is corrupted or truncated") from exc
     os.replace(partial, target)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +29,11 @@ from profkit.errors import ReportError
 from profkit.parse import catalog
 
 NCU_MAGIC = b"NVR\x00"
+_WRITER_VERSION = re.compile(rb"Nsight Compute Target\x12.(\d{4}\.\d+(?:\.\d+)*)", re.DOTALL)
 _WORKER_TIMEOUT_S = 600
+_WORKER_ERROR = 3  # the worker's exit status for a ProfkitError, pickled to stdout
+# Lines the native library's logging adds around its own message when it aborts.
+_NATIVE_NOISE = ("WARNING: All log messages before absl::InitializeLog()", "*** Check failure stack trace")
 
 
 @dataclass
@@ -53,8 +59,20 @@ def check_ncu_file(path: Path) -> None:
         raise ReportError(f"{path} is not an Nsight Compute report (bad header {head!r})")
 
 
-def load_ncu_report(path: str | Path, *, isolate: bool = True) -> NcuReport:
-    """Extract every table from `path`; in a child process unless isolate=False."""
+def report_ncu_version(path: Path) -> str:
+    """The Nsight Compute version that wrote a report ("2025.3.1.0"), or "" when it cannot be found.
+    The ncu_report API does not expose it; the report stores it as a string after "Nsight Compute Target"."""
+    match = _WRITER_VERSION.search(Path(path).read_bytes())
+    return match.group(1).decode() if match else ""
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(year, minor) of an Nsight Compute version such as "2025.3.1.0"."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+
+
+def load_ncu_report(path: str | Path, *, isolate: bool = True, timeout: float = _WORKER_TIMEOUT_S) -> NcuReport:
+    """Extract every table from `path`; in a child process (given `timeout` seconds) unless isolate=False."""
     from profkit.parse.files import plain_file
 
     path = plain_file(path)
@@ -63,22 +81,37 @@ def load_ncu_report(path: str | Path, *, isolate: bool = True) -> NcuReport:
         return _to_report(path, extract_tables(path))
     cmd = [sys.executable, "-m", "profkit.parse.ncu", str(path)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, timeout=_WORKER_TIMEOUT_S)
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        raise ReportError(f"reading {path} took longer than {_WORKER_TIMEOUT_S} s") from exc
+        raise ReportError(f"reading {path} took longer than {timeout:.0f} s",
+                          hint="the report is probably corrupted; capture it again") from exc
+    if proc.returncode == _WORKER_ERROR:
+        raise ReportError(**_worker_error(proc.stdout, path))
     if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        err = [line for line in proc.stderr.decode(errors="replace").strip().splitlines()
+               if not line.startswith(_NATIVE_NOISE)]
         message = err[-1] if err else ""
         if proc.returncode < 0:
             raise ReportError(f"the ncu_report library crashed reading {path} (signal {-proc.returncode})",
                               details="\n".join(err[-10:]), hint="the report is probably corrupted; capture it again")
-        raise ReportError(f"cannot read {path}: {message.split(': ', 1)[-1] if message else 'unknown error'}",
-                          details="\n".join(err[-10:]))
+        text = message.split(": ", 1)[-1] if message else "unknown error"
+        python_failed = any(line.startswith("Traceback") for line in err)  # the worker broke; its last line says why
+        raise ReportError(text if str(path) in text else f"cannot read {path}: {text}",
+                          details="" if python_failed else "\n".join(err[-10:]))
     try:
         tables = pickle.loads(proc.stdout)
     except Exception as exc:  # the child printed something that is not our pickle
         raise ReportError(f"cannot read {path}: the reader returned no tables ({type(exc).__name__})") from exc
     return _to_report(path, tables)
+
+
+def _worker_error(stdout: bytes, path: Path) -> dict:
+    """message / hint / details of the ProfkitError the worker pickled (kept apart: the hint says what to do)."""
+    try:
+        error = pickle.loads(stdout)
+        return {key: str(error[key]) for key in ("message", "hint", "details")}
+    except Exception:  # noqa: BLE001 - anything unreadable is the same failure
+        return {"message": f"cannot read {path}: the reader failed without saying why", "hint": "", "details": ""}
 
 
 def _to_report(path: Path, tables: dict) -> NcuReport:
@@ -104,6 +137,13 @@ def extract_tables(path: Path) -> dict:
     actions = [(r, a, context.range_by_idx(r).action_by_idx(a))
                for r in range(context.num_ranges())
                for a in range(context.range_by_idx(r).num_actions())]
+    written_by, reader = report_ncu_version(path), context.get_version()
+    unknown_version = bool(written_by) and _release(written_by) > _release(reader)
+    if not actions and unknown_version:
+        raise ReportError(f"{path} was written by Nsight Compute {written_by}, newer than this ncu_report "
+                          f"({reader}), which finds no kernels in it",
+                          hint="upgrade the reader (pip install -U ncu-report) or use the ncu_report in that "
+                               "Nsight Compute's extras/python")
     if not actions:
         raise ReportError(f"{path} holds no profiled kernels (empty, truncated, or every launch was filtered out)")
     launches, rules, sources = [], [], []
@@ -117,8 +157,12 @@ def extract_tables(path: Path) -> dict:
         launches.append(row)
         rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
         sources.append(_source_table(pcs).assign(launch=launch, kernel=row["kernel"]))
-    notes = [f"metric not in this report: {name} ({', '.join(catalog.RAW_METRICS[name])})"
+    candidates = {**catalog.RAW_METRICS, **catalog.STRING_METRICS}
+    notes = [f"metric not in this report: {name} ({', '.join(candidates[name])})"
              for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor"))]
+    if unknown_version:
+        notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
+                        "metrics that version renamed read as missing")
     launch_df = pd.DataFrame(launches)
     front = ["launch", "range_index", "action_index", "kernel", "function", "mangled", "nvtx_path", "device_name"]
     launch_df = launch_df[front + [c for c in launch_df.columns if c not in front]]
@@ -148,9 +192,9 @@ def _launch_row(ncu_report, action) -> tuple[dict, set[str]]:
     from profkit.build.ptxas import kernel_base_name
 
     names = set(action.metric_names())
-    function = action.name(ncu_report.IAction.NameBase_DEMANGLED)
+    function = action.name(ncu_report.IAction.NameBase_DEMANGLED) or ""  # None in a damaged report
     row = {"kernel": kernel_base_name(action.name(ncu_report.IAction.NameBase_FUNCTION) or function),
-           "function": function, "mangled": action.name(ncu_report.IAction.NameBase_MANGLED),
+           "function": function, "mangled": action.name(ncu_report.IAction.NameBase_MANGLED) or "",
            "nvtx_path": _nvtx_path(action)}
     missing = set()
     for column, candidates in {**catalog.RAW_METRICS, **catalog.STRING_METRICS}.items():
@@ -266,10 +310,18 @@ def _main(argv: list[str]) -> int:
     try:
         tables = extract_tables(Path(argv[0]))
     except ProfkitError as exc:
-        print(f"profkit: {exc.message}", file=sys.stderr)
-        return 3
-    sys.stdout.buffer.write(pickle.dumps(tables))
-    return 0
+        error = exc
+    except Exception as exc:  # noqa: BLE001 - damaged data can break any assumption; one message, not a traceback
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        error = ReportError(f"{argv[0]} holds data the reader cannot use ({type(exc).__name__}: {exc} "
+                            f"at {Path(frame.filename).name}:{frame.lineno})",
+                            hint="the report is probably corrupted; capture it again")
+    else:
+        sys.stdout.buffer.write(pickle.dumps(tables))
+        return 0
+    print(f"profkit: {error.message}", file=sys.stderr)
+    sys.stdout.buffer.write(pickle.dumps(error.to_dict()))
+    return _WORKER_ERROR
 
 
 if __name__ == "__main__":

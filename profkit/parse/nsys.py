@@ -94,8 +94,9 @@ def read_nsys(path: str | Path) -> NsysCapture:
         if "META_DATA_EXPORT" in tables:
             meta = dict(conn.execute("select name, value from META_DATA_EXPORT"))
             version = meta.get("EXPORT_PRODUCT_VERSION", "")
-    except sqlite3.DatabaseError as exc:
-        raise ReportError(f"cannot read {sqlite}: {exc}", hint="the export is corrupted; export it again") from exc
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # pandas wraps sqlite's error in its own
+        raise ReportError(f"cannot read {sqlite}: {exc.__cause__ or exc}",
+                          hint="the export is corrupted; export it again") from exc
     finally:
         conn.close()
     return NsysCapture(sqlite, kernels, nvtx, gpu, version)

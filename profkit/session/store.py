@@ -56,7 +56,12 @@ class SessionWriter:
             raise ReportError(f"cannot write in {self.root}: {exc.strerror}",
                               hint="check permissions and free space") from exc
         self.manifest = {"schema": SCHEMA_VERSION, "name": name, "status": "capturing", **manifest}
-        self.save_manifest()
+        try:
+            self.save_manifest()
+        except OSError as exc:  # e.g. a full disk: leave nothing behind
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise ReportError(f"cannot write in {self.root}: {exc.strerror}",
+                              hint="check permissions and free space") from exc
 
     def path(self, relative: str) -> Path:
         target = self.tmp / relative
@@ -193,7 +198,21 @@ def list_sessions(root: Path | None = None) -> list[Session]:
             sessions.append(load_session(child))
         except (ReportError, UsageError):
             continue
-    return sorted(sessions, key=lambda s: (s.manifest.get("created", ""), s.name), reverse=True)
+    return sorted(sessions, key=lambda s: (str(s.manifest.get("created", "")), s.name), reverse=True)
+
+
+def unreadable_sessions(root: Path | None = None) -> list[tuple[Path, str]]:
+    """Visible session folders that list_sessions skips, with the reason (a damaged or unfinished manifest)."""
+    root = Path(root) if root else sessions_root()
+    out = []
+    for child in sorted(root.glob("*")) if root.exists() else []:
+        if child.name.startswith(".") or not (child / MANIFEST).exists():
+            continue
+        try:
+            load_session(child)
+        except (ReportError, UsageError) as exc:
+            out.append((child, exc.message))
+    return out
 
 
 def incomplete_sessions(root: Path | None = None) -> list[Path]:
