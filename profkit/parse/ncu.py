@@ -71,14 +71,26 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
 
 
-def load_ncu_report(path: str | Path, *, isolate: bool = True, timeout: float = _WORKER_TIMEOUT_S) -> NcuReport:
-    """Extract every table from `path`; in a child process (given `timeout` seconds) unless isolate=False."""
+def load_ncu_report(path: str | Path, *, isolate: bool = True, timeout: float = _WORKER_TIMEOUT_S,
+                    use_cache: bool = True) -> NcuReport:
+    """Extract every table from `path`; in a child process (given `timeout` seconds) unless isolate=False.
+    Tables of a report read before come from the on-disk cache (parse.cache) keyed by its content hash."""
+    from profkit.parse import cache
     from profkit.parse.files import plain_file
 
     path = plain_file(path)
     check_ncu_file(path)
-    if not isolate:
-        return _to_report(path, extract_tables(path))
+    key = cache.cache_key(path) if use_cache and cache.cache_enabled() else None
+    if key is not None and (cached := cache.read_cached(key)) is not None:
+        return _to_report(path, cached)
+    tables = extract_tables(path) if not isolate else _extract_isolated(path, timeout)
+    if key is not None:
+        cache.write_cached(key, tables)
+    return _to_report(path, tables)
+
+
+def _extract_isolated(path: Path, timeout: float) -> dict:
+    """extract_tables in a child process: a crash of the native reader cannot take profkit down."""
     cmd = [sys.executable, "-m", "profkit.parse.ncu", str(path)]
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
@@ -99,10 +111,9 @@ def load_ncu_report(path: str | Path, *, isolate: bool = True, timeout: float = 
         raise ReportError(text if str(path) in text else f"cannot read {path}: {text}",
                           details="" if python_failed else "\n".join(err[-10:]))
     try:
-        tables = pickle.loads(proc.stdout)
+        return pickle.loads(proc.stdout)
     except Exception as exc:  # the child printed something that is not our pickle
         raise ReportError(f"cannot read {path}: the reader returned no tables ({type(exc).__name__})") from exc
-    return _to_report(path, tables)
 
 
 def _worker_error(stdout: bytes, path: Path) -> dict:
