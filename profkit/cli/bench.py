@@ -15,6 +15,7 @@ WORKLOADS = {
     "matmul": "kernels.matmul",
     "flash_attention": "kernels.flash_attention",
     "int8": "kernels.int8",
+    "loading": "profkit.bench.loading",
 }
 
 
@@ -23,8 +24,16 @@ WORKLOADS = {
 @click.option("--quick", is_flag=True, help="Fewer sizes and rounds.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="reports/benchmarks", show_default=True)
 def bench(workload: str, quick: bool, out_dir: str) -> None:
-    """Benchmark WORKLOAD against its production baseline on this GPU; writes OUT_DIR/WORKLOAD.json|csv."""
+    """Benchmark WORKLOAD against its production baseline on this GPU; writes OUT_DIR/WORKLOAD.json|csv.
+
+    `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions."""
     module = importlib.import_module(WORKLOADS[workload])
+    if workload == "loading":
+        sessions = sorted(p for p in Path("sessions").iterdir() if (p / "manifest.json").exists())
+        reports = sorted(p for s in sessions for p in s.glob("*.ncu-rep*"))
+        biggest = sorted(reports, key=lambda p: p.stat().st_size)[-2:] if quick else reports
+        module.bench(biggest, sessions[:1] if quick else sessions, Path(out_dir) / "loading.json")
+        return
     if workload == "ladder":
         module.bench(Path(out_dir), sizes=(1024, 4096) if quick else module.DEFAULT_SIZES)
         return

@@ -1,0 +1,93 @@
+"""How fast profkit reads reports: cold parse, cached tables, and `profkit show` of a session.
+
+Every figure is the wall time of a fresh Python process (what a user waits for, including a small
+wrapper that measures it), median of `repeats`, with the peak RSS of that process and its children
+(the native reader runs in a child). Cold reads
+bypass the table cache; cached reads come after one read has filled it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+LOAD = "from profkit.parse.ncu import load_ncu_report; r = load_ncu_report({path!r}, use_cache={cached}); print(len(r.launches))"
+
+
+# Runs one command and reports the peak RSS of its process tree: RUSAGE_CHILDREN of a fresh wrapper
+# covers exactly that command and the reader it spawns (the caller's own counter only ever grows).
+_WRAPPER = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+            "print(f'PEAK_RSS_KIB={resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}', file=sys.stderr); "
+            "sys.exit(p.returncode)")
+
+
+def _timed(args: list[str], env: dict) -> tuple[float, float, str]:
+    """(seconds, peak RSS in MiB of the command's process tree, stdout) of one run."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _WRAPPER, *args], capture_output=True, text=True, env=env,
+                          timeout=1800)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:3])} failed: {proc.stderr[-2000:]}")
+    peak = next(int(line.split("=", 1)[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS_KIB="))
+    return seconds, peak / 1024, proc.stdout
+
+
+def measure_report(report: Path, repeats: int = 3, cache_dir: Path | None = None) -> dict:
+    """Cold and cached load of one report in fresh processes."""
+    cache_dir = cache_dir or Path(tempfile.mkdtemp(prefix="profkit-cache-"))
+    env = {**os.environ, "PROFKIT_CACHE": str(cache_dir)}
+    cold, cached = [], []
+    launches = None
+    for _ in range(repeats):
+        seconds, rss, out = _timed([sys.executable, "-c", LOAD.format(path=str(report), cached=False)], env)
+        cold.append((seconds, rss))
+        launches = int(out.split()[-1])
+    _timed([sys.executable, "-c", LOAD.format(path=str(report), cached=True)], env)  # fill the cache
+    for _ in range(repeats):
+        seconds, rss, _ = _timed([sys.executable, "-c", LOAD.format(path=str(report), cached=True)], env)
+        cached.append((seconds, rss))
+    return {"report": str(report), "bytes": report.stat().st_size, "launches": launches,
+            "cold_s": statistics.median(s for s, _ in cold), "cached_s": statistics.median(s for s, _ in cached),
+            "cold_peak_rss_mib": max(r for _, r in cold), "cached_peak_rss_mib": max(r for _, r in cached),
+            "repeats": repeats}
+
+
+def measure_show(session: Path, repeats: int = 3) -> dict:
+    """`profkit show SESSION` (stored tables) in a fresh process, warm file cache."""
+    args = [sys.executable, "-m", "profkit", "show", str(session)]
+    _timed(args, dict(os.environ))
+    runs = [_timed(args, dict(os.environ))[0] for _ in range(repeats)]
+    return {"session": str(session), "show_warm_s": statistics.median(runs), "repeats": repeats}
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "host": platform.node()}
+
+
+def bench(reports: list[Path], sessions: list[Path], out: Path | None = None, repeats: int = 3) -> pd.DataFrame:
+    rows = [measure_report(r, repeats) for r in reports]
+    shows = [measure_show(s, repeats) for s in sessions]
+    df = pd.DataFrame(rows)
+    print(df.to_string(index=False))
+    print(pd.DataFrame(shows).to_string(index=False))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"machine": machine(), "reports": rows, "show": shows}, indent=2) + "\n")
+        print(f"wrote {out}")
+    return df
