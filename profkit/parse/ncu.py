@@ -159,11 +159,12 @@ def extract_tables(path: Path) -> dict:
         raise ReportError(f"{path} holds no profiled kernels (empty, truncated, or every launch was filtered out)")
     launches, rules, sources = [], [], []
     missing: set[str] = set()
+    known_pcs: dict = {}
     for launch, (range_idx, action_idx, action) in enumerate(actions):
         row, absent = _launch_row(ncu_report, action)
         row.update(launch=launch, range_index=range_idx, action_index=action_idx)
         missing |= absent
-        pcs = _pc_rows(action)
+        pcs = _pc_rows(action, known_pcs)
         row.update(_wide_load_fractions(pcs))
         launches.append(row)
         rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
@@ -258,8 +259,14 @@ def _rule_rows(ncu_report, action) -> list[dict]:
     return rows
 
 
-def _pc_rows(action) -> pd.DataFrame:
-    """One row per program counter: SASS text, source file/line, and the per-PC counters."""
+def _pc_rows(action, known: dict | None = None) -> pd.DataFrame:
+    """One row per program counter: SASS text, source file/line, and the per-PC counters.
+
+    SASS and source lookups are the costly native calls; `known` caches them per (function, PC) across
+    the launches of one report (every launch of a kernel has the same code), and SASS is only read for
+    instructions that executed (the 128-bit and HFMA2 figures weight by executions)."""
+    known = {} if known is None else known
+    function = action.name()
     names = set(action.metric_names())
     per_pc: dict[int, dict] = {}
 
@@ -280,9 +287,13 @@ def _pc_rows(action) -> pd.DataFrame:
         collect(f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{reason}")
     rows = []
     for pc, values in per_pc.items():
-        info = action.source_info(pc)
-        rows.append({"pc": pc, "sass": action.sass_by_pc(pc) or "",
-                     "file": info.file_name() if info else "", "line": info.line() if info else -1, **values})
+        key = (function, pc, values.get("instructions_executed", 0.0) > 0)
+        if key not in known:
+            info = action.source_info(pc)
+            known[key] = (action.sass_by_pc(pc) or "" if key[2] else "",
+                          info.file_name() if info else "", info.line() if info else -1)
+        sass, file, line = known[key]
+        rows.append({"pc": pc, "sass": sass, "file": file, "line": line, **values})
     return pd.DataFrame(rows)
 
 
