@@ -51,3 +51,14 @@ def test_committed_sessions_attribute_every_launch_once(name):
     weighted = weighted_summary(session.table("launches"), nsys).set_index("figure")
     assert 0 < weighted.loc["sm_throughput_pct", "time_weighted"] < 100
     assert weighted["covered_time_pct"].iloc[0] > 90  # the profiled kernels are where the time went
+
+
+def test_html_report_shows_where_the_time_goes():
+    from profkit.render.html import render_html
+
+    session = load_session(SESSIONS / "fa2-n4096-d64")
+    page = render_html([session])
+    assert "Where the time goes" in page
+    top = timeline_join(session.table("launches"), session.table("nsys_kernels")).iloc[0]
+    section = page[page.index("Where the time goes"):]
+    assert top["kernel"] in section[:20000]

@@ -23,6 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from profkit import __version__
 from profkit.analyse import roofline
+from profkit.analyse.join import timeline_join, weighted_summary
 from profkit.analyse.diff import DiffResult, human, kernel_rows
 from profkit.analyse.tables import VIEWS
 from profkit.analyse.timeline import kernel_time_summary
@@ -307,6 +308,7 @@ def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, looku
                               fig(plots.crosscheck_figure(cc)) + table_html(cc[[c for c in CROSSCHECK_COLUMNS
                                                                                  if c in cc]])))
     parts.append(_timeline_section(session, fig, anchor))
+    parts.append(_where_time_goes_section(session, anchor))
     hot = hotspot_table(session.table("source"), lookup, top=top_lines)
     if not hot.empty:
         parts.append(_section(f"{anchor}-hotspots", f"Source hotspots (top {len(hot)} lines)",
@@ -332,6 +334,22 @@ def _timeline_section(session: Session, fig, anchor: str) -> str:
     return _section(f"{anchor}-timeline", "nsys timeline",
                     "NVTX ranges and GPU kernels from the nsys capture (unprofiled run), per capture; zoom to see "
                     "individual launches.", "".join(body))
+
+
+def _where_time_goes_section(session: Session, anchor: str) -> str:
+    """ncu joined with the nsys timeline: time share, headroom and the profile-first ranking."""
+    kernels = session.table("nsys_kernels")
+    if kernels.empty:
+        return ""
+    launches = session.table("launches")
+    joined = timeline_join(launches, kernels)
+    weighted = weighted_summary(launches, kernels)
+    return _section(f"{anchor}-where", "Where the time goes (ncu ⋈ nsys)",
+                    "Every launch in the nsys timeline attributed to its profiled kernel (same name and launch "
+                    "shape; NVTX path breaks ties). priority = time share × headroom (100 − the busier of SM and "
+                    "memory throughput): the kernels worth profiling and optimising first. Then the timeline-"
+                    "weighted throughput and stall figures.",
+                    table_html(joined.head(TOP_LINES)) + (table_html(weighted) if not weighted.empty else ""))
 
 
 # ------------------------------------------------------------------------------------------------- diffs
