@@ -1017,10 +1017,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True) -> dict:
     if n < 1:
         raise ValueError(f"sequence length must be at least 1, got {n}")
     harness.require_cuda("kernels.flash_attention.profile_workload")
-    try:
-        import nvtx
-    except ImportError as exc:
-        raise RuntimeError("profile_workload needs the nvtx module (pip install nvtx)") from exc
+    nvtx = harness.require_nvtx("kernels.flash_attention.profile_workload")
 
     batch, heads = shapes[d]
     params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")

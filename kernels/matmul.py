@@ -589,10 +589,7 @@ def profile_workload(n: int = 4096, dtype: str = "bf16") -> dict:
     if n < 1:
         raise ValueError(f"n must be positive, got {n}")
     harness.require_cuda("kernels.matmul.profile_workload")
-    try:
-        import nvtx
-    except ImportError as exc:
-        raise RuntimeError("profile_workload needs the nvtx module (pip install nvtx)") from exc
+    nvtx = harness.require_nvtx("kernels.matmul.profile_workload")
 
     torch_dtype, precision = VARIANTS[dtype]
     gen = torch.Generator(device="cuda").manual_seed(0)

@@ -389,10 +389,7 @@ def profile_workload(m: int = 2048, k: int = 4096, n: int = 4096,
     if min(m, k, n) < 1:
         raise ValueError(f"m, k, n must be positive, got {m}, {k}, {n}")
     harness.require_cuda("kernels.int8.profile_workload")
-    try:
-        import nvtx
-    except ImportError as exc:
-        raise RuntimeError("profile_workload needs the nvtx module (pip install nvtx)") from exc
+    nvtx = harness.require_nvtx("kernels.int8.profile_workload")
     if include_bnb:
         try:
             import_bitsandbytes()

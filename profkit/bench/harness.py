@@ -165,6 +165,15 @@ def require_cuda(what: str = "this measurement"):
 _FLUSH_BUFFERS: dict[int, Any] = {}
 
 
+def require_nvtx(what: str = "this capture"):
+    """The `nvtx` module, for the NVTX ranges that `profkit profile --nvtx-include` filters on."""
+    try:
+        import nvtx
+    except ImportError as exc:
+        raise RuntimeError(f"{what} needs the nvtx module (pip install nvtx)") from exc
+    return nvtx
+
+
 def l2_flush_bytes(l2_bytes: int | None) -> int:
     """Size of the buffer written to evict L2: twice the L2, or DEFAULT_L2_BYTES when unknown."""
     if not l2_bytes:
