@@ -164,7 +164,7 @@ def extract_tables(path: Path) -> dict:
         row, absent = _launch_row(ncu_report, action)
         row.update(launch=launch, range_index=range_idx, action_index=action_idx)
         missing |= absent
-        pcs = _pc_rows(action, known_pcs)
+        pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs)
         row.update(_wide_load_fractions(pcs))
         launches.append(row)
         rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
@@ -259,14 +259,13 @@ def _rule_rows(ncu_report, action) -> list[dict]:
     return rows
 
 
-def _pc_rows(action, known: dict | None = None) -> pd.DataFrame:
+def _pc_rows(action, function: str = "", known: dict | None = None) -> pd.DataFrame:
     """One row per program counter: SASS text, source file/line, and the per-PC counters.
 
     SASS and source lookups are the costly native calls; `known` caches them per (function, PC) across
     the launches of one report (every launch of a kernel has the same code), and SASS is only read for
     instructions that executed (the 128-bit and HFMA2 figures weight by executions)."""
     known = {} if known is None else known
-    function = action.name()
     names = set(action.metric_names())
     per_pc: dict[int, dict] = {}
 
