@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -16,7 +18,7 @@ ROOFLINE_SECTIONS = ["SpeedOfLight_RooflineChart", "SpeedOfLight_HierarchicalSin
 
 @dataclass
 class NcuOptions:
-    set_name: str = "full"
+    set_name: str | None = "full"   # None: no section set, only `metrics` (profile --quick)
     sections: list[str] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
     nvtx_include: list[str] = field(default_factory=list)
@@ -60,9 +62,32 @@ def sections_in_set(ncu: str, set_name: str) -> set[str] | None:
     return parse_list_sets(out.stdout).get(set_name)
 
 
+def parse_query_metrics(text: str) -> set[str]:
+    """Base metric names (`unit__counter`) listed by `ncu --query-metrics`."""
+    return {match.group(1) for match in re.finditer(r"^\s*([a-z0-9]+__[A-Za-z0-9_]+)\b", text, re.M)}
+
+
+def available_metrics(ncu: str) -> set[str] | None:
+    """Base metric names this GPU offers, or None when ncu cannot say (then nothing is filtered)."""
+    try:
+        out = process.run([ncu, "--query-metrics"], timeout=120)
+    except CaptureError:
+        return None
+    names = parse_query_metrics(out.stdout)
+    return names or None
+
+
+def keep_available(metrics: list[str], available: set[str] | None) -> tuple[list[str], list[str]]:
+    """(kept, dropped): a metric is kept when its base name (before the first '.') is offered."""
+    if available is None:
+        return list(metrics), []
+    kept = [m for m in metrics if m.split(".", 1)[0] in available]
+    return kept, [m for m in metrics if m not in kept]
+
+
 def ncu_command(ncu: str, output: Path, target: list[str], options: NcuOptions,
                 extra_sections: list[str] | None = None) -> list[str]:
-    cmd = [ncu, "--set", options.set_name]
+    cmd = [ncu] + (["--set", options.set_name] if options.set_name else [])
     for section in [*(extra_sections or []), *options.sections]:
         cmd += ["--section", section]
     if options.metrics:
@@ -91,6 +116,12 @@ def run_ncu(output: Path, target: list[str], options: NcuOptions, *, env: dict |
     """Capture `target` into output(.ncu-rep). Returns (command, log). Raises CaptureError on failure."""
     ncu = process.require_tool("ncu")
     extra = []
+    if options.set_name is None and options.metrics:
+        # A quick capture lists metrics one by one, and ncu refuses a name the GPU lacks: ask it first.
+        kept, dropped = keep_available(options.metrics, available_metrics(ncu))
+        if dropped and on_line is not None:
+            on_line(f"==PROF== profkit: not offered by this GPU, skipped: {', '.join(dropped)}")
+        options = NcuOptions(**{**vars(options), "metrics": kept})
     if options.set_name == "full":
         in_full = sections_in_set(ncu, "full")
         if in_full is not None:

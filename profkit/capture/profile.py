@@ -184,7 +184,8 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
     ncu_options = _ncu_options_for(target, options.ncu, log)
     env = {"PROFKIT_REPS": str(options.ncu_reps), "PROFKIT_WARMUP": "1"} if target.profkit_harness else None
     report = writer.path(f"{target.name}.ncu-rep")
-    log(f"[{target.name}] ncu --set {ncu_options.set_name} (each kernel is replayed once per pass)")
+    what = f"--set {ncu_options.set_name}" if ncu_options.set_name else f"--metrics ({len(ncu_options.metrics)})"
+    log(f"[{target.name}] ncu {what} (each kernel is replayed once per pass)")
     cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
                            on_line=_progress_printer(log, target.name))
     writer.write_text(f"{target.name}.ncu.log", ncu_log)

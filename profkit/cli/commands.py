@@ -36,6 +36,9 @@ def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> 
 @click.option("--args", "program_args", default="", help="Arguments for the program, e.g. '1024 4096'.")
 @click.option("--nsys", is_flag=True, help="Also capture with nsys --trace=cuda,nvtx and export SQLite.")
 @click.option("--set", "set_name", default="full", show_default=True, help="ncu section set.")
+@click.option("--quick", is_flag=True,
+              help="Collect only the metrics profkit's tables read (ncu --metrics, no section set): fewer "
+                   "replay passes; the source view and the excess-sector columns stay empty.")
 @click.option("--section", "sections", multiple=True, help="Extra ncu section (repeatable).")
 @click.option("--metrics", default="", help="Extra ncu metrics, comma-separated.")
 @click.option("--nvtx-include", multiple=True, help="ncu NVTX filter, e.g. 'matmul_tiled/' (repeatable).")
@@ -48,7 +51,7 @@ def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> 
               help="Timed launches per size when a profkit harness program runs under ncu.")
 @click.option("--timeout", type=float, default=3600, show_default=True, help="Seconds per step.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
-def profile(targets, name, arch, program_args, nsys, set_name, sections, metrics, nvtx_include, kernel_name,
+def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, metrics, nvtx_include, kernel_name,
             launch_count, launch_skip, clock_control, cache_control, reps_under_ncu, timeout, sessions_dir):
     """Time TARGETS unprofiled, capture them under ncu (and nsys), and store a session.
 
@@ -61,7 +64,12 @@ def profile(targets, name, arch, program_args, nsys, set_name, sections, metrics
     from profkit.render.terminal import format_table
     from profkit.views import show
 
-    ncu = NcuOptions(set_name=set_name, sections=list(sections), metrics=[m for m in metrics.split(",") if m],
+    from profkit.parse.catalog import quick_metrics
+
+    extra_metrics = [m for m in metrics.split(",") if m]
+    if quick:
+        set_name, extra_metrics = None, quick_metrics() + [m for m in extra_metrics if m not in quick_metrics()]
+    ncu = NcuOptions(set_name=set_name, sections=list(sections), metrics=extra_metrics,
                      nvtx_include=list(nvtx_include), kernel_name=kernel_name, launch_count=launch_count,
                      launch_skip=launch_skip, clock_control=clock_control, cache_control=cache_control)
     options = ProfileOptions(name=name, arch=arch, args=shlex.split(program_args), nsys=nsys, ncu=ncu,

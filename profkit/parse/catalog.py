@@ -97,8 +97,11 @@ RAW_METRICS: dict[str, list[str]] = {
     "device_cc_minor": ["device__attribute_compute_capability_minor"],
     "device_l2_bytes": ["device__attribute_l2_cache_size"],
 }
-RAW_METRICS.update({f"stall_{reason}": [f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio",
-                                         f"smsp__average_warps_issue_stalled_{reason.rstrip('s')}_per_issue_active.ratio"]
+# The ratio metric drops the plural of "no_instructions" (the per-PC sampling metric keeps it).
+RATIO_NAMES = {"no_instructions": "no_instruction"}
+RAW_METRICS.update({f"stall_{reason}": list(dict.fromkeys([
+                        f"smsp__average_warps_issue_stalled_{RATIO_NAMES.get(reason, reason)}_per_issue_active.ratio",
+                        f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"]))
                     for reason in STALL_REASONS})
 RAW_METRICS.update({f"tensor_ops_{kind}": [f"sm__ops_path_tensor_src_{kind}.sum"] for kind in TENSOR_OP_TYPES})
 RAW_METRICS.update({f"peak_tensor_ops_per_second_{kind}":
@@ -118,3 +121,19 @@ PC_METRICS = {
     "l2_global_sectors": "memory_l2_theoretical_sectors_global",
     "shared_wavefronts_excessive": "derived__memory_l1_wavefronts_shared_excessive",
 }
+
+
+def quick_metrics() -> list[str]:
+    """The plain metrics behind profkit's tables, for `profile --quick` (ncu --metrics, no section set).
+
+    Derived and source-level metrics (derived__*, memory_*: computed by section scripts or from
+    per-instruction sampling) cannot be requested one by one, so in a quick capture the coalescing and
+    bank-conflict *excess* columns and the source view stay NaN; everything else is collected.
+    """
+    names = []
+    for candidates in [*RAW_METRICS.values(), *STRING_METRICS.values()]:
+        for name in candidates:
+            if name.startswith(("derived__", "memory_")) or name in names:
+                continue
+            names.append(name)
+    return names

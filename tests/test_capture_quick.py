@@ -1,0 +1,66 @@
+"""`profile --quick` asks ncu for the tables' metrics only: no section set, one --metrics list."""
+
+import os
+import stat
+
+from click.testing import CliRunner
+
+from profkit.cli import main
+from profkit.parse.catalog import quick_metrics
+
+
+def _script(path, body):
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_quick_capture_passes_only_metrics_to_ncu(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    argv_file = tmp_path / "ncu-argv"
+    # A stand-in ncu that records its arguments and profiles nothing (so no report is written).
+    _script(bin_dir / "ncu", f'for a in "$@"; do echo "$a"; done > {argv_file}\nexit 0\n')
+    program = _script(tmp_path / "program", "echo hello\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    result = CliRunner().invoke(main, ["profile", "--quick", "--sessions-dir", str(tmp_path / "sessions"),
+                                       "--", str(program)])
+    assert result.exit_code == 1 and "profiled no kernel" in result.output
+    argv = argv_file.read_text().split("\n")
+    assert "--set" not in argv and "--section" not in argv
+    metrics = argv[argv.index("--metrics") + 1].split(",")
+    assert metrics == quick_metrics()
+    assert "gpu__time_duration.sum" in metrics and not any(m.startswith(("derived__", "memory_")) for m in metrics)
+    assert argv[argv.index("--clock-control") + 1] == "none"
+
+
+def test_quick_metrics_exist_in_a_full_sm90_report():
+    """Every first-choice name profkit asks for in a quick capture was collected by --set full on the H200."""
+    from pathlib import Path
+
+    import ncu_report
+
+    from profkit.parse import catalog
+    from profkit.parse.files import plain_file
+
+    report = Path(__file__).resolve().parents[1] / "sessions" / "ladder-n4096" / "matmul_tiled.ncu-rep.gz"
+    action = ncu_report.load_report(str(plain_file(report))).range_by_idx(0).action_by_idx(0)
+    names = set(action.metric_names())
+    first_choices = [c[0] for c in [*catalog.RAW_METRICS.values(), *catalog.STRING_METRICS.values()]
+                     if not c[0].startswith(("derived__", "memory_"))]
+    assert set(first_choices) <= set(quick_metrics())
+    missing = [m for m in first_choices if m not in names]
+    assert missing == [], missing
+
+
+def test_metrics_the_gpu_lacks_are_dropped_before_ncu_refuses_them():
+    from profkit.capture.ncu import keep_available, parse_query_metrics
+
+    listing = ("Device GH100 (GH100)\n------\nMetric Name              Metric Description\n"
+               "dram__bytes_read         # of bytes read from DRAM\n"
+               "gpu__time_duration       total duration in nanoseconds\n")
+    available = parse_query_metrics(listing)
+    assert available == {"dram__bytes_read", "gpu__time_duration"}
+    kept, dropped = keep_available(["gpu__time_duration.sum", "dram__bytes_read.sum", "sm__pipe_x.avg"], available)
+    assert kept == ["gpu__time_duration.sum", "dram__bytes_read.sum"] and dropped == ["sm__pipe_x.avg"]
+    assert keep_available(["a__b.sum"], None) == (["a__b.sum"], [])
