@@ -1,7 +1,7 @@
 """Real sessions for the diff, roofline and report tests: the one place that says where they come from.
 
-The tests read the committed sessions in sessions/ (repo root) when one of them holds a naive and a tiled
-matmul kernel, else the H200 dev capture in DEV_SESSIONS. Each test gets a private copy (manifest.json and
+The tests read the committed H200 sessions in sessions/ (repo root); one of them must hold a naive and a
+tiled matmul kernel. Each test gets a private copy (manifest.json and
 tables/ only: the reports themselves are not needed) so it can alter manifests or tables freely.
 Test modules import the fixtures from here: `from conftest_report import sessions_root  # noqa: F401`.
 """
@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 
 REPO_SESSIONS = Path(__file__).resolve().parent.parent / "sessions"
-DEV_SESSIONS = Path("/tmp/pk/devsessions")
 NEEDED_KERNELS = ("naive", "tiled")
 
 
@@ -32,10 +31,9 @@ def _holds_needed(session: Path) -> bool:
 
 
 def source_root() -> Path | None:
-    """The first of REPO_SESSIONS, DEV_SESSIONS that holds a session with naive and tiled matmul kernels."""
-    for root in (REPO_SESSIONS, DEV_SESSIONS):
-        if root.is_dir() and any(_holds_needed(child) for child in root.iterdir() if child.is_dir()):
-            return root
+    """REPO_SESSIONS when it holds a session with naive and tiled matmul kernels, else None."""
+    if REPO_SESSIONS.is_dir() and any(_holds_needed(child) for child in REPO_SESSIONS.iterdir() if child.is_dir()):
+        return REPO_SESSIONS
     return None
 
 
@@ -52,7 +50,7 @@ def sessions_root(tmp_path: Path) -> Path:
     """A private copy of the real sessions folder (complete sessions only)."""
     source = source_root()
     if source is None:
-        pytest.skip(f"no real session with naive and tiled kernels in {REPO_SESSIONS} or {DEV_SESSIONS}")
+        pytest.fail(f"no committed session with naive and tiled kernels in {REPO_SESSIONS}")
     root = tmp_path / "sessions"
     root.mkdir()
     for child in sorted(source.iterdir()):
