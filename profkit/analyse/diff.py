@@ -622,10 +622,19 @@ def _rule_bound(a, b):
     return f"{_bound_text(*ka)} → {_bound_text(*kb)}"
 
 
-def _rule_global_loads(a, b):
-    ra, rb = _num(a.get("global_load_requests")), _num(b.get("global_load_requests"))
-    if math.isnan(ra) or math.isnan(rb) or ra <= 0 or rb <= 0 or max(ra, rb) / min(ra, rb) < 1.5:
+def _scaled(a, b, column: str, min_ratio: float) -> tuple[float, float] | None:
+    """(A, B) of a positive quantity that changed by at least min_ratio either way, else None."""
+    va, vb = _num(a.get(column)), _num(b.get(column))
+    if math.isnan(va) or math.isnan(vb) or va <= 0 or vb <= 0 or max(va, vb) / min(va, vb) < min_ratio:
         return None
+    return va, vb
+
+
+def _rule_global_loads(a, b):
+    pair = _scaled(a, b, "global_load_requests", 1.5)
+    if pair is None:
+        return None
+    ra, rb = pair
     text = f"global load requests {human(ra)} → {human(rb)} ({_times(ra, rb, 'fewer', 'more')})"
     sa, sb = _num(a.get("shared_load_instructions")), _num(b.get("shared_load_instructions"))
     if rb < ra and not math.isnan(sa) and not math.isnan(sb) and sb > 2 * max(sa, 1):
@@ -658,9 +667,10 @@ def _rule_vector_loads(a, b):
 
 
 def _rule_dram(a, b):
-    da, db = _num(a.get("dram_bytes")), _num(b.get("dram_bytes"))
-    if math.isnan(da) or math.isnan(db) or da <= 0 or db <= 0 or max(da, db) / min(da, db) < 1.25:
+    pair = _scaled(a, b, "dram_bytes", 1.25)
+    if pair is None:
         return None
+    da, db = pair
     return f"DRAM traffic {human(da, 'B')} → {human(db, 'B')} ({_times(da, db, 'less', 'more')})"
 
 
@@ -763,16 +773,18 @@ def _rule_tensor(a, b):
 
 
 def _rule_instructions(a, b):
-    ia, ib = _num(a.get("instructions_executed")), _num(b.get("instructions_executed"))
-    if math.isnan(ia) or math.isnan(ib) or ia <= 0 or ib <= 0 or max(ia, ib) / min(ia, ib) < 1.2:
+    pair = _scaled(a, b, "instructions_executed", 1.2)
+    if pair is None:
         return None
+    ia, ib = pair
     return f"warp instructions executed {human(ia)} → {human(ib)} ({_times(ia, ib, 'fewer', 'more')})"
 
 
 def _rule_intensity(a, b):
-    ia, ib = _num(a.get("l2_flop_per_byte")), _num(b.get("l2_flop_per_byte"))
-    if math.isnan(ia) or math.isnan(ib) or ia <= 0 or ib <= 0 or max(ia, ib) / min(ia, ib) < 1.5:
+    pair = _scaled(a, b, "l2_flop_per_byte", 1.5)
+    if pair is None:
         return None
+    ia, ib = pair
     return f"arithmetic intensity against L2 {ia:.3g} → {ib:.3g} FLOP/byte"
 
 
