@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import math
 import os
 from pathlib import Path
@@ -41,6 +42,8 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
+
+from kernels.launch import LaunchCache, signature
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -515,14 +518,26 @@ def _autotuned(kernel: str):
         if not _AUTOTUNE:
             return fn
         union = {_config_id(c): c for d in SUPPORTED_HEAD_DIMS for c in autotune_configs(kernel, d)}
+        options = {}
+        if "cache_results" in inspect.signature(triton.autotune).parameters:
+            options["cache_results"] = True  # a later process (e.g. under ncu) reuses the choice
         return triton.autotune(configs=list(union.values()), key=_AUTOTUNE_KEY,
-                               prune_configs_by={"early_config_prune": prune})(fn)
+                               prune_configs_by={"early_config_prune": prune}, **options)(fn)
     return wrap
 
 
 _attn_fwd_tuned = _autotuned("fwd")(_attn_fwd)
 _attn_bwd_dkdv_tuned = _autotuned("dkdv")(_attn_bwd_dkdv)
 _attn_bwd_dq_tuned = _autotuned("dq")(_attn_bwd_dq)
+
+# Launches recorded per call signature (kernels.launch): repeated calls skip triton's per-launch
+# Python work (tens of microseconds each, four launches per forward+backward), which otherwise
+# dominates N <= 2048.
+_FWD_LAUNCH = LaunchCache(_attn_fwd_tuned, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
+_PRE_LAUNCH = LaunchCache(_attn_bwd_preprocess, per_call=("O", "DO", "Delta"))
+_DKDV_LAUNCH = LaunchCache(_attn_bwd_dkdv_tuned,
+                           per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "sm_scale"))
+_DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "DO", "DQ", "LSE", "Delta", "sm_scale"))
 
 
 def _fixed_launch(kernel: str, head_dim: int) -> dict:
@@ -602,12 +617,13 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None)
     def grid(meta):
         return (triton.cdiv(seq, meta["BLOCK_M"]) * batch * heads,)
 
+    device = q.device.index if q.is_cuda else None
+    key = (signature(q, k, v, o, lse), bool(causal), bool(block_skip))
     with _device_scope(q):
-        _attn_fwd_tuned[grid](
-            q, k, v, o, lse, sm_scale,
-            *_strides(q), *_strides(k), *_strides(v), *_strides(o),
-            heads, seq,
-            HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip),
+        _FWD_LAUNCH.launch(
+            key, grid,
+            (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
+            device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip),
             **_fixed_launch("fwd", head_dim))
     return o, lse
 
@@ -631,18 +647,23 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
         return (triton.cdiv(seq, meta["BLOCK_N"]) * batch * heads,)
 
     flags = dict(HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip))
+    device = q.device.index if q.is_cuda else None
+    key = (signature(do, q, k, v, o, lse, dq, dk, dv, delta), bool(causal), bool(block_skip))
     with _device_scope(q):
-        _attn_bwd_preprocess[(triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,)](
-            o, do, delta, *_strides(o), *_strides(do), heads, seq,
+        _PRE_LAUNCH.launch(
+            key, (triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,),
+            (o, do, delta, *_strides(o), *_strides(do), heads, seq), device,
             HEAD_DIM=head_dim, BLOCK_M=_PREPROCESS_BLOCK_M)
-        _attn_bwd_dkdv_tuned[k_grid](
-            q, k, v, do, dk, dv, lse, delta, sm_scale,
-            *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dk), *_strides(dv),
-            heads, seq, **flags, **_fixed_launch("dkdv", head_dim))
-        _attn_bwd_dq_tuned[q_grid](
-            q, k, v, do, dq, lse, delta, sm_scale,
-            *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq),
-            heads, seq, **flags, **_fixed_launch("dq", head_dim))
+        _DKDV_LAUNCH.launch(
+            key, k_grid,
+            (q, k, v, do, dk, dv, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
+             *_strides(do), *_strides(dk), *_strides(dv), heads, seq),
+            device, **flags, **_fixed_launch("dkdv", head_dim))
+        _DQ_LAUNCH.launch(
+            key, q_grid,
+            (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
+             *_strides(do), *_strides(dq), heads, seq),
+            device, **flags, **_fixed_launch("dq", head_dim))
     return dq, dk, dv
 
 
@@ -719,14 +740,17 @@ BENCH_SHAPES = ((64, 4, 8), (128, 4, 16))  # (head_dim, batch, heads): B*H = 32 
 BENCH_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 QUICK_SEQS = (1024, 4096)
 BASELINE = "sdpa_default"
+GRAPH_MAX_SEQ = 2048
+"""Forward cases up to this length are also timed from CUDA graphs (kernel time, no launch cost)."""
 CHECK_TOL = 1e-2
 TIMED = {
     "fwd": "one attention call on fixed inputs that do not require grad",
     "bwd": "torch.autograd.grad(o, (q, k, v), do, retain_graph=True) on a graph built by one "
            "forward outside the timed region: the backward kernels plus dq/dk/dv allocation, "
            "identical for every implementation",
-    "method": "harness.time_fn: CUDA events per call, L2 flushed before each call, eager launches "
-              "(no CUDA graph), 3 interleaved rounds, median of all runs",
+    "method": "harness.time_fn: CUDA events per call, L2 flushed before each call, eager launches, "
+              "3 interleaved rounds, median of all runs; forward cases with N <= GRAPH_MAX_SEQ are "
+              "timed again as CUDA-graph replays (impl names ending in _graph: kernels only)",
 }
 
 
@@ -835,17 +859,32 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
     def factory(case):
         causal = case.params["causal"]
         q, k, v, do = inputs.get(case)
-        if name == "fa2_triton":
-            _check_writes_everything(case, q, k, v, do)
-        try:
-            if case.params["direction"] == "fwd":
-                attention(q, k, v, causal)
-                return lambda: attention(q, k, v, causal)
+        try:  # compile, autotune and record the launches; the poison check below replays them
             o = attention(q, k, v, causal)
+            if case.params["direction"] == "bwd":
+                torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
         except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
             raise harness.Unsupported(str(err).splitlines()[0]) from err
+        if name == "fa2_triton":
+            _check_writes_everything(case, q, k, v, do)
+        if case.params["direction"] == "fwd":
+            return lambda: attention(q, k, v, causal)
         return lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
     return factory
+
+
+def _graph_factory(factory):
+    """A harness factory whose call can be captured in a CUDA graph, else Unsupported."""
+    from profkit.bench import harness
+
+    def graph_factory(case):
+        fn = factory(case)
+        try:
+            harness.capture_graph(fn)
+        except RuntimeError as err:
+            raise harness.Unsupported(f"not capturable: {str(err).splitlines()[0]}") from err
+        return fn
+    return graph_factory
 
 
 def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
@@ -872,10 +911,13 @@ def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
 
 def add_ratio_vs(df, impl: str):
     """Add ratio_vs_<impl>: impl's median_ms over each row's median_ms on the same case
-    (> 1: faster than impl), like the harness's ratio_vs_baseline."""
-    reference = df.loc[df["impl"] == impl].set_index("case")["median_ms"]
+    (> 1: faster than impl), like the harness's ratio_vs_baseline. CUDA-graph rows (impl
+    ending in "_graph") are held against impl's graph row."""
+    times = dict(zip(zip(df["case"], df["impl"]), df["median_ms"]))
+    reference = [times.get((case, f"{impl}_graph" if name.endswith("_graph") else impl), math.nan)
+                 for case, name in zip(df["case"], df["impl"])]
     out = df.copy()
-    out[f"ratio_vs_{impl}"] = out["case"].map(reference) / out["median_ms"]
+    out[f"ratio_vs_{impl}"] = [r / t if t > 0 else math.nan for r, t in zip(reference, df["median_ms"])]
     return out
 
 
@@ -959,6 +1001,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     allocates its L2-flush buffer. Our kernels are first run once into NaN-poisoned outputs,
     and every case's outputs are checked against SDPA's default (CHECK_TOL).
     """
+    import pandas as pd
+
     from profkit.bench import flops, harness
 
     harness.require_cuda("kernels.flash_attention.bench")
@@ -967,8 +1011,17 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
 
     inputs = _CaseInputs()
     impls = {name: _impl_factory(name, fn, inputs) for name, fn in attention_impls().items()}
-    df = harness.compare(bench_cases(quick), impls, BASELINE, check=check_outputs,
-                         rounds=2 if quick else 3)
+    cases = bench_cases(quick)
+    rounds = 2 if quick else 3
+    df = harness.compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
+    # Short sequences again with every call replayed from a CUDA graph: the kernels alone, so
+    # eager minus graph is each side's launch overhead (host work per call).
+    short = [c for c in cases if c.params["seq"] <= GRAPH_MAX_SEQ and c.params["direction"] == "fwd"]
+    if short:
+        graphed = {f"{name}_graph": _graph_factory(factory) for name, factory in impls.items()}
+        graph_df = harness.compare(short, graphed, f"{BASELINE}_graph", check=None, rounds=rounds,
+                                   cuda_graph=True)
+        df = pd.concat([df, graph_df], ignore_index=True)
     inputs.clear()
     df = harness.check_against_ceiling(add_ratio_vs(df, "sdpa_flash"), harness.measure_ceilings())
 
@@ -988,9 +1041,10 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     }
     memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
     print(harness.format_table(df, meta))
-    ours = df[df["impl"] == "fa2_triton"]
-    print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend:")
-    print(ours[["case", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
+    ours = df[df["impl"].isin(["fa2_triton", "fa2_triton_graph"])]
+    print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend "
+          "(_graph rows: CUDA-graph replay vs SDPA's graph replay):")
+    print(ours[["case", "impl", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
     print("\npeak memory of one call (MiB):")
     print(memory.to_string(index=False))
     for path in (harness.write_results(df, meta, Path(out_dir) / WORKLOAD)
@@ -999,14 +1053,17 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     return df
 
 
-def profile_workload(n: int = 4096, d: int = 64, causal: bool = True) -> dict:
+def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int = 20) -> dict:
     """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
     each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels: preprocess,
     dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", and ours with
-    block skipping off "fa2_fwd_noskip". fp16, B=4 and H=8 (d=64) or H=16 (d=128), like the
-    benchmark. Returns the shape, the range names and the Triton configs used.
+    block skipping off "fa2_fwd_noskip". Then ``loop`` back-to-back forwards each (no
+    synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
+    show the host launch cost against kernel time (``profkit show -t launch``). fp16, B=4 and
+    H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
+    Triton configs used.
     """
     from profkit.bench import harness
 
@@ -1016,6 +1073,8 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True) -> dict:
                          f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
     if n < 1:
         raise ValueError(f"sequence length must be at least 1, got {n}")
+    if loop < 0:
+        raise ValueError(f"loop must be >= 0, got {loop}")
     harness.require_cuda("kernels.flash_attention.profile_workload")
     nvtx = harness.require_nvtx("kernels.flash_attention.profile_workload")
 
@@ -1048,8 +1107,14 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True) -> dict:
     o_sdpa = timed("sdpa_fwd", lambda: sdpa(q, k, v, causal))
     timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
+    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_noskip"]
+    if loop:
+        with torch.no_grad():
+            for name, attention in (("fa2_fwd_loop", flash_attention), ("sdpa_fwd_loop", sdpa)):
+                timed(name, lambda: [attention(q, k, v, causal) for _ in range(loop)])
+                ranges.append(name)
     return {"n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "dtype": "float16",
-            "ranges": ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_noskip"],
+            "ranges": ranges,
             "triton_configs": tuned_configs()}
 
 
@@ -1065,11 +1130,12 @@ def main(argv: list[str] | None = None) -> int:
     profile_cmd.add_argument("--n", type=int, default=4096, help="sequence length")
     profile_cmd.add_argument("--d", type=int, default=64, choices=SUPPORTED_HEAD_DIMS)
     profile_cmd.add_argument("--non-causal", action="store_true")
+    profile_cmd.add_argument("--loop", type=int, default=20, help="back-to-back forwards per side at the end")
     args = parser.parse_args(argv)
     if args.command == "bench":
         bench(args.out_dir, quick=args.quick)
     else:
-        print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal))
+        print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal, loop=args.loop))
     return 0
 
 

@@ -9,12 +9,13 @@ import pandas as pd
 
 from profkit.analyse.tables import VIEWS, launch_table, view
 from profkit.analyse.join import timeline_join, weighted_summary
-from profkit.analyse.timeline import kernel_time_summary, nvtx_summary
+from profkit.analyse.timeline import kernel_time_summary, launch_overhead, nvtx_summary
 from profkit.errors import ReportError, UsageError
 from profkit.session.store import MANIFEST, TABLES, Session, load_session
 
 DEFAULT_VIEWS = ["summary", "occupancy", "throughput", "coalescing", "stalls", "roofline"]
-EXTRA_TABLES = ["rules", "crosscheck", "timeline", "hotspots", "weighted", "nvtx", "ptxas", "mechanism", "notes"]
+EXTRA_TABLES = ["rules", "crosscheck", "timeline", "launch", "hotspots", "weighted", "nvtx", "ptxas", "mechanism",
+                "notes"]
 ALL_TABLES = list(VIEWS) + [t for t in EXTRA_TABLES if t not in VIEWS]
 
 RULE_COLUMNS = ["kernel", "rule", "title", "speedup_type", "speedup_pct", "message"]
@@ -56,6 +57,8 @@ def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]
             out.append(("timeline", _derived(session, "nsys_kernels", kernel_time_summary)))
         elif name == "nvtx":
             out.append(("nvtx", _derived(session, "nvtx", nvtx_summary)))
+        elif name == "launch":
+            out.append(("launch", _derived(session, "nsys_kernels", launch_overhead)))
         elif name == "hotspots":
             out.append(("hotspots", _derived(session, "nsys_kernels",
                                              lambda k: timeline_join(session.table("launches"), k))))
@@ -83,8 +86,8 @@ def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
         from profkit.parse.nsys import read_nsys
 
         capture = read_nsys(path)
-        return [("timeline", kernel_time_summary(capture.kernels)), ("nvtx", nvtx_summary(capture.nvtx)),
-                ("gpu", capture.gpu)]
+        return [("timeline", kernel_time_summary(capture.kernels)), ("launch", launch_overhead(capture.kernels)),
+                ("nvtx", nvtx_summary(capture.nvtx)), ("gpu", capture.gpu)]
     raise UsageError(f"cannot show {path}: expected a session folder, .ncu-rep, .nsys-rep or .sqlite")
 
 

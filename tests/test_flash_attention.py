@@ -284,6 +284,15 @@ def test_add_ratio_vs_divides_the_named_implementation_time():
     assert "ratio_vs_flash" not in df.columns
 
 
+def test_add_ratio_vs_holds_graph_rows_against_the_graph_baseline():
+    df = pd.DataFrame({"case": ["a"] * 4, "impl": ["ours", "flash", "ours_graph", "flash_graph"],
+                       "median_ms": [4.0, 2.0, 1.0, 0.5]})
+    out = fa.add_ratio_vs(df, "flash")
+    assert out["ratio_vs_flash"].tolist() == [0.5, 1.0, 0.5, 1.0]
+    lone = fa.add_ratio_vs(df.iloc[[0, 2]], "flash")  # no flash rows: no ratio, not an error
+    assert lone["ratio_vs_flash"].isna().all()
+
+
 @pytest.mark.parametrize("quick,seqs", [(False, fa.BENCH_SEQS), (True, fa.QUICK_SEQS)])
 def test_bench_cases_cover_the_grid_with_causal_flops(quick, seqs):
     cases = fa.bench_cases(quick)

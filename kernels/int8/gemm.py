@@ -28,6 +28,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import LaunchCache, signature
+
 #: Single-pass quantization keeps the whole row in registers up to this many columns.
 MAX_SINGLE_BLOCK_K = 16384
 #: Rows per quantization program: as many as fit in this many elements (1..16 rows).
@@ -158,7 +160,7 @@ def _prune(configs, named_args, **kwargs):
     """Keep the configs of the call's M regime (the M bucket is in the autotune key)."""
     if len(configs) == 1:
         return configs
-    wanted = set(_tiles_for_bucket(named_args["M_BUCKET"]))
+    wanted = set(_tiles_for_bucket({**named_args, **kwargs}["M_BUCKET"]))
     kept = [c for c in configs
             if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"],
                 c.num_stages, c.num_warps) in wanted]
@@ -240,6 +242,13 @@ def _int8_gemm_kernel(
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
+# Launches recorded per call signature (kernels.launch): a layer called again with the same
+# shapes skips triton's per-launch Python work, which is longer than the GEMM at small M.
+_QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel, per_call=("x_ptr", "map_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
+_GEMM_LAUNCH = LaunchCache(_int8_gemm_kernel, per_call=(
+    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr"))
+
+
 def last_gemm_config() -> str:
     """The autotuned GEMM config of the most recent call (for result metadata)."""
     return str(getattr(_int8_gemm_kernel, "best_config", None))
@@ -288,10 +297,12 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: 
     block_k = triton.next_power_of_2(k) if single else 4096
     block_m = max(1, min(16, ROW_BLOCK_ELEMENTS // block_k))
     num_warps = 4 if block_m * block_k <= 2048 else 8 if block_m * block_k <= 8192 else 16
-    _quantize_rows_kernel[(triton.cdiv(m, block_m),)](
-        x, column_map if n_outliers else scales, codes, outliers, scales,
-        m, k, kq, kq_pad,
-        x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0),
+    col_map = column_map if n_outliers else scales
+    _QUANTIZE_LAUNCH.launch(
+        (signature(x, col_map, codes, outliers, scales), kq_pad, n_outliers), (triton.cdiv(m, block_m),),
+        (x, col_map, codes, outliers, scales, m, k, kq, kq_pad,
+         x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0)),
+        x.device.index if x.is_cuda else None,
         BLOCK_M=block_m, BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0,
         PAD_BLOCK=K_ALIGN, num_warps=num_warps,
     )
@@ -337,13 +348,15 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
 
     if n_out == 0:  # the outlier pointers are never read; pass live buffers, not empty ones
         outliers, weight_outlier = scales[:, None], weight_scale[None, :]
-    _int8_gemm_kernel[grid](
-        codes, weight_int8, out, scales, weight_scale,
-        bias if bias is not None else weight_scale, outliers, weight_outlier,
-        m, n, k, n_out, m_bucket(m),
-        codes.stride(0), codes.stride(1), weight_int8.stride(1), weight_int8.stride(0),
-        out.stride(0), out.stride(1),
-        outliers.stride(0), outliers.stride(1), weight_outlier.stride(0), weight_outlier.stride(1),
+    bias_arg = bias if bias is not None else weight_scale
+    operands = (codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier)
+    _GEMM_LAUNCH.launch(
+        (signature(*operands), bias is not None), grid,
+        (*operands, m, n, k, n_out, m_bucket(m),
+         codes.stride(0), codes.stride(1), weight_int8.stride(1), weight_int8.stride(0),
+         out.stride(0), out.stride(1),
+         outliers.stride(0), outliers.stride(1), weight_outlier.stride(0), weight_outlier.stride(1)),
+        codes.device.index if codes.is_cuda else None,
         HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0,
     )
     return out

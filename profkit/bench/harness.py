@@ -214,6 +214,12 @@ def _capture_graph(torch, fn: Callable[[], Any]) -> Callable[[], None]:
     return graph.replay
 
 
+def capture_graph(fn: Callable[[], Any]) -> Callable[[], None]:
+    """Capture one call of fn into a CUDA graph (after three eager warm-up calls); returns the
+    replay. Raises RuntimeError when fn cannot be captured."""
+    return _capture_graph(require_cuda("capture_graph"), fn)
+
+
 def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
             flush_l2: bool = True, cuda_graph: bool = False, min_runs: int = 10,
             max_runs: int = 5000) -> Timing:

@@ -16,6 +16,7 @@ WORKLOADS = {
     "flash_attention": "kernels.flash_attention",
     "int8": "kernels.int8",
     "loading": "profkit.bench.loading",
+    "quick_capture": "profkit.bench.quick_capture",
 }
 
 
@@ -26,7 +27,8 @@ WORKLOADS = {
 def bench(workload: str, quick: bool, out_dir: str) -> None:
     """Benchmark WORKLOAD against its production baseline on this GPU; writes OUT_DIR/WORKLOAD.json|csv.
 
-    `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions."""
+    `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions.
+    `quick_capture` captures the ladder with `profile --quick` and with `--set full` and compares them."""
     module = importlib.import_module(WORKLOADS[workload])
     if workload == "loading":
         sessions = sorted(p for p in Path("sessions").iterdir() if (p / "manifest.json").exists())

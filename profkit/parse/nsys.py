@@ -3,7 +3,8 @@
 NVIDIA calls the export schema unstable, so every query checks that its tables and columns exist.
 Tables:
 - kernels: one row per kernel execution (kernel, function, start_ns, end_ns, duration_ns, grid, block,
-  registers_per_thread, static_smem_bytes, dynamic_smem_bytes, local_bytes_per_thread, stream, nvtx_path)
+  registers_per_thread, static_smem_bytes, dynamic_smem_bytes, local_bytes_per_thread, stream, nvtx_path,
+  launch_start_ns, launch_end_ns: the host-side CUDA API call that launched it)
 - nvtx: push/pop and start/end ranges (text, start_ns, end_ns, duration_ns, thread, depth)
 - gpu: one row per GPU (name, sm_count, cc, memory bandwidth, l2 bytes) and the nsys version.
 """
@@ -104,7 +105,8 @@ def read_nsys(path: str | Path) -> NsysCapture:
 
 def _kernels(conn, tables, strings, nvtx: pd.DataFrame) -> pd.DataFrame:
     columns = ["kernel", "function", "start_ns", "end_ns", "duration_ns", "grid", "block", "registers_per_thread",
-               "static_smem_bytes", "dynamic_smem_bytes", "local_bytes_per_thread", "stream", "nvtx_path"]
+               "static_smem_bytes", "dynamic_smem_bytes", "local_bytes_per_thread", "stream", "nvtx_path",
+               "launch_start_ns", "launch_end_ns"]
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
         return pd.DataFrame(columns=columns)
     have = _columns(conn, "CUPTI_ACTIVITY_KIND_KERNEL")
@@ -125,17 +127,31 @@ def _kernels(conn, tables, strings, nvtx: pd.DataFrame) -> pd.DataFrame:
         "dynamic_smem_bytes": raw["dynamicSharedMemory"], "local_bytes_per_thread": raw["localMemoryPerThread"],
         "stream": raw["streamId"],
     })
-    df["nvtx_path"] = _launch_nvtx_paths(conn, tables, raw["correlationId"], nvtx)
+    calls = _launch_calls(conn, tables)
+    df["nvtx_path"] = _launch_nvtx_paths(calls, raw["correlationId"], nvtx)
+    matched = calls.reindex(raw["correlationId"])
+    df["launch_start_ns"] = matched["start"].to_numpy()
+    df["launch_end_ns"] = matched["end"].to_numpy()
     return df
 
 
-def _launch_nvtx_paths(conn, tables, correlation_ids: pd.Series, nvtx: pd.DataFrame) -> list[str]:
-    """NVTX ranges open on the launching thread when each kernel was launched (runtime API call time)."""
-    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables or nvtx.empty:
+def _launch_calls(conn, tables) -> pd.DataFrame:
+    """The CUDA API call (runtime or driver) that launched each kernel, by correlation id:
+    start, end (host clock, same time base as the kernels) and globalTid."""
+    frames = []
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if table in tables:
+            frames.append(pd.read_sql_query(f"select correlationId, start, end, globalTid from {table}", conn))
+    if not frames:
+        return pd.DataFrame(columns=["start", "end", "globalTid"], index=pd.Index([], name="correlationId"))
+    calls = pd.concat(frames, ignore_index=True).set_index("correlationId")
+    return calls[~calls.index.duplicated()]
+
+
+def _launch_nvtx_paths(calls: pd.DataFrame, correlation_ids: pd.Series, nvtx: pd.DataFrame) -> list[str]:
+    """NVTX ranges open on the launching thread when each kernel was launched (API call time)."""
+    if calls.empty or nvtx.empty:
         return [""] * len(correlation_ids)
-    runtime = pd.read_sql_query("select correlationId, start, globalTid from CUPTI_ACTIVITY_KIND_RUNTIME", conn)
-    calls = runtime.set_index("correlationId")
-    calls = calls[~calls.index.duplicated()]
     kind = nvtx["kind"] if "kind" in nvtx else pd.Series("push_pop", index=nvtx.index)
     process_wide = nvtx[kind == "start_end"]  # start/end ranges cover launches from any thread
     by_thread = {tid: group for tid, group in nvtx[kind != "start_end"].groupby("thread")}

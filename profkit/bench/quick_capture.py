@@ -1,0 +1,164 @@
+"""`profile --quick` against `--set full` on the matmul ladder: capture wall time and table agreement.
+
+On a GPU, ``bench`` captures the ladder twice, once with ``--quick`` (only the metrics profkit's
+tables read) and once with ``--set full``, both without nsys, into two sessions; then it holds every
+value the two sessions' core tables share against each other. Offline, ``compare`` does the second
+half on any two committed sessions. Results: quick_capture.json (summary, per-capture wall times)
+and quick_capture.csv (every compared value).
+
+A value agrees when |quick - full| <= tolerance * |full|, or when both are below ``FLOOR`` in
+magnitude (0 vs 1e-12 is the same reading). Text columns (stall reasons, limiters, grids) must be
+equal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+CORE_VIEWS = ["summary", "occupancy", "throughput", "coalescing", "stalls", "roofline"]
+KEYS = ["capture", "launch", "kernel"]
+TOLERANCE = 0.05
+FLOOR = 1e-9
+LADDER = ["cuda/matmul_naive.cu", "cuda/matmul_tiled.cu", "cuda/matmul_coarsened.cu", "cuda/matmul_regtile.cu",
+          "cuda/matmul_vectorized.cu", "cuda/matmul_cublas.cu"]
+VALUE_COLUMNS = ["view", *KEYS, "column", "quick", "full", "rel_diff", "agrees"]
+
+
+def _agrees(quick, full, tolerance: float) -> tuple[float, bool]:
+    """(relative difference, agreement) of one value pair; text compares for equality."""
+    if isinstance(quick, str) or isinstance(full, str):
+        same = str(quick) == str(full)
+        return (0.0 if same else math.nan), same
+    q, f = float(quick), float(full)
+    if math.isnan(q) or math.isnan(f):
+        return math.nan, math.isnan(q) and math.isnan(f)
+    if abs(q) <= FLOOR and abs(f) <= FLOOR:
+        return 0.0, True
+    rel = abs(q - f) / abs(f) if f != 0 else math.inf
+    return rel, rel <= tolerance
+
+
+def value_agreement(quick: dict[str, pd.DataFrame], full: dict[str, pd.DataFrame],
+                    tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """Every value present in both sessions' views, per (view, capture, launch, kernel, column).
+
+    A column only one side has (e.g. excess sectors, which need the source view --quick skips)
+    is not compared; a launch only one side has is not either.
+    """
+    rows = []
+    for view in CORE_VIEWS:
+        q, f = quick.get(view), full.get(view)
+        if q is None or f is None or q.empty or f.empty:
+            continue
+        shared = [c for c in q.columns if c in f.columns and c not in KEYS]
+        merged = q.merge(f, on=[k for k in KEYS if k in q and k in f], suffixes=("_q", "_f"))
+        for _, row in merged.iterrows():
+            for column in shared:
+                qv, fv = row[f"{column}_q"], row[f"{column}_f"]
+                if _missing(qv) and _missing(fv):
+                    continue
+                if _missing(qv) != _missing(fv):
+                    rel, ok = math.nan, False
+                else:
+                    rel, ok = _agrees(qv, fv, tolerance)
+                rows.append({"view": view, **{k: row.get(k) for k in KEYS}, "column": column,
+                             "quick": qv, "full": fv, "rel_diff": rel, "agrees": ok})
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def wall_times(quick_manifest: dict, full_manifest: dict) -> pd.DataFrame:
+    """Per capture: ncu wall seconds of each mode (from the manifests) and full / quick."""
+    def seconds(manifest):
+        return {c["name"]: (c.get("wall_seconds") or {}).get("ncu") for c in manifest.get("captures", [])}
+    q, f = seconds(quick_manifest), seconds(full_manifest)
+    rows = [{"capture": name, "quick_ncu_s": q[name], "full_ncu_s": f[name],
+             "speedup": f[name] / q[name] if q[name] and f[name] else math.nan}
+            for name in q if name in f]
+    return pd.DataFrame(rows, columns=["capture", "quick_ncu_s", "full_ncu_s", "speedup"])
+
+
+def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLERANCE) -> dict:
+    """Headline figures: total ncu time of each mode and its ratio, and how many values agree."""
+    quick_s, full_s = walls["quick_ncu_s"].sum(), walls["full_ncu_s"].sum()
+    worst = values[~values["agrees"]].sort_values("rel_diff", ascending=False, na_position="first")
+    return {
+        "captures": len(walls), "quick_ncu_s": quick_s, "full_ncu_s": full_s,
+        "speedup": full_s / quick_s if quick_s else math.nan,
+        "values_compared": int(len(values)), "values_agreeing": int(values["agrees"].sum()),
+        "agreeing_pct": 100.0 * values["agrees"].mean() if len(values) else math.nan,
+        "tolerance": tolerance,
+        "disagreeing": [{k: (None if _missing(v) else v) for k, v in row.items()}
+                        for row in worst[["view", "capture", "column", "quick", "full", "rel_diff"]]
+                        .head(40).to_dict("records")],
+    }
+
+
+def _session_views(path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
+    from profkit.session.store import MANIFEST
+    from profkit.views import session_views
+
+    views = dict(session_views(Path(path), CORE_VIEWS))
+    manifest = json.loads((Path(path) / MANIFEST).read_text())
+    return views, manifest
+
+
+def compare(quick_session: Path, full_session: Path, tolerance: float = TOLERANCE):
+    """(values, wall times, summary) of two sessions of the same targets (no GPU needed)."""
+    quick_views, quick_manifest = _session_views(quick_session)
+    full_views, full_manifest = _session_views(full_session)
+    values = value_agreement(quick_views, full_views, tolerance)
+    walls = wall_times(quick_manifest, full_manifest)
+    summary = summarize(values, walls, tolerance)
+    summary.update(quick_session=str(quick_session), full_session=str(full_session),
+                   quick_ncu_command=[c.get("ncu_command") for c in quick_manifest.get("captures", [])][:1],
+                   gpu=quick_manifest.get("gpu"), versions=quick_manifest.get("versions"))
+    return values, walls, summary
+
+
+def write(values: pd.DataFrame, walls: pd.DataFrame, summary: dict, out_dir: Path) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = dict(summary, wall_times=walls.to_dict("records"))
+    paths = [out_dir / "quick_capture.json", out_dir / "quick_capture.csv"]
+    paths[0].write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    values.to_csv(paths[1], index=False)
+    return paths
+
+
+def report_text(walls: pd.DataFrame, summary: dict) -> str:
+    lines = [walls.to_string(index=False, float_format=lambda v: f"{v:.2f}"),
+             f"ncu wall time: --quick {summary['quick_ncu_s']:.1f} s vs --set full {summary['full_ncu_s']:.1f} s "
+             f"-> {summary['speedup']:.1f}x faster",
+             f"table values within {100 * summary['tolerance']:.0f}%: {summary['values_agreeing']} of "
+             f"{summary['values_compared']} ({summary['agreeing_pct']:.1f}%)"]
+    for row in summary["disagreeing"][:15]:
+        lines.append(f"  differs: {row['view']}.{row['column']} [{row['capture']}] quick={row['quick']} "
+                     f"full={row['full']}")
+    return "\n".join(lines)
+
+
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessions_dir: Path | None = None):
+    """Capture the ladder with --quick and with --set full (N=4096; 1024 when quick), compare, write."""
+    from profkit.capture.ncu import NcuOptions
+    from profkit.capture.profile import ProfileOptions, profile
+    from profkit.parse.catalog import quick_metrics
+
+    n = 1024 if quick else 4096
+    sessions = {}
+    for mode, ncu in (("quick", NcuOptions(set_name=None, metrics=quick_metrics())),
+                      ("full", NcuOptions(set_name="full"))):
+        options = ProfileOptions(name=f"ladder-{mode}-n{n}", args=[str(n)], ncu=ncu)
+        sessions[mode] = profile(list(LADDER), options, root=sessions_dir)
+    values, walls, summary = compare(sessions["quick"], sessions["full"])
+    print(report_text(walls, summary))
+    for path in write(values, walls, summary, out_dir):
+        print(f"wrote {path}")
+    return summary

@@ -1,0 +1,85 @@
+"""On a CUDA GPU: a recorded (fast-path) launch computes what triton's own launch path computes,
+writes every output element, and follows new inputs. Skipped without a GPU."""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from profkit.bench.harness import relative_error  # noqa: E402
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _fresh(shape, dtype, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(shape, device="cuda", generator=gen).to(dtype)
+
+
+@pytest.mark.parametrize("m,n,k,dtype,precision", [
+    (256, 256, 256, torch.bfloat16, None), (1000, 777, 333, torch.float32, "ieee"),
+    (16, 4096, 4096, torch.bfloat16, None), (300, 200, 100, torch.float32, "tf32"),
+    (512, 512, 64, torch.float16, None)])
+def test_matmul_recorded_launch_matches_reference_on_new_inputs(m, n, k, dtype, precision):
+    from kernels import matmul as mm
+
+    a, b = _fresh((m, k), dtype, 1), _fresh((k, n), dtype, 2)
+    mm.matmul(a, b, precision=precision)  # autotune, compile, record
+    key = mm._launch_key(a, b, precision, None)
+    assert key in mm._READY, "the first launch was not recorded"
+    for seed in (3, 4):  # replays with new data, into poisoned outputs
+        a2, b2 = _fresh((m, k), dtype, seed), _fresh((k, n), dtype, seed + 10)
+        out = torch.full((m, n), math.nan, device="cuda", dtype=dtype)
+        mm.matmul(a2, b2, precision=precision, out=out)
+        fresh = mm.matmul(a2, b2, precision=precision)
+        tol = mm.tolerance(dtype, precision, k)
+        reference = mm.matmul_reference(a2, b2)
+        assert relative_error(out, reference) <= tol
+        assert relative_error(fresh, reference) <= tol
+
+
+def test_flash_attention_recorded_launches_match_the_launch_path():
+    from kernels import flash_attention as fa
+    from kernels.launch import LaunchCache
+
+    shape = (2, 3, 300, 64)
+    q, k, v, do = (_fresh(shape, torch.float16, s) for s in range(4))
+    results = {}
+    for enabled in (False, True, True):  # launch path, then record, then replay
+        LaunchCache.enabled = enabled
+        try:
+            qq, kk, vv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+            o = fa.flash_attention(qq, kk, vv, causal=True)
+            grads = torch.autograd.grad(o, (qq, kk, vv), do)
+        finally:
+            LaunchCache.enabled = True
+        results.setdefault(enabled, []).append((o.detach(), *grads))
+    assert len(fa._FWD_LAUNCH) >= 1 and len(fa._DQ_LAUNCH) >= 1
+    for replay in results[True]:
+        for got, want in zip(replay, results[False][0]):
+            assert torch.equal(got, want)  # same kernels, same config: bit-identical
+
+
+def test_int8_layer_recorded_launches_match_the_launch_path():
+    from kernels.int8 import gemm
+    from kernels.launch import LaunchCache
+
+    m, kdim, n = 77, 512, 384
+    x = _fresh((m, kdim), torch.float16, 5)
+    weight = torch.randint(-127, 128, (n, gemm.padded_k(kdim)), device="cuda", dtype=torch.int8)
+    w_scale = torch.rand(n, device="cuda") * 0.01 + 0.001
+    empty_o = torch.empty((0, n), device="cuda", dtype=torch.float16)
+    outs = []
+    for enabled in (False, True, True):
+        LaunchCache.enabled = enabled
+        try:
+            codes, scales, outliers = gemm.quantize_rows(x, None, 0, gemm.padded_k(kdim), torch.float16)
+            y = torch.full((m, n), math.nan, device="cuda", dtype=torch.float16)
+            gemm.int8_linear(codes, scales, weight, w_scale, outliers, empty_o, None, torch.float16, out=y)
+        finally:
+            LaunchCache.enabled = True
+        outs.append((codes.clone(), scales.clone(), y.clone()))
+    assert len(gemm._GEMM_LAUNCH) >= 1
+    for replay in outs[1:]:
+        for got, want in zip(replay, outs[0]):
+            assert torch.equal(got, want)
+    assert not torch.isnan(outs[-1][2]).any()
