@@ -58,11 +58,21 @@ def _heuristics(kernel) -> list:
     return found
 
 
+def _hook_active(hook) -> bool:
+    """A launch hook that would run: triton >= 3.4 keeps an (empty) HookChain when none is set."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
+
+
 def _hooks_installed() -> bool:
+    """Whether a launch enter/exit hook is set (profilers such as proton read launch metadata
+    through them; the recorded path does not call hooks, so it steps aside)."""
     if _knobs is None or not hasattr(_knobs, "runtime"):
         return True  # unknown triton: take the normal path
     runtime = _knobs.runtime
-    return runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None
+    return _hook_active(runtime.launch_enter_hook) or _hook_active(runtime.launch_exit_hook)
 
 
 def _stream_getter() -> Callable[[int], int]:

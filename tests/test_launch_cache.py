@@ -148,3 +148,28 @@ def test_matmul_fast_path_key_tracks_layout_and_alignment():
     assert base != _launch_key(a, b, None, torch.empty(8, 6))
     misaligned = torch.randn(8 * 4 + 1)[1:].view(8, 4)
     assert base != _launch_key(misaligned, b, None, None)
+
+
+def test_hook_detection_follows_triton_knobs():
+    """Real triton: no hook by default (an empty HookChain is not a hook); one added is seen."""
+    knobs = pytest.importorskip("triton").knobs
+    assert launch_mod._hooks_installed() is False
+    chain = knobs.runtime.launch_enter_hook
+
+    def hook(metadata):
+        return None
+
+    if hasattr(chain, "add"):
+        chain.add(hook)
+        try:
+            assert launch_mod._hooks_installed() is True
+        finally:
+            chain.remove(hook)
+    else:  # older triton: a plain attribute
+        knobs.runtime.launch_enter_hook = hook
+        try:
+            assert launch_mod._hooks_installed() is True
+        finally:
+            knobs.runtime.launch_enter_hook = None
+    assert launch_mod._hooks_installed() is False
+    assert launch_mod._hook_active(None) is False
