@@ -575,3 +575,20 @@ def test_sessions_lists_damaged_and_unreadable_sessions_instead_of_failing(sessi
     assert any(line.startswith(session_copy.name) and "(damaged" not in line for line in lines), result.output
     assert any(line.startswith("damaged-table") and "(damaged: cannot read" in line for line in lines)
     assert f"unreadable (not listed above): {broken}: {broken / 'manifest.json'} is not valid JSON" in result.output
+
+
+def test_reader_version_never_asks_the_native_library(monkeypatch):
+    """Nsight Compute 2025.3.1's bundled reader dies (SIGSEGV) in IContext.get_version(): the
+    version comes from where the module was loaded, or from the pip package's metadata."""
+    from types import SimpleNamespace
+
+    from profkit.parse.ncu import reader_version
+
+    bundled = SimpleNamespace(__file__="/opt/nvidia/nsight-compute/2025.3.1/extras/python/ncu_report.py")
+    assert reader_version(bundled) == "2025.3.1"
+    import ncu_report
+    from importlib.metadata import version
+
+    assert reader_version(ncu_report) == version("ncu_report")
+    source = (Path(__file__).resolve().parents[1] / "profkit" / "parse" / "ncu.py").read_text()
+    assert ".get_version()" not in source.replace("context.get_version(): in the reader", "")

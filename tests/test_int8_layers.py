@@ -141,3 +141,34 @@ def test_bitsandbytes_conversion_reports_every_layer():
     ok = report["status"] == "int8"
     assert (report.loc[~ok, "error_type"] != "").all()
     assert (report.loc[ok, "probe_rel_error"] < 0.05).all()
+
+
+def test_storage_is_int8_codes_fp16_scales_and_an_int16_map():
+    """The buffers the footprint counts: exact byte count, and codes consistent with the stored
+    (fp16-rounded) scale: every dequantized weight is within half a step of the original."""
+    torch.manual_seed(11)
+    k, n = 100, 40
+    linear = nn.Linear(k, n).half()
+    outliers = torch.tensor([3, 64, 99])
+    layer = QuantizedLinear.from_linear(linear, outliers, backend="torch")
+    assert layer.weight_scale.dtype == torch.float16 and layer.column_map.dtype == torch.int16
+    keep = layer.column_lists()[0]
+    weight = linear.weight.detach().double()
+    sw = layer.weight_scale.double()
+    dequant = layer.weight_int8[:, :keep.numel()].double() * sw[:, None]
+    assert ((dequant - weight[:, keep]).abs() <= sw[:, None] / 2 + 1e-12).all()
+    kq_pad = layer.weight_int8.shape[1]
+    expected = n * kq_pad + 2 * n + 2 * n * len(outliers) + 2 * k + 2 * n  # codes, scales, outliers, map, bias
+    assert module_bytes(layer) == expected
+
+
+def test_scales_outside_fp16_normal_range_stay_fp32():
+    tiny = nn.Linear(16, 8)
+    with torch.no_grad():
+        tiny.weight.mul_(1e-6)  # absmax / 127 below fp16's smallest normal number
+    layer = QuantizedLinear.from_linear(tiny, torch.tensor([], dtype=torch.long), backend="torch")
+    assert layer.weight_scale.dtype == torch.float32 and layer.column_map is None
+    x = torch.randn(5, 16)
+    bias16 = tiny.bias.detach().half().double()  # the layer keeps its bias in 16 bits
+    reference = x.double() @ tiny.weight.detach().double().t() + bias16
+    assert torch.allclose(layer(x).double(), reference, rtol=0, atol=1e-6)

@@ -31,7 +31,7 @@ def base(fn):
 
 def compile_gemm(bm, bn, bk, stages, warps):
     sig = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32",
-           "b_scale_ptr": "*fp32", "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16",
+           "b_scale_ptr": "*fp16", "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16",
            "M": "i32", "N": "i32", "K": "i32", "N_OUTLIERS": "i32", "M_BUCKET": "i32",
            "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
            "stride_bn": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "stride_xom": "i32",

@@ -59,7 +59,7 @@ def _quantize_rows_kernel(
 ):
     """Rows [m0, m0 + BLOCK_M) of x -> int8 codes q[m, :KQ_PAD], scale[m], outliers xo[m, :|O|].
 
-    map_ptr: int32 (K,), column k's destination: >= 0 its compacted int8 column, -1 - j for
+    map_ptr: int16/int32 (K,), column k's destination: >= 0 its compacted int8 column, -1 - j for
     outlier j. Unused (identity map) when HAS_OUTLIERS is False. With SINGLE_BLOCK the rows
     are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns at a time.
     """
@@ -75,7 +75,7 @@ def _quantize_rows_kernel(
         x = tl.load(x_rows + offs_k[None, :] * stride_xk, mask=mask, other=0.0)
         xf = x.to(tl.float32)
         if HAS_OUTLIERS:
-            dest = tl.load(map_ptr + offs_k, mask=in_k, other=0)
+            dest = tl.load(map_ptr + offs_k, mask=in_k, other=0).to(tl.int32)
         else:
             dest = offs_k
         keep = mask & (dest >= 0)[None, :]
@@ -94,7 +94,7 @@ def _quantize_rows_kernel(
             mask = in_m[:, None] & in_k[None, :]
             xf = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
             if HAS_OUTLIERS:
-                mask = mask & (tl.load(map_ptr + kk, mask=in_k, other=0) >= 0)[None, :]
+                mask = mask & (tl.load(map_ptr + kk, mask=in_k, other=0).to(tl.int32) >= 0)[None, :]
             absmax = tl.maximum(absmax, tl.max(tl.where(mask, tl.abs(xf), 0.0), axis=1))
         inv = tl.where(absmax > 0, 127.0 / tl.maximum(absmax, 1e-30), 0.0)
         for k0 in range(0, K, BLOCK_K):
@@ -103,7 +103,7 @@ def _quantize_rows_kernel(
             mask = in_m[:, None] & in_k[None, :]
             x = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0)
             if HAS_OUTLIERS:
-                dest = tl.load(map_ptr + kk, mask=in_k, other=0)
+                dest = tl.load(map_ptr + kk, mask=in_k, other=0).to(tl.int32)
             else:
                 dest = kk
             codes = tl.minimum(tl.maximum(_round_half_away(x.to(tl.float32) * inv[:, None]),
@@ -273,15 +273,15 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: 
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token int8 quantization of x's non-outlier columns (Triton kernel 1).
 
-    x: (M, K) fp16/bf16/fp32; column_map: int32 (K,) (see the kernel), or None when
+    x: (M, K) fp16/bf16/fp32; column_map: int16/int32 (K,) (see the kernel), or None when
     n_outliers is 0 (identity); returns codes int8 (M, kq_pad), scales fp32 (M,), outlier
     values (M, n_outliers) in ``outlier_dtype`` (a view of a buffer with rows padded to 8).
     """
     _check_matrix("x", x, (torch.float16, torch.bfloat16, torch.float32))
     m, k = x.shape
     if n_outliers and (column_map is None or column_map.shape != (k,)
-                       or column_map.dtype != torch.int32):
-        raise ValueError(f"with outliers, column_map must be int32 of shape ({k},), got "
+                       or column_map.dtype not in (torch.int16, torch.int32)):
+        raise ValueError(f"with outliers, column_map must be int16/int32 of shape ({k},), got "
                          f"{None if column_map is None else (column_map.dtype, tuple(column_map.shape))}")
     kq = k - n_outliers
     if not 0 <= kq <= kq_pad or kq_pad % K_ALIGN:
@@ -316,7 +316,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     """y = codes @ weight_int8.T * scales x weight_scale + outliers @ weight_outlier + bias.
 
     codes: int8 (M, KQ_PAD); scales: fp32 (M,); weight_int8: int8 (N, KQ_PAD);
-    weight_scale: fp32 (N,); outliers: (M, |O|) and weight_outlier: (|O|, N) of one 16-bit
+    weight_scale: fp16 or fp32 (N,); outliers: (M, |O|) and weight_outlier: (|O|, N) of one 16-bit
     dtype; bias: (N,) or None. Returns (M, N) in ``out_dtype``, written into ``out`` if given.
     """
     _check_matrix("codes", codes, (torch.int8,))

@@ -2,16 +2,22 @@
 
 Storage per layer (all buffers, counted by the footprint):
     weight_int8    int8 (N, KQ_PAD)   non-outlier columns, per-output-row absmax scale
-    weight_scale   fp32 (N,)
+    weight_scale   fp16 (N,)          fp32 when a scale falls outside fp16's normal range
     weight_outlier 16-bit (|O|, N)    outlier input columns, gathered once at quantization time
-    column_map     int32 (K,)         column k -> compacted int8 column, or -1 - j for outlier j;
-                                      absent (None) when the layer has no outlier columns
+    column_map     int16 (K,)         column k -> compacted int8 column, or -1 - j for outlier j
+                                      (int32 when K > 32767); absent (None) when the layer has
+                                      no outlier columns
     bias           16-bit (N,) or absent
 The torch fallback backend also caches the map as int64 index lists (12 bytes per input
 column, not a buffer), built on its first call on a device.
 
-Do not call ``.half()``/``.float()`` on a quantized model: that would recast the fp32 scales and
-the outlier weights; forward refuses buffers whose dtypes changed.
+Scales are stored in fp16 (2 bytes a row instead of 4, which is what brings the whole model under
+0.51x of fp16): fp16 keeps 11 significant bits, so the stored scale is within 2^-11 of the
+fp32 absmax / 127, eight times finer than the int8 step itself, and the codes are computed from
+the stored (rounded) scale, so dequantization is consistent.
+
+Do not call ``.half()``/``.float()`` on a quantized model: that would recast the scales and the
+outlier weights; forward refuses buffers whose dtypes changed.
 """
 from __future__ import annotations
 
@@ -21,6 +27,23 @@ from torch import nn
 from . import gemm
 
 BACKENDS = ("auto", "triton", "torch")
+FP16_MIN_NORMAL = 2.0 ** -14
+FP16_MAX = 65504.0
+
+
+def storage_scale(scale: torch.Tensor) -> torch.Tensor:
+    """Per-row scales as stored: fp16 when every non-zero scale is a normal fp16 number (no
+    subnormal precision loss, no overflow), else fp32."""
+    nonzero = scale[scale != 0]
+    if bool(torch.isfinite(scale).all()) and (nonzero.numel() == 0 or (
+            float(nonzero.min()) >= FP16_MIN_NORMAL and float(nonzero.max()) <= FP16_MAX)):
+        return scale.half()
+    return scale.float()
+
+
+def map_dtype(in_features: int) -> torch.dtype:
+    """Smallest integer dtype holding column indices 0..K-1 and outlier slots -1..-K."""
+    return torch.int16 if in_features <= 32767 else torch.int32
 
 
 def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
@@ -28,7 +51,8 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
     """Split a (N, K) weight into int8 non-outlier columns + 16-bit outlier columns.
 
     Per output row n: sw[n] = max_k |W[n, k]| / 127 over non-outlier k (0 for an all-zero row,
-    whose codes are then 0), Wq = round_half_away(W / sw). Computed once, in fp32.
+    whose codes are then 0), stored as ``storage_scale`` gives it (fp16), and
+    Wq = round_half_away(W / sw) with that stored sw, clamped to +-127. Computed in fp32.
     Returns the layer's buffers (weight_int8, weight_scale, weight_outlier, column_map) and,
     for reference, keep_idx / outlier_idx (int64, on the weight's device).
     """
@@ -45,15 +69,16 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
     outlier_idx = torch.nonzero(is_outlier).flatten()
     column_map = None
     if outlier_idx.numel():
-        column_map = torch.empty(k, dtype=torch.int32)
-        column_map[keep_idx] = torch.arange(keep_idx.numel(), dtype=torch.int32)
-        column_map[outlier_idx] = -1 - torch.arange(outlier_idx.numel(), dtype=torch.int32)
+        column_map = torch.empty(k, dtype=map_dtype(k))
+        column_map[keep_idx] = torch.arange(keep_idx.numel(), dtype=column_map.dtype)
+        column_map[outlier_idx] = -1 - torch.arange(outlier_idx.numel(), dtype=column_map.dtype)
 
     device = weight.device
     kept = weight.detach().index_select(1, keep_idx.to(device)).float()
     absmax = kept.abs().amax(dim=1) if kept.shape[1] else kept.new_zeros(n)
-    scale = absmax / 127.0
-    inv = torch.where(absmax > 0, 127.0 / absmax.clamp_min(1e-30), torch.zeros_like(absmax))
+    scale = storage_scale(absmax / 127.0)
+    stored = scale.float()
+    inv = torch.where(stored > 0, 1.0 / stored.clamp_min(1e-38), torch.zeros_like(stored))
     codes = (torch.sign(kept) * torch.floor(kept.abs() * inv[:, None] + 0.5)).clamp_(-127, 127)
     kq_pad = gemm.padded_k(keep_idx.numel())
     weight_int8 = torch.zeros((n, kq_pad), dtype=torch.int8, device=device)
@@ -106,10 +131,14 @@ class QuantizedLinear(nn.Module):
         self.backend = backend
         self.outlier_dtype = weight_outlier.dtype
         self.register_buffer("weight_int8", weight_int8)
-        self.register_buffer("weight_scale", weight_scale.float())
+        if weight_scale.dtype not in (torch.float16, torch.float32):
+            weight_scale = weight_scale.float()
+        self.scale_dtype = weight_scale.dtype
+        self.register_buffer("weight_scale", weight_scale)
         self.register_buffer("weight_outlier", weight_outlier)
-        self.register_buffer("column_map", None if column_map is None
-                             else column_map.to(torch.int32))
+        if column_map is not None and column_map.dtype not in (torch.int16, torch.int32):
+            column_map = column_map.to(map_dtype(in_features))
+        self.register_buffer("column_map", column_map)
         self.register_buffer("bias", None if bias is None else bias.detach().to(self.outlier_dtype))
         self._column_lists: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -145,7 +174,7 @@ class QuantizedLinear(nn.Module):
         return "triton" if device.type == "cuda" or gemm.interpreting() else "torch"
 
     def _check_buffers(self) -> None:
-        if (self.weight_scale.dtype != torch.float32 or self.weight_int8.dtype != torch.int8
+        if (self.weight_scale.dtype != self.scale_dtype or self.weight_int8.dtype != torch.int8
                 or self.weight_outlier.dtype != self.outlier_dtype):
             raise ValueError("QuantizedLinear buffers changed dtype (was .half()/.float() called "
                              "on the quantized model?); quantize again from the float model")

@@ -66,6 +66,25 @@ def report_ncu_version(path: Path) -> str:
     return match.group(1).decode() if match else ""
 
 
+def reader_version(ncu_report) -> str:
+    """The ncu_report module's Nsight Compute version ("2025.3.1"), or "" when unknown.
+
+    Not context.get_version(): in the reader bundled with Nsight Compute 2025.3.1 that call dies
+    with SIGSEGV on every report. The bundled module sits in nsight-compute/<version>/extras/python;
+    the pip package carries its version in its metadata."""
+    match = re.search(r"nsight-compute[-/](\d+\.\d+\.\d+)", str(getattr(ncu_report, "__file__", "")))
+    if match:
+        return match.group(1)
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return ""
+    try:
+        return version("ncu_report")
+    except PackageNotFoundError:
+        return ""
+
+
 def _release(version: str) -> tuple[int, ...]:
     """(year, minor) of an Nsight Compute version such as "2025.3.1.0"."""
     return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
@@ -148,8 +167,8 @@ def extract_tables(path: Path) -> dict:
     actions = [(r, a, context.range_by_idx(r).action_by_idx(a))
                for r in range(context.num_ranges())
                for a in range(context.range_by_idx(r).num_actions())]
-    written_by, reader = report_ncu_version(path), context.get_version()
-    unknown_version = bool(written_by) and _release(written_by) > _release(reader)
+    written_by, reader = report_ncu_version(path), reader_version(ncu_report)
+    unknown_version = bool(written_by) and bool(reader) and _release(written_by) > _release(reader)
     if not actions and unknown_version:
         raise ReportError(f"{path} was written by Nsight Compute {written_by}, newer than this ncu_report "
                           f"({reader}), which finds no kernels in it",
