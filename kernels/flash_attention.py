@@ -584,13 +584,16 @@ def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
                          "set TRITON_INTERPRET=1 before importing to run them on the CPU")
 
 
-def _strides(t: torch.Tensor) -> tuple[int, int, int, int]:
-    return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
+def _strides(t: torch.Tensor) -> tuple[int, ...]:
+    return t.stride()
 
 
 def _device_scope(t: torch.Tensor):
-    """Make t's GPU current so the launch lands on it; a no-op for CPU (interpreter) tensors."""
-    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+    """Make t's GPU current so the launch lands on it; a no-op for CPU (interpreter) tensors and
+    when it already is (switching devices costs microseconds of host time per call)."""
+    if t.is_cuda and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
 
 
 def _resolve_scale(sm_scale: float | None, head_dim: int) -> float:
@@ -695,6 +698,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     """
     _validate(q, k, v)
     scale = _resolve_scale(sm_scale, q.shape[-1])
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        return _forward(q, k, v, bool(causal), scale, bool(block_skip))[0]  # inference: no autograd node
     return FlashAttentionFunction.apply(q, k, v, bool(causal), scale, bool(block_skip))
 
 

@@ -375,3 +375,15 @@ def test_kernels_compile_for_hopper():
         assert r["wgmma"], f"{name}: no fp16 wgmma"
         assert r["local"] == 0, f"{name}: {r['local']} bytes of register spills"
         assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"
+
+
+def test_inference_call_skips_autograd_and_matches_the_training_path():
+    """Without grad (no input requires it) the forward runs without an autograd node and gives
+    the same output as the differentiable path."""
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 48, 64, dtype=torch.float16) for _ in range(3))
+    plain = fa.flash_attention(q, k, v, causal=True)
+    assert plain.grad_fn is None
+    tracked = fa.flash_attention(*(t.clone().requires_grad_(True) for t in (q, k, v)), causal=True)
+    assert tracked.grad_fn is not None
+    assert torch.equal(plain, tracked.detach())

@@ -47,12 +47,16 @@ def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> 
 @click.option("--launch-skip", type=int, default=None, help="ncu: skip this many matching launches first.")
 @click.option("--clock-control", type=click.Choice(["none", "base", "reset"]), default="none", show_default=True)
 @click.option("--cache-control", type=click.Choice(["all", "none"]), default="all", show_default=True)
+@click.option("--replay-mode", type=click.Choice(["kernel", "application"]), default="kernel", show_default=True,
+              help="ncu replay: 'application' reruns the whole program once per pass and collects every "
+                   "launch in each run, far faster for many short kernels (the program must be deterministic).")
 @click.option("--reps-under-ncu", type=int, default=1, show_default=True,
               help="Timed launches per size when a profkit harness program runs under ncu.")
 @click.option("--timeout", type=float, default=3600, show_default=True, help="Seconds per step.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, metrics, nvtx_include, kernel_name,
-            launch_count, launch_skip, clock_control, cache_control, reps_under_ncu, timeout, sessions_dir):
+            launch_count, launch_skip, clock_control, cache_control, replay_mode, reps_under_ncu, timeout,
+            sessions_dir):
     """Time TARGETS unprofiled, capture them under ncu (and nsys), and store a session.
 
     TARGETS: .cu files (built first), a .py script, or -- COMMAND [ARGS...].
@@ -71,7 +75,8 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
         set_name, extra_metrics = None, quick_metrics() + [m for m in extra_metrics if m not in quick_metrics()]
     ncu = NcuOptions(set_name=set_name, sections=list(sections), metrics=extra_metrics,
                      nvtx_include=list(nvtx_include), kernel_name=kernel_name, launch_count=launch_count,
-                     launch_skip=launch_skip, clock_control=clock_control, cache_control=cache_control)
+                     launch_skip=launch_skip, clock_control=clock_control, cache_control=cache_control,
+                     extra=[] if replay_mode == "kernel" else ["--replay-mode", replay_mode])
     options = ProfileOptions(name=name, arch=arch, args=shlex.split(program_args), nsys=nsys, ncu=ncu,
                              ncu_reps=reps_under_ncu, timeout=timeout)
     path = run_profile(list(targets), options, root=Path(sessions_dir) if sessions_dir else None)
