@@ -145,6 +145,7 @@ class LaunchCache:
         self.kernel = kernel
         self.per_call = tuple(per_call)
         self._entries: dict[Hashable, _Launch] = {}
+        self._refused: set = set()  # keys whose launch cannot be recorded (warned once)
         self._signature: tuple[list[str], dict[str, Any], tuple[int, ...]] | None = None
 
     def _parameters(self) -> tuple[list[str], dict[str, Any], tuple[int, ...]]:
@@ -187,7 +188,7 @@ class LaunchCache:
             entry([args[i] for i in entry.slots])
             return entry
         compiled = self.kernel[grid](*args, **kwargs)
-        if device is None or not self.enabled or _hooks_installed():
+        if device is None or not self.enabled or _hooks_installed() or key in self._refused:
             return None
         return self._record(key, grid, args, kwargs, compiled, device)
 
@@ -206,10 +207,20 @@ class LaunchCache:
         try:
             template = full_arguments(names, defaults, given, config)
         except TypeError as exc:  # a wrapper this module does not know derived a parameter
+            self._refused.add(key)
             warnings.warn(f"no fast relaunch for {getattr(self.kernel, '__name__', self.kernel)}: {exc}")
             return None
         meta = dict(zip(names, template))
-        entry = _Launch(compiled, grid_tuple(grid, meta), template, slots, device)
+        baked = [n for i, (n, v) in enumerate(zip(names, template)) if i not in slots and hasattr(v, "data_ptr")]
+        if baked:  # a replay would reuse this call's buffer: refuse rather than compute on stale data
+            self._refused.add(key)
+            warnings.warn(f"no fast relaunch for {getattr(self.kernel, '__name__', self.kernel)}: tensor "
+                          f"parameters {baked} are not per-call")
+            return None
+        grid3 = grid_tuple(grid, meta)
+        for i in slots:  # the template must not keep this call's tensors alive
+            template[i] = None
+        entry = _Launch(compiled, grid3, template, slots, device)
         self._entries[key] = entry
         return entry
 

@@ -173,3 +173,39 @@ def test_hook_detection_follows_triton_knobs():
             knobs.runtime.launch_enter_hook = None
     assert launch_mod._hooks_installed() is False
     assert launch_mod._hook_active(None) is False
+
+
+class _Tensorish:
+    """Stands for a tensor: something with a data_ptr."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def data_ptr(self):
+        return self.ptr
+
+
+def test_recorded_launch_keeps_no_tensor_of_the_first_call_alive(fake_stream):
+    import gc
+    import weakref
+
+    kernel, cache = _cache()
+    first = _Tensorish(1)
+    ref = weakref.ref(first)
+    entry = cache.launch("k", _grid, (first, _Tensorish(2), 64, 1.0), device=0)
+    kernel.log.clear()  # the fake's own record of the slow call
+    del first
+    gc.collect()
+    assert ref() is None, "the recorded template still references the first call's tensor"
+    assert all(entry.template[i] is None for i in entry.slots)
+    cache.launch("k", _grid, (_Tensorish(3), _Tensorish(4), 64, 0.5), device=0)
+    assert [a.ptr if hasattr(a, "ptr") else a for a in kernel.log[0][-1]] == [3, 4, 64, 0.5, 128, False]
+
+
+def test_a_tensor_outside_the_per_call_parameters_is_never_baked_in(fake_stream):
+    kernel = _FakeAutotuner(NAMES, {"FLAG": False}, {"BLOCK": 8})
+    cache = LaunchCache(kernel, per_call=("x_ptr",))  # y_ptr is a tensor but not per-call
+    with pytest.warns(UserWarning, match="y_ptr"):
+        assert cache.launch("k", _grid, (_Tensorish(1), _Tensorish(2), 64, 1.0), device=0) is None
+    cache.launch("k", _grid, (_Tensorish(5), _Tensorish(6), 64, 1.0), device=0)
+    assert [e[0] for e in kernel.log] == ["slow", "slow"] and len(cache) == 0

@@ -75,23 +75,38 @@ def _missing(value) -> bool:
 
 
 def wall_times(quick_manifest: dict, full_manifest: dict) -> pd.DataFrame:
-    """Per capture: ncu wall seconds of each mode (from the manifests) and full / quick."""
-    def seconds(manifest):
-        return {c["name"]: (c.get("wall_seconds") or {}).get("ncu") for c in manifest.get("captures", [])}
-    q, f = seconds(quick_manifest), seconds(full_manifest)
-    rows = [{"capture": name, "quick_ncu_s": q[name], "full_ncu_s": f[name],
-             "speedup": f[name] / q[name] if q[name] and f[name] else math.nan}
-            for name in q if name in f]
-    return pd.DataFrame(rows, columns=["capture", "quick_ncu_s", "full_ncu_s", "speedup"])
+    """Per capture: ncu wall seconds of each mode (from the manifests), full / quick, and the same
+    ratio for the profiler's own share (ncu seconds minus the unprofiled timing run of that
+    capture: program start, CUDA and library initialisation, the program's own work)."""
+    def seconds(manifest, step):
+        return {c["name"]: (c.get("wall_seconds") or {}).get(step) for c in manifest.get("captures", [])}
+    q, f = seconds(quick_manifest, "ncu"), seconds(full_manifest, "ncu")
+    qt, ft = seconds(quick_manifest, "timing"), seconds(full_manifest, "timing")
+    rows = []
+    for name in q:
+        if name not in f:
+            continue
+        row = {"capture": name, "quick_ncu_s": q[name], "full_ncu_s": f[name],
+               "speedup": f[name] / q[name] if q[name] and f[name] else math.nan,
+               "quick_timing_s": qt.get(name), "full_timing_s": ft.get(name)}
+        extra_q = q[name] - qt[name] if q[name] and qt.get(name) else math.nan
+        extra_f = f[name] - ft[name] if f[name] and ft.get(name) else math.nan
+        row["profiler_speedup"] = extra_f / extra_q if extra_q and extra_q > 0 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["capture", "quick_ncu_s", "full_ncu_s", "speedup", "quick_timing_s",
+                                       "full_timing_s", "profiler_speedup"])
 
 
 def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLERANCE) -> dict:
     """Headline figures: total ncu time of each mode and its ratio, and how many values agree."""
     quick_s, full_s = walls["quick_ncu_s"].sum(), walls["full_ncu_s"].sum()
+    quick_extra = quick_s - walls["quick_timing_s"].sum()
+    full_extra = full_s - walls["full_timing_s"].sum()
     worst = values[~values["agrees"]].sort_values("rel_diff", ascending=False, na_position="first")
     return {
         "captures": len(walls), "quick_ncu_s": quick_s, "full_ncu_s": full_s,
         "speedup": full_s / quick_s if quick_s else math.nan,
+        "profiler_speedup": full_extra / quick_extra if quick_extra > 0 else math.nan,
         "values_compared": int(len(values)), "values_agreeing": int(values["agrees"].sum()),
         "agreeing_pct": 100.0 * values["agrees"].mean() if len(values) else math.nan,
         "tolerance": tolerance,
@@ -136,13 +151,57 @@ def write(values: pd.DataFrame, walls: pd.DataFrame, summary: dict, out_dir: Pat
 def report_text(walls: pd.DataFrame, summary: dict) -> str:
     lines = [walls.to_string(index=False, float_format=lambda v: f"{v:.2f}"),
              f"ncu wall time: --quick {summary['quick_ncu_s']:.1f} s vs --set full {summary['full_ncu_s']:.1f} s "
-             f"-> {summary['speedup']:.1f}x faster",
+             f"-> {summary['speedup']:.1f}x faster ({summary['profiler_speedup']:.1f}x for the profiler's own time, "
+             f"the unprofiled run of each program subtracted)",
              f"table values within {100 * summary['tolerance']:.0f}%: {summary['values_agreeing']} of "
              f"{summary['values_compared']} ({summary['agreeing_pct']:.1f}%)"]
     for row in summary["disagreeing"][:15]:
         lines.append(f"  differs: {row['view']}.{row['column']} [{row['capture']}] quick={row['quick']} "
                      f"full={row['full']}")
     return "\n".join(lines)
+
+
+def metric_groups() -> dict[str, list[str]]:
+    """The --quick metrics by what they feed (launch and device attributes, which cost no pass, left
+    out), plus the whole set under "all_quick"."""
+    from profkit.parse import catalog
+
+    def group_of(key: str, name: str) -> str:
+        if key.startswith("stall_"):
+            return "stalls"
+        if "tensor_src" in name:
+            return "tensor_ops"
+        if "sass_thread_inst" in name:
+            return "sass_flops"
+        if key.endswith("throughput_pct"):
+            return "throughput_pct"
+        if "pipe_" in name and "cycles_active" in name:
+            return "pipes"
+        if "cycles_elapsed" in name:
+            return "cycles"
+        return "occupancy" if "occupancy" in key else "memory"
+
+    groups: dict[str, list[str]] = {}
+    for key, candidates in catalog.RAW_METRICS.items():
+        name = candidates[0]
+        if not name.startswith(("derived__", "memory_", "launch__", "device__")):
+            groups.setdefault(group_of(key, name), []).append(name)
+    groups["all_quick"] = catalog.quick_metrics()
+    return groups
+
+
+def metric_group_passes(program: list[str], ncu: str = "ncu") -> dict[str, dict]:
+    """Replay passes ncu reports for each metric group on ``program``'s first kernel (GPU)."""
+    import re
+    import subprocess
+
+    out = {}
+    for group, metrics in metric_groups().items():
+        cmd = [ncu, "--metrics", ",".join(metrics), "--clock-control", "none", "--launch-count", "1", *program]
+        text = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
+        passes = re.findall(r"- (\d+) pass", text)
+        out[group] = {"metrics": len(metrics), "passes": int(passes[0]) if passes else None}
+    return out
 
 
 def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessions_dir: Path | None = None):
@@ -158,7 +217,36 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
         options = ProfileOptions(name=f"ladder-{mode}-n{n}", args=[str(n)], ncu=ncu)
         sessions[mode] = profile(list(LADDER), options, root=sessions_dir)
     values, walls, summary = compare(sessions["quick"], sessions["full"])
+    import sys
+
+    summary["passes_by_group"] = metric_group_passes([sys.executable, "-m", "profkit.bench.many_launches",
+                                                      "--count", "1"])
     print(report_text(walls, summary))
     for path in write(values, walls, summary, out_dir):
         print(f"wrote {path}")
     return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m profkit.bench.quick_capture QUICK_SESSION FULL_SESSION [--out-dir DIR]``: compare
+    two committed sessions offline (no GPU) and write quick_capture.json|csv."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m profkit.bench.quick_capture", description=main.__doc__)
+    parser.add_argument("quick_session", type=Path)
+    parser.add_argument("full_session", type=Path)
+    parser.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    parser.add_argument("--passes", type=Path, default=None,
+                        help="JSON of metric_group_passes() measured on the GPU, kept in the result")
+    args = parser.parse_args(argv)
+    values, walls, summary = compare(args.quick_session, args.full_session)
+    if args.passes is not None:
+        summary["passes_by_group"] = json.loads(args.passes.read_text())
+    print(report_text(walls, summary))
+    for path in write(values, walls, summary, args.out_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
