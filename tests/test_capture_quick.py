@@ -3,6 +3,8 @@
 import os
 import stat
 
+import pytest
+
 from click.testing import CliRunner
 
 from profkit.cli import main
@@ -49,8 +51,26 @@ def test_quick_metrics_exist_in_a_full_sm90_report():
     first_choices = [c[0] for c in [*catalog.RAW_METRICS.values(), *catalog.STRING_METRICS.values()]
                      if not c[0].startswith(("derived__", "memory_"))]
     assert set(first_choices) <= set(quick_metrics())
-    missing = [m for m in first_choices if m not in names]
+    # the exact counts (exact_*) are not in --set full, which reports their per-cycle rates: the rate's
+    # base counter is the count itself, so the name is real
+    missing = [m for m in first_choices if m not in names and f"{m}.per_cycle_elapsed" not in names]
     assert missing == [], missing
+    exact = [c[0] for key, c in catalog.RAW_METRICS.items() if key.startswith("exact_")]
+    assert len(exact) == 9 and all(f"{m}.per_cycle_elapsed" in names for m in exact)
+
+
+def test_exact_counts_replace_rate_times_duration_when_present():
+    """A quick report's FLOPs come from the counts; a full report's (no counts) from rate x cycles."""
+    import pandas as pd
+
+    from profkit.analyse.tables import launch_table
+
+    base = {"kernel": "k", "duration_ns": 1000.0, "smsp_cycles_per_second": 2e9, "ffma_per_cycle": 1000.0,
+            "fadd_per_cycle": 0.0, "fmul_per_cycle": 0.0}
+    from_rates = launch_table(pd.DataFrame([base]))
+    assert from_rates["fp32_flops"].iloc[0] == pytest.approx(2 * 1000.0 * 2e9 * 1e-6)  # 2 x rate x cycles
+    exact = launch_table(pd.DataFrame([dict(base, exact_ffma=1.5e6, exact_fadd=10.0, exact_fmul=0.0)]))
+    assert exact["fp32_flops"].iloc[0] == pytest.approx(2 * 1.5e6 + 10.0)
 
 
 def test_metrics_the_gpu_lacks_are_dropped_before_ncu_refuses_them():

@@ -112,11 +112,17 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     df["bank_conflicts"] = _col(df, "bank_conflicts_load") + _col(df, "bank_conflicts_store")
     df["shared_excessive_pct"] = 100 * _ratio(_col(df, "shared_wavefronts_excessive"), _col(df, "shared_wavefronts"))
     cycles = _col(df, "smsp_cycles_per_second") * seconds
-    df["fp32_flops"] = (2 * _col(df, "ffma_per_cycle") + _col(df, "fadd_per_cycle") + _col(df, "fmul_per_cycle")) * cycles
-    df["fp64_flops"] = (2 * _col(df, "dfma_per_cycle") + _col(df, "dadd_per_cycle") + _col(df, "dmul_per_cycle")) * cycles
+
+    def ops(op: str) -> pd.Series:
+        """Thread instructions of one kind: the exact count where the report has it, else rate x cycles."""
+        exact = _col(df, f"exact_{op}")
+        return exact.where(exact.notna(), _col(df, f"{op}_per_cycle") * cycles)
+
+    df["fp32_flops"] = 2 * ops("ffma") + ops("fadd") + ops("fmul")
+    df["fp64_flops"] = 2 * ops("dfma") + ops("dadd") + ops("dmul")
     # HFMA2 / HADD2 / HMUL2 are packed: two lanes per thread instruction. HFMA2 register-zeroing moves
     # (counted per warp from SASS) are not arithmetic and are taken out.
-    half = (4 * _col(df, "hfma_per_cycle") + 2 * _col(df, "hadd_per_cycle") + 2 * _col(df, "hmul_per_cycle")) * cycles
+    half = 4 * ops("hfma") + 2 * ops("hadd") + 2 * ops("hmul")
     df["fp16_flops"] = (half - 4 * 32 * _col(df, "hfma_move_instructions").fillna(0)).clip(lower=0)
     tensor = [_col(df, f"tensor_ops_{kind}") for kind in catalog.TENSOR_OP_TYPES]
     df["tensor_flops"] = pd.concat(tensor, axis=1).sum(axis=1, min_count=1) if tensor else np.nan

@@ -80,6 +80,12 @@ RAW_METRICS: dict[str, list[str]] = {
     "hfma_per_cycle": ["smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed"],
     "hadd_per_cycle": ["smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed"],
     "hmul_per_cycle": ["smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed"],
+    # exact instruction counts for the same work. `profile --quick` asks for them: there the rate and
+    # the duration come from different replay passes, and rate x cycles x duration was 6% off
+    # (matmul_tiled, ladder-quick-n4096). --set full reports only the rates (its product is exact,
+    # 2*N^3 on every ladder rung); tables use a count when the report has it.
+    **{f"exact_{op}": [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"]
+       for op in ("ffma", "fadd", "fmul", "dfma", "dadd", "dmul", "hfma", "hadd", "hmul")},
     "smsp_cycles_per_second": ["smsp__cycles_elapsed.avg.per_second"],
     "sm_cycles_per_second": ["sm__cycles_elapsed.avg.per_second"],
     "dram_cycles_per_second": ["dram__cycles_elapsed.avg.per_second"],

@@ -190,7 +190,7 @@ def extract_tables(path: Path) -> dict:
         sources.append(_source_table(pcs).assign(launch=launch, kernel=row["kernel"]))
     candidates = {**catalog.RAW_METRICS, **catalog.STRING_METRICS}
     notes = [f"metric not in this report: {name} ({', '.join(candidates[name])})"
-             for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor"))]
+             for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor", "exact_"))]
     if unknown_version:
         notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
                         "metrics that version renamed read as missing")
