@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import math
 import os
 from pathlib import Path
@@ -44,6 +43,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import LaunchCache, signature
+from kernels.tuning import autotune
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
@@ -518,11 +518,7 @@ def _autotuned(kernel: str):
         if not _AUTOTUNE:
             return fn
         union = {_config_id(c): c for d in SUPPORTED_HEAD_DIMS for c in autotune_configs(kernel, d)}
-        options = {}
-        if "cache_results" in inspect.signature(triton.autotune).parameters:
-            options["cache_results"] = True  # a later process (e.g. under ncu) reuses the choice
-        return triton.autotune(configs=list(union.values()), key=_AUTOTUNE_KEY,
-                               prune_configs_by={"early_config_prune": prune}, **options)(fn)
+        return autotune(list(union.values()), _AUTOTUNE_KEY, prune_configs_by={"early_config_prune": prune})(fn)
     return wrap
 
 

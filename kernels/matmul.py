@@ -37,6 +37,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import LaunchCache, signature
+from kernels.tuning import autotune
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
@@ -239,10 +240,7 @@ def matmul_configs(path: str) -> list[triton.Config]:
 
 
 def _autotune(kernel, path: str, key: list[str]):
-    options = {}
-    if "cache_results" in inspect.signature(triton.autotune).parameters:
-        options["cache_results"] = True  # a later process (e.g. under ncu) reuses the choice
-    return triton.autotune(configs=matmul_configs(path), key=key, **options)(kernel)
+    return autotune(matmul_configs(path), key)(kernel)
 
 
 # Autotuning keys: the shape plus the precision; triton appends every tensor argument's dtype.

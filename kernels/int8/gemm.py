@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import LaunchCache, signature
+from kernels.tuning import autotune
 
 #: Single-pass quantization keeps the whole row in registers up to this many columns.
 MAX_SINGLE_BLOCK_K = 16384
@@ -167,8 +168,8 @@ def _prune(configs, named_args, **kwargs):
     return kept or configs
 
 
-@triton.autotune(configs=gemm_configs(), key=["M_BUCKET", "N", "K"],
-                 prune_configs_by={"early_config_prune": _prune})
+@autotune(gemm_configs(), ["M_BUCKET", "N", "K"],
+          prune_configs_by={"early_config_prune": _prune})
 @triton.heuristics({
     "EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
     "BLOCK_O": lambda args: 16 if args["N_OUTLIERS"] <= 16 else 32,

@@ -1,0 +1,63 @@
+"""kernels.tuning: every autotuned kernel gets on-disk results and CUDA-graph timing."""
+
+import pytest
+import triton
+
+from kernels import tuning
+
+
+def test_autotune_sets_disk_cache_and_graph_timing_where_triton_has_them():
+    autotuner = tuning.autotune([triton.Config({"BLOCK_M": 16})], key=["M"])
+    import inspect
+
+    params = inspect.signature(triton.autotune).parameters
+    wrapped = autotuner(_kernel_stub())
+    if "do_bench" in params:
+        assert wrapped.do_bench is tuning.graph_bench
+    import os
+
+    if "cache_results" in params and os.environ.get("TRITON_INTERPRET") != "1":  # the interpreter never caches
+        assert wrapped.cache_results is True
+
+
+def test_every_autotuned_kernel_uses_it():
+    from kernels import flash_attention, matmul
+    from kernels.int8 import gemm
+
+    tuned = [*matmul._AUTOTUNED.values(), gemm._int8_gemm_kernel]
+    if flash_attention._AUTOTUNE:
+        tuned += [flash_attention._attn_fwd_tuned, flash_attention._attn_bwd_dkdv_tuned]
+    for kernel in tuned:
+        if hasattr(kernel, "do_bench") and not isinstance(kernel, triton.runtime.JITFunction):
+            assert kernel.do_bench is tuning.graph_bench, kernel
+
+
+def test_graph_bench_falls_back_when_a_call_cannot_be_captured(monkeypatch):
+    import triton.testing
+
+    calls = []
+
+    def no_graphs(fn, rep, quantiles):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graphs)
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, quantiles: calls.append(fn) or [1.0, 0.9, 1.1])
+    assert tuning.graph_bench("call", (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1] and calls == ["call"]
+
+
+def test_graph_bench_lets_compile_errors_reach_the_autotuner(monkeypatch):
+    import triton.testing
+    from triton.runtime.errors import OutOfResources
+
+    def too_big(fn, rep, quantiles):
+        raise OutOfResources(300000, 232448, "shared memory")
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", too_big)
+    with pytest.raises(OutOfResources):
+        tuning.graph_bench("call", (0.5,))
+
+
+def _kernel_stub():
+    from kernels.matmul import matmul_kernel
+
+    return matmul_kernel
