@@ -60,8 +60,26 @@ def compile_gemm(bm, bn, bk, stages, warps):
             "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
             "mma_s8": bool(re.search(r"mma\.sync\S*\.s32\.s8\.s8", ptx))}
 
+def compile_quantize(k):
+    single, block_k, block_m, warps = gemm.quantize_tile(k)
+    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "q_ptr": "*i8", "xo_ptr": "*fp16", "scale_ptr": "*fp32",
+           "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "stride_xm": "i32", "stride_xk": "constexpr",
+           "stride_qm": "i32", "stride_om": "i32", "BLOCK_M": "constexpr", "BLOCK_K": "constexpr",
+           "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr", "PAD_BLOCK": "constexpr"}
+    consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
+              "HAS_OUTLIERS": True, "PAD_BLOCK": gemm.K_ALIGN}
+    kernel = triton.compile(ASTSource(base(gemm._quantize_rows_kernel), sig, consts, {}),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"]); f.flush()
+        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
+            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
+
 print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
-                  "small": compile_gemm(16, 64, 256, 4, 4)}))
+                  "small": compile_gemm(16, 64, 256, 4, 4),
+                  "quantize": {k: compile_quantize(k) for k in (512, 2048, 4096)}}))
 """
 
 
@@ -81,3 +99,6 @@ def test_gemm_kernel_compiles_for_hopper():
     for r in (large, small):
         assert r["local"] == 0  # no register spills
         assert r["shared"] <= 227 * 1024
+    for k, q in result["quantize"].items():
+        # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM
+        assert q["local"] == 0 and q["registers"] <= 64 and q["warps"] >= 8, (k, q)

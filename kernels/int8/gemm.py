@@ -34,7 +34,9 @@ from kernels.tuning import autotune
 #: Single-pass quantization keeps the whole row in registers up to this many columns.
 MAX_SINGLE_BLOCK_K = 16384
 #: Rows per quantization program: as many as fit in this many elements (1..16 rows).
-ROW_BLOCK_ELEMENTS = 8192
+ROW_BLOCK_ELEMENTS = 4096
+#: Values each thread of a quantization program holds (sets the program's warp count).
+ELEMENTS_PER_THREAD = 8
 #: The compacted int8 K dimension is padded to a multiple of this (aligned rows, even K tiles).
 K_ALIGN = 16
 
@@ -269,6 +271,23 @@ def _check_matrix(name: str, t: torch.Tensor, dtypes: tuple, cols: int | None = 
         raise ValueError(f"{name} must have {cols} columns, got shape {tuple(t.shape)}")
 
 
+def quantize_tile(k: int) -> tuple[bool, int, int, int]:
+    """(SINGLE_BLOCK, BLOCK_K, BLOCK_M, num_warps) of the quantization kernel for rows of k values.
+
+    Rows up to MAX_SINGLE_BLOCK_K stay in registers between their absmax and their rounding (one
+    read). Each thread holds ELEMENTS_PER_THREAD values: few values keep the register count, and
+    with it the occupancy, high, which is what this bandwidth-bound pass needs. The first H200
+    session (int8-linear-m2048: 2 rows x 4096 with 8 warps, 32 values a thread) ran at 12.5%
+    occupancy and 10% of DRAM bandwidth; 1 row x 4096 with 16 warps compiles to 36 registers
+    (sm_90, triton 3.6) against 100.
+    """
+    single = triton.next_power_of_2(k) <= MAX_SINGLE_BLOCK_K
+    block_k = triton.next_power_of_2(k) if single else 4096
+    block_m = max(1, min(16, ROW_BLOCK_ELEMENTS // block_k))
+    num_warps = max(4, min(16, block_m * block_k // (32 * ELEMENTS_PER_THREAD)))
+    return single, block_k, block_m, num_warps
+
+
 def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: int,
                   kq_pad: int, outlier_dtype: torch.dtype,
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -294,10 +313,7 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: 
     outliers = torch.empty((m, o_stride), dtype=outlier_dtype, device=x.device)
     if m == 0:
         return codes, scales, outliers[:, :n_outliers]
-    single = triton.next_power_of_2(k) <= MAX_SINGLE_BLOCK_K
-    block_k = triton.next_power_of_2(k) if single else 4096
-    block_m = max(1, min(16, ROW_BLOCK_ELEMENTS // block_k))
-    num_warps = 4 if block_m * block_k <= 2048 else 8 if block_m * block_k <= 8192 else 16
+    single, block_k, block_m, num_warps = quantize_tile(k)
     col_map = column_map if n_outliers else scales
     _QUANTIZE_LAUNCH.launch(
         (signature(x, col_map, codes, outliers, scales), kq_pad, n_outliers), (triton.cdiv(m, block_m),),
