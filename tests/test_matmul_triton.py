@@ -152,3 +152,12 @@ def test_command_line_rejects_unknown_dtype(capsys):
         mm.main(["profile", "--dtype", "int4"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_tf32_reads_b_k_major_and_other_precisions_read_it_as_given():
+    b = torch.randn(33, 17)
+    kmajor = mm._kernel_b(b, "tf32")
+    assert kmajor.stride() == (1, 33) and torch.equal(kmajor, b)
+    assert mm._kernel_b(b, "ieee") is b and mm._kernel_b(b, None) is b
+    already = torch.randn(17, 33).t()  # K-major view: used as is
+    assert mm._kernel_b(already, "tf32") is already
