@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-LOAD = "from profkit.parse.ncu import load_ncu_report; r = load_ncu_report({path!r}, use_cache={cached}); print(len(r.launches))"
+LOAD = ("import time; from profkit.parse.ncu import load_ncu_report; t = time.perf_counter(); "
+        "r = load_ncu_report({path!r}, use_cache={cached}); print(len(r.launches), time.perf_counter() - t)")
 
 
 # Runs one command and reports the peak RSS of its process tree: RUSAGE_CHILDREN of a fresh wrapper
@@ -43,23 +44,36 @@ def _timed(args: list[str], env: dict) -> tuple[float, float, str]:
 
 
 def measure_report(report: Path, repeats: int = 3, cache_dir: Path | None = None) -> dict:
-    """Cold and cached load of one report in fresh processes."""
+    """Cold and cached load of one report in fresh processes: the process's wall time (Python start and
+    imports included, what a user waits for) and the load call alone, with the process tree's peak RSS."""
     cache_dir = cache_dir or Path(tempfile.mkdtemp(prefix="profkit-cache-"))
     env = {**os.environ, "PROFKIT_CACHE": str(cache_dir)}
     cold, cached = [], []
     launches = None
     for _ in range(repeats):
         seconds, rss, out = _timed([sys.executable, "-c", LOAD.format(path=str(report), cached=False)], env)
-        cold.append((seconds, rss))
-        launches = int(out.split()[-1])
+        launches, call = out.split()[-2:]
+        cold.append((seconds, rss, float(call)))
     _timed([sys.executable, "-c", LOAD.format(path=str(report), cached=True)], env)  # fill the cache
     for _ in range(repeats):
-        seconds, rss, _ = _timed([sys.executable, "-c", LOAD.format(path=str(report), cached=True)], env)
-        cached.append((seconds, rss))
-    return {"report": str(report), "bytes": report.stat().st_size, "launches": launches,
-            "cold_s": statistics.median(s for s, _ in cold), "cached_s": statistics.median(s for s, _ in cached),
-            "cold_peak_rss_mib": max(r for _, r in cold), "cached_peak_rss_mib": max(r for _, r in cached),
+        seconds, rss, out = _timed([sys.executable, "-c", LOAD.format(path=str(report), cached=True)], env)
+        cached.append((seconds, rss, float(out.split()[-1])))
+    return {"report": str(report), "bytes": report.stat().st_size, "launches": int(launches),
+            "cold_s": statistics.median(s for s, _, _ in cold), "cached_s": statistics.median(s for s, _, _ in cached),
+            "cold_load_call_s": statistics.median(c for _, _, c in cold),
+            "cached_load_call_s": statistics.median(c for _, _, c in cached),
+            "cold_peak_rss_mib": max(r for _, r, _ in cold), "cached_peak_rss_mib": max(r for _, r, _ in cached),
             "repeats": repeats}
+
+
+def many_launch_report(count: int = 1000, workdir: Path | None = None) -> Path:
+    """The 1000-launch report of the benchmark, built from the committed --quick H200 capture of
+    matmul_tiled (``profkit.bench.many_report``): nothing to commit, rebuilt the same every time."""
+    from profkit.bench.many_report import replicate_launches
+
+    source = Path("sessions") / "ladder-quick-n4096" / "matmul_tiled.ncu-rep"
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="profkit-many-"))
+    return replicate_launches(source, count, workdir / f"matmul_tiled-x{count}.ncu-rep")
 
 
 def measure_show(session: Path, repeats: int = 3) -> dict:
