@@ -180,14 +180,16 @@ def extract_tables(path: Path) -> dict:
     missing: set[str] = set()
     known_pcs: dict = {}
     for launch, (range_idx, action_idx, action) in enumerate(actions):
-        row, absent = _launch_row(ncu_report, action)
+        names = set(action.metric_names())  # one native call per launch, shared by both readers below
+        row, absent = _launch_row(ncu_report, action, names)
         row.update(launch=launch, range_index=range_idx, action_index=action_idx)
         missing |= absent
-        pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs)
+        pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs, names)
         row.update(_wide_load_fractions(pcs))
         launches.append(row)
         rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
-        sources.append(_source_table(pcs).assign(launch=launch, kernel=row["kernel"]))
+        if not pcs.empty:  # a --quick report has no per-PC counters: no empty frame per launch
+            sources.append(_source_table(pcs).assign(launch=launch, kernel=row["kernel"]))
     candidates = {**catalog.RAW_METRICS, **catalog.STRING_METRICS}
     notes = [f"metric not in this report: {name} ({', '.join(candidates[name])})"
              for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor", "exact_"))]
@@ -198,7 +200,8 @@ def extract_tables(path: Path) -> dict:
     front = ["launch", "range_index", "action_index", "kernel", "function", "mangled", "nvtx_path", "device_name"]
     launch_df = launch_df[front + [c for c in launch_df.columns if c not in front]]
     rule_cols = ["launch", "kernel", "rule", "section", "title", "message", "speedup_type", "speedup_pct"]
-    source_df = pd.concat(sources, ignore_index=True) if sources else pd.DataFrame()
+    source_df = (pd.concat(sources, ignore_index=True) if sources
+                 else pd.DataFrame(columns=["file", "line", "launch", "kernel"]))
     return {"launches": launch_df, "rules": pd.DataFrame(rules, columns=rule_cols), "source": source_df,
             "notes": notes}
 
@@ -219,10 +222,10 @@ def _metric_value(metric) -> float | str | None:
         return None
 
 
-def _launch_row(ncu_report, action) -> tuple[dict, set[str]]:
+def _launch_row(ncu_report, action, names: set[str] | None = None) -> tuple[dict, set[str]]:
     from profkit.build.ptxas import kernel_base_name
 
-    names = set(action.metric_names())
+    names = set(action.metric_names()) if names is None else names
     function = action.name(ncu_report.IAction.NameBase_DEMANGLED) or ""  # None in a damaged report
     row = {"kernel": kernel_base_name(action.name(ncu_report.IAction.NameBase_FUNCTION) or function),
            "function": function, "mangled": action.name(ncu_report.IAction.NameBase_MANGLED) or "",
@@ -278,14 +281,14 @@ def _rule_rows(ncu_report, action) -> list[dict]:
     return rows
 
 
-def _pc_rows(action, function: str = "", known: dict | None = None) -> pd.DataFrame:
+def _pc_rows(action, function: str = "", known: dict | None = None, names: set[str] | None = None) -> pd.DataFrame:
     """One row per program counter: SASS text, source file/line, and the per-PC counters.
 
     SASS and source lookups are the costly native calls; `known` caches them per (function, PC) across
     the launches of one report (every launch of a kernel has the same code), and SASS is only read for
     instructions that executed (the 128-bit and HFMA2 figures weight by executions)."""
     known = {} if known is None else known
-    names = set(action.metric_names())
+    names = set(action.metric_names()) if names is None else names
     per_pc: dict[int, dict] = {}
 
     def collect(column: str, metric_name: str) -> None:
