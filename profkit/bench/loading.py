@@ -66,12 +66,15 @@ def measure_report(report: Path, repeats: int = 3, cache_dir: Path | None = None
             "repeats": repeats}
 
 
+MANY_SOURCE = Path("sessions") / "ladder-quick-n4096" / "matmul_tiled.ncu-rep"
+
+
 def many_launch_report(count: int = 1000, workdir: Path | None = None) -> Path:
     """The 1000-launch report of the benchmark, built from the committed --quick H200 capture of
     matmul_tiled (``profkit.bench.many_report``): nothing to commit, rebuilt the same every time."""
     from profkit.bench.many_report import replicate_launches
 
-    source = Path("sessions") / "ladder-quick-n4096" / "matmul_tiled.ncu-rep"
+    source = MANY_SOURCE
     workdir = Path(workdir or tempfile.mkdtemp(prefix="profkit-many-"))
     return replicate_launches(source, count, workdir / f"matmul_tiled-x{count}.ncu-rep")
 
@@ -94,8 +97,13 @@ def machine() -> dict:
     return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "host": platform.node()}
 
 
-def bench(reports: list[Path], sessions: list[Path], out: Path | None = None, repeats: int = 3) -> pd.DataFrame:
+def bench(reports: list[Path], sessions: list[Path], out: Path | None = None, repeats: int = 3,
+          labels: dict[Path, str] | None = None) -> pd.DataFrame:
+    """Measure every report and session; ``labels`` names reports by what they are rather than by
+    their (temporary) path."""
     rows = [measure_report(r, repeats) for r in reports]
+    for row, report in zip(rows, reports):
+        row["report"] = (labels or {}).get(report, row["report"])
     shows = [measure_show(s, repeats) for s in sessions]
     df = pd.DataFrame(rows)
     print(df.to_string(index=False))

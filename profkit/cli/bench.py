@@ -34,8 +34,10 @@ def bench(workload: str, quick: bool, out_dir: str) -> None:
         sessions = sorted(p for p in Path("sessions").iterdir() if (p / "manifest.json").exists())
         reports = sorted(p for s in sessions for p in s.glob("*.ncu-rep*"))
         biggest = sorted(reports, key=lambda p: p.stat().st_size)[-2:] if quick else reports
-        many = module.many_launch_report(100 if quick else 1000)
-        module.bench(biggest + [many], sessions[:1] if quick else sessions, Path(out_dir) / "loading.json")
+        count = 100 if quick else 1000
+        many = module.many_launch_report(count)
+        module.bench(biggest + [many], sessions[:1] if quick else sessions, Path(out_dir) / "loading.json",
+                     labels={many: f"{module.MANY_SOURCE}, its launch x{count} (profkit.bench.many_report)"})
         return
     if workload == "ladder":
         module.bench(Path(out_dir), sizes=(1024, 4096) if quick else module.DEFAULT_SIZES)
