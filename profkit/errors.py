@@ -57,3 +57,10 @@ class ReportError(ProfkitError):
     """A report, export or session file could not be read."""
 
     kind = "report"
+
+
+class ReaderError(ReportError):
+    """The report reader itself failed on this machine (ncu_report missing, crashed or hung), which says
+    nothing about the report: another machine's reader may read it."""
+
+    kind = "reader"

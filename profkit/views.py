@@ -107,6 +107,10 @@ def rebuild(path: str | Path) -> Path:
     except OSError as exc:  # a read-only sessions/ or a full disk: the tables already there stay whole
         raise ReportError(f"cannot write the tables of {session.path}: {exc.strerror or exc}",
                           hint="check permissions and free space") from exc
+    if session.manifest.pop("tables_pending", None):  # derived now: the session reads like any other
+        from profkit.session.store import write_manifest
+
+        write_manifest(session.path, session.manifest)
     return session.path
 
 

@@ -226,6 +226,49 @@ def test_the_fakes_capture_a_real_report_into_a_session(fakes, tmp_path, monkeyp
     assert snapshot(fakes.earlier) == fakes.earlier_files
 
 
+def test_a_reader_that_crashes_on_the_capture_machine_keeps_the_session_for_later(fakes, tmp_path, monkeypatch):
+    """ncu wrote a good report but this machine's ncu_report dies reading it (Nsight Compute 2025.3.1's did,
+    on the H200): the session is committed with its reports, says its tables are pending, and
+    `show --rebuild` elsewhere derives them."""
+    from profkit.capture import profile as profile_module
+    from profkit.errors import ReaderError
+
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(plain_copy("*/*.ncu-rep*", tmp_path / "real.ncu-rep")))
+    real = profile_module.capture_tables
+
+    def crashing_reader(*args, **kwargs):
+        raise ReaderError("the ncu_report library crashed reading prog.ncu-rep (signal 11)")
+
+    monkeypatch.setattr(profile_module, "capture_tables", crashing_reader)
+    result = profile_cli(fakes)
+    assert result.exit_code == 0, result.output
+    assert "could not be derived here" in result.output and "show --rebuild" in result.output
+    path = fakes.sessions / "run"
+    assert load_session(path).manifest["tables_pending"].startswith("the ncu_report library crashed")
+    assert list(path.glob("*.ncu-rep*")), "the report must be kept"
+    shown = CliRunner().invoke(main, ["show", str(path)])
+    assert_clear_failure(shown, 1, "has its reports but no tables yet", "profkit show --rebuild")
+    monkeypatch.setattr(profile_module, "capture_tables", real)
+    rebuilt = CliRunner().invoke(main, ["show", "--rebuild", str(path), "-t", "summary"])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    session = load_session(path)
+    assert "tables_pending" not in session.manifest and len(session.table("launches")) >= 1
+
+
+def test_a_report_error_that_is_not_the_readers_still_fails_the_capture(fakes, tmp_path, monkeypatch):
+    from profkit.capture import profile as profile_module
+    from profkit.errors import ReportError
+
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(plain_copy("*/*.ncu-rep*", tmp_path / "real.ncu-rep")))
+
+    def filtered_out(*args, **kwargs):
+        raise ReportError("prog.ncu-rep holds no profiled kernels (every launch was filtered out)")
+
+    monkeypatch.setattr(profile_module, "capture_tables", filtered_out)
+    assert_clear_failure(profile_cli(fakes), 1, "holds no profiled kernels")
+    assert the_one_incomplete(fakes)["status"] == "failed"
+
+
 def test_a_kernel_that_crashes_in_the_timing_run(fakes, monkeypatch):
     monkeypatch.setenv("FAKE_PROGRAM_CRASH", "1")
     result = profile_cli(fakes)

@@ -20,7 +20,7 @@ from profkit.build import nvcc
 from profkit.capture import environment
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import run_nsys
-from profkit.errors import CaptureError, ProfkitError, UsageError
+from profkit.errors import CaptureError, ProfkitError, ReaderError, UsageError
 from profkit.parse.results import parse_result_lines
 from profkit.session.store import SessionWriter, sessions_root
 
@@ -156,9 +156,14 @@ def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOpti
     for target in resolved:
         build = next((b for b in builds if b.source == target.source), None)
         per_capture.append(_capture_one(writer, target, build, options, log))
-    tables = merge_tables(per_capture)
-    for table_name, df in tables.items():
-        writer.write_table(table_name, df)
+    pending = [e["tables_error"] for e in writer.manifest["captures"] if e.get("tables_error")]
+    if pending:  # the captures are whole; their tables get derived where a working reader is
+        writer.manifest["tables_pending"] = pending[0]
+        log(f"tables not derived here ({pending[0]}); the reports are kept: derive them with "
+            f"`profkit show --rebuild SESSION` where ncu_report can read them")
+    else:
+        for table_name, df in merge_tables(per_capture).items():
+            writer.write_table(table_name, df)
     writer.save_manifest()
 
 
@@ -211,5 +216,9 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
                               nsys_log=f"{target.name}.nsys.log")
     writer.save_manifest()
     log(f"[{target.name}] deriving tables")
-    return capture_tables(CaptureFiles(target.name, report, nsys_report, timings, ptxas),
-                          clock_control=ncu_options.clock_control, cache_control=ncu_options.cache_control)
+    try:
+        return capture_tables(CaptureFiles(target.name, report, nsys_report, timings, ptxas),
+                              clock_control=ncu_options.clock_control, cache_control=ncu_options.cache_control)
+    except ReaderError as exc:  # this machine's ncu_report failed (e.g. crashed) on the report ncu just wrote
+        entry["tables_error"] = exc.message
+        return {}

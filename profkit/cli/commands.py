@@ -80,6 +80,13 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
     options = ProfileOptions(name=name, arch=arch, args=shlex.split(program_args), nsys=nsys, ncu=ncu,
                              ncu_reps=reps_under_ncu, timeout=timeout)
     path = run_profile(list(targets), options, root=Path(sessions_dir) if sessions_dir else None)
+    from profkit.session.store import read_manifest
+
+    pending = read_manifest(path).get("tables_pending")
+    if pending:  # the capture is whole; only this machine's reader failed on it
+        click.echo(f"session {path} holds the reports; its tables could not be derived here ({pending}).\n"
+                   f"Derive them where ncu_report works: profkit show --rebuild {path}", err=True)
+        return
     for title, df in show(path, ["summary", "crosscheck"]):
         click.echo(format_table(df, f"== {title}"))
         click.echo()

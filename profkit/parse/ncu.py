@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profkit.errors import ReportError
+from profkit.errors import ReaderError, ReportError
 from profkit.parse import catalog
 
 NCU_MAGIC = b"NVR\x00"
@@ -114,16 +114,17 @@ def _extract_isolated(path: Path, timeout: float) -> dict:
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        raise ReportError(f"reading {path} took longer than {timeout:.0f} s",
+        raise ReaderError(f"reading {path} took longer than {timeout:.0f} s",
                           hint="the report is probably corrupted; capture it again") from exc
     if proc.returncode == _WORKER_ERROR:
-        raise ReportError(**_worker_error(proc.stdout, path))
+        error = _worker_error(proc.stdout, path)
+        raise (ReaderError if error.pop("reader") else ReportError)(**error)
     if proc.returncode != 0:
         err = [line for line in proc.stderr.decode(errors="replace").strip().splitlines()
                if not line.startswith(_NATIVE_NOISE)]
         message = err[-1] if err else ""
         if proc.returncode < 0:
-            raise ReportError(f"the ncu_report library crashed reading {path} (signal {-proc.returncode})",
+            raise ReaderError(f"the ncu_report library crashed reading {path} (signal {-proc.returncode})",
                               details="\n".join(err[-10:]), hint="the report is probably corrupted; capture it again")
         text = message.split(": ", 1)[-1] if message else "unknown error"
         python_failed = any(line.startswith("Traceback") for line in err)  # the worker broke; its last line says why
@@ -139,9 +140,11 @@ def _worker_error(stdout: bytes, path: Path) -> dict:
     """message / hint / details of the ProfkitError the worker pickled (kept apart: the hint says what to do)."""
     try:
         error = pickle.loads(stdout)
-        return {key: str(error[key]) for key in ("message", "hint", "details")}
+        return {**{key: str(error[key]) for key in ("message", "hint", "details")},
+                "reader": error.get("kind") == "reader"}
     except Exception:  # noqa: BLE001 - anything unreadable is the same failure
-        return {"message": f"cannot read {path}: the reader failed without saying why", "hint": "", "details": ""}
+        return {"message": f"cannot read {path}: the reader failed without saying why", "hint": "", "details": "",
+                "reader": True}
 
 
 def _to_report(path: Path, tables: dict) -> NcuReport:
@@ -152,7 +155,7 @@ def _import_ncu_report():
     try:
         import ncu_report  # noqa: PLC0415 - heavy native module, only where reports are read
     except ImportError as exc:
-        raise ReportError("the ncu_report module is not installed",
+        raise ReaderError("the ncu_report module is not installed",
                           hint="pip install ncu-report (or add Nsight Compute's extras/python to PYTHONPATH)") from exc
     return ncu_report
 

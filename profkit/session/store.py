@@ -79,10 +79,7 @@ class SessionWriter:
         return target
 
     def save_manifest(self) -> None:
-        target = self.tmp / MANIFEST
-        partial = target.with_suffix(".json.part")
-        partial.write_text(json.dumps(self.manifest, indent=2, default=str) + "\n")
-        os.replace(partial, target)
+        write_manifest(self.tmp, self.manifest)
 
     def mark(self, status: str, error: str = "") -> None:
         self.manifest["status"] = status
@@ -135,6 +132,10 @@ class Session:
 
     def table(self, name: str) -> pd.DataFrame:
         """A derived table from tables/<name>.csv (empty when absent)."""
+        if self.manifest.get("tables_pending"):
+            raise ReportError(f"session {self.path} has its reports but no tables yet: the capture machine could "
+                              f"not read them ({self.manifest['tables_pending']})",
+                              hint=f"derive them where ncu_report works: profkit show --rebuild {self.path}")
         if name not in self._tables:
             target = self.path / TABLES / f"{name}.csv"
             if not target.exists():
@@ -157,6 +158,14 @@ class Session:
         if not path.exists() and not path.with_name(path.name + ".gz").exists():
             return None
         return plain_file(path)
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    """Write folder/manifest.json atomically (a reader never sees half a manifest)."""
+    target = Path(folder) / MANIFEST
+    partial = target.with_suffix(".json.part")
+    partial.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    os.replace(partial, target)
 
 
 def read_manifest(path: Path) -> dict:
