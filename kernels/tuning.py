@@ -15,6 +15,10 @@ import inspect
 
 import triton
 
+GRAPH_REP_MS = 10
+"""GPU time each config's graph of repeated calls runs for: the graph unrolls rep / (one call's time)
+launches, captured through triton's slow launch path, so a longer rep costs seconds per config."""
+
 
 def graph_bench(kernel_call, quantiles):
     """Autotuner benchmark: triton.testing.do_bench_cudagraph, falling back to triton's do_bench
@@ -23,7 +27,7 @@ def graph_bench(kernel_call, quantiles):
     from triton.testing import do_bench, do_bench_cudagraph
 
     try:
-        return do_bench_cudagraph(kernel_call, rep=20, quantiles=quantiles)
+        return do_bench_cudagraph(kernel_call, rep=GRAPH_REP_MS, quantiles=quantiles)
     except RuntimeError as exc:
         if _is_compile_error(exc):
             raise
