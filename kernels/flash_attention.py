@@ -59,6 +59,22 @@ _LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
+def _program_tile(N_CTX, H, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
+    """(batch, head, flat batch*head index, first row) of this program's BLOCK-row tile.
+
+    Programs are numbered tile-fastest within a (batch, head), so concurrent programs share that
+    head's K and V in L2; REVERSE numbers the tiles from the end (causal forward and dQ: the
+    longest rows start first, which shortens the tail).
+    """
+    num_tiles = tl.cdiv(N_CTX, BLOCK)
+    off_hz = tl.program_id(0) // num_tiles
+    tile = tl.program_id(0) % num_tiles
+    if REVERSE:
+        tile = num_tiles - 1 - tile
+    return (off_hz // H).to(tl.int64), (off_hz % H).to(tl.int64), off_hz, tile * BLOCK
+
+
+@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                     stride_kn, stride_kd, stride_vn, stride_vd,
                     offs_m, lo, hi, qk_scale, N_CTX,
@@ -121,19 +137,12 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
     K and V in L2; causal tiles run in reverse order (the longest rows start first) to shorten
     the tail. Requires BLOCK_M % BLOCK_N == 0 so the diagonal starts on a key-block boundary.
     """
-    num_m = tl.cdiv(N_CTX, BLOCK_M)
-    off_hz = tl.program_id(0) // num_m
-    pid_m = tl.program_id(0) % num_m
-    if CAUSAL:
-        pid_m = num_m - 1 - pid_m
-    off_z = (off_hz // H).to(tl.int64)
-    off_h = (off_hz % H).to(tl.int64)
+    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
     q_base = Q + off_z * stride_qz + off_h * stride_qh
     k_base = K + off_z * stride_kz + off_h * stride_kh
     v_base = V + off_z * stride_vz + off_h * stride_vh
     o_base = Out + off_z * stride_oz + off_h * stride_oh
 
-    start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
@@ -195,12 +204,8 @@ def _attn_bwd_preprocess(O, DO, Delta,
 
     Grid (cdiv(N, BLOCK_M) * B * H,).
     """
-    num_m = tl.cdiv(N_CTX, BLOCK_M)
-    off_hz = tl.program_id(0) // num_m
-    pid_m = tl.program_id(0) % num_m
-    off_z = (off_hz // H).to(tl.int64)
-    off_h = (off_hz % H).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, False)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
     o = tl.load(O + off_z * stride_oz + off_h * stride_oh
@@ -273,17 +278,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, sm_scale,
     BLOCK_N % BLOCK_M == 0. Causal: only query rows at or below the block's first key are
     visited; the BLOCK_N rows on the diagonal are masked, the rest only at the padded end.
     """
-    num_n = tl.cdiv(N_CTX, BLOCK_N)
-    off_hz = tl.program_id(0) // num_n
-    pid_n = tl.program_id(0) % num_n
-    off_z = (off_hz // H).to(tl.int64)
-    off_h = (off_hz % H).to(tl.int64)
+    off_z, off_h, off_hz, start_n = _program_tile(N_CTX, H, BLOCK_N, False)
     q_base = Q + off_z * stride_qz + off_h * stride_qh
     do_base = DO + off_z * stride_doz + off_h * stride_doh
     lse_base = LSE + off_hz.to(tl.int64) * N_CTX
     delta_base = Delta + off_hz.to(tl.int64) * N_CTX
 
-    start_n = pid_n * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     key_ok = offs_n[:, None] < N_CTX
@@ -385,17 +385,10 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, Delta, sm_scale,
     Grid (cdiv(N, BLOCK_M) * B * H,), causal tiles in reverse order, as in the forward.
     Requires BLOCK_M % BLOCK_N == 0.
     """
-    num_m = tl.cdiv(N_CTX, BLOCK_M)
-    off_hz = tl.program_id(0) // num_m
-    pid_m = tl.program_id(0) % num_m
-    if CAUSAL:
-        pid_m = num_m - 1 - pid_m
-    off_z = (off_hz // H).to(tl.int64)
-    off_h = (off_hz % H).to(tl.int64)
+    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
     k_base = K + off_z * stride_kz + off_h * stride_kh
     v_base = V + off_z * stride_vz + off_h * stride_vh
 
-    start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX

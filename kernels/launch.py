@@ -164,9 +164,6 @@ class LaunchCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def clear(self) -> None:
-        self._entries.clear()
-
     def get(self, key: Hashable) -> "_Launch | None":
         """The recorded launch for key, or None (not recorded, fast path off, or hooks set)."""
         if not self.enabled:

@@ -251,7 +251,8 @@ _AUTOTUNED["tma"] = _autotune(matmul_kernel_tma_persistent, "tma", ["M", "N", "K
 # Python work, which costs more than the whole kernel at 1024^3 and on skinny shapes.
 _LAUNCHES = {path: LaunchCache(tuned, per_call=("a_ptr", "b_ptr", "c_ptr")) for path, tuned in _AUTOTUNED.items()}
 _READY: dict = {}
-"""Call signature (see ``_launch_key``) -> recorded launch, for the fast path of ``matmul``."""
+"""Call signature (see ``_launch_key``) -> the path whose LaunchCache recorded it (the fast path of
+``matmul`` skips validation and path selection for these)."""
 
 # ---------------------------------------------------------------------------------------------
 # Host wrapper
@@ -377,14 +378,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     """
     try:
         key = _launch_key(a, b, precision, out)
-        ready = _READY.get(key) if LaunchCache.enabled else None
+        path = _READY.get(key)
     except (AttributeError, TypeError):  # not tensors: the checks below say what is wrong
-        key, ready = None, None
-    if ready is not None:
-        launch, path = ready
-        # Still valid (no launch hook installed since) and the tensors' GPU is the current one
-        # (the recorded launcher runs in the current context).
-        if launch is _LAUNCHES[path].get(key) and a.device.index == torch.cuda.current_device():
+        key, path = None, None
+    if path is not None:
+        # Recorded and still usable (fast path on, no launch hook installed since), and the tensors'
+        # GPU is the current one (the recorded launcher runs in the current context).
+        launch = _LAUNCHES[path].get(key)
+        if launch is not None and a.device.index == torch.cuda.current_device():
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
             if path == "tma":
                 triton.set_allocator(_tma_workspace)
@@ -430,7 +431,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     with torch.cuda.device(device):
         launch = _LAUNCHES[path].launch(key, grid, args, device, **kwargs)
     if launch is not None and key is not None:
-        _READY[key] = (launch, path)
+        _READY[key] = path
     return c
 
 

@@ -11,7 +11,7 @@ from profkit.analyse.tables import VIEWS, launch_table, view
 from profkit.analyse.join import timeline_join, weighted_summary
 from profkit.analyse.timeline import kernel_time_summary, launch_overhead, nvtx_summary
 from profkit.errors import ReportError, UsageError
-from profkit.session.store import MANIFEST, TABLES, Session, load_session
+from profkit.session.store import MANIFEST, TABLES, Session, load_session, write_manifest
 
 DEFAULT_VIEWS = ["summary", "occupancy", "throughput", "coalescing", "stalls", "roofline"]
 EXTRA_TABLES = ["rules", "crosscheck", "timeline", "launch", "hotspots", "weighted", "nvtx", "ptxas", "mechanism",
@@ -108,8 +108,6 @@ def rebuild(path: str | Path) -> Path:
         raise ReportError(f"cannot write the tables of {session.path}: {exc.strerror or exc}",
                           hint="check permissions and free space") from exc
     if session.manifest.pop("tables_pending", None):  # derived now: the session reads like any other
-        from profkit.session.store import write_manifest
-
         write_manifest(session.path, session.manifest)
     return session.path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -167,6 +168,14 @@ def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOpti
     writer.save_manifest()
 
 
+@contextlib.contextmanager
+def _wall_time(seconds: dict, step: str):
+    """seconds[step] = wall seconds of the block (rounded to ms)."""
+    started = time.perf_counter()
+    yield
+    seconds[step] = round(time.perf_counter() - started, 3)
+
+
 def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileOptions, log) -> dict:
     entry: dict = {"name": target.name, "kind": target.kind, "source": str(target.source or ""),
                    "command": shlex.join(target.command), "files": {}}
@@ -179,9 +188,8 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
         ptxas = build.ptxas
     log(f"[{target.name}] timing run (no profiler): {shlex.join(target.command)}")
     seconds = entry["wall_seconds"] = {}  # per step, so a --quick capture can be held against --set full
-    started = time.perf_counter()
-    timing = process.run(target.command, timeout=options.timeout)
-    seconds["timing"] = round(time.perf_counter() - started, 3)
+    with _wall_time(seconds, "timing"):
+        timing = process.run(target.command, timeout=options.timeout)
     writer.write_text(f"{target.name}.timing.log", timing.stdout + timing.stderr)
     entry["files"]["timing_log"] = f"{target.name}.timing.log"
     if timing.returncode != 0:
@@ -195,10 +203,9 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
     report = writer.path(f"{target.name}.ncu-rep")
     what = f"--set {ncu_options.set_name}" if ncu_options.set_name else f"--metrics ({len(ncu_options.metrics)})"
     log(f"[{target.name}] ncu {what} (each kernel is replayed once per pass)")
-    started = time.perf_counter()
-    cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
-                           on_line=_progress_printer(log, target.name))
-    seconds["ncu"] = round(time.perf_counter() - started, 3)
+    with _wall_time(seconds, "ncu"):
+        cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
+                               on_line=_progress_printer(log, target.name))
     writer.write_text(f"{target.name}.ncu.log", ncu_log)
     entry["ncu_command"] = shlex.join(cmd)
     entry["ncu_env"] = env or {}
@@ -206,9 +213,9 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
     nsys_report = None
     if options.nsys:
         log(f"[{target.name}] nsys profile --trace=cuda,nvtx")
-        started = time.perf_counter()
-        commands, nsys_log = run_nsys(writer.path(f"{target.name}.nsys-rep"), target.command, timeout=options.timeout)
-        seconds["nsys"] = round(time.perf_counter() - started, 3)
+        with _wall_time(seconds, "nsys"):
+            commands, nsys_log = run_nsys(writer.path(f"{target.name}.nsys-rep"), target.command,
+                                          timeout=options.timeout)
         writer.write_text(f"{target.name}.nsys.log", nsys_log)
         entry["nsys_commands"] = [shlex.join(c) for c in commands]
         nsys_report = writer.path(f"{target.name}.sqlite")
