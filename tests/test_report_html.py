@@ -9,6 +9,8 @@ Chromium is Debian's `chromium` package; the tests skip, saying so, only when no
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shutil
@@ -36,14 +38,14 @@ BROWSER_TIMEOUT_S = 120
 
 # Appended to a copy of the page: after load, writes what rendered into the DOM for --dump-dom to show.
 PROBE = """<script>
-window.addEventListener("load", function () { setTimeout(function () {
+window.addEventListener("load", function () { Promise.resolve(window.profkitChartsReady).catch(function () {}).then(function () { setTimeout(function () {
   var divs = Array.prototype.slice.call(document.querySelectorAll(".plotly-graph-div"));
   var out = {figures: divs.length,
              rendered: divs.filter(function (d) { return d.querySelector(".main-svg") !== null; }).length,
              errors: window.__profkitErrors === undefined ? null : window.__profkitErrors};
   var pre = document.createElement("pre"); pre.id = "render-probe"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
-}, 500); });
+}, 500); }); });
 </script>"""
 
 
@@ -124,11 +126,18 @@ def session_diff_page(sessions_root, pair_session, tmp_path) -> Path:
 
 def test_page_is_self_contained(session_page):
     text = session_page.read_text(encoding="utf-8")
-    assert text.count(get_plotlyjs()) == 1
-    outside_plotly = text.replace(get_plotlyjs(), "")
+    payloads = re.findall(r"<script id='plotly-gz' type='application/gzip;base64'>([A-Za-z0-9+/=]+)</script>", text)
+    assert len(payloads) == 1
+    assert gzip.decompress(base64.b64decode(payloads[0])).decode("utf-8") == get_plotlyjs()
+    outside_plotly = text.replace(payloads[0], "")
     assert not re.search(r"<script[^>]+src=", outside_plotly)
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", outside_plotly)
+    # Every figure's drawing script waits for the inflated plotly; none runs at parse time.
     assert text.count("Plotly.newPlot(") >= 6
+    assert text.count("<script type=\"text/profkit-deferred\">") == text.count("Plotly.newPlot(")
+    assert text.count("<script>") == 2  # the error hook and the loader
+    # The compressed page is well under the 4.8 MB that plotly.js alone would take.
+    assert len(text.encode("utf-8")) < len(get_plotlyjs()) / 2
 
 
 @needs_chromium
