@@ -83,3 +83,38 @@ def test_int8_layer_recorded_launches_match_the_launch_path():
         for got, want in zip(replay, outs[0]):
             assert torch.equal(got, want)
     assert not torch.isnan(outs[-1][2]).any()
+
+
+@pytest.mark.parametrize("m,n,kdim,n_out,bias", [(1024, 4096, 4096, 43, True), (1500, 1000, 520, 0, False),
+                                                 (2048, 12928, 512, 20, True)])
+def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, kdim, n_out, bias, monkeypatch):
+    """Large M runs the persistent TMA GEMM on sm_90: same int32 products and epilogue as the pointer
+    kernel (odd M and N, with and without outliers and bias), into a poisoned output."""
+    from kernels.int8 import gemm
+
+    if torch.cuda.get_device_capability()[0] not in (9, 10):
+        pytest.skip("the persistent TMA GEMM is for sm_90 / sm_100")
+    kq_pad = gemm.padded_k(kdim - n_out)
+    x = _fresh((m, kdim - n_out), torch.float16, 7)
+    codes, scales, _ = gemm.quantize_rows(x, None, 0, kq_pad, torch.float16)
+    weight = torch.randint(-127, 128, (n, kq_pad), device="cuda", dtype=torch.int8)
+    w_scale = (torch.rand(n, device="cuda") * 0.01 + 0.001).half()
+    outliers = _fresh((m, n_out), torch.float16, 8) * 20
+    w_out = _fresh((n_out, n), torch.float16, 9) * 0.05
+    b = _fresh((n,), torch.float16, 10) if bias else None
+    results = []
+    for min_m in (gemm.TMA_MIN_M, 10 ** 9):  # the TMA kernel, then the pointer kernel
+        monkeypatch.setattr(gemm, "TMA_MIN_M", min_m)
+        for _ in range(2):  # launch path, then the recorded launch
+            y = torch.full((m, n), math.nan, device="cuda", dtype=torch.float16)
+            gemm.int8_linear(codes, scales, weight, w_scale, outliers, w_out, b, torch.float16, out=y)
+            results.append((gemm.last_gemm_config(), y))
+    assert results[0][0].startswith("persistent TMA") and not results[2][0].startswith("persistent TMA")
+    reference = (codes.double() @ weight.double().t()) * scales.double()[:, None] \
+        * w_scale.double()[None, :] + outliers.double() @ w_out.double()
+    if b is not None:
+        reference += b.double()
+    for _, y in results:
+        assert not torch.isnan(y).any()
+        assert relative_error(y, reference) <= 2e-3  # fp16 output rounding (~5e-4) with margin
+    assert relative_error(results[0][1], results[2][1].double()) <= 1e-3

@@ -60,6 +60,32 @@ def compile_gemm(bm, bn, bk, stages, warps):
             "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
             "mma_s8": bool(re.search(r"mma\.sync\S*\.s32\.s8\.s8", ptx))}
 
+def compile_tma(bm, bn, bk, stages, warps):
+    sig = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp16",
+           "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+           "N_OUTLIERS": "i32", "M_BUCKET": "i32", "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32",
+           "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+           "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "BLOCK_O": "constexpr", "NUM_SMS": "constexpr"}
+    consts = {"HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+              "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132}
+    names = list(sig)
+    aligned = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr",
+               "N", "K", "stride_cm", "stride_xom", "stride_woo")
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    kernel = triton.compile(ASTSource(base(gemm._int8_gemm_tma_kernel), sig, consts, attrs),
+                            target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": warps, "num_stages": stages})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"]); f.flush()
+        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    ptx = kernel.asm["ptx"]
+    return {"shared": kernel.metadata.shared,
+            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+            "wgmma_s8": bool(re.search(r"wgmma\.mma_async\S*\.s32\.s8\.s8", ptx)),
+            "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
+            "tma": "cp.async.bulk.tensor" in ptx}
+
 def compile_quantize(k):
     single, block_k, block_m, warps = gemm.quantize_tile(k)
     sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "q_ptr": "*i8", "xo_ptr": "*fp16", "scale_ptr": "*fp32",
@@ -79,6 +105,7 @@ def compile_quantize(k):
 
 print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "small": compile_gemm(16, 64, 256, 4, 4),
+                  "tma": [compile_tma(*c) for c in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8))],
                   "quantize": {k: compile_quantize(k) for k in (512, 2048, 4096)}}))
 """
 
@@ -96,9 +123,11 @@ def test_gemm_kernel_compiles_for_hopper():
     large, small = result["large"], result["small"]
     assert large["wgmma_s8"] and large["wgmma_f16"]  # int8 main loop + fp16 outlier product
     assert small["mma_s8"]  # BLOCK_M = 16 is below one warpgroup: mma.sync
-    for r in (large, small):
+    for r in (large, small, *result["tma"]):
         assert r["local"] == 0  # no register spills
         assert r["shared"] <= 227 * 1024
+    for r in result["tma"]:  # persistent large-M kernel: TMA loads, int8 wgmma, fp16 outlier product
+        assert r["tma"] and r["wgmma_s8"] and r["wgmma_f16"], r
     for k, q in result["quantize"].items():
         # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM
         assert q["local"] == 0 and q["registers"] <= 64 and q["warps"] >= 8, (k, q)

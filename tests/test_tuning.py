@@ -37,10 +37,10 @@ def test_graph_bench_falls_back_when_a_call_cannot_be_captured(monkeypatch):
 
     calls = []
 
-    def no_graphs(fn, rep, quantiles):
+    def no_graphs(fn, quantiles):
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graphs)
+    monkeypatch.setattr(tuning, "flushed_graph_bench", no_graphs)
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, quantiles: calls.append(fn) or [1.0, 0.9, 1.1])
     assert tuning.graph_bench("call", (0.5, 0.2, 0.8)) == [1.0, 0.9, 1.1] and calls == ["call"]
 
@@ -49,12 +49,25 @@ def test_graph_bench_lets_compile_errors_reach_the_autotuner(monkeypatch):
     import triton.testing
     from triton.runtime.errors import OutOfResources
 
-    def too_big(fn, rep, quantiles):
+    def too_big(fn, quantiles):
         raise OutOfResources(300000, 232448, "shared memory")
 
-    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", too_big)
+    monkeypatch.setattr(tuning, "flushed_graph_bench", too_big)
     with pytest.raises(OutOfResources):
         tuning.graph_bench("call", (0.5,))
+
+
+def test_per_call_times_subtract_the_flush_graph_and_never_go_negative():
+    # 100 calls: 6.0 ms with calls, 4.0 ms of flushes alone -> 20 us a call; noise cannot give < 0.
+    assert tuning.per_call_times([6.0, 6.2], [4.0, 4.1], 100) == pytest.approx([0.02, 0.021])
+    assert tuning.per_call_times([4.0], [4.1], 100) == [0.0]
+
+
+def test_quantiles_match_what_the_autotuner_reads():
+    samples = [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert tuning.quantiles_of(samples, None) == 3.0
+    assert tuning.quantiles_of(samples, (0.5, 0.2, 0.8)) == pytest.approx([3.0, 1.8, 4.2])
+    assert tuning.quantiles_of([7.0], (0.5, 0.2)) == [7.0, 7.0]
 
 
 def _kernel_stub():

@@ -223,6 +223,19 @@ def _int8_gemm_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
+    _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
+                   xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
+                   HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
+
+
+@triton.jit
+def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
+                   xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
+                   HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr, BLOCK_O: tl.constexpr):
+    """The epilogue both GEMM kernels share: int32 tile -> fp32 x row scale x column scale, plus
+    the 16-bit outlier product and the bias, cast and stored (rows/columns past M/N masked off)."""
+    offs_am = offs_m % M
+    offs_bn = offs_n % N
     a_scale = tl.load(a_scale_ptr + offs_am).to(tl.float32)
     b_scale = tl.load(b_scale_ptr + offs_bn).to(tl.float32)
     out = acc.to(tl.float32) * a_scale[:, None] * b_scale[None, :]
@@ -245,16 +258,94 @@ def _int8_gemm_kernel(
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped (L2-friendly) tile order, as in kernels.matmul."""
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@autotune([triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
+           for bm, bn, bk, st, w in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8), (256, 128, 128, 3, 8),
+                                     (128, 128, 128, 4, 8), (128, 256, 64, 4, 8), (128, 128, 128, 5, 4))],
+          ["M_BUCKET", "N", "K"])
+@triton.jit
+def _int8_gemm_tma_kernel(
+    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr,
+    M, N, K, N_OUTLIERS, M_BUCKET,
+    stride_cm, stride_xom, stride_woo,
+    HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BLOCK_O: tl.constexpr, NUM_SMS: tl.constexpr,
+):
+    """The same GEMM and epilogue for large M on Hopper: NUM_SMS persistent programs walk the tiles,
+    a: int8 (M, K) and b: int8 (N, K) (both contiguous, rows 16-byte aligned) arrive through TMA
+    descriptors built on the device (zero-filled past the edges), and the tile loop is flattened
+    with the K loop so the next tile's loads overlap this tile's epilogue (kernels.matmul's
+    persistent bf16 kernel, with the int8 epilogue)."""
+    start_pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
+    tile_id_c = start_pid - NUM_SMS  # the epilogue's tile, one behind the loads (see kernels.matmul)
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        for ki in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([pid_n * BLOCK_N, ki * BLOCK_K])
+            acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
+        tile_id_c += NUM_SMS
+        pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
+                       xo_ptr, wo_ptr, stride_cm, 1, stride_xom, 1, stride_woo, 1,
+                       HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
+
+
 # Launches recorded per call signature (kernels.launch): a layer called again with the same
 # shapes skips triton's per-launch Python work, which is longer than the GEMM at small M.
 _QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel, per_call=("x_ptr", "map_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
 _GEMM_LAUNCH = LaunchCache(_int8_gemm_kernel, per_call=(
     "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr"))
+_GEMM_TMA_LAUNCH = LaunchCache(_int8_gemm_tma_kernel, per_call=(
+    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr"))
+
+TMA_MIN_M = 1024
+"""From this M up, on Hopper/Blackwell, the GEMM runs as the persistent TMA kernel (large M is
+compute-bound: the pointer kernel reached ~745 int8 TOPS at M = 2048 on the H200, torch._int_mm
+~845). Below it the pointer kernel's narrow tiles spread the weight stream over more SMs."""
+
+
+def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor) -> bool:
+    """The persistent TMA GEMM applies: compiled mode on an sm_90/sm_100 GPU, M >= TMA_MIN_M,
+    contiguous codes and weights with 16-byte aligned rows, a row-major output."""
+    from kernels import matmul as mm
+
+    if interpreting() or not codes.is_cuda or codes.shape[0] < TMA_MIN_M or not mm._has_device_tma():
+        return False
+    major, _ = mm._device_info(codes.device.index if codes.device.index is not None else torch.cuda.current_device())
+    return (major in (9, 10) and codes.is_contiguous() and weight_int8.is_contiguous() and out.stride(1) == 1
+            and codes.shape[1] % 16 == 0 and codes.data_ptr() % 16 == 0 and weight_int8.data_ptr() % 16 == 0)
+
+
+_LAST_GEMM = [_int8_gemm_kernel]
 
 
 def last_gemm_config() -> str:
-    """The autotuned GEMM config of the most recent call (for result metadata)."""
-    return str(getattr(_int8_gemm_kernel, "best_config", None))
+    """The GEMM kernel and autotuned config of the most recent call (for result metadata)."""
+    kernel = _LAST_GEMM[0]
+    prefix = "persistent TMA: " if kernel is _int8_gemm_tma_kernel else ""
+    return prefix + str(getattr(kernel, "best_config", None))
 
 
 def padded_k(kq: int) -> int:
@@ -366,6 +457,24 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     if n_out == 0:  # the outlier pointers are never read; pass live buffers, not empty ones
         outliers, weight_outlier = scales[:, None], weight_scale[None, :]
     bias_arg = bias if bias is not None else weight_scale
+    if _tma_gemm_eligible(codes, weight_int8, out):
+        from kernels import matmul as mm
+
+        operands = (codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier)
+        _, num_sms = mm._device_info(codes.device.index if codes.device.index is not None else torch.cuda.current_device())
+
+        def persistent_grid(meta):
+            return (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
+
+        triton.set_allocator(mm._tma_workspace)
+        _GEMM_TMA_LAUNCH.launch(
+            (signature(*operands), bias is not None), persistent_grid,
+            (*operands, m, n, k, n_out, m_bucket(m), out.stride(0), outliers.stride(0), weight_outlier.stride(0)),
+            codes.device.index, HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0,
+            BLOCK_O=16 if n_out <= 16 else 32, NUM_SMS=num_sms)
+        _LAST_GEMM[0] = _int8_gemm_tma_kernel
+        return out
+    _LAST_GEMM[0] = _int8_gemm_kernel
     operands = (codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier)
     _GEMM_LAUNCH.launch(
         (signature(*operands), bias is not None), grid,
