@@ -66,7 +66,7 @@ def _hook_active(hook) -> bool:
     return bool(calls) if calls is not None else True
 
 
-def _hooks_installed() -> bool:
+def hooks_installed() -> bool:
     """Whether a launch enter/exit hook is set (profilers such as proton read launch metadata
     through them; the recorded path does not call hooks, so it steps aside)."""
     if _knobs is None or not hasattr(_knobs, "runtime"):
@@ -169,7 +169,7 @@ class LaunchCache:
         if not self.enabled:
             return None
         entry = self._entries.get(key)
-        return None if entry is None or _hooks_installed() else entry
+        return None if entry is None or hooks_installed() else entry
 
     def launch(self, key: Hashable, grid: Callable | tuple, args: Sequence[Any], device: int | None,
                **kwargs) -> "_Launch | None":
@@ -185,7 +185,7 @@ class LaunchCache:
             entry([args[i] for i in entry.slots])
             return entry
         compiled = self.kernel[grid](*args, **kwargs)
-        if device is None or not self.enabled or _hooks_installed() or key in self._refused:
+        if device is None or not self.enabled or hooks_installed() or key in self._refused:
             return None
         return self._record(key, grid, args, kwargs, compiled, device)
 

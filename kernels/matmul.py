@@ -271,6 +271,7 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+@functools.lru_cache(maxsize=None)
 def _has_device_tma() -> bool:
     """Whether this triton has device-side tensor descriptors, the allocator hook and tl.range(flatten=)."""
     return (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")

@@ -118,3 +118,33 @@ def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, k
         assert not torch.isnan(y).any()
         assert relative_error(y, reference) <= 2e-3  # fp16 output rounding (~5e-4) with margin
     assert relative_error(results[0][1], results[2][1].double()) <= 1e-3
+
+
+@pytest.mark.parametrize("m", [77, 1500])  # pointer GEMM, persistent TMA GEMM (sm_90)
+def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m):
+    """QuantizedLinear's recorded replay (gemm.RecordedLinear) computes exactly what the validated
+    path computes, with outliers and bias, into a poisoned output, and follows new inputs."""
+    from kernels.int8.layers import QuantizedLinear
+    from kernels.launch import LaunchCache
+
+    kdim, n = 1024, 1000
+    linear = torch.nn.Linear(kdim, n, bias=True).cuda().half()
+    outlier_cols = torch.arange(5, kdim, 97, device="cuda")
+    layer = QuantizedLinear.from_linear(linear, outlier_cols)
+    layer(_fresh((m, kdim), torch.float16, 11))  # normal path, recorded
+    replays = [r for r in layer._recorded.values() if r is not None]
+    assert len(replays) == 1, "the first call was not recorded"
+    for seed in (12, 13):
+        x = _fresh((m, kdim), torch.float16, seed)
+        x[:, outlier_cols] *= 30
+        out = torch.full((m, n), math.nan, device="cuda", dtype=torch.float16)
+        replayed = layer(x, out=torch.full((m, n), math.nan, device="cuda", dtype=torch.float16))
+        layer(x, out=out)
+        LaunchCache.enabled = False
+        try:
+            normal = layer(x)
+        finally:
+            LaunchCache.enabled = True
+        assert torch.equal(out, normal) and torch.equal(replayed, normal)
+        reference = x.double() @ linear.weight.double().t() + linear.bias.double()
+        assert relative_error(out, reference) <= 0.1  # the benchmark's int8 tolerance

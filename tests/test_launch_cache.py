@@ -53,7 +53,7 @@ class _FakeAutotuner:
 @pytest.fixture
 def fake_stream(monkeypatch):
     monkeypatch.setattr(launch_mod, "_stream_getter", lambda: (lambda device: 1000 + device))
-    monkeypatch.setattr(launch_mod, "_hooks_installed", lambda: False)
+    monkeypatch.setattr(launch_mod, "hooks_installed", lambda: False)
 
 
 NAMES = ["x_ptr", "y_ptr", "n", "scale", "BLOCK", "FLAG"]
@@ -91,7 +91,7 @@ def test_other_key_disabled_cache_and_launch_hooks_take_the_slow_path(fake_strea
     assert cache.get("a") is None
     cache.launch("a", _grid, args, device=0)
     monkeypatch.setattr(LaunchCache, "enabled", True)
-    monkeypatch.setattr(launch_mod, "_hooks_installed", lambda: True)
+    monkeypatch.setattr(launch_mod, "hooks_installed", lambda: True)
     cache.launch("a", _grid, args, device=0)
     assert [e[0] for e in kernel.log] == ["slow"] * 4
 
@@ -153,7 +153,7 @@ def test_matmul_fast_path_key_tracks_layout_and_alignment():
 def test_hook_detection_follows_triton_knobs():
     """Real triton: no hook by default (an empty HookChain is not a hook); one added is seen."""
     knobs = pytest.importorskip("triton").knobs
-    assert launch_mod._hooks_installed() is False
+    assert launch_mod.hooks_installed() is False
     chain = knobs.runtime.launch_enter_hook
 
     def hook(metadata):
@@ -162,16 +162,16 @@ def test_hook_detection_follows_triton_knobs():
     if hasattr(chain, "add"):
         chain.add(hook)
         try:
-            assert launch_mod._hooks_installed() is True
+            assert launch_mod.hooks_installed() is True
         finally:
             chain.remove(hook)
     else:  # older triton: a plain attribute
         knobs.runtime.launch_enter_hook = hook
         try:
-            assert launch_mod._hooks_installed() is True
+            assert launch_mod.hooks_installed() is True
         finally:
             knobs.runtime.launch_enter_hook = None
-    assert launch_mod._hooks_installed() is False
+    assert launch_mod.hooks_installed() is False
     assert launch_mod._hook_active(None) is False
 
 

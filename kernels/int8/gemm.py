@@ -379,6 +379,19 @@ def quantize_tile(k: int) -> tuple[bool, int, int, int]:
     return single, block_k, block_m, num_warps
 
 
+def _quantize_key(x, col_map, codes, outliers, scales, kq_pad: int, n_outliers: int) -> tuple:
+    return signature(x, col_map, codes, outliers, scales), kq_pad, n_outliers
+
+
+def _gemm_key(operands: tuple, bias) -> tuple:
+    return signature(*operands), bias is not None
+
+
+def _outlier_buffer(m: int, n_outliers: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """(m, n_outliers rounded up to 8) buffer for the rows' outlier values (16-byte aligned rows)."""
+    return torch.empty((m, max(8, -(-n_outliers // 8) * 8)), dtype=dtype, device=device)
+
+
 def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: int,
                   kq_pad: int, outlier_dtype: torch.dtype,
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -400,14 +413,13 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: 
                          f"multiple of {K_ALIGN}")
     codes = torch.empty((m, kq_pad), dtype=torch.int8, device=x.device)
     scales = torch.empty((m,), dtype=torch.float32, device=x.device)
-    o_stride = max(8, -(-n_outliers // 8) * 8)
-    outliers = torch.empty((m, o_stride), dtype=outlier_dtype, device=x.device)
+    outliers = _outlier_buffer(m, n_outliers, outlier_dtype, x.device)
     if m == 0:
         return codes, scales, outliers[:, :n_outliers]
     single, block_k, block_m, num_warps = quantize_tile(k)
     col_map = column_map if n_outliers else scales
     _QUANTIZE_LAUNCH.launch(
-        (signature(x, col_map, codes, outliers, scales), kq_pad, n_outliers), (triton.cdiv(m, block_m),),
+        _quantize_key(x, col_map, codes, outliers, scales, kq_pad, n_outliers), (triton.cdiv(m, block_m),),
         (x, col_map, codes, outliers, scales, m, k, kq, kq_pad,
          x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0)),
         x.device.index if x.is_cuda else None,
@@ -468,7 +480,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
 
         triton.set_allocator(mm._tma_workspace)
         _GEMM_TMA_LAUNCH.launch(
-            (signature(*operands), bias is not None), persistent_grid,
+            _gemm_key(operands, bias), persistent_grid,
             (*operands, m, n, k, n_out, m_bucket(m), out.stride(0), outliers.stride(0), weight_outlier.stride(0)),
             codes.device.index, HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0,
             BLOCK_O=16 if n_out <= 16 else 32, NUM_SMS=num_sms)
@@ -477,7 +489,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     _LAST_GEMM[0] = _int8_gemm_kernel
     operands = (codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier)
     _GEMM_LAUNCH.launch(
-        (signature(*operands), bias is not None), grid,
+        _gemm_key(operands, bias), grid,
         (*operands, m, n, k, n_out, m_bucket(m),
          codes.stride(0), codes.stride(1), weight_int8.stride(1), weight_int8.stride(0),
          out.stride(0), out.stride(1),
@@ -486,6 +498,62 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0,
     )
     return out
+
+
+class RecordedLinear:
+    """One QuantizedLinear call signature, replayed: allocate codes, scales, outliers and y, then
+    call the two recorded launches (kernels.launch) directly. ``quantize_rows`` + ``int8_linear``
+    validate, build two signature keys and pick a GEMM kernel on every call, ~50 µs of Python on
+    the H200 host, which made the eager layer host-bound up to M = 2048 (run H: 208 µs of host per
+    M = 2048 call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
+
+    __slots__ = ("quantize", "gemm", "m", "kq_pad", "n", "n_outliers", "outlier_dtype", "out_dtype",
+                 "column_map", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device")
+
+    @classmethod
+    def record(cls, x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: int, kq_pad: int,
+               outlier_dtype: torch.dtype, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
+               weight_outlier: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
+               out: torch.Tensor | None) -> "RecordedLinear | None":
+        """The replay of ``quantize_rows(x, ...)`` + ``int8_linear(..., out)`` as they ran last, or None
+        when either launch was not recorded (interpreter, a launch hook, fast path off)."""
+        if not x.is_cuda or x.shape[0] == 0:
+            return None
+        m, n = x.shape[0], weight_int8.shape[0]
+        codes = torch.empty((m, kq_pad), dtype=torch.int8, device=x.device)
+        scales = torch.empty((m,), dtype=torch.float32, device=x.device)
+        outliers = _outlier_buffer(m, n_outliers, outlier_dtype, x.device)
+        y = torch.empty((m, n), dtype=out_dtype, device=x.device) if out is None else out
+        col_map = column_map if n_outliers else scales
+        quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, codes, outliers, scales, kq_pad, n_outliers))
+        o_view, w_out = (outliers[:, :n_outliers], weight_outlier) if n_outliers else (scales[:, None], weight_scale[None, :])
+        bias_arg = bias if bias is not None else weight_scale
+        operands = (codes, weight_int8, y, scales, weight_scale, bias_arg, o_view, w_out)
+        cache = _GEMM_TMA_LAUNCH if _tma_gemm_eligible(codes, weight_int8, y) else _GEMM_LAUNCH
+        gemm = cache.get(_gemm_key(operands, bias))
+        if quantize is None or gemm is None:
+            return None
+        plan = cls()
+        plan.quantize, plan.gemm, plan.m, plan.kq_pad, plan.n = quantize, gemm, m, kq_pad, n
+        plan.n_outliers, plan.outlier_dtype, plan.out_dtype = n_outliers, outlier_dtype, out_dtype
+        plan.column_map, plan.weight_int8, plan.weight_scale = column_map, weight_int8, weight_scale
+        plan.weight_outlier, plan.bias_arg, plan.device = weight_outlier, bias_arg, x.device
+        return plan
+
+    def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """y for x of the recorded signature (out: the recorded out's layout, or None as recorded)."""
+        m, device = self.m, self.device
+        codes = torch.empty((m, self.kq_pad), dtype=torch.int8, device=device)
+        scales = torch.empty((m,), dtype=torch.float32, device=device)
+        outliers = _outlier_buffer(m, self.n_outliers, self.outlier_dtype, device)
+        y = torch.empty((m, self.n), dtype=self.out_dtype, device=device) if out is None else out
+        has_outliers = self.n_outliers > 0
+        # The launchers read only the tensors' addresses: the outlier views (and, without outliers,
+        # the stand-ins the normal path passes) share their base tensors' first element.
+        self.quantize((x, self.column_map if has_outliers else scales, codes, outliers, scales))
+        self.gemm((codes, self.weight_int8, y, scales, self.weight_scale, self.bias_arg,
+                   outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale))
+        return y
 
 
 def _round_half_away_torch(v: torch.Tensor) -> torch.Tensor:
