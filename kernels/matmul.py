@@ -45,7 +45,7 @@ from kernels.tuning import autotune
 
 
 @triton.jit
-def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     """Grouped tile order: GROUP_M tile-rows sweep the tile-columns together.
 
     Consecutive programs then share the same B column panels and nearby A row panels, so
@@ -83,7 +83,7 @@ def matmul_kernel(
     pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    pid_m, pid_n = _tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
+    pid_m, pid_n = tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
 
     # Rows and columns past the edge wrap around (% M, % N): every load stays in bounds without
     # an M/N mask, and the wrapped values only reach outputs that the final store masks off.
@@ -150,7 +150,7 @@ def matmul_kernel_tma_persistent(
     # the flattened pipeline does not tie the prologue of tile i+1 to the epilogue of tile i.
     tile_id_c = start_pid - NUM_SMS
     for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
-        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         offs_am = pid_m * BLOCK_M
         offs_bn = pid_n * BLOCK_N
 
@@ -162,7 +162,7 @@ def matmul_kernel_tma_persistent(
             accumulator = tl.dot(a, b, accumulator)
 
         tile_id_c += NUM_SMS
-        pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         offs_cm = pid_m * BLOCK_M
         offs_cn = pid_n * BLOCK_N
         if EPILOGUE_SUBTILE:

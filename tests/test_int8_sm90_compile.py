@@ -29,11 +29,34 @@ def base(fn):
         fn = fn.fn
     return fn
 
+def compile_sm90(kernel_fn, sig, consts, aligned, **options):
+    # (compiled kernel, its PTX, cuobjdump resource usage) for sm_90, with 16-byte divisibility hints
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    kernel = triton.compile(ASTSource(base(kernel_fn), sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                            options=options)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"]); f.flush()
+        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    return kernel, kernel.asm["ptx"], usage
+
+def gemm_facts(kernel, ptx, usage):
+    return {"shared": kernel.metadata.shared,
+            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+            "wgmma_s8": bool(re.search(r"wgmma\.mma_async\S*\.s32\.s8\.s8", ptx)),
+            "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
+            "mma_s8": bool(re.search(r"mma\.sync\S*\.s32\.s8\.s8", ptx)),
+            "tma": "cp.async.bulk.tensor" in ptx}
+
+OPERANDS = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp16",
+            "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+            "N_OUTLIERS": "i32", "M_BUCKET": "i32"}
+ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "N", "K",
+           "stride_cm", "stride_xom", "stride_woo")
+
 def compile_gemm(bm, bn, bk, stages, warps):
-    sig = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32",
-           "b_scale_ptr": "*fp16", "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16",
-           "M": "i32", "N": "i32", "K": "i32", "N_OUTLIERS": "i32", "M_BUCKET": "i32",
-           "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
+    sig = {**OPERANDS, "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
            "stride_bn": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "stride_xom": "i32",
            "stride_xoo": "constexpr", "stride_woo": "i32", "stride_won": "constexpr",
            "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr",
@@ -42,49 +65,17 @@ def compile_gemm(bm, bn, bk, stages, warps):
     consts = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "stride_xoo": 1, "stride_won": 1,
               "HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn,
               "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "BLOCK_O": 16}
-    names = list(sig)
-    aligned = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr",
-               "wo_ptr", "N", "K", "stride_am", "stride_bn", "stride_cm", "stride_xom", "stride_woo")
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
-    kernel = triton.compile(ASTSource(base(gemm._int8_gemm_kernel), sig, consts, attrs),
-                            target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": warps, "num_stages": stages})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"]); f.flush()
-        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
-                               capture_output=True, text=True, check=True).stdout
-    ptx = kernel.asm["ptx"]
-    return {"shared": kernel.metadata.shared,
-            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-            "wgmma_s8": bool(re.search(r"wgmma\.mma_async\S*\.s32\.s8\.s8", ptx)),
-            "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
-            "mma_s8": bool(re.search(r"mma\.sync\S*\.s32\.s8\.s8", ptx))}
+    return gemm_facts(*compile_sm90(gemm._int8_gemm_kernel, sig, consts, ALIGNED + ("stride_am", "stride_bn"),
+                                    num_warps=warps, num_stages=stages))
 
 def compile_tma(bm, bn, bk, stages, warps):
-    sig = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp16",
-           "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
-           "N_OUTLIERS": "i32", "M_BUCKET": "i32", "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32",
+    sig = {**OPERANDS, "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32",
            "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
            "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "BLOCK_O": "constexpr", "NUM_SMS": "constexpr"}
     consts = {"HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
               "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132}
-    names = list(sig)
-    aligned = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr",
-               "N", "K", "stride_cm", "stride_xom", "stride_woo")
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
-    kernel = triton.compile(ASTSource(base(gemm._int8_gemm_tma_kernel), sig, consts, attrs),
-                            target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": warps, "num_stages": stages})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"]); f.flush()
-        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
-                               capture_output=True, text=True, check=True).stdout
-    ptx = kernel.asm["ptx"]
-    return {"shared": kernel.metadata.shared,
-            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-            "wgmma_s8": bool(re.search(r"wgmma\.mma_async\S*\.s32\.s8\.s8", ptx)),
-            "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
-            "tma": "cp.async.bulk.tensor" in ptx}
+    return gemm_facts(*compile_sm90(gemm._int8_gemm_tma_kernel, sig, consts, ALIGNED,
+                                    num_warps=warps, num_stages=stages))
 
 def compile_quantize(k):
     single, block_k, block_m, warps = gemm.quantize_tile(k)
@@ -94,12 +85,7 @@ def compile_quantize(k):
            "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr", "PAD_BLOCK": "constexpr"}
     consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
               "HAS_OUTLIERS": True, "PAD_BLOCK": gemm.K_ALIGN}
-    kernel = triton.compile(ASTSource(base(gemm._quantize_rows_kernel), sig, consts, {}),
-                            target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"]); f.flush()
-        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
-                               capture_output=True, text=True, check=True).stdout
+    _, _, usage = compile_sm90(gemm._quantize_rows_kernel, sig, consts, (), num_warps=warps)
     return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
 

@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import LaunchCache, signature
+from kernels.matmul import tile_coords
 from kernels.tuning import autotune
 
 #: Single-pass quantization keeps the whole row in registers up to this many columns.
@@ -258,18 +259,6 @@ def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-@triton.jit
-def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """Grouped (L2-friendly) tile order, as in kernels.matmul."""
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = tile_id // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
-    pid_n = (tile_id % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
-
-
 @autotune([triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
            for bm, bn, bk, st, w in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8), (256, 128, 128, 3, 8),
                                      (128, 128, 128, 4, 8), (128, 256, 64, 4, 8), (128, 128, 128, 5, 4))],
@@ -297,14 +286,14 @@ def _int8_gemm_tma_kernel(
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
     tile_id_c = start_pid - NUM_SMS  # the epilogue's tile, one behind the loads (see kernels.matmul)
     for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
-        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
         for ki in range(k_tiles):
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b = b_desc.load([pid_n * BLOCK_N, ki * BLOCK_K])
             acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
         tile_id_c += NUM_SMS
-        pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
