@@ -54,7 +54,8 @@ def test_flash_attention_recorded_launches_match_the_launch_path():
             LaunchCache.enabled = True
         results.setdefault(enabled, []).append((o.detach(), *grads))
     assert len(fa._FWD_LAUNCH) >= 1 and len(fa._DQ_LAUNCH) >= 1
-    for replay in results[True]:
+    assert fa._BWD_REPLAYS, "the backward's launches were not recorded for replay"
+    for replay in results[True]:  # the second backward ran the recorded replay (fa._BWD_REPLAYS)
         for got, want in zip(replay, results[False][0]):
             assert torch.equal(got, want)  # same kernels, same config: bit-identical
 
