@@ -31,6 +31,8 @@ from profkit.render import examples
 from profkit.render.html import SourceLookup, hotspot_table, render_html, write_html
 from profkit.session.store import load_session
 
+BENCHMARKS = Path(__file__).resolve().parents[1] / "reports" / "benchmarks"
+
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
                  if p and Path(p).exists()), None)
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install chromium)")
@@ -119,6 +121,13 @@ def diff_page(sessions_root, tmp_path) -> Path:
 
 
 @pytest.fixture
+def bench_page(tmp_path) -> Path:
+    from profkit.render.benchmarks import render_benchmarks_html
+
+    return write_html(tmp_path / "benchmarks.html", render_benchmarks_html(BENCHMARKS))
+
+
+@pytest.fixture
 def session_diff_page(sessions_root, pair_session, tmp_path) -> Path:
     result = diff(pair_session, pair_session, root=sessions_root)
     return write_html(tmp_path / "session-diff.html", render_html(diff=result))
@@ -141,7 +150,7 @@ def test_page_is_self_contained(session_page):
 
 
 @needs_chromium
-@pytest.mark.parametrize("page_fixture", ["session_page", "diff_page", "session_diff_page"])
+@pytest.mark.parametrize("page_fixture", ["session_page", "diff_page", "session_diff_page", "bench_page"])
 def test_charts_render_in_chromium(page_fixture, request, tmp_path):
     page = request.getfixturevalue(page_fixture)
     dom, probe = rendered_dom(page, tmp_path)
@@ -233,3 +242,55 @@ def test_examples_need_the_ladder_sessions(sessions_root, tmp_path):
     written = examples.regenerate(sessions_dir=sessions_root, out_dir=tmp_path)
     assert [p.name for p in written] == ["ladder.html", "diff-naive-tiled.html", "diff-tiled-regtile.html"]
     assert all(p.stat().st_size > 1_000_000 for p in written)
+
+
+def test_benchmark_page_has_every_committed_result_with_its_numbers(bench_page):
+    from profkit.render.benchmarks import is_side_by_side, load_results
+
+    text = bench_page.read_text(encoding="utf-8")
+    results = load_results(BENCHMARKS)
+    assert {r.name for r in results} >= {"matmul", "flash_attention", "int8_linear", "int8_model", "loading",
+                                         "quick_capture"}
+    charts = 0
+    for result in results:
+        assert f"<section id='bench-{result.name}'>" in text
+        if not result.rows.empty and is_side_by_side(result.rows):
+            charts += 2 * result.rows["baseline"].nunique()  # ratio + throughput chart per baseline
+            # the measured ratios appear in the tables, at full precision in the cells' titles
+            ratio = result.rows["ratio_vs_baseline"].dropna().iloc[-1]
+            assert repr(float(ratio)) in text, (result.name, ratio)
+    assert text.count("Plotly.newPlot(") >= charts > 0
+    env = json.loads((BENCHMARKS / "matmul.json").read_text())["meta"]["environment"]
+    assert env["gpu"] in text and f"triton {env['triton']}" in text
+
+
+def test_benchmark_page_needs_results(tmp_path):
+    from profkit.errors import ReportError
+    from profkit.render.benchmarks import render_benchmarks_html
+
+    with pytest.raises(ReportError, match="no benchmark results"):
+        render_benchmarks_html(tmp_path)
+
+
+def test_report_bench_cli_writes_the_page(tmp_path):
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    shutil.copy(BENCHMARKS / "matmul.json", folder)
+    result = CliRunner().invoke(main, ["report", "--bench", str(folder)])
+    assert result.exit_code == 0, result.output
+    page = (folder / "benchmarks.html").read_text(encoding="utf-8")
+    assert "<section id='bench-matmul'>" in page and "Ratio vs cublas" in page
+    refused = CliRunner().invoke(main, ["report", "--bench", str(folder), "some-session"])
+    assert refused.exit_code != 0
+
+
+def test_bench_command_rewrites_the_page_after_a_run(tmp_path, monkeypatch):
+    from profkit.cli import bench as bench_cli
+
+    def fake_run(workload, quick, out_dir):  # what a GPU run leaves behind: its result file
+        shutil.copy(BENCHMARKS / "matmul.json", Path(out_dir) / "matmul.json")
+
+    monkeypatch.setattr(bench_cli, "run_workload", fake_run)
+    result = CliRunner().invoke(main, ["bench", "matmul", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "benchmarks.html").exists() and "wrote" in result.output

@@ -25,10 +25,20 @@ WORKLOADS = {
 @click.option("--quick", is_flag=True, help="Fewer sizes and rounds.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="reports/benchmarks", show_default=True)
 def bench(workload: str, quick: bool, out_dir: str) -> None:
-    """Benchmark WORKLOAD against its production baseline on this GPU; writes OUT_DIR/WORKLOAD.json|csv.
+    """Benchmark WORKLOAD against its production baseline on this GPU; writes OUT_DIR/WORKLOAD.json|csv
+    and rewrites OUT_DIR/benchmarks.html, the page of every result there.
 
     `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions.
     `quick_capture` captures the ladder with `profile --quick` and with `--set full` and compares them."""
+    run_workload(workload, quick, out_dir)
+    from profkit.render.benchmarks import PAGE_NAME, render_benchmarks_html
+    from profkit.render.html import write_html
+
+    click.echo(f"wrote {write_html(Path(out_dir) / PAGE_NAME, render_benchmarks_html(Path(out_dir)))}")
+
+
+def run_workload(workload: str, quick: bool, out_dir: str) -> None:
+    """Run one workload's benchmark entry, which writes its result files into out_dir."""
     module = importlib.import_module(WORKLOADS[workload])
     if workload == "loading":
         sessions = sorted(p for p in Path("sessions").iterdir() if (p / "manifest.json").exists())

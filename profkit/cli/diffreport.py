@@ -164,15 +164,29 @@ def _slug(text: str) -> str:
                                                "sessions, and the diffs naive→tiled and tiled→regtile.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
               help="Where --examples writes.")
+@click.option("--bench", "bench_dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="A page of the benchmark results (*.json) in this folder, e.g. reports/benchmarks "
+                   "(default output: that folder's benchmarks.html).")
 @click.option("--top", "top_lines", type=click.IntRange(min=1), default=15, show_default=True,
               help="Source lines in the hotspot tables.")
 @click.option("--title", default=None, help="Page title.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str, str] | None, force: bool,
-           examples: bool, out_dir: str, top_lines: int, title: str | None, sessions_dir: str | None) -> None:
-    """Write one self-contained HTML report (plotly embedded, opens offline) for SESSIONS and/or a --diff."""
+           examples: bool, out_dir: str, bench_dir: str | None, top_lines: int, title: str | None,
+           sessions_dir: str | None) -> None:
+    """Write one self-contained HTML report (plotly embedded, opens offline) for SESSIONS and/or a --diff,
+    or for the benchmark results of --bench."""
     from profkit.analyse.diff import diff, find_session
     from profkit.render.html import render_html, write_html
+
+    if bench_dir is not None:
+        if sessions or diff_specs or examples:
+            raise UsageError("--bench takes no sessions, --diff or --examples")
+        from profkit.render.benchmarks import PAGE_NAME, render_benchmarks_html
+
+        page = render_benchmarks_html(Path(bench_dir), **({"title": title} if title else {}))
+        click.echo(f"wrote {write_html(output or Path(bench_dir) / PAGE_NAME, page)}")
+        return
 
     if examples:
         if sessions or diff_specs or output:

@@ -148,7 +148,7 @@ def table_html(df: pd.DataFrame, *, row_class: pd.Series | None = None, cell_cla
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-class _Figures:
+class Figures:
     """Gives each embedded figure a unique div id."""
 
     def __init__(self) -> None:
@@ -199,7 +199,7 @@ window.profkitChartsReady = (async function () {
 """ % DEFERRED_TYPE
 
 
-def _section(anchor: str, title: str, how: str, body: str) -> str:
+def section(anchor: str, title: str, how: str, body: str) -> str:
     how_html = f"<p class='how'>{html.escape(how)}</p>" if how else ""
     return f"<section id='{html.escape(anchor)}'><h2>{html.escape(title)}</h2>{how_html}{body}</section>"
 
@@ -304,23 +304,23 @@ def _kernel_figures(rows: pd.DataFrame, fig, anchor: str, moves: pd.DataFrame | 
     ceils = roofline.ceilings(rows) if ceils is None else ceils
     pts = roofline.points(rows, ceils) if pts is None else pts
     out = [
-        _section(f"{anchor}-sol", "Speed of light",
+        section(f"{anchor}-sol", "Speed of light",
                  "Each unit's throughput as % of its peak (ncu SpeedOfLight). A unit above ~60% is where the kernel "
                  "is bound; all units low means latency-bound.", fig(plots.sol_figure(rows))),
-        _section(f"{anchor}-roofline", "Roofline",
+        section(f"{anchor}-roofline", "Roofline",
                  "Ceilings are the report's own peaks (peak_*_per_cycle × measured clocks). Each kernel has one point "
                  "per memory level: x = FLOPs / bytes at that level, y = achieved FLOP/s.",
                  fig(plots.roofline_figure(ceils, pts, moves))
                  + "<h3>Ceilings</h3>" + table_html(ceils.assign(value=[human(v, u) for v, u in
                                                                         zip(ceils["value"], ceils["unit"])]))
                  + "<h3>Points</h3>" + table_html(pts.drop(columns=["bandwidth_bytes_per_second"]))),
-        _section(f"{anchor}-traffic", "Memory traffic per level",
+        section(f"{anchor}-traffic", "Memory traffic per level",
                  "Bytes moved at each level. Tiling shows up as fewer L2/DRAM bytes for the same FLOPs.",
                  fig(plots.traffic_figure(rows)) + table_html(_view(rows, "coalescing"))),
-        _section(f"{anchor}-stalls", "Warp stalls",
+        section(f"{anchor}-stalls", "Warp stalls",
                  "Why warps were not issuing: average cycles spent in each state per issued instruction.",
                  fig(plots.stall_figure(rows))),
-        _section(f"{anchor}-occupancy", "Occupancy",
+        section(f"{anchor}-occupancy", "Occupancy",
                  "Warp slots in use; the limiter is the resource that allows the fewest blocks per SM.",
                  fig(plots.occupancy_figure(rows)) + table_html(_view(rows, "occupancy"))),
     ]
@@ -336,21 +336,21 @@ def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, looku
     """Every section of one session's report."""
     anchor = f"s-{session.name}"
     rows = kernel_rows(session.table("launches"))
-    parts = [_section(anchor, f"Session {session.name}", "", _manifest_html(session))]
+    parts = [section(anchor, f"Session {session.name}", "", _manifest_html(session))]
     notes = session.table("notes")
     if not notes.empty:
-        parts.append(_section(f"{anchor}-notes", "Capture notes", "", table_html(notes)))
+        parts.append(section(f"{anchor}-notes", "Capture notes", "", table_html(notes)))
     if rows.empty:
-        parts.append(_section(f"{anchor}-summary", "Kernels", "", "<p>No ncu launches in this session.</p>"))
+        parts.append(section(f"{anchor}-summary", "Kernels", "", "<p>No ncu launches in this session.</p>"))
     else:
         summary = rows[[c for c in SUMMARY_COLUMNS if c in rows]]
-        parts.append(_section(f"{anchor}-summary", "Kernel summary",
+        parts.append(section(f"{anchor}-summary", "Kernel summary",
                               "One row per kernel instance (capture, kernel, grid, block, NVTX range) in capture "
                               "order; numbers are medians over its profiled launches.", table_html(summary)))
         parts += _kernel_figures(rows, fig, anchor)
     cc = session.table("crosscheck")
     if not cc.empty:
-        parts.append(_section(f"{anchor}-crosscheck", "Timing cross-check",
+        parts.append(section(f"{anchor}-crosscheck", "Timing cross-check",
                               "The same kernel timed three ways: cudaEvents around the unprofiled launch, ncu's "
                               "gpu__time_duration, and the nsys kernel record. The reasons are computed from the data.",
                               fig(plots.crosscheck_figure(cc)) + table_html(cc[[c for c in CROSSCHECK_COLUMNS
@@ -359,12 +359,12 @@ def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, looku
     parts.append(_where_time_goes_section(session, anchor))
     hot = hotspot_table(session.table("source"), lookup, top=top_lines)
     if not hot.empty:
-        parts.append(_section(f"{anchor}-hotspots", f"Source hotspots (top {len(hot)} lines)",
+        parts.append(section(f"{anchor}-hotspots", f"Source hotspots (top {len(hot)} lines)",
                               "Lines ranked by warp stall samples (ncu source counters); source text is read from "
                               "the files as they are on disk now.", fig(plots.hotspot_figure(hot)) + table_html(hot)))
     rules = _rules_table(session.table("rules"))
     if not rules.empty:
-        parts.append(_section(f"{anchor}-rules", "ncu rule findings",
+        parts.append(section(f"{anchor}-rules", "ncu rule findings",
                               "Nsight Compute's own guidance, highest estimated speedup first.", table_html(rules)))
     return "".join(p for p in parts if p)
 
@@ -379,7 +379,7 @@ def _timeline_section(session: Session, fig, anchor: str) -> str:
         n = nvtx[nvtx["capture"] == capture] if "capture" in nvtx else nvtx
         k = kernels[kernels["capture"] == capture] if "capture" in kernels else kernels
         body.append(fig(plots.timeline_figure(n, k, title=f"nsys timeline: {capture}")))
-    return _section(f"{anchor}-timeline", "nsys timeline",
+    return section(f"{anchor}-timeline", "nsys timeline",
                     "NVTX ranges and GPU kernels from the nsys capture (unprofiled run), per capture; zoom to see "
                     "individual launches.", "".join(body))
 
@@ -392,7 +392,7 @@ def _where_time_goes_section(session: Session, anchor: str) -> str:
     launches = session.table("launches")
     joined = timeline_join(launches, kernels)
     weighted = weighted_summary(launches, kernels)
-    return _section(f"{anchor}-where", "Where the time goes (ncu ⋈ nsys)",
+    return section(f"{anchor}-where", "Where the time goes (ncu ⋈ nsys)",
                     "Every launch in the nsys timeline attributed to its profiled kernel (same name and launch "
                     "shape; NVTX path breaks ties). priority = time share × headroom (100 − the busier of SM and "
                     "memory throughput): the kernels worth profiling and optimising first. Then the timeline-"
@@ -429,7 +429,7 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
         head += "<p>Comparable: same GPU, arch, ncu version, clock and cache control, and program arguments.</p>"
     else:
         head += "<h3>Comparability</h3>" + table_html(result.comparability, row_class=result.comparability["severity"])
-    parts.append(_section("diff", f"Diff: {result.a_spec} → {result.b_spec}", "", head))
+    parts.append(section("diff", f"Diff: {result.a_spec} → {result.b_spec}", "", head))
     for i, pair in enumerate(result.pairs):
         metrics = pair.metrics[["label", "unit", "better", "a", "b", "delta", "ratio", "change_pct", "verdict"]]
         why = "".join(f"<li>{html.escape(m)}</li>" for m in pair.explanation["message"])
@@ -439,7 +439,7 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
         summary = html.escape(f"{pair.a.name} → {pair.b.name} (match: {pair.match})")
         parts.append(f"<section id='pair-{i}'><details{opened}><summary>{summary}</summary>{body}</details></section>")
     if not result.unmatched.empty:
-        parts.append(_section("unmatched", "Unmatched kernels", "Kernels found on one side only.",
+        parts.append(section("unmatched", "Unmatched kernels", "Kernels found on one side only.",
                               table_html(result.unmatched)))
     rows, label_pairs = _diff_rows(result)
     if not rows.empty:
@@ -452,7 +452,7 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
         keys = [(str(k.row.get("capture")), str(k.row.get("kernel"))) for k in kernels]
         hot = hotspot_table(session.table("source"), lookup, top=top_lines, kernels=keys)
         if not hot.empty:
-            parts.append(_section(f"hotspots-{side}", f"Source hotspots, side {side} ({session.name})",
+            parts.append(section(f"hotspots-{side}", f"Source hotspots, side {side} ({session.name})",
                                   "Lines ranked by warp stall samples.", table_html(hot)))
     return "".join(parts)
 
@@ -472,7 +472,7 @@ def render_html(sessions: list[Session] | tuple[Session, ...] = (), diff: DiffRe
         raise ValueError("render_html needs at least one session or a diff")
     if top_lines < 1:
         raise ValueError(f"top_lines must be at least 1, not {top_lines}")
-    fig = _Figures()
+    fig = Figures()
     lookup = SourceLookup(source_roots)
     body, nav = [], []
     if diff is not None:
@@ -483,6 +483,12 @@ def render_html(sessions: list[Session] | tuple[Session, ...] = (), diff: DiffRe
         nav.append((f"s-{session.name}", session.name))
     title = title or ("diff " + f"{diff.a_spec} → {diff.b_spec}" if diff is not None
                       else "profkit report: " + ", ".join(s.name for s in sessions))
+    return page_html(title, nav, body, fig.count)
+
+
+def page_html(title: str, nav: list[tuple[str, str]], body: list[str], charts: int) -> str:
+    """The page around rendered sections: header, navigation (anchor, text) links, the error box, and
+    plotly, inflated once at the end (see PLOTLY_LOADER)."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     links = "".join(f"<a href='#{html.escape(a)}'>{html.escape(t)}</a>" for a, t in nav)
     return "\n".join([
@@ -492,7 +498,7 @@ def render_html(sessions: list[Session] | tuple[Session, ...] = (), diff: DiffRe
         "<pre id='profkit-js-errors' hidden></pre>",
         f"<script>{ERROR_HOOK}</script>",
         f"<header><h1>{html.escape(title)}</h1><p>profkit {__version__} · generated {stamp} · "
-        f"{fig.count} charts</p></header>",
+        f"{charts} charts</p></header>",
         f"<main><nav>{links}</nav>", *body, "</main>",
         f"<script id='plotly-gz' type='application/gzip;base64'>{plotly_payload()}</script>",
         f"<script>{PLOTLY_LOADER}</script></body></html>",

@@ -247,3 +247,62 @@ def hotspot_figure(lines: pd.DataFrame, title: str = "Source hotspots: stall sam
     fig.update_xaxes(title="stall samples")
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title, _height(len(lines), per=24, base=160))
+
+
+def ratio_figure(rows: pd.DataFrame, baseline: str, title: str | None = None) -> go.Figure:
+    """Benchmark ratios: per case, one horizontal bar per candidate implementation, candidate speed over
+    the baseline's (> 1: faster), with the parity line at 1. rows: the harness's result rows of one baseline."""
+    candidates = rows[rows["impl"] != baseline]
+    cases = list(dict.fromkeys(rows["case"]))
+    fig = go.Figure()
+    by_case = rows[rows["impl"] == baseline].set_index("case")
+    for i, (impl, part) in enumerate(candidates.groupby("impl", sort=False)):
+        part = part.set_index("case").reindex(cases)
+        base_tflops = _num(by_case.reindex(cases), "tflops")
+        hover = [f"{impl}: {t:.1f} TFLOP/s<br>{baseline}: {b:.1f} TFLOP/s<br>median {m * 1e3:.1f} µs"
+                 + ("" if s else "<br>unstable (spread over 5%)")
+                 for t, b, m, s in zip(_num(part, "tflops"), base_tflops, _num(part, "median_ms"),
+                                       part["stable"].fillna(True) if "stable" in part else [True] * len(part))]
+        fig.add_trace(go.Bar(y=cases, x=_num(part, "ratio_vs_baseline"), name=impl, orientation="h",
+                             marker_color=PALETTE[i % len(PALETTE)], hovertext=hover, hoverinfo="text+x"))
+    fig.add_vline(x=1.0, line_dash="dash", line_color="#444")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title=f"speed relative to {baseline} (> 1: faster)")
+    return _layout(fig, title or f"Ratio vs {baseline}", _height(len(cases) * max(1, candidates["impl"].nunique())),
+                   barmode="group")
+
+
+def throughput_figure(rows: pd.DataFrame, title: str = "Throughput") -> go.Figure:
+    """TFLOP/s of every implementation per case (grouped horizontal bars; the same FLOP count for all)."""
+    cases = list(dict.fromkeys(rows["case"]))
+    fig = go.Figure()
+    for i, (impl, part) in enumerate(rows.groupby("impl", sort=False)):
+        part = part.set_index("case").reindex(cases)
+        fig.add_trace(go.Bar(y=cases, x=_num(part, "tflops"), name=impl, orientation="h",
+                             marker_color=PALETTE[i % len(PALETTE)]))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title="TFLOP/s")
+    return _layout(fig, title, _height(len(cases) * rows["impl"].nunique(), per=16), barmode="group")
+
+
+def series_figure(rows: pd.DataFrame, x: str, y: str, group: list[str], title: str, x_title: str,
+                  y_title: str, log_x: bool = False) -> go.Figure:
+    """One line per group of rows (e.g. peak memory against sequence length per implementation)."""
+    fig = go.Figure()
+    for i, (key, part) in enumerate(rows.groupby(group, sort=False)):
+        label = " ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        part = part.sort_values(x)
+        fig.add_trace(go.Scatter(x=_num(part, x), y=_num(part, y), mode="lines+markers", name=label,
+                                 line=dict(color=PALETTE[i % len(PALETTE)])))
+    fig.update_xaxes(title=x_title, type="log" if log_x else "linear")
+    fig.update_yaxes(title=y_title)
+    return _layout(fig, title, 420)
+
+
+def grouped_bars_figure(categories: list[str], series: dict[str, list[float]], title: str, axis_title: str) -> go.Figure:
+    """Vertical grouped bars: one trace per series over the same categories (e.g. latency per batch size)."""
+    fig = go.Figure()
+    for i, (name, values) in enumerate(series.items()):
+        fig.add_trace(go.Bar(x=categories, y=values, name=name, marker_color=PALETTE[i % len(PALETTE)]))
+    fig.update_yaxes(title=axis_title)
+    return _layout(fig, title, 420, barmode="group")
