@@ -42,7 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.launch import LaunchCache, hooks_installed, signature
+from kernels.launch import LaunchCache, replay_allowed, signature
 from kernels.tuning import autotune
 
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -633,8 +633,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     """
     short_key = (signature(do, q, k, v, o, lse), bool(causal), bool(block_skip)) if out is None and q.is_cuda else None
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
-    if (replay is not None and LaunchCache.enabled and not hooks_installed()
-            and q.device.index == torch.cuda.current_device()):
+    if replay is not None and replay_allowed(q.device.index):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         delta = torch.empty_like(lse)
         preprocess, dkdv, dq_launch = replay

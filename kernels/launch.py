@@ -75,6 +75,17 @@ def hooks_installed() -> bool:
     return _hook_active(runtime.launch_enter_hook) or _hook_active(runtime.launch_exit_hook)
 
 
+def replay_allowed(device_index: int | None) -> bool:
+    """Whether a caller's recorded replay (a chain of recorded launches) may run now: the fast path is
+    on, no launch hook is set, and the tensors' GPU is the current one (a recorded launcher launches
+    in the current context)."""
+    if not LaunchCache.enabled or hooks_installed():
+        return False
+    import torch  # noqa: PLC0415 - only callers holding CUDA tensors get here
+
+    return device_index == torch.cuda.current_device()
+
+
 def _stream_getter() -> Callable[[int], int]:
     """device index -> the raw handle of its current CUDA stream (what triton launches on)."""
     return triton.runtime.driver.active.get_current_stream

@@ -209,3 +209,15 @@ def test_a_tensor_outside_the_per_call_parameters_is_never_baked_in(fake_stream)
         assert cache.launch("k", _grid, (_Tensorish(1), _Tensorish(2), 64, 1.0), device=0) is None
     cache.launch("k", _grid, (_Tensorish(5), _Tensorish(6), 64, 1.0), device=0)
     assert [e[0] for e in kernel.log] == ["slow", "slow"] and len(cache) == 0
+
+
+def test_replay_allowed_needs_fast_path_no_hook_and_the_current_gpu(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(launch_mod, "hooks_installed", lambda: False)
+    assert launch_mod.replay_allowed(1) and not launch_mod.replay_allowed(0)
+    monkeypatch.setattr(launch_mod, "hooks_installed", lambda: True)
+    assert not launch_mod.replay_allowed(1)
+    monkeypatch.setattr(launch_mod, "hooks_installed", lambda: False)
+    monkeypatch.setattr(LaunchCache, "enabled", False)
+    assert not launch_mod.replay_allowed(1)

@@ -28,6 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import matmul as mm
 from kernels.launch import LaunchCache, signature
 from kernels.matmul import tile_coords
 from kernels.tuning import autotune
@@ -318,8 +319,6 @@ compute-bound: the pointer kernel reached ~745 int8 TOPS at M = 2048 on the H200
 def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor) -> bool:
     """The persistent TMA GEMM applies: compiled mode on an sm_90/sm_100 GPU, M >= TMA_MIN_M,
     contiguous codes and weights with 16-byte aligned rows, a row-major output."""
-    from kernels import matmul as mm
-
     if interpreting() or not codes.is_cuda or codes.shape[0] < TMA_MIN_M or not mm._has_device_tma():
         return False
     major, _ = mm._device_info(codes.device.index if codes.device.index is not None else torch.cuda.current_device())
@@ -374,6 +373,15 @@ def _quantize_key(x, col_map, codes, outliers, scales, kq_pad: int, n_outliers: 
 
 def _gemm_key(operands: tuple, bias) -> tuple:
     return signature(*operands), bias is not None
+
+
+def _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier) -> tuple:
+    """The GEMM kernels' eight tensor arguments, in order. Without outliers or bias the kernels never
+    read those pointers; live buffers stand in for them (not empty tensors)."""
+    if weight_outlier.shape[0] == 0:
+        outliers, weight_outlier = scales[:, None], weight_scale[None, :]
+    bias_arg = bias if bias is not None else weight_scale
+    return codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier
 
 
 def _outlier_buffer(m: int, n_outliers: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -455,13 +463,9 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     def grid(meta):
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
-    if n_out == 0:  # the outlier pointers are never read; pass live buffers, not empty ones
-        outliers, weight_outlier = scales[:, None], weight_scale[None, :]
-    bias_arg = bias if bias is not None else weight_scale
+    operands = _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier)
+    outliers, weight_outlier = operands[6], operands[7]
     if _tma_gemm_eligible(codes, weight_int8, out):
-        from kernels import matmul as mm
-
-        operands = (codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier)
         _, num_sms = mm._device_info(codes.device.index if codes.device.index is not None else torch.cuda.current_device())
 
         def persistent_grid(meta):
@@ -476,7 +480,6 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         _LAST_GEMM[0] = _int8_gemm_tma_kernel
         return out
     _LAST_GEMM[0] = _int8_gemm_kernel
-    operands = (codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier)
     _GEMM_LAUNCH.launch(
         _gemm_key(operands, bias), grid,
         (*operands, m, n, k, n_out, m_bucket(m),
@@ -515,9 +518,9 @@ class RecordedLinear:
         y = torch.empty((m, n), dtype=out_dtype, device=x.device) if out is None else out
         col_map = column_map if n_outliers else scales
         quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, codes, outliers, scales, kq_pad, n_outliers))
-        o_view, w_out = (outliers[:, :n_outliers], weight_outlier) if n_outliers else (scales[:, None], weight_scale[None, :])
-        bias_arg = bias if bias is not None else weight_scale
-        operands = (codes, weight_int8, y, scales, weight_scale, bias_arg, o_view, w_out)
+        operands = _gemm_operands(codes, weight_int8, y, scales, weight_scale, bias, outliers[:, :n_outliers],
+                                  weight_outlier)
+        bias_arg = operands[5]
         cache = _GEMM_TMA_LAUNCH if _tma_gemm_eligible(codes, weight_int8, y) else _GEMM_LAUNCH
         gemm = cache.get(_gemm_key(operands, bias))
         if quantize is None or gemm is None:

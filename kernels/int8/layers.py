@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from kernels.launch import LaunchCache, hooks_installed
+from kernels.launch import replay_allowed
 
 from . import gemm
 
@@ -187,8 +187,7 @@ class QuantizedLinear(nn.Module):
         M = x.numel() // in_features, optional, Triton backend only (benchmarks poison it)."""
         key = self._replay_key(x, out) if x.is_cuda and self.backend != "torch" else None
         replay = self._recorded.get(key) if key is not None else None
-        if (replay is not None and LaunchCache.enabled and not hooks_installed()
-                and x.device.index == torch.cuda.current_device()):
+        if replay is not None and replay_allowed(x.device.index):
             return replay(x.reshape(-1, self.in_features), out).reshape(*x.shape[:-1], self.out_features)
         if x.shape[-1] != self.in_features:
             raise ValueError(f"expected (..., {self.in_features}) input, got {tuple(x.shape)}")

@@ -125,7 +125,8 @@ def _model_body(rows: pd.DataFrame, fig: Figures) -> str:
 
 def _record_tables(data: dict) -> str:
     """Scalars as one table, then each list of records as its own table (loading, quick_capture)."""
-    parts = [table_html(_key_values(data))] if _key_values(data).shape[0] else []
+    scalars = _key_values(data)
+    parts = [table_html(scalars)] if not scalars.empty else []
     for key, value in data.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             parts.append(f"<h3>{html.escape(key)}</h3>" + table_html(pd.DataFrame(value)))
