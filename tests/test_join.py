@@ -41,7 +41,7 @@ def test_priority_is_time_times_headroom():
     assert list(table.index) == ["idle", "busy"]
 
 
-@pytest.mark.parametrize("name", ["ladder-n4096", "fa2-n4096-d64", "int8-linear-m2048"])
+@pytest.mark.parametrize("name", ["ladder-n4096", "fa2-n4096-d64", "int8-linear-m2048-tma"])
 def test_committed_sessions_attribute_every_launch_once(name):
     session = load_session(SESSIONS / name)
     nsys = session.table("nsys_kernels")
