@@ -16,6 +16,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -294,3 +295,18 @@ def test_bench_command_rewrites_the_page_after_a_run(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["bench", "matmul", "--out-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "benchmarks.html").exists() and "wrote" in result.output
+
+
+def test_bench_command_keeps_the_results_where_plotly_is_missing(tmp_path, monkeypatch):
+    """The GPU host measures without the plotting stack: the run succeeds and says how to draw the page."""
+    from profkit.cli import bench as bench_cli
+
+    def fake_run(workload, quick, out_dir):
+        shutil.copy(BENCHMARKS / "matmul.json", Path(out_dir) / "matmul.json")
+
+    monkeypatch.setattr(bench_cli, "run_workload", fake_run)
+    monkeypatch.setitem(sys.modules, "profkit.render.benchmarks", None)  # import fails as without plotly
+    result = CliRunner().invoke(main, ["bench", "matmul", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "matmul.json").exists() and not (tmp_path / "benchmarks.html").exists()
+    assert "profkit report --bench" in result.output

@@ -31,9 +31,13 @@ def bench(workload: str, quick: bool, out_dir: str) -> None:
     `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions.
     `quick_capture` captures the ladder with `profile --quick` and with `--set full` and compares them."""
     run_workload(workload, quick, out_dir)
-    from profkit.render.benchmarks import PAGE_NAME, render_benchmarks_html
-    from profkit.render.html import write_html
-
+    try:
+        from profkit.render.benchmarks import PAGE_NAME, render_benchmarks_html
+        from profkit.render.html import write_html
+    except ModuleNotFoundError as exc:  # a GPU host with the measuring stack but not the plotting one
+        click.echo(f"benchmark page not rewritten ({exc}); the results are written: "
+                   f"`profkit report --bench {out_dir}` draws it where plotly is installed", err=True)
+        return
     click.echo(f"wrote {write_html(Path(out_dir) / PAGE_NAME, render_benchmarks_html(Path(out_dir)))}")
 
 
