@@ -20,10 +20,14 @@ Conventions used throughout:
   ``block_skip=False`` every block is loaded, computed and masked, which gives the same result and
   exists to measure the skipping with counters.
 
-Loads and stores use plain pointers with strides (no tensor descriptors), which works on every
-GPU Triton targets and for non-contiguous inputs. On the GPU each kernel is autotuned per
-(seq, head_dim, causal, block_skip, dtype); PROFKIT_FA_AUTOTUNE=0 launches the first config of
-each search space instead. Under TRITON_INTERPRET=1 (CPU tests) small fixed tiles are used.
+Loads and stores use plain pointers with strides, which works on every GPU Triton targets and for
+non-contiguous inputs. The forward can also read Q/K/V and write O through TMA tensor descriptors
+built on the device (``USE_TMA``, a config knob of the d=128 search space on sm_90/sm_100 when
+q, k, v, o are contiguous): one descriptor per (batch*head, seq, head_dim) tensor, so a tile past
+the sequence end is zero-filled on load and clipped on store within its own head. On the GPU each
+kernel is autotuned per (seq, head_dim, causal, block_skip, dtype[, TMA eligibility]);
+PROFKIT_FA_AUTOTUNE=0 launches the first config of each search space instead. Under
+TRITON_INTERPRET=1 (CPU tests) small fixed tiles are used.
 
 Layout of this file: forward kernels, backward kernels, the autotune search space, host wrappers
 that validate input, the autograd Function, the float64 reference, then the benchmark and the
@@ -77,27 +81,30 @@ def _program_tile(N_CTX, H, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
 @triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                     stride_kn, stride_kd, stride_vn, stride_vd,
-                    offs_m, lo, hi, qk_scale, N_CTX,
+                    offs_m, lo, hi, qk_scale, N_CTX, off_hz,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-                    CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr):
+                    CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr, USE_TMA: tl.constexpr):
     """Online-softmax update of one query tile over the key blocks starting in [lo, hi).
 
     CAUSAL_MASK drops keys right of the diagonal, PAD_MASK drops keys at or past N_CTX (and masks
     the loads). Masked scores are -inf; every row's first visited block holds at least one visible
     key (key 0 or an unmasked block), so the running max is finite before a fully masked row
-    fragment can appear and no -inf - -inf arises.
+    fragment can appear and no -inf - -inf arises. USE_TMA: k_base and v_base are tensor
+    descriptors of shape (batch*heads, N_CTX, HEAD_DIM), indexed by off_hz (zero-filled past N_CTX).
     """
     offs_d = tl.arange(0, HEAD_DIM)
     offs_n0 = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + offs_n0
-        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
-        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
-        if PAD_MASK:
-            k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        if USE_TMA:
+            k = k_base.load([off_hz, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         else:
-            k = tl.load(k_ptrs)
+            k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+            if PAD_MASK:
+                k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+            else:
+                k = tl.load(k_ptrs)
         qk = tl.dot(q, tl.trans(k))
         if CAUSAL_MASK or PAD_MASK:
             keep = offs_n[None, :] < N_CTX
@@ -113,10 +120,14 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
         alpha = tl.math.exp2(m_i - m_ij)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        if PAD_MASK:
-            v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        if USE_TMA:
+            v = v_base.load([off_hz, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         else:
-            v = tl.load(v_ptrs)
+            v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
+            if PAD_MASK:
+                v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+            else:
+                v = tl.load(v_ptrs)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_ij
     return acc, l_i, m_i
@@ -130,24 +141,36 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
               stride_oz, stride_oh, stride_om, stride_od,
               H, N_CTX,
               HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              TMA_OK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              USE_TMA: tl.constexpr):
     """One program = one BLOCK_M tile of queries of one (batch, head).
 
     Grid (cdiv(N, BLOCK_M) * B * H,), query tiles fastest so concurrent programs share a head's
     K and V in L2; causal tiles run in reverse order (the longest rows start first) to shorten
     the tail. Requires BLOCK_M % BLOCK_N == 0 so the diagonal starts on a key-block boundary.
+    TMA_OK (host: contiguous, 16-byte aligned tensors on a TMA-capable GPU) is part of the
+    autotune key and allows the USE_TMA configs, which move Q/K/V/O through tensor descriptors.
     """
     off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
-    q_base = Q + off_z * stride_qz + off_h * stride_qh
-    k_base = K + off_z * stride_kz + off_h * stride_kh
-    v_base = V + off_z * stride_vz + off_h * stride_vh
-    o_base = Out + off_z * stride_oz + off_h * stride_oh
-
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
-    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
-                mask=row_ok[:, None], other=0.0)
+    if USE_TMA:
+        # Contiguous (B, H, N, d): one (B*H, N, d) descriptor per tensor; the batch*head count is
+        # the grid size over the tiles per head.
+        heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_M)
+        q_desc = tl.make_tensor_descriptor(Q, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
+                                           block_shape=[1, BLOCK_M, HEAD_DIM])
+        k_base = tl.make_tensor_descriptor(K, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
+                                           block_shape=[1, BLOCK_N, HEAD_DIM])
+        v_base = tl.make_tensor_descriptor(V, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
+                                           block_shape=[1, BLOCK_N, HEAD_DIM])
+        q = q_desc.load([off_hz, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    else:
+        k_base = K + off_z * stride_kz + off_h * stride_kh
+        v_base = V + off_z * stride_vz + off_h * stride_vh
+        q = tl.load(Q + off_z * stride_qz + off_h * stride_qh + offs_m[:, None] * stride_qm
+                    + offs_d[None, :] * stride_qd, mask=row_ok[:, None], other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -159,33 +182,38 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
             # Keys left of the tile: every query in it sees them all, no mask.
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                                             stride_kn, stride_kd, stride_vn, stride_vd,
-                                            offs_m, 0, start_m, qk_scale, N_CTX,
-                                            HEAD_DIM, BLOCK_N, False, False)
+                                            offs_m, 0, start_m, qk_scale, N_CTX, off_hz,
+                                            HEAD_DIM, BLOCK_N, False, False, USE_TMA)
             # The diagonal: masked. Nothing right of it is ever loaded.
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                                             stride_kn, stride_kd, stride_vn, stride_vd,
                                             offs_m, start_m, tl.minimum(start_m + BLOCK_M, N_CTX),
-                                            qk_scale, N_CTX, HEAD_DIM, BLOCK_N, True, True)
+                                            qk_scale, N_CTX, off_hz, HEAD_DIM, BLOCK_N, True, True, USE_TMA)
         else:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                                             stride_kn, stride_kd, stride_vn, stride_vd,
-                                            offs_m, 0, N_CTX, qk_scale, N_CTX,
-                                            HEAD_DIM, BLOCK_N, True, True)
+                                            offs_m, 0, N_CTX, qk_scale, N_CTX, off_hz,
+                                            HEAD_DIM, BLOCK_N, True, True, USE_TMA)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                                         stride_kn, stride_kd, stride_vn, stride_vd,
-                                        offs_m, 0, n_full, qk_scale, N_CTX,
-                                        HEAD_DIM, BLOCK_N, False, False)
+                                        offs_m, 0, n_full, qk_scale, N_CTX, off_hz,
+                                        HEAD_DIM, BLOCK_N, False, False, USE_TMA)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                                         stride_kn, stride_kd, stride_vn, stride_vd,
-                                        offs_m, n_full, N_CTX, qk_scale, N_CTX,
-                                        HEAD_DIM, BLOCK_N, False, True)
+                                        offs_m, n_full, N_CTX, qk_scale, N_CTX, off_hz,
+                                        HEAD_DIM, BLOCK_N, False, True, USE_TMA)
 
     o = acc / l_i[:, None]
     lse = (m_i + tl.math.log2(l_i)) * _LN2
-    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
-             o.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    if USE_TMA:
+        o_desc = tl.make_tensor_descriptor(Out, shape=[heads_total, N_CTX, HEAD_DIM],
+                                           strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, BLOCK_M, HEAD_DIM])
+        o_desc.store([off_hz, start_m, 0], o.to(Out.dtype.element_ty).reshape(1, BLOCK_M, HEAD_DIM))
+    else:
+        tl.store(Out + off_z * stride_oz + off_h * stride_oh + offs_m[:, None] * stride_om
+                 + offs_d[None, :] * stride_od, o.to(Out.dtype.element_ty), mask=row_ok[:, None])
     tl.store(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, lse, mask=row_ok)
 
 
@@ -465,10 +493,18 @@ _SEARCH_SPACE = {
               ((64, 64), 8, (2, 3))],
     },
 }
+# Forward configs that move Q/K/V/O through TMA descriptors (USE_TMA), offered to the autotuner
+# beside the pointer configs when the call allows them (TMA_OK). Timed on the H200 (GPU run L/M,
+# d=128, B*H=64, causal fp16, against the autotuned pointer kernel): 128x64 tiles with 4 warps and
+# 2 stages ran 0.830 / 0.883x cuDNN at N = 4096 / 8192 against 0.802 / 0.832x; at N = 1024 0.66x
+# against 0.82x, and at d=64 every TMA tile lost (0.91x vs 0.95x at N = 16384), hence d=128 only.
+_TMA_SEARCH_SPACE = {
+    "fwd": {128: [((128, 64), 4, (2,)), ((64, 64), 4, (2,))]},
+}
 # Under TRITON_INTERPRET=1 (CPU tests) one small fixed tile per kernel. The tiles are deliberately
 # unequal so the tests cover diagonals that span several inner blocks.
 _INTERPRET_BLOCKS = {
-    "fwd": {"BLOCK_M": 32, "BLOCK_N": 16},
+    "fwd": {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": False},
     "dkdv": {"BLOCK_M": 16, "BLOCK_N": 32},
     "dq": {"BLOCK_M": 32, "BLOCK_N": 16},
 }
@@ -476,11 +512,13 @@ _INTERPRET_BLOCKS = {
 # first config of its search space (quick GPU test runs; no tuning time).
 _AUTOTUNE = not _INTERPRET and os.environ.get("PROFKIT_FA_AUTOTUNE", "1") != "0"
 _AUTOTUNE_KEY = ["N_CTX", "HEAD_DIM", "CAUSAL", "BLOCK_SKIP"]  # Triton adds every tensor's dtype
+_AUTOTUNE_KEYS = {"fwd": _AUTOTUNE_KEY + ["TMA_OK"], "dkdv": _AUTOTUNE_KEY, "dq": _AUTOTUNE_KEY}
 _PREPROCESS_BLOCK_M = 32 if _INTERPRET else 128
 
 
-def autotune_configs(kernel: str, head_dim: int) -> list[triton.Config]:
-    """The sm_90 search space of one kernel ("fwd", "dkdv" or "dq") for one head_dim.
+def autotune_configs(kernel: str, head_dim: int, tma: bool = False) -> list[triton.Config]:
+    """The sm_90 search space of one kernel ("fwd", "dkdv" or "dq") for one head_dim; with tma,
+    the forward's descriptor configs too (the first config is always a pointer one).
 
     Every config keeps the outer tile (the one a program owns) a multiple of the inner one it
     loops over, which the causal loop split relies on.
@@ -490,9 +528,14 @@ def autotune_configs(kernel: str, head_dim: int) -> list[triton.Config]:
     if head_dim not in _SEARCH_SPACE[kernel]:
         raise ValueError(f"head_dim {head_dim} is not supported; supported values are "
                          f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
-    return [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n},
+    spaces = [(_SEARCH_SPACE[kernel][head_dim], False)]
+    if tma:
+        spaces.append((_TMA_SEARCH_SPACE.get(kernel, {}).get(head_dim, []), True))
+    flag = (lambda use_tma: {"USE_TMA": use_tma}) if kernel == "fwd" else (lambda use_tma: {})
+    return [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, **flag(use_tma)},
                           num_warps=warps, num_stages=stages)
-            for (block_m, block_n), warps, stage_options in _SEARCH_SPACE[kernel][head_dim]
+            for space, use_tma in spaces
+            for (block_m, block_n), warps, stage_options in space
             for stages in stage_options]
 
 
@@ -504,14 +547,15 @@ def _autotuned(kernel: str):
     """Wrap a jitted kernel in triton.autotune over the union of its head_dim search spaces,
     pruned at launch to the launch's HEAD_DIM; leave it bare when autotuning is off."""
     def prune(configs, named_args, **kwargs):
-        wanted = {_config_id(c) for c in autotune_configs(kernel, kwargs["HEAD_DIM"])}
+        wanted = {_config_id(c) for c in autotune_configs(kernel, kwargs["HEAD_DIM"], kwargs.get("TMA_OK", False))}
         return [c for c in configs if _config_id(c) in wanted]
 
     def wrap(fn):
         if not _AUTOTUNE:
             return fn
-        union = {_config_id(c): c for d in SUPPORTED_HEAD_DIMS for c in autotune_configs(kernel, d)}
-        return autotune(list(union.values()), _AUTOTUNE_KEY, prune_configs_by={"early_config_prune": prune})(fn)
+        union = {_config_id(c): c for d in SUPPORTED_HEAD_DIMS for c in autotune_configs(kernel, d, tma=True)}
+        return autotune(list(union.values()), _AUTOTUNE_KEYS[kernel],
+                        prune_configs_by={"early_config_prune": prune})(fn)
     return wrap
 
 
@@ -617,13 +661,34 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None)
 
     device = q.device.index if q.is_cuda else None
     key = (signature(q, k, v, o, lse), bool(causal), bool(block_skip))
+    tma_ok = _tma_ok(q, k, v, o)
+    launch = _fixed_launch("fwd", head_dim)
+    if "USE_TMA" in launch:
+        launch["USE_TMA"] = launch["USE_TMA"] and tma_ok
+    if tma_ok:  # device-built descriptors live in a workspace the launcher allocates
+        triton.set_allocator(_descriptor_workspace)
     with _device_scope(q):
         _FWD_LAUNCH.launch(
             key, grid,
             (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
-            device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip),
-            **_fixed_launch("fwd", head_dim))
+            device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok, **launch)
     return o, lse
+
+
+def _tma_ok(*tensors: torch.Tensor) -> bool:
+    """Whether the forward may read and write these through TMA descriptors: contiguous, 16-byte
+    aligned, and (compiled) on an sm_90/sm_100 GPU with a triton that builds descriptors on the device."""
+    if not all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors):
+        return False
+    if _INTERPRET:
+        return True
+    from kernels.matmul import _device_info, _has_device_tma
+    return tensors[0].is_cuda and _device_info(tensors[0].device.index)[0] in (9, 10) and _has_device_tma()
+
+
+def _descriptor_workspace(size: int, alignment: int, stream):
+    """Workspace for device-built TMA descriptors (the triton.set_allocator hook)."""
+    return torch.empty(size, dtype=torch.int8, device="cpu" if _INTERPRET else "cuda")
 
 
 def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None):

@@ -169,6 +169,51 @@ def test_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, l
     assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} > {LSE_RTOL:.0e} (seed {seed})"
 
 
+TMA_CASES = [(1, 2, 45, 128, True, torch.float16, "bhsd"), (2, 1, 100, 64, False, torch.bfloat16, "bhsd"),
+             (1, 2, 70, 128, True, torch.bfloat16, "bshd")]
+
+
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout", TMA_CASES,
+                         ids=[case_id((*c, None)) for c in TMA_CASES])
+def test_descriptor_forward_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, layout,
+                                                      seed, monkeypatch):
+    """The forward's USE_TMA path (Q/K/V read and O written through (batch*heads, seq, d) descriptors):
+    tiles past the sequence end must read zeros and store nothing, within each head, for odd lengths.
+    Non-contiguous inputs ("bshd" views) must take the pointer path even when TMA is asked for.
+    On a GPU (PROFKIT_FA_AUTOTUNE=0) the first descriptor config of the search space is forced."""
+    if INTERPRET:
+        forced = {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": True}
+    else:
+        config = next(c for c in fa.autotune_configs("fwd", 128, tma=True) if c.kwargs["USE_TMA"])
+        forced = dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+    fixed = fa._fixed_launch
+    monkeypatch.setattr(fa, "_fixed_launch", lambda kernel, d: dict(forced) if kernel == "fwd" else fixed(kernel, d))
+    q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, layout)
+    assert fa._tma_ok(q, k, v) == (layout == "bhsd")
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
+    fa._forward(q, k, v, causal, head_dim ** -0.5, True, out=(o, lse))
+    ref = run_reference(q, k, v, do, causal)
+    err = scaled_error(o, ref["o"])
+    assert err <= O_TOL_U * UNIT_ROUNDOFF[dtype], f"o: error {err:.2e} (seed {seed})"
+    lse_err = ((lse.double() - ref["lse"]).abs() / ref["lse"].abs().clamp_min(1.0)).max()
+    assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} (seed {seed})"
+
+
+def test_descriptor_configs_only_where_allowed():
+    """The autotuner sees the forward's descriptor configs only when the call allows them (TMA_OK),
+    the first config of every space stays a pointer one (PROFKIT_FA_AUTOTUNE=0 launches it), and the
+    backward kernels have none."""
+    plain = fa.autotune_configs("fwd", 128)
+    with_tma = fa.autotune_configs("fwd", 128, tma=True)
+    assert not any(c.kwargs["USE_TMA"] for c in plain)
+    assert any(c.kwargs["USE_TMA"] for c in with_tma) and not with_tma[0].kwargs["USE_TMA"]
+    assert len(with_tma) > len(plain)
+    for kernel in ("dkdv", "dq"):
+        assert all("USE_TMA" not in c.kwargs for c in fa.autotune_configs(kernel, 128, tma=True))
+    assert "TMA_OK" in fa._AUTOTUNE_KEYS["fwd"] and "TMA_OK" not in fa._AUTOTUNE_KEYS["dq"]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("head_dim", [64, 128], ids=["d64", "d128"])
 def test_block_skip_off_gives_the_same_result(dtype, head_dim, seed):
@@ -315,7 +360,7 @@ from kernels import flash_attention as fa
 
 FP32_POINTERS = {"LSE", "Delta"}
 FP16_POINTERS = {"Q", "K", "V", "Out", "DO", "DK", "DV", "DQ"}
-CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N"}
+CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N", "TMA_OK", "USE_TMA"}
 
 def compile_kernel(fn, head_dim, config):
     # Launch-time specialisation of contiguous (4, 8, 4096, head_dim) fp16 inputs: the unit
@@ -335,6 +380,8 @@ def compile_kernel(fn, head_dim, config):
                 aligned.append(name)
     consts.update({n: 1 for n in sig if n.startswith("stride_") and sig[n] == "constexpr"})
     consts.update(HEAD_DIM=head_dim, CAUSAL=True, BLOCK_SKIP=True, **config.kwargs)
+    if "TMA_OK" in sig:
+        consts["TMA_OK"] = config.kwargs.get("USE_TMA", False)
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     kernel = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": config.num_warps,
@@ -345,11 +392,18 @@ def compile_kernel(fn, head_dim, config):
                                capture_output=True, text=True, check=True).stdout
     return {"shared": kernel.metadata.shared,
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-            "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", kernel.asm["ptx"]))}
+            "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", kernel.asm["ptx"])),
+            "tma": "cp.async.bulk.tensor" in kernel.asm["ptx"]}
 
 kernels = {"fwd": fa._attn_fwd, "dkdv": fa._attn_bwd_dkdv, "dq": fa._attn_bwd_dq}
-print(json.dumps({f"{name} d={d}": compile_kernel(fn, d, fa.autotune_configs(name, d)[0])
-                  for name, fn in kernels.items() for d in fa.SUPPORTED_HEAD_DIMS}))
+results = {f"{name} d={d}": compile_kernel(fn, d, fa.autotune_configs(name, d)[0])
+           for name, fn in kernels.items() for d in fa.SUPPORTED_HEAD_DIMS}
+for d in fa.SUPPORTED_HEAD_DIMS:  # every descriptor config of the forward
+    for config in fa.autotune_configs("fwd", d, tma=True):
+        if config.kwargs["USE_TMA"]:
+            results[f"fwd-tma d={d} {config.kwargs['BLOCK_M']}x{config.kwargs['BLOCK_N']} "
+                    f"w{config.num_warps} s{config.num_stages}"] = compile_kernel(fa._attn_fwd, d, config)
+print(json.dumps(results))
 """
 TRITON_BIN = pathlib.Path(fa.triton.__file__).parent / "backends" / "nvidia" / "bin"
 
@@ -370,8 +424,9 @@ def test_kernels_compile_for_hopper():
                           capture_output=True, text=True, env=env, timeout=300, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(results) == 6
+    assert len([n for n in results if "tma" not in n]) == 6 and any("fwd-tma" in n for n in results)
     for name, r in results.items():
+        assert r["tma"] == name.startswith("fwd-tma"), f"{name}: TMA copies {'missing' if not r['tma'] else 'unexpected'}"
         assert r["wgmma"], f"{name}: no fp16 wgmma"
         assert r["local"] == 0, f"{name}: {r['local']} bytes of register spills"
         assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"
