@@ -571,6 +571,12 @@ _PRE_LAUNCH = LaunchCache(_attn_bwd_preprocess, per_call=("O", "DO", "Delta"))
 _DKDV_LAUNCH = LaunchCache(_attn_bwd_dkdv_tuned,
                            per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "sm_scale"))
 _DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "DO", "DQ", "LSE", "Delta", "sm_scale"))
+_FWD_REPLAYS: dict = {}
+"""``_layout_key(q, k, v, causal, block_skip)`` -> (the forward's recorded launch, whether it reads through TMA
+descriptors). A hit means an earlier call with the same dtypes, shapes, strides, alignment and devices passed
+validation and recorded its launch, so a repeated call skips validation, the five-tensor key, the argument
+tuple and the launch keywords: at N = 1024, d=64 a forward cost 62 µs of host time, 12 µs of it the recorded
+launch itself, while the kernel takes 27 µs (GPU run O)."""
 _BWD_REPLAYS: dict = {}
 """(do, q, k, v, o, lse) signature, causal, block_skip -> the backward's three recorded launches. A backward
 runs in autograd's device thread, where the host time of the Python path adds to the engine's own: at
@@ -643,12 +649,34 @@ def _resolve_scale(sm_scale: float | None, head_dim: int) -> float:
     return float(sm_scale)
 
 
+def _layout_key(q, k, v, causal: bool, block_skip: bool) -> tuple:
+    """What a forward launch depends on besides the data: dtype, shape, strides, 16-byte alignment and
+    device of q, k, v, and the two flags (fresh o and lse follow from q's layout)."""
+    return (tuple((t.dtype, t.shape, t.stride(), t.data_ptr() % 16 == 0, t.device) for t in (q, k, v)),
+            causal, block_skip)
+
+
+def _replay_forward(replay, q, k, v, sm_scale: float):
+    """Run a recorded forward (see _FWD_REPLAYS) into fresh o and lse."""
+    launch, tma = replay
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+    if tma:
+        triton.set_allocator(_descriptor_workspace)
+    launch((q, k, v, o, lse, sm_scale))
+    return o, lse
+
+
 def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None):
     """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
 
     out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
     buffers once to prove every element gets written.
     """
+    if out is None and q.is_cuda:
+        replay = _FWD_REPLAYS.get(_layout_key(q, k, v, causal, block_skip))
+        if replay is not None and replay_allowed(q.device.index):
+            return _replay_forward(replay, q, k, v, sm_scale)
     batch, heads, seq, head_dim = q.shape
     if out is None:
         o = torch.empty_like(q)
@@ -672,6 +700,10 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None)
             key, grid,
             (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
             device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok, **launch)
+    if out is None and device is not None:
+        recorded = _FWD_LAUNCH.get(key)
+        if recorded is not None:
+            _FWD_REPLAYS[_layout_key(q, k, v, causal, block_skip)] = (recorded, tma_ok)
     return o, lse
 
 
@@ -772,11 +804,19 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     sm_scale defaults to 1/sqrt(head_dim). Returns o: (batch, heads, seq, head_dim), q's dtype.
     block_skip=False makes causal kernels visit (and mask) every key block; same result, slower.
     """
+    causal, block_skip = bool(causal), bool(block_skip)
+    try:  # inference call of a layout already validated and recorded: replay it
+        inference = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+        replay = _FWD_REPLAYS.get(_layout_key(q, k, v, causal, block_skip)) if inference and q.is_cuda else None
+    except (AttributeError, TypeError):  # not tensors: _validate says what is wrong
+        inference, replay = True, None
+    if replay is not None and replay_allowed(q.device.index):
+        return _replay_forward(replay, q, k, v, _resolve_scale(sm_scale, q.shape[-1]))[0]
     _validate(q, k, v)
     scale = _resolve_scale(sm_scale, q.shape[-1])
-    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
-        return _forward(q, k, v, bool(causal), scale, bool(block_skip))[0]  # inference: no autograd node
-    return FlashAttentionFunction.apply(q, k, v, bool(causal), scale, bool(block_skip))
+    if inference:
+        return _forward(q, k, v, causal, scale, block_skip)[0]  # no autograd node
+    return FlashAttentionFunction.apply(q, k, v, causal, scale, block_skip)
 
 
 def flash_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,

@@ -200,6 +200,21 @@ def test_descriptor_forward_matches_float64_reference(batch, heads, seq, head_di
     assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} (seed {seed})"
 
 
+def test_layout_key_separates_what_a_recorded_forward_depends_on():
+    """The inference replay's key: same layouts with new data share it; dtype, strides, shape,
+    16-byte alignment, device and the two flags each change it."""
+    q, k, v = (torch.randn(2, 3, 40, 64).half() for _ in range(3))
+    key = fa._layout_key(q, k, v, True, True)
+    assert fa._layout_key(*(torch.randn(2, 3, 40, 64).half() for _ in range(3)), True, True) == key
+    assert fa._layout_key(q.bfloat16(), k, v, True, True) != key
+    assert fa._layout_key(q, k.transpose(1, 2).contiguous().transpose(1, 2), v, True, True) != key
+    assert fa._layout_key(q[:, :, :39], k[:, :, :39], v[:, :, :39], True, True) != key
+    unaligned = torch.randn(2 * 3 * 40 * 64 + 1).half()[1:].view(2, 3, 40, 64)
+    assert fa._layout_key(q, k, unaligned, True, True) != key
+    assert fa._layout_key(q, k, v, False, True) != key and fa._layout_key(q, k, v, True, False) != key
+    assert all(device == q.device for *_, device in key[0])
+
+
 def test_descriptor_configs_only_where_allowed():
     """The autotuner sees the forward's descriptor configs only when the call allows them (TMA_OK),
     the first config of every space stays a pointer one (PROFKIT_FA_AUTOTUNE=0 launches it), and the
@@ -436,7 +451,7 @@ def test_inference_call_skips_autograd_and_matches_the_training_path():
     """Without grad (no input requires it) the forward runs without an autograd node and gives
     the same output as the differentiable path."""
     torch.manual_seed(5)
-    q, k, v = (torch.randn(1, 2, 48, 64, dtype=torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(1, 2, 48, 64, dtype=torch.float16).to(DEVICE) for _ in range(3))
     plain = fa.flash_attention(q, k, v, causal=True)
     assert plain.grad_fn is None
     tracked = fa.flash_attention(*(t.clone().requires_grad_(True) for t in (q, k, v)), causal=True)

@@ -60,6 +60,32 @@ def test_flash_attention_recorded_launches_match_the_launch_path():
             assert torch.equal(got, want)  # same kernels, same config: bit-identical
 
 
+def test_flash_attention_inference_replay_follows_new_inputs():
+    """A repeated inference call of one layout skips validation and replays the recorded forward
+    (fa._FWD_REPLAYS): on new data it gives what the launch path gives, bit for bit, and matches the
+    float64 reference; a different layout (transposed views) is not served by that replay."""
+    from kernels import flash_attention as fa
+    from kernels.launch import LaunchCache
+
+    shape = (2, 4, 333, 128)
+    fa.flash_attention(*(_fresh(shape, torch.float16, s) for s in range(3)), causal=True)  # record
+    key = fa._layout_key(*(_fresh(shape, torch.float16, s) for s in range(3)), True, True)
+    assert key in fa._FWD_REPLAYS
+    q, k, v = (_fresh(shape, torch.float16, s) for s in (7, 8, 9))
+    replayed = fa.flash_attention(q, k, v, causal=True)
+    LaunchCache.enabled = False
+    try:
+        launched = fa.flash_attention(q, k, v, causal=True)
+    finally:
+        LaunchCache.enabled = True
+    assert torch.equal(replayed, launched)
+    reference, _ = fa.attention_reference(q, k, v, causal=True)
+    assert (replayed.double() - reference).abs().max().item() <= 4 * 2.0 ** -11 * max(reference.abs().max().item(), 1)
+    qt, kt, vt = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    assert fa._layout_key(qt, kt, vt, True, True) != key
+    assert torch.equal(fa.flash_attention(qt, kt, vt, causal=True), launched)
+
+
 def test_int8_layer_recorded_launches_match_the_launch_path():
     from kernels.int8 import gemm
     from kernels.launch import LaunchCache
