@@ -286,8 +286,9 @@ def _device_info(index: int) -> tuple[int, int]:
 
 
 def _tma_workspace(size: int, alignment: int, stream):
-    """Global-memory workspace for device-built TMA descriptors (triton.set_allocator hook)."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
+    """Global-memory workspace for device-built TMA descriptors (triton.set_allocator hook); host
+    memory under the interpreter."""
+    return torch.empty(size, device="cpu" if _interpreting() else "cuda", dtype=torch.int8)
 
 
 def _tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:

@@ -196,13 +196,19 @@ def load_session(path: str | Path) -> Session:
     return Session(path, manifest)
 
 
+def _session_folders(root: Path | None) -> list[Path]:
+    """Visible folders under root (default: the sessions root) that hold a manifest, sorted by name."""
+    root = Path(root) if root else sessions_root()
+    if not root.exists():
+        return []
+    return [child for child in sorted(root.glob("*"))
+            if not child.name.startswith(".") and (child / MANIFEST).exists()]
+
+
 def list_sessions(root: Path | None = None) -> list[Session]:
     """Complete sessions under root, newest first."""
-    root = Path(root) if root else sessions_root()
     sessions = []
-    for child in sorted(root.glob("*")) if root.exists() else []:
-        if child.name.startswith(".") or not (child / MANIFEST).exists():
-            continue
+    for child in _session_folders(root):
         try:
             sessions.append(load_session(child))
         except (ReportError, UsageError):
@@ -212,11 +218,8 @@ def list_sessions(root: Path | None = None) -> list[Session]:
 
 def unreadable_sessions(root: Path | None = None) -> list[tuple[Path, str]]:
     """Visible session folders that list_sessions skips, with the reason (a damaged or unfinished manifest)."""
-    root = Path(root) if root else sessions_root()
     out = []
-    for child in sorted(root.glob("*")) if root.exists() else []:
-        if child.name.startswith(".") or not (child / MANIFEST).exists():
-            continue
+    for child in _session_folders(root):
         try:
             load_session(child)
         except (ReportError, UsageError) as exc:
