@@ -34,6 +34,7 @@ def test_quick_capture_passes_only_metrics_to_ncu(tmp_path, monkeypatch):
     assert metrics == quick_metrics()
     assert "gpu__time_duration.sum" in metrics and not any(m.startswith(("derived__", "memory_")) for m in metrics)
     assert argv[argv.index("--clock-control") + 1] == "none"
+    assert "--import-source" not in argv  # no source view in a quick report to show the files in
 
 
 def test_quick_metrics_exist_in_a_full_sm90_report():
@@ -84,3 +85,21 @@ def test_metrics_the_gpu_lacks_are_dropped_before_ncu_refuses_them():
     kept, dropped = keep_available(["gpu__time_duration.sum", "dram__bytes_read.sum", "sm__pipe_x.avg"], available)
     assert kept == ["gpu__time_duration.sum", "dram__bytes_read.sum"] and dropped == ["sm__pipe_x.avg"]
     assert keep_available(["a__b.sum"], None) == (["a__b.sum"], [])
+
+
+def test_ncu_is_asked_for_its_metrics_and_sets_once_per_process(tmp_path):
+    """--query-metrics (1.9 s on the H200) and --list-sets (1.2 s) ran before every capture of a session."""
+    from profkit.capture.ncu import available_metrics, sections_in_set
+
+    calls = tmp_path / "calls"
+    ncu = _script(tmp_path / "ncu", f'echo "$1" >> {calls}\n'
+                  'if [ "$1" = --query-metrics ]; then echo "gpu__time_duration   total duration"; fi\n'
+                  'if [ "$1" = --list-sets ]; then\n'
+                  '  echo "Identifier  Sections                                  Enabled  Estimated Metrics"\n'
+                  '  echo "full        LaunchStats, Occupancy, SpeedOfLight      no       7000"\n'
+                  'fi\n')
+    for _ in range(3):
+        assert available_metrics(str(ncu)) == {"gpu__time_duration"}
+        assert sections_in_set(str(ncu), "full") == {"LaunchStats", "Occupancy", "SpeedOfLight"}
+        assert sections_in_set(str(ncu), "basic") is None
+    assert calls.read_text().split() == ["--query-metrics", "--list-sets"]

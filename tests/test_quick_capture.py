@@ -44,6 +44,12 @@ def test_a_value_one_side_lost_is_a_disagreement():
     values = qc.value_agreement(quick, full)
     lost = values[(values["capture"] == "b") & (values["column"] == "duration_us")]
     assert len(lost) == 1 and not lost["agrees"].iloc[0]
+    walls = qc.wall_times({"captures": [{"name": "a", "wall_seconds": {"ncu": 2.0}}]},
+                          {"captures": [{"name": "a", "wall_seconds": {"ncu": 6.0}}]})
+    summary = qc.summarize(values, walls)
+    # counted apart: the value quick mode lacks, and the values both modes produced (all agreeing here)
+    assert summary["values_quick_lacks"] == 1
+    assert summary["values_both_present"] == summary["both_present_agreeing"] == summary["values_compared"] - 1
 
 
 def test_committed_session_against_itself_agrees_everywhere(tmp_path):

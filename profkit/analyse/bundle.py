@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from profkit.analyse.crosscheck import cross_check
-from profkit.analyse.tables import kernel_table, launch_table
+from profkit.analyse.tables import kernel_table, launch_table, with_static_sass
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "nsys_kernels", "nvtx", "timings", "ptxas",
                "crosscheck", "notes"]
@@ -21,6 +21,7 @@ class CaptureFiles:
     nsys_report: Path | None = None
     timings: pd.DataFrame = field(default_factory=pd.DataFrame)
     ptxas: pd.DataFrame = field(default_factory=pd.DataFrame)
+    sass: pd.DataFrame = field(default_factory=pd.DataFrame)  # build.sass.parse_sass of the binary
 
 
 def _tag(df: pd.DataFrame, capture: str) -> pd.DataFrame:
@@ -46,7 +47,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
     launches = pd.DataFrame()
     if capture.ncu_report is not None:
         report = load_ncu_report(capture.ncu_report)
-        launches = launch_table(report.launches)
+        launches = launch_table(with_static_sass(report.launches, capture.sass))
         out["rules"] = _tag(report.rules, capture.name)
         out["source"] = _tag(report.source, capture.name)
         notes += report.notes
@@ -79,6 +80,7 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
     """Re-derive every table of a session from its reports (after a profkit upgrade, or a damaged CSV)."""
     from profkit.parse.results import parse_result_lines
     from profkit.build.ptxas import parse_ptxas
+    from profkit.build.sass import parse_sass
 
     from profkit.errors import ReportError
 
@@ -95,10 +97,12 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
 
         timing_log = existing("timing_log")
         build_log = existing("build_log")
+        sass = existing("sass")
         capture = CaptureFiles(
             entry["name"], existing("ncu_report"), existing("nsys_sqlite") or existing("nsys_report"),
             parse_result_lines(timing_log.read_text()) if timing_log else pd.DataFrame(),
-            parse_ptxas(build_log.read_text()) if build_log else pd.DataFrame())
+            parse_ptxas(build_log.read_text()) if build_log else pd.DataFrame(),
+            parse_sass(sass.read_text()) if sass else pd.DataFrame())
         per_capture.append(capture_tables(capture, clock_control=session.manifest.get("clock_control", "none"),
                                           cache_control=session.manifest.get("cache_control", "all")))
     return merge_tables(per_capture)

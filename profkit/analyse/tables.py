@@ -93,6 +93,18 @@ def _top_stalls(df: pd.DataFrame, count: int = 3) -> pd.DataFrame:
     return pd.DataFrame(out, index=df.index)
 
 
+def with_static_sass(raw: pd.DataFrame, sass: pd.DataFrame) -> pd.DataFrame:
+    """Raw launches plus `hfma_all_moves`: True for a launch the report has no per-PC SASS for
+    (hfma_move_instructions NaN: a quick capture) whose kernel's static SASS (build.sass.parse_sass,
+    matched on the mangled name) holds HFMA2 only as register-zeroing moves."""
+    if raw.empty or sass is None or sass.empty or "mangled" not in raw:
+        return raw
+    only_moves = set(sass.loc[(sass["hfma2"] > 0) & (sass["hfma2"] == sass["hfma2_moves"]), "mangled"])
+    out = raw.copy()
+    out["hfma_all_moves"] = out["mangled"].isin(only_moves) & _col(out, "hfma_move_instructions").isna()
+    return out
+
+
 def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     """Raw launches (parse.ncu) plus every derived column; one row per launch."""
     df = raw.copy()
@@ -121,8 +133,10 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     df["fp32_flops"] = 2 * ops("ffma") + ops("fadd") + ops("fmul")
     df["fp64_flops"] = 2 * ops("dfma") + ops("dadd") + ops("dmul")
     # HFMA2 / HADD2 / HMUL2 are packed: two lanes per thread instruction. HFMA2 register-zeroing moves
-    # (counted per warp from SASS) are not arithmetic and are taken out.
-    half = 4 * ops("hfma") + 2 * ops("hadd") + 2 * ops("hmul")
+    # (counted per warp from the report's SASS) are not arithmetic and are taken out; without per-PC
+    # SASS (quick captures) a kernel whose static SASS has only such moves (with_static_sass) has none.
+    moves_only = _col(df, "hfma_all_moves").fillna(0).astype(bool)
+    half = 4 * ops("hfma").where(~moves_only, 0.0) + 2 * ops("hadd") + 2 * ops("hmul")
     df["fp16_flops"] = (half - 4 * 32 * _col(df, "hfma_move_instructions").fillna(0)).clip(lower=0)
     tensor = [_col(df, f"tensor_ops_{kind}") for kind in catalog.TENSOR_OP_TYPES]
     df["tensor_flops"] = pd.concat(tensor, axis=1).sum(axis=1, min_count=1) if tensor else np.nan

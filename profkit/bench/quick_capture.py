@@ -103,12 +103,18 @@ def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLE
     quick_extra = quick_s - walls["quick_timing_s"].sum()
     full_extra = full_s - walls["full_timing_s"].sum()
     worst = values[~values["agrees"]].sort_values("rel_diff", ascending=False, na_position="first")
+    lacks = values["quick"].map(_missing) & ~values["full"].map(_missing)
     return {
         "captures": len(walls), "quick_ncu_s": quick_s, "full_ncu_s": full_s,
         "speedup": full_s / quick_s if quick_s else math.nan,
         "profiler_speedup": full_extra / quick_extra if quick_extra > 0 else math.nan,
         "values_compared": int(len(values)), "values_agreeing": int(values["agrees"].sum()),
         "agreeing_pct": 100.0 * values["agrees"].mean() if len(values) else math.nan,
+        # a value only --set full produces (source-level counters a quick report cannot hold) apart from
+        # a value both produce that differs
+        "values_quick_lacks": int(lacks.sum()),
+        "values_both_present": int((~lacks).sum()),
+        "both_present_agreeing": int(values.loc[~lacks, "agrees"].sum()),
         "tolerance": tolerance,
         "disagreeing": [{k: (None if _missing(v) else v) for k, v in row.items()}
                         for row in worst[["view", "capture", "column", "quick", "full", "rel_diff"]]
@@ -154,7 +160,9 @@ def report_text(walls: pd.DataFrame, summary: dict) -> str:
              f"-> {summary['speedup']:.1f}x faster ({summary['profiler_speedup']:.1f}x for the profiler's own time, "
              f"the unprofiled run of each program subtracted)",
              f"table values within {100 * summary['tolerance']:.0f}%: {summary['values_agreeing']} of "
-             f"{summary['values_compared']} ({summary['agreeing_pct']:.1f}%)"]
+             f"{summary['values_compared']} ({summary['agreeing_pct']:.1f}%); of the "
+             f"{summary['values_both_present']} values both modes produce, {summary['both_present_agreeing']} "
+             f"agree; {summary['values_quick_lacks']} need source-level counters only --set full collects"]
     for row in summary["disagreeing"][:15]:
         lines.append(f"  differs: {row['view']}.{row['column']} [{row['capture']}] quick={row['quick']} "
                      f"full={row['full']}")
@@ -212,7 +220,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
 
     n = 1024 if quick else 4096
     sessions = {}
-    for mode, ncu in (("quick", NcuOptions(set_name=None, metrics=quick_metrics())),
+    for mode, ncu in (("quick", NcuOptions(set_name=None, metrics=quick_metrics(), import_source=False)),
                       ("full", NcuOptions(set_name="full"))):
         options = ProfileOptions(name=f"ladder-{mode}-n{n}", args=[str(n)], ncu=ncu)
         sessions[mode] = profile(list(LADDER), options, root=sessions_dir)

@@ -18,6 +18,7 @@ import pandas as pd
 from profkit import process
 from profkit.analyse.bundle import CaptureFiles, capture_tables, merge_tables
 from profkit.build import nvcc
+from profkit.build.sass import disassemble, parse_sass
 from profkit.capture import environment
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import run_nsys
@@ -180,12 +181,17 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
     entry: dict = {"name": target.name, "kind": target.kind, "source": str(target.source or ""),
                    "command": shlex.join(target.command), "files": {}}
     writer.manifest["captures"].append(entry)
-    ptxas = pd.DataFrame()
+    ptxas = sass = pd.DataFrame()
     if build is not None:
         writer.write_text(f"{target.name}.build.log", shlex.join(build.command) + "\n" + build.log + "\n")
         entry["build_command"] = shlex.join(build.command)
         entry["files"]["build_log"] = f"{target.name}.build.log"
         ptxas = build.ptxas
+        sass_text = disassemble(build.binary, build.command[0])
+        if sass_text:  # kept beside the reports: a quick capture's FLOPs need it (build.sass)
+            writer.write_text(f"{target.name}.sass", sass_text)
+            entry["files"]["sass"] = f"{target.name}.sass"
+            sass = parse_sass(sass_text)
     log(f"[{target.name}] timing run (no profiler): {shlex.join(target.command)}")
     seconds = entry["wall_seconds"] = {}  # per step, so a --quick capture can be held against --set full
     with _wall_time(seconds, "timing"):
@@ -224,7 +230,7 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
     writer.save_manifest()
     log(f"[{target.name}] deriving tables")
     try:
-        return capture_tables(CaptureFiles(target.name, report, nsys_report, timings, ptxas),
+        return capture_tables(CaptureFiles(target.name, report, nsys_report, timings, ptxas, sass),
                               clock_control=ncu_options.clock_control, cache_control=ncu_options.cache_control)
     except ReaderError as exc:  # this machine's ncu_report failed (e.g. crashed) on the report ncu just wrote
         entry["tables_error"] = exc.message

@@ -76,6 +76,7 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
     ncu = NcuOptions(set_name=set_name, sections=list(sections), metrics=extra_metrics,
                      nvtx_include=list(nvtx_include), kernel_name=kernel_name, launch_count=launch_count,
                      launch_skip=launch_skip, clock_control=clock_control, cache_control=cache_control,
+                     import_source=not quick,  # a quick report has no source view to show the files in
                      extra=[] if replay_mode == "kernel" else ["--replay-mode", replay_mode])
     options = ProfileOptions(name=name, arch=arch, args=shlex.split(program_args), nsys=nsys, ncu=ncu,
                              ncu_reps=reps_under_ncu, timeout=timeout)

@@ -326,10 +326,11 @@ def _wide_load_fractions(pcs: pd.DataFrame) -> dict:
     out = {"ldg128_fraction": math.nan, "lds128_fraction": math.nan, "hfma_move_instructions": math.nan}
     if pcs.empty or "instructions_executed" not in pcs:
         return out
-    # `HFMA2.MMA Rd, -RZ, RZ, 0, 0` is the compiler's register-zeroing idiom, not half-precision math.
-    moves = pcs["sass"].str.contains(r"HFMA2(?:\.MMA)?\s+R\d+,\s*-?RZ,\s*RZ,", regex=True)
+    from profkit.build.sass import HFMA_MOVE, opcode as sass_opcode
+
+    moves = pcs["sass"].fillna("").map(lambda text: bool(HFMA_MOVE.search(text)))
     out["hfma_move_instructions"] = float(pcs.loc[moves, "instructions_executed"].fillna(0).sum())
-    opcode = pcs["sass"].str.replace(r"^\s*@!?U?P\w+\s+", "", regex=True).str.strip().str.split().str[0].fillna("")
+    opcode = pcs["sass"].fillna("").map(sass_opcode)
     executed = pcs["instructions_executed"].fillna(0)
     for prefix, column in (("LDG", "ldg128_fraction"), ("LDS", "lds128_fraction")):
         loads = opcode.str.startswith(prefix)
