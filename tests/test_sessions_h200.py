@@ -192,3 +192,22 @@ def test_quick_capture_result_follows_from_the_committed_sessions():
     assert summary["speedup"] == pytest.approx(committed["speedup"])
     assert 1.5 < summary["speedup"] < 5  # measured: 2.2x, short of the 5x goal
     assert committed["passes_by_group"]["all_quick"]["passes"] == 22
+
+
+def test_quick_capture_flops_are_exact_once_the_static_sass_is_joined():
+    """ladder-quick-n4096 holds no per-PC SASS; each built rung's cuobjdump SASS shows its HFMA2s are
+    register-zeroing moves, so every rung counts exactly 2·N³ FLOPs, as --set full does. Without the
+    SASS, matmul_tiled's moves add 6% of fake fp16 FLOPs."""
+    from profkit.analyse.bundle import CaptureFiles, capture_tables, rebuild_session_tables
+    from profkit.build.sass import parse_sass
+
+    session = load_session(SESSIONS / "ladder-quick-n4096")
+    sass = parse_sass(session.file("matmul_tiled.sass").read_text())
+    tiled = sass[sass["mangled"].str.contains("matmul_tiled")].iloc[0]
+    assert tiled["hfma2"] > 0 and tiled["hfma2_moves"] == tiled["hfma2"]
+    launches = rebuild_session_tables(session)["launches"]
+    built = launches[launches["capture"] != "matmul_cublas"]
+    assert len(built) == 5 and built["hfma_all_moves"].all()
+    assert built["total_flops"].to_numpy() == pytest.approx(2 * 4096.0 ** 3, rel=1e-6)
+    without = capture_tables(CaptureFiles("matmul_tiled", session.file("matmul_tiled.ncu-rep")))["launches"]
+    assert without["total_flops"].iloc[0] / (2 * 4096.0 ** 3) == pytest.approx(1.063, abs=0.01)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -199,16 +200,24 @@ def metric_groups() -> dict[str, list[str]]:
 
 
 def metric_group_passes(program: list[str], ncu: str = "ncu") -> dict[str, dict]:
-    """Replay passes ncu reports for each metric group on ``program``'s first kernel (GPU)."""
+    """Replay passes ncu reports for each metric group on ``program``'s first kernel (GPU); a group
+    ncu refused keeps its last error line instead."""
     import re
     import subprocess
 
+    from profkit.capture.ncu import available_metrics, keep_available
+
+    offered = available_metrics(ncu)
     out = {}
     for group, metrics in metric_groups().items():
+        metrics, _ = keep_available(metrics, offered)  # as a capture does: ncu refuses a name it lacks
         cmd = [ncu, "--metrics", ",".join(metrics), "--clock-control", "none", "--launch-count", "1", *program]
-        text = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
-        passes = re.findall(r"- (\d+) pass", text)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        passes = re.findall(r"- (\d+) pass", done.stdout)
         out[group] = {"metrics": len(metrics), "passes": int(passes[0]) if passes else None}
+        if not passes:
+            errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line]
+            out[group]["error"] = (errors or [f"exit {done.returncode}, no pass count"])[-1][:300]
     return out
 
 
@@ -225,10 +234,11 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
         options = ProfileOptions(name=f"ladder-{mode}-n{n}", args=[str(n)], ncu=ncu)
         sessions[mode] = profile(list(LADDER), options, root=sessions_dir)
     values, walls, summary = compare(sessions["quick"], sessions["full"])
-    import sys
+    from profkit.session.store import MANIFEST
 
-    summary["passes_by_group"] = metric_group_passes([sys.executable, "-m", "profkit.bench.many_launches",
-                                                      "--count", "1"])
+    captures = json.loads((sessions["quick"] / MANIFEST).read_text())["captures"]
+    tiled = next(c["command"] for c in captures if c["name"] == "matmul_tiled")
+    summary["passes_by_group"] = metric_group_passes(shlex.split(tiled))
     print(report_text(walls, summary))
     for path in write(values, walls, summary, out_dir):
         print(f"wrote {path}")
