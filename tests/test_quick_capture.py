@@ -61,3 +61,29 @@ def test_committed_session_against_itself_agrees_everywhere(tmp_path):
     paths = qc.write(values, walls, summary, tmp_path)
     assert all(p.exists() for p in paths)
     assert "table values within 5%" in qc.report_text(walls, summary)
+
+
+def test_one_pass_command_keeps_the_capture_and_asks_for_one_metric(tmp_path):
+    """The floor under any metric choice: the stored command of a capture, one metric, another file."""
+    full = ("/usr/local/cuda/bin/ncu --set full --section SpeedOfLight_RooflineChart --nvtx --nvtx-include "
+            "matmul_tiled/ --clock-control none --cache-control all --import-source yes --force-overwrite "
+            "--export sessions/x/matmul_tiled.ncu-rep /b/matmul_tiled 4096")
+    args = qc.one_pass_command(full, tmp_path / "one.ncu-rep")
+    assert args[:3] == ["/usr/local/cuda/bin/ncu", "--metrics", qc.ONE_PASS_METRIC]
+    assert "--set" not in args and "--section" not in args and "--import-source" not in args
+    assert args[args.index("--export") + 1] == str(tmp_path / "one.ncu-rep")
+    assert args[-2:] == ["/b/matmul_tiled", "4096"] and args[args.index("--nvtx-include") + 1] == "matmul_tiled/"
+    quick = "ncu --metrics a.sum,b.sum --nvtx --export r.ncu-rep prog"
+    assert qc.one_pass_command(quick, tmp_path / "o") == ["ncu", "--metrics", qc.ONE_PASS_METRIC, "--nvtx",
+                                                           "--export", str(tmp_path / "o"), "prog"]
+
+
+def test_the_one_pass_floor_bounds_the_speedup():
+    quick = _views([100.0, 200.0], ["x", "y"])
+    values = qc.value_agreement(quick, quick)
+    walls = qc.wall_times({"captures": [{"name": n, "wall_seconds": {"ncu": 3.0, "timing": 1.0}} for n in "ab"]},
+                          {"captures": [{"name": n, "wall_seconds": {"ncu": 9.0, "timing": 1.0}} for n in "ab"]})
+    walls["one_pass_ncu_s"] = [2.5, 2.0]
+    summary = qc.summarize(values, walls)
+    assert summary["speedup"] == pytest.approx(3.0) and summary["speedup_bound"] == pytest.approx(18 / 4.5)
+    assert "no metric selection can be more than 4.0x faster" in qc.report_text(walls, summary)

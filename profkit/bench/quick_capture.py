@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -98,6 +99,45 @@ def wall_times(quick_manifest: dict, full_manifest: dict) -> pd.DataFrame:
                                        "full_timing_s", "profiler_speedup"])
 
 
+ONE_PASS_METRIC = "gpu__time_duration.sum"
+
+
+def one_pass_command(ncu_command: str, report: Path) -> list[str]:
+    """A capture's stored ncu command with one metric (a single replay pass) and another report path:
+    the same program, filters and environment, so its wall time is the floor under any metric choice."""
+    args = shlex.split(ncu_command)
+    for flag in ("--set", "--section"):
+        while flag in args:
+            at = args.index(flag)
+            del args[at:at + 2]
+    if "--metrics" in args:
+        args[args.index("--metrics") + 1] = ONE_PASS_METRIC
+    else:
+        args[1:1] = ["--metrics", ONE_PASS_METRIC]
+    if "--import-source" in args:
+        at = args.index("--import-source")
+        del args[at:at + 2]
+    args[args.index("--export") + 1] = str(report)
+    return args
+
+
+def one_pass_seconds(manifest: dict, workdir: Path) -> dict[str, float]:
+    """Per capture of a session (GPU): wall seconds of its ncu command cut down to one metric (NaN
+    where that command failed)."""
+    import os
+    import subprocess
+    import time
+
+    out = {}
+    for capture in manifest.get("captures", []):
+        cmd = one_pass_command(capture["ncu_command"], Path(workdir) / f"{capture['name']}-one-pass.ncu-rep")
+        started = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, env={**os.environ, **capture.get("ncu_env", {})},
+                              timeout=600)
+        out[capture["name"]] = round(time.perf_counter() - started, 3) if done.returncode == 0 else math.nan
+    return out
+
+
 def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLERANCE) -> dict:
     """Headline figures: total ncu time of each mode and its ratio, and how many values agree."""
     quick_s, full_s = walls["quick_ncu_s"].sum(), walls["full_ncu_s"].sum()
@@ -105,6 +145,8 @@ def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLE
     full_extra = full_s - walls["full_timing_s"].sum()
     worst = values[~values["agrees"]].sort_values("rel_diff", ascending=False, na_position="first")
     lacks = values["quick"].map(_missing) & ~values["full"].map(_missing)
+    floors = walls["one_pass_ncu_s"] if "one_pass_ncu_s" in walls else None
+    one_pass_s = float(floors.sum()) if floors is not None and floors.notna().all() else None
     return {
         "captures": len(walls), "quick_ncu_s": quick_s, "full_ncu_s": full_s,
         "speedup": full_s / quick_s if quick_s else math.nan,
@@ -116,6 +158,10 @@ def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLE
         "values_quick_lacks": int(lacks.sum()),
         "values_both_present": int((~lacks).sum()),
         "both_present_agreeing": int(values.loc[~lacks, "agrees"].sum()),
+        # the floor: the same captures with one metric (one pass). full / floor bounds the speed-up any
+        # metric selection can reach while each program runs under its own ncu process
+        "one_pass_ncu_s": one_pass_s,
+        "speedup_bound": full_s / one_pass_s if one_pass_s else None,
         "tolerance": tolerance,
         "disagreeing": [{k: (None if _missing(v) else v) for k, v in row.items()}
                         for row in worst[["view", "capture", "column", "quick", "full", "rel_diff"]]
@@ -132,12 +178,16 @@ def _session_views(path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     return views, manifest
 
 
-def compare(quick_session: Path, full_session: Path, tolerance: float = TOLERANCE):
-    """(values, wall times, summary) of two sessions of the same targets (no GPU needed)."""
+def compare(quick_session: Path, full_session: Path, tolerance: float = TOLERANCE,
+            one_pass: dict[str, float] | None = None):
+    """(values, wall times, summary) of two sessions of the same targets (no GPU needed); `one_pass`:
+    one_pass_seconds of the quick session, measured on the GPU."""
     quick_views, quick_manifest = _session_views(quick_session)
     full_views, full_manifest = _session_views(full_session)
     values = value_agreement(quick_views, full_views, tolerance)
     walls = wall_times(quick_manifest, full_manifest)
+    if one_pass:
+        walls["one_pass_ncu_s"] = walls["capture"].map(one_pass)
     summary = summarize(values, walls, tolerance)
     summary.update(quick_session=str(quick_session), full_session=str(full_session),
                    quick_ncu_command=[c.get("ncu_command") for c in quick_manifest.get("captures", [])][:1],
@@ -164,6 +214,10 @@ def report_text(walls: pd.DataFrame, summary: dict) -> str:
              f"{summary['values_compared']} ({summary['agreeing_pct']:.1f}%); of the "
              f"{summary['values_both_present']} values both modes produce, {summary['both_present_agreeing']} "
              f"agree; {summary['values_quick_lacks']} need source-level counters only --set full collects"]
+    if summary.get("one_pass_ncu_s"):
+        lines.append(f"one-pass floor (the same captures with {ONE_PASS_METRIC} alone): "
+                     f"{summary['one_pass_ncu_s']:.1f} s, so no metric selection can be more than "
+                     f"{summary['speedup_bound']:.1f}x faster than --set full here")
     for row in summary["disagreeing"][:15]:
         lines.append(f"  differs: {row['view']}.{row['column']} [{row['capture']}] quick={row['quick']} "
                      f"full={row['full']}")
@@ -233,11 +287,14 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
                       ("full", NcuOptions(set_name="full"))):
         options = ProfileOptions(name=f"ladder-{mode}-n{n}", args=[str(n)], ncu=ncu)
         sessions[mode] = profile(list(LADDER), options, root=sessions_dir)
-    values, walls, summary = compare(sessions["quick"], sessions["full"])
     from profkit.session.store import MANIFEST
 
-    captures = json.loads((sessions["quick"] / MANIFEST).read_text())["captures"]
-    tiled = next(c["command"] for c in captures if c["name"] == "matmul_tiled")
+    manifest = json.loads((sessions["quick"] / MANIFEST).read_text())
+    with tempfile.TemporaryDirectory() as workdir:
+        floors = one_pass_seconds(manifest, Path(workdir))
+    values, walls, summary = compare(sessions["quick"], sessions["full"], one_pass=floors)
+
+    tiled = next(c["command"] for c in manifest["captures"] if c["name"] == "matmul_tiled")
     summary["passes_by_group"] = metric_group_passes(shlex.split(tiled))
     print(report_text(walls, summary))
     for path in write(values, walls, summary, out_dir):
