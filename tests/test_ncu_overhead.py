@@ -1,0 +1,33 @@
+"""profkit.bench.ncu_overhead: the capture variants it times, and its summary, without a GPU."""
+
+import pytest
+
+from profkit.bench import ncu_overhead as no
+from profkit.capture.ncu import ncu_command
+from profkit.parse.catalog import quick_metrics
+
+
+def test_variants_differ_only_in_what_ncu_collects():
+    quick = quick_metrics()
+    variants = no.variants(quick, ["matmul_tiled/"])
+    commands = {label: ncu_command("ncu", "r.ncu-rep", ["prog", "4096"], o) for label, o in variants.items()}
+    for cmd in commands.values():  # same program, filter, clocks and caches everywhere
+        assert cmd[-2:] == ["prog", "4096"] and cmd[cmd.index("--nvtx-include") + 1] == "matmul_tiled/"
+        assert cmd[cmd.index("--clock-control") + 1] == "none" and cmd[cmd.index("--cache-control") + 1] == "all"
+    assert commands["one_metric"][commands["one_metric"].index("--metrics") + 1] == "gpu__time_duration.sum"
+    assert "--import-source" not in commands["one_metric_noimport"]
+    no_sol = variants["quick_no_sol"].metrics
+    assert set(quick) - set(no_sol) == set(no.SPEED_OF_LIGHT) and len(no_sol) == len(quick) - 5
+    assert variants["quick_plus_source"].sections == ["SourceCounters"] and variants["quick_plus_source"].metrics == quick
+    assert "--set" not in commands["source_only"] and commands["full"][1:3] == ["--set", "full"]
+
+
+def test_summary_tables_seconds_per_program_and_variant():
+    runs = [{"prog": p, "label": label, "seconds": s}
+            for p, base in zip(no.PROGRAMS, (1.0, 2.0, 3.0))
+            for label, s in (("one_metric", base), ("quick", base + 1), ("full", 4 * base))]
+    runs.append({"prog": "three", "label": "quick_one_process_x3", "seconds": 8.5})
+    summary = no.summary({"runs": runs})
+    assert summary["quick_three_processes_s"] == pytest.approx(9.0) and summary["quick_one_process_s"] == 8.5
+    assert summary["full_over_one_metric"] == {p: pytest.approx(4.0) for p in no.PROGRAMS}
+    assert summary["seconds"]["matmul_tiled"] == {"one_metric": 2.0, "quick": 3.0, "full": 8.0}
