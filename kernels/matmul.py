@@ -740,8 +740,78 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
     return {"variant": dtype, "n": n, "path": path, "triton_config": last_config(path)}
 
 
+def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] = (4, 8, 16, 32), rounds: int = 3,
+              out_dir: Path = Path("reports/benchmarks"), min_tile: int = 0) -> list[dict]:
+    """bf16 persistent TMA kernel: every tile config of ``matmul_configs("tma")`` with each GROUP_M (the
+    tile order, hence L2 reuse), against cuBLAS and the shipped autotuned ``matmul``, square sizes.
+
+    Every config is first checked against float64 on odd sizes (poisoned output). Timing: ``rounds``
+    interleaved rounds of harness.time_fn (L2 flushed before each call), the median of the rounds'
+    medians; TFLOP/s = 2·n³ / time for every side. Writes out_dir/matmul_sweep.json (a tuning record,
+    not the benchmark: configs the autotuner does not hold are how the shipped list was chosen).
+    ``min_tile``: only tiles of at least this many outputs (BLOCK_M * BLOCK_N), to sweep the large ones.
+    """
+    import json
+    import statistics
+
+    from profkit.bench import flops, harness
+
+    harness.require_cuda("kernels.matmul.sweep_tma")
+    device = torch.cuda.current_device()
+    _, num_sms = _device_info(device)
+    triton.set_allocator(_tma_workspace)
+    configs = [(cfg, group_m) for cfg in matmul_configs("tma") for group_m in group_ms
+               if cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"] >= min_tile]
+
+    def launch(cfg, group_m, a, b, c):
+        m, k = a.shape
+        n = b.shape[1]
+        grid = (min(num_sms, triton.cdiv(m, cfg.kwargs["BLOCK_M"]) * triton.cdiv(n, cfg.kwargs["BLOCK_N"])),)
+        matmul_kernel_tma_persistent[grid](a, b, c, m, n, k, **{**cfg.kwargs, "GROUP_M": group_m},
+                                           NUM_SMS=num_sms, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for m, n, k in ((1000, 1032, 1000), (300, 520, 4104)):
+        a = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", generator=gen).to(torch.bfloat16)
+        reference = matmul_reference(a, b)
+        for cfg, group_m in configs:
+            c = _poisoned(a, b)
+            launch(cfg, group_m, a, b, c)
+            harness.require_close(c, reference, tolerance(torch.bfloat16, None, k), f"sweep {cfg} GROUP_M={group_m}")
+    rows = []
+    for size in sizes:
+        a = torch.randn(size, size, device="cuda", generator=gen).to(torch.bfloat16)
+        b = torch.randn(size, size, device="cuda", generator=gen).to(torch.bfloat16)
+        c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+        sides = {"cublas": lambda: torch.matmul(a, b, out=c), "profkit": lambda: matmul(a, b, out=c)}
+        for cfg, group_m in configs:
+            sides[f"{cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']}x{cfg.kwargs['BLOCK_K']} "
+                  f"s{cfg.num_stages} w{cfg.num_warps} sub{int(cfg.kwargs['EPILOGUE_SUBTILE'])} "
+                  f"g{group_m}"] = functools.partial(launch, cfg, group_m, a, b, c)
+        medians: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(rounds):
+            for name, fn in sides.items():
+                medians[name].append(harness.time_fn(fn, rep_ms=100).median_ms)
+        cublas_ms = statistics.median(medians["cublas"])
+        for name, times in medians.items():
+            ms = statistics.median(times)
+            rows.append({"n": size, "side": name, "ms": ms, "tflops": flops.matmul_flops(size, size, size) / ms / 1e9,
+                         "vs_cublas": cublas_ms / ms})
+    for size in sizes:
+        print(f"--- bf16 {size}^3")
+        for row in sorted((r for r in rows if r["n"] == size), key=lambda r: -r["vs_cublas"]):
+            print(f"   {row['side']:34s} {row['tflops']:6.0f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS")
+    out = Path(out_dir) / "matmul_sweep.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": harness.environment(), "rounds": rounds, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out}")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``bench [--quick] [--out-dir DIR]`` or ``profile [--n N] [--dtype VARIANT]``."""
+    """Command line: ``bench [--quick] [--out-dir DIR]``, ``profile [--n N] [--dtype VARIANT]`` or
+    ``sweep [--n N ...] [--group-m G ...]``."""
     parser = argparse.ArgumentParser(prog="python -m kernels.matmul",
                                      description="Triton tiled matmul vs cuBLAS: benchmark or profiling workload")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -752,9 +822,16 @@ def main(argv: list[str] | None = None) -> int:
     p_prof.add_argument("--n", type=int, default=4096)
     p_prof.add_argument("--dtype", choices=sorted(VARIANTS), default="bf16")
     p_prof.add_argument("--loop", type=int, default=20, help="back-to-back launches per side after the single ones")
+    p_sweep = sub.add_parser("sweep", help="bf16 TMA tile configs x GROUP_M vs cuBLAS (matmul_sweep.json)")
+    p_sweep.add_argument("--n", type=int, nargs="+", default=[4096, 8192])
+    p_sweep.add_argument("--group-m", type=int, nargs="+", default=[4, 8, 16, 32])
+    p_sweep.add_argument("--min-tile", type=int, default=0, help="only tiles of at least this many outputs")
+    p_sweep.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     args = parser.parse_args(argv)
     if args.command == "bench":
         bench(out_dir=args.out_dir, quick=args.quick)
+    elif args.command == "sweep":
+        sweep_tma(tuple(args.n), tuple(args.group_m), out_dir=args.out_dir, min_tile=args.min_tile)
     else:
         print(profile_workload(n=args.n, dtype=args.dtype, loop=args.loop))
     return 0

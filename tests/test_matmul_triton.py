@@ -137,6 +137,8 @@ def test_bench_and_profile_need_a_gpu(tmp_path):
         mm.bench(out_dir=tmp_path)
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         mm.profile_workload(n=64)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        mm.main(["sweep", "--n", "512", "--group-m", "4", "--out-dir", str(tmp_path)])
     assert not list(tmp_path.iterdir())
 
 
