@@ -800,11 +800,11 @@ def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] =
         for name, times in medians.items():
             ms = statistics.median(times)
             rows.append({"n": size, "side": name, "ms": ms, "tflops": flops.matmul_flops(size, size, size) / ms / 1e9,
-                         "vs_cublas": cublas_ms / ms})
+                         "vs_cublas": cublas_ms / ms, "config": last_config("tma") if name == "profkit" else ""})
     for size in sizes:
         print(f"--- bf16 {size}^3")
         for row in sorted((r for r in rows if r["n"] == size), key=lambda r: -r["vs_cublas"]):
-            print(f"   {row['side']:34s} {row['tflops']:6.0f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS")
+            print(f"   {row['side']:34s} {row['tflops']:6.0f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS  {row['config']}")
     out = Path(out_dir) / "matmul_sweep.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": harness.environment(), "rounds": rounds, "rows": rows}, indent=1) + "\n")
