@@ -749,8 +749,9 @@ def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] =
     tile order, hence L2 reuse), against cuBLAS and the shipped autotuned ``matmul``, square sizes.
 
     Every config is first checked against float64 on odd sizes (poisoned output). Timing: ``rounds``
-    interleaved rounds of harness.time_fn (L2 flushed before each call), the median of the rounds'
-    medians; TFLOP/s = 2·n³ / time for every side. Writes out_dir/matmul_sweep.json (a tuning record,
+    interleaved rounds of harness.time_fn (L2 flushed before each call) on CUDA-graph replays, so the
+    directly launched configs (triton's own launch path, tens of µs of Python) and the two library
+    calls are timed alike; the median of the rounds' medians; TFLOP/s = 2·n³ / time for every side. Writes out_dir/matmul_sweep.json (a tuning record,
     not the benchmark: configs the autotuner does not hold are how the shipped list was chosen).
     ``min_tile``: only tiles of at least this many outputs (BLOCK_M * BLOCK_N), to sweep the large ones.
     """
@@ -795,7 +796,7 @@ def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] =
         medians: dict[str, list[float]] = {name: [] for name in sides}
         for _ in range(rounds):
             for name, fn in sides.items():
-                medians[name].append(harness.time_fn(fn, rep_ms=100).median_ms)
+                medians[name].append(harness.time_fn(fn, rep_ms=100, cuda_graph=True).median_ms)
         cublas_ms = statistics.median(medians["cublas"])
         for name, times in medians.items():
             ms = statistics.median(times)
