@@ -207,8 +207,8 @@ def matmul_configs(path: str) -> list[triton.Config]:
     full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128 and
     64x128 tiles so sizes near 1024-2048 still give every SM a tile. The 3-stage 128x256 tiles also
-    come in GROUP_M=16 order (16 tile-rows share each B panel): 0.986x / 0.995x cuBLAS at 4096^3 /
-    8192^3 against 0.970x / 0.990x with GROUP_M=8 (``sweep_tma``, GPU run W).
+    come in GROUP_M=16 order (16 tile-rows share each B panel), worth at most ~1% (``sweep_tma`` on
+    graph replays, GPU run Y: 0.973x vs 0.969x cuBLAS at 4096^3, 1.018x vs 1.012x at 8192^3).
     """
     if path == "fma":
         return [_config(*c) for c in (
