@@ -751,9 +751,9 @@ def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] =
     Every config is first checked against float64 on odd sizes (poisoned output). Timing: ``rounds``
     interleaved rounds of harness.time_fn (L2 flushed before each call) on CUDA-graph replays, so the
     directly launched configs (triton's own launch path, tens of µs of Python) and the two library
-    calls are timed alike; the median of the rounds' medians; TFLOP/s = 2·n³ / time for every side. Writes out_dir/matmul_sweep.json (a tuning record,
-    not the benchmark: configs the autotuner does not hold are how the shipped list was chosen).
-    ``min_tile``: only tiles of at least this many outputs (BLOCK_M * BLOCK_N), to sweep the large ones.
+    calls are timed alike; the median of the rounds' medians; TFLOP/s = 2·n³ / time for every side.
+    ``min_tile``: only tiles of at least this many outputs (BLOCK_M * BLOCK_N). Writes
+    out_dir/matmul_sweep.json: a tuning record for choosing ``matmul_configs``, not the benchmark.
     """
     import json
     import statistics

@@ -103,6 +103,8 @@ def summary(result: dict) -> dict:
 
 
 def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False) -> Path:
+    """Measure and write out_dir/ncu_overhead.json (``quick`` is accepted for `profkit bench` and changes
+    nothing: the run is already three programs at one size)."""
     import tempfile
 
     from profkit.bench.harness import environment

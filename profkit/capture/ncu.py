@@ -61,7 +61,8 @@ def sections_in_set(ncu: str, set_name: str) -> set[str] | None:
 
 @functools.lru_cache(maxsize=None)
 def _list_sets(ncu: str) -> dict[str, set[str]]:
-    """`ncu --list-sets`, once per ncu executable and process (1.2 s on the H200 host, GPU run Q)."""
+    """`ncu --list-sets`, once per ncu executable and process (1.1 s on the H200 host:
+    reports/benchmarks/ncu_overhead.json)."""
     try:
         out = process.run([ncu, "--list-sets"], timeout=60)
     except CaptureError:
@@ -78,8 +79,8 @@ def parse_query_metrics(text: str) -> set[str]:
 def available_metrics(ncu: str) -> set[str] | None:
     """Base metric names this GPU offers, or None when ncu cannot say (then nothing is filtered).
 
-    Asked once per ncu executable and process: `ncu --query-metrics` took 1.9 s on the H200 host
-    (GPU run Q), against 3.4-5.0 s for a whole quick capture of one ladder program."""
+    Asked once per ncu executable and process: `ncu --query-metrics` took 1.7 s on the H200 host,
+    against 2.8-4.8 s for a whole quick capture of one ladder program (reports/benchmarks/ncu_overhead.json)."""
     try:
         out = process.run([ncu, "--query-metrics"], timeout=120)
     except CaptureError:
