@@ -217,3 +217,26 @@ def test_quick_capture_flops_are_exact_once_the_static_sass_is_joined():
     assert built["total_flops"].to_numpy() == pytest.approx(2 * 4096.0 ** 3, rel=1e-6)
     without = capture_tables(CaptureFiles("matmul_tiled", session.file("matmul_tiled.ncu-rep")))["launches"]
     assert without["total_flops"].iloc[0] / (2 * 4096.0 ** 3) == pytest.approx(1.063, abs=0.01)
+
+
+def test_l1_hit_rate_of_matmul_vectorized_moves_between_replay_passes():
+    """The one quick-vs-full value outside 5% is a counter that disagrees with itself inside --set full:
+    the overall L1 sector hit rate there is above the global-load rate although the only other sectors
+    (stores) never hit, so the two were read in passes that saw different hit counts."""
+    import ncu_report
+
+    from profkit.parse.files import plain_file
+
+    def metrics(path):
+        action = ncu_report.load_report(str(plain_file(SESSIONS / path))).range_by_idx(0).action_by_idx(0)
+        return lambda name: action.metric_by_name(name).as_double()
+
+    full = metrics("ladder-full-n4096/matmul_vectorized.ncu-rep.gz")
+    loads = full("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
+    stores = full("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+    load_rate = full("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct")
+    assert full("l1tex__t_sector_pipe_lsu_mem_global_op_st_hit_rate.pct") == 0.0
+    consistent_overall = load_rate * loads / (loads + stores)  # if both came from one pass
+    assert full("l1tex__t_sector_hit_rate.pct") > 1.3 * consistent_overall
+    quick = metrics("ladder-quick-n4096/matmul_vectorized.ncu-rep")
+    assert quick("l1tex__t_sector_hit_rate.pct") == pytest.approx(load_rate, rel=0.05)
