@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import pytest
 
+from profkit.build.sass import disassemble, find_cuobjdump, parse_sass
+
 CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
 PROGRAMS = sorted(CUDA_DIR.glob("*.cu"))
 # Programs that call a library instead of defining a kernel of their own.
@@ -186,21 +188,8 @@ def test_vectorized_kernel_uses_128_bit_loads_in_ptx(tmp_path, cublas_flags):
     assert re.search(r"ld\.shared\.v4\.f32", text), "no 128-bit shared load (ld.shared.v4.f32) in the PTX"
 
 
-def _cuobjdump() -> str | None:
-    """cuobjdump from PATH, or the copy Triton bundles (a minimal CUDA install ships without one)."""
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    spec = importlib.util.find_spec("triton")
-    if spec is not None and spec.origin is not None:
-        bundled = Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        if bundled.is_file():
-            return str(bundled)
-    return None
-
-
 def test_vectorized_kernel_sass_has_ldg128_and_lds128(builds):
-    tool = _cuobjdump()
+    tool = find_cuobjdump()
     if tool is None:
         pytest.skip("no cuobjdump on PATH or bundled with triton: cannot disassemble SASS")
     build = builds["matmul_vectorized"]
@@ -209,6 +198,23 @@ def test_vectorized_kernel_sass_has_ldg128_and_lds128(builds):
     assert sass.returncode == 0, sass.stderr
     assert "LDG.E.128" in sass.stdout, "no 128-bit global load (LDG.E.128) in the sm_90 SASS"
     assert "LDS.128" in sass.stdout, "no 128-bit shared load (LDS.128) in the sm_90 SASS"
+
+
+def test_static_sass_of_every_rung_is_read_and_tiled_hfma2_are_register_moves(builds):
+    """What `profkit profile` keeps beside a capture (build.sass): each rung's kernel, per arch; nvcc
+    clears matmul_tiled's accumulators with HFMA2.MMA moves, so a quick capture must not count them."""
+    if find_cuobjdump() is None:
+        pytest.skip("no cuobjdump on PATH or bundled with triton: cannot disassemble SASS")
+    for src in LADDER:
+        build = builds[src.stem]
+        assert build.result.returncode == 0, build.log
+        sass = parse_sass(disassemble(build.binary)).set_index(["arch", "mangled"])
+        for arch in ARCHES:
+            row = sass.loc[(f"sm_{arch}", _mangled(src.stem))]
+            assert row["instructions"] > 50 and row["hfma2_moves"] <= row["hfma2"], (src.stem, arch)
+    tiled = parse_sass(disassemble(builds["matmul_tiled"].binary)).set_index(["arch", "mangled"])
+    row = tiled.loc[("sm_90", _mangled("matmul_tiled"))]
+    assert row["hfma2"] > 0 and row["hfma2_moves"] == row["hfma2"]
 
 
 # ---------------------------------------------------------------------------------------------

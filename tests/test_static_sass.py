@@ -35,9 +35,10 @@ arch = sm_90
 
 def test_parse_sass_counts_instructions_and_hfma2_moves_per_function():
     sass = parse_sass(CUOBJDUMP).set_index("mangled")
-    assert sass.loc["_Z12matmul_tiledPKfS0_Pfi"].tolist() == [5, 2, 2]
-    assert sass.loc["_Z9half_mathP6__halfS0_"].tolist() == [3, 2, 1]
-    assert sass.loc["no_half"].tolist() == [1, 0, 0]
+    assert set(sass["arch"]) == {"sm_90"}
+    assert sass.loc["_Z12matmul_tiledPKfS0_Pfi", ["instructions", "hfma2", "hfma2_moves"]].tolist() == [5, 2, 2]
+    assert sass.loc["_Z9half_mathP6__halfS0_", ["instructions", "hfma2", "hfma2_moves"]].tolist() == [3, 2, 1]
+    assert sass.loc["no_half", ["instructions", "hfma2", "hfma2_moves"]].tolist() == [1, 0, 0]
     assert opcode("@!UP1 LDG.E.128 R4, desc[UR4][R2.64]") == "LDG.E.128" and opcode("") == ""
 
 
@@ -69,3 +70,14 @@ def test_per_pc_counts_win_and_no_sass_changes_nothing():
     raw = _raw()
     assert with_static_sass(raw, pd.DataFrame()) is raw
     assert launch_table(raw).set_index("kernel").loc["matmul_tiled", "fp16_flops"] == pytest.approx(4e8)
+
+
+def test_a_binary_for_two_arches_is_marked_only_when_every_arch_has_moves_only():
+    two_arches = CUOBJDUMP + """
+\tcode for sm_89
+\t\tFunction : _Z12matmul_tiledPKfS0_Pfi
+        /*0000*/                   HFMA2 R4, R2, R3, R4 ;                  /* 0x0000000302047231 */
+"""
+    sass = parse_sass(two_arches)
+    assert sorted(sass["arch"]) == ["sm_89", "sm_90", "sm_90", "sm_90"]
+    assert not with_static_sass(_raw(), sass)["hfma_all_moves"].any()

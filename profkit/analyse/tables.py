@@ -96,10 +96,13 @@ def _top_stalls(df: pd.DataFrame, count: int = 3) -> pd.DataFrame:
 def with_static_sass(raw: pd.DataFrame, sass: pd.DataFrame) -> pd.DataFrame:
     """Raw launches plus `hfma_all_moves`: True for a launch the report has no per-PC SASS for
     (hfma_move_instructions NaN: a quick capture) whose kernel's static SASS (build.sass.parse_sass,
-    matched on the mangled name) holds HFMA2 only as register-zeroing moves."""
+    matched on the mangled name; in every arch the binary holds) has HFMA2 only as register-zeroing
+    moves."""
     if raw.empty or sass is None or sass.empty or "mangled" not in raw:
         return raw
-    only_moves = set(sass.loc[(sass["hfma2"] > 0) & (sass["hfma2"] == sass["hfma2_moves"]), "mangled"])
+    per_kernel = sass.assign(moves_only=sass["hfma2"] == sass["hfma2_moves"], any_hfma2=sass["hfma2"] > 0)
+    per_kernel = per_kernel.groupby("mangled").agg(moves_only=("moves_only", "all"), any_hfma2=("any_hfma2", "any"))
+    only_moves = set(per_kernel.index[per_kernel["moves_only"] & per_kernel["any_hfma2"]])
     out = raw.copy()
     out["hfma_all_moves"] = out["mangled"].isin(only_moves) & _col(out, "hfma_move_instructions").isna()
     return out

@@ -9,6 +9,7 @@ whose every HFMA2 is such a move: none of its executed HFMA2s is arithmetic.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -20,9 +21,10 @@ from profkit.errors import CaptureError
 HFMA_MOVE = re.compile(r"HFMA2(?:\.MMA)?\s+R\d+,\s*-?RZ,\s*RZ,")
 """`HFMA2.MMA Rd, -RZ, RZ, 0, 0`: the compiler's register-zeroing idiom, not half-precision math."""
 _PREDICATE = re.compile(r"^\s*@!?U?P\w+\s+")
+_ARCH = re.compile(r"^\s*code for (sm_\w+)")
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+([^;]*?)\s*;")
-COLUMNS = ["mangled", "instructions", "hfma2", "hfma2_moves"]
+COLUMNS = ["arch", "mangled", "instructions", "hfma2", "hfma2_moves"]
 
 
 def opcode(instruction: str) -> str:
@@ -32,15 +34,19 @@ def opcode(instruction: str) -> str:
 
 
 def parse_sass(text: str) -> pd.DataFrame:
-    """`cuobjdump -sass` output -> one row per kernel function (mangled name): instruction count,
-    HFMA2 instructions and how many of them are register-zeroing moves."""
-    rows: dict[str, dict] = {}
-    current = None
+    """`cuobjdump -sass` output -> one row per (arch, kernel function by mangled name): instruction
+    count, HFMA2 instructions and how many of them are register-zeroing moves."""
+    rows: dict[tuple[str, str], dict] = {}
+    current, arch = None, ""
     for line in text.splitlines():
+        code_for = _ARCH.match(line)
+        if code_for:
+            arch = code_for.group(1)
+            continue
         function = _FUNCTION.match(line)
         if function:
-            current = rows.setdefault(function.group(1), {"mangled": function.group(1), "instructions": 0,
-                                                          "hfma2": 0, "hfma2_moves": 0})
+            current = rows.setdefault((arch, function.group(1)), {
+                "arch": arch, "mangled": function.group(1), "instructions": 0, "hfma2": 0, "hfma2_moves": 0})
             continue
         instruction = _INSTRUCTION.search(line)
         if current is None or instruction is None:
@@ -54,12 +60,15 @@ def parse_sass(text: str) -> pd.DataFrame:
 
 
 def find_cuobjdump(nvcc: str | None = None) -> str | None:
-    """cuobjdump on PATH, else beside nvcc (CUDA installs them together)."""
-    found = process.find_tool("cuobjdump")
-    if found is None and nvcc:
-        beside = Path(nvcc).resolve().parent / "cuobjdump"
-        found = str(beside) if beside.exists() else None
-    return found
+    """cuobjdump on PATH, else beside nvcc (CUDA installs them together), else the copy triton bundles
+    (a minimal CUDA install, as on CI, ships without one)."""
+    candidates = [process.find_tool("cuobjdump")]
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent / "cuobjdump"))
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin is not None:
+        candidates.append(str(Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"))
+    return next((c for c in candidates if c and Path(c).is_file()), None)
 
 
 def disassemble(binary: Path, nvcc: str | None = None, timeout: float = 120) -> str | None:
