@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 import subprocess
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 PTXAS_COLUMNS = ["kernel", "mangled", "arch", "registers", "barriers", "static_smem_bytes",
                  "stack_frame_bytes", "spill_store_bytes", "spill_load_bytes", "cmem_bytes"]
@@ -24,6 +26,8 @@ _CMEM = re.compile(r"(?P<cmem>\d+) bytes cmem\[0\]")
 
 def parse_ptxas(text: str) -> pd.DataFrame:
     """Rows for every 'Compiling entry function' block in ptxas -v output (any order of lines)."""
+    import pandas as pd  # lazily: the report reader's worker imports this module without pandas
+
     rows: list[dict] = []
     current: dict | None = None
     for line in text.splitlines():

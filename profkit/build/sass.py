@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from profkit import process
 from profkit.errors import CaptureError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HFMA_MOVE = re.compile(r"HFMA2(?:\.MMA)?\s+R\d+,\s*-?RZ,\s*RZ,")
 """`HFMA2.MMA Rd, -RZ, RZ, 0, 0`: the compiler's register-zeroing idiom, not half-precision math."""
@@ -36,6 +38,8 @@ def opcode(instruction: str) -> str:
 def parse_sass(text: str) -> pd.DataFrame:
     """`cuobjdump -sass` output -> one row per (arch, kernel function by mangled name): instruction
     count, HFMA2 instructions and how many of them are register-zeroing moves."""
+    import pandas as pd  # lazily: the report reader's worker imports this module without pandas
+
     rows: dict[tuple[str, str], dict] = {}
     current, arch = None, ""
     for line in text.splitlines():
