@@ -47,17 +47,12 @@ def per_call_times(with_calls_ms: list[float], flush_only_ms: list[float], calls
 def quantiles_of(samples: list[float], quantiles) -> float | list[float]:
     """What triton's benchmarkers return: the median for quantiles=None, else one value per quantile
     (linear interpolation between sorted samples)."""
+    from profkit.bench.harness import quantile  # noqa: PLC0415 - pandas-importing module, needed only here
+
     ordered = sorted(samples)
-
-    def at(q: float) -> float:
-        pos = q * (len(ordered) - 1)
-        lo = int(pos)
-        hi = min(lo + 1, len(ordered) - 1)
-        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
     if quantiles is None:
-        return at(0.5)
-    return [at(q) for q in quantiles]
+        return quantile(ordered, 0.5)
+    return [quantile(ordered, q) for q in quantiles]
 
 
 def flushed_graph_bench(kernel_call, quantiles, rep_ms: float = GRAPH_REP_MS, replays: int = GRAPH_REPLAYS):

@@ -103,3 +103,11 @@ def test_ncu_is_asked_for_its_metrics_and_sets_once_per_process(tmp_path):
         assert sections_in_set(str(ncu), "full") == {"LaunchStats", "Occupancy", "SpeedOfLight"}
         assert sections_in_set(str(ncu), "basic") is None
     assert calls.read_text().split() == ["--query-metrics", "--list-sets"]
+
+
+def test_replay_passes_are_read_from_ncu_output():
+    from profkit.capture.ncu import replay_passes
+
+    log = ('==PROF== Profiling "matmul_tiled" - 0: 0%....50%....100% - 22 passes\n'
+           '==PROF== Profiling "sm80_xmma_gemm" - 1: 0%....50%....100% - 1 pass\n==PROF== Disconnected\n')
+    assert replay_passes(log) == [22, 1] and replay_passes("") == []

@@ -109,15 +109,15 @@ class Timing:
         if not samples:
             raise ValueError("Timing.from_samples needs at least one sample")
         ordered = sorted(samples)
-        median = _quantile(ordered, 0.5)
-        p20 = _quantile(ordered, 0.2)
-        p80 = _quantile(ordered, 0.8)
+        median = quantile(ordered, 0.5)
+        p20 = quantile(ordered, 0.2)
+        p80 = quantile(ordered, 0.8)
         spread = (p80 - p20) / median if median > 0 else math.inf
         return cls(median_ms=median, p20_ms=p20, p80_ms=p80, min_ms=ordered[0], runs=len(samples),
                    spread=spread, stable=spread < STABLE_SPREAD, samples_ms=samples)
 
 
-def _quantile(ordered: list[float], q: float) -> float:
+def quantile(ordered: list[float], q: float) -> float:
     """Linear-interpolation quantile of an ascending list (numpy's default method)."""
     position = q * (len(ordered) - 1)
     low = math.floor(position)
@@ -144,7 +144,7 @@ def combine_timings(timings: list[Timing]) -> Timing:
 
 
 def _median(values: list[float]) -> float:
-    return _quantile(sorted(values), 0.5)
+    return quantile(sorted(values), 0.5)
 
 
 # ---------------------------------------------------------------------------------------------

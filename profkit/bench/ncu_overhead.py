@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
+
+from profkit.bench.quick_capture import ONE_PASS_METRIC
+from profkit.capture.ncu import NcuOptions, available_metrics, keep_available, ncu_command, replay_passes
 
 PROGRAMS = ["matmul_cublas", "matmul_tiled", "matmul_naive"]
 SIZE = "4096"
@@ -30,9 +32,7 @@ SPEED_OF_LIGHT = ["sm__throughput.avg.pct_of_peak_sustained_elapsed",
 
 def variants(quick: list[str], nvtx: list[str]) -> dict:
     """label -> NcuOptions of each capture variant, all with the same NVTX filter."""
-    from profkit.capture.ncu import NcuOptions
-
-    one = ["gpu__time_duration.sum"]
+    one = [ONE_PASS_METRIC]
     return {
         "one_metric": NcuOptions(set_name=None, metrics=one, nvtx_include=nvtx),
         "one_metric_noimport": NcuOptions(set_name=None, metrics=one, import_source=False, nvtx_include=nvtx),
@@ -50,7 +50,7 @@ def _timed(runs: list, label: str, program: str, cmd: list[str]) -> None:
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     row = {"prog": program, "label": label, "seconds": round(time.perf_counter() - started, 3),
-           "rc": done.returncode, "passes": re.findall(r"- (\d+) pass", done.stdout + done.stderr)[:3]}
+           "rc": done.returncode, "passes": [str(n) for n in replay_passes(done.stdout + done.stderr)[:3]]}
     runs.append(row)
     print(row, flush=True)
 
@@ -58,7 +58,6 @@ def _timed(runs: list, label: str, program: str, cmd: list[str]) -> None:
 def measure(workdir: Path) -> dict:
     """Every timing above (GPU, ncu and nvcc on PATH)."""
     from profkit.build import nvcc
-    from profkit.capture.ncu import NcuOptions, available_metrics, keep_available, ncu_command
     from profkit.parse.catalog import quick_metrics
 
     started = time.perf_counter()

@@ -256,10 +256,9 @@ def metric_groups() -> dict[str, list[str]]:
 def metric_group_passes(program: list[str], ncu: str = "ncu") -> dict[str, dict]:
     """Replay passes ncu reports for each metric group on ``program``'s first kernel (GPU); a group
     ncu refused keeps its last error line instead."""
-    import re
     import subprocess
 
-    from profkit.capture.ncu import available_metrics, keep_available
+    from profkit.capture.ncu import available_metrics, keep_available, replay_passes
 
     offered = available_metrics(ncu)
     out = {}
@@ -267,8 +266,8 @@ def metric_group_passes(program: list[str], ncu: str = "ncu") -> dict[str, dict]
         metrics, _ = keep_available(metrics, offered)  # as a capture does: ncu refuses a name it lacks
         cmd = [ncu, "--metrics", ",".join(metrics), "--clock-control", "none", "--launch-count", "1", *program]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        passes = re.findall(r"- (\d+) pass", done.stdout)
-        out[group] = {"metrics": len(metrics), "passes": int(passes[0]) if passes else None}
+        passes = replay_passes(done.stdout)
+        out[group] = {"metrics": len(metrics), "passes": passes[0] if passes else None}
         if not passes:
             errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line]
             out[group]["error"] = (errors or [f"exit {done.returncode}, no pass count"])[-1][:300]

@@ -70,6 +70,11 @@ def _list_sets(ncu: str) -> dict[str, set[str]]:
     return parse_list_sets(out.stdout)
 
 
+def replay_passes(log: str) -> list[int]:
+    """Replay passes ncu reports per profiled kernel ("... - 22 passes") in a capture's output, in order."""
+    return [int(n) for n in re.findall(r"- (\d+) pass", log)]
+
+
 def parse_query_metrics(text: str) -> set[str]:
     """Base metric names (`unit__counter`) listed by `ncu --query-metrics`."""
     return {match.group(1) for match in re.finditer(r"^\s*([a-z0-9]+__[A-Za-z0-9_]+)\b", text, re.M)}

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from profkit.build.ptxas import kernel_base_name
+from profkit.build.sass import HFMA_MOVE, opcode as sass_opcode
 from profkit.errors import ReaderError, ReportError
 from profkit.parse import catalog
 
@@ -241,8 +243,6 @@ def _metric_value(metric) -> float | str | None:
 
 
 def _launch_row(ncu_report, action, names: set[str] | None = None) -> tuple[dict, set[str]]:
-    from profkit.build.ptxas import kernel_base_name
-
     names = set(action.metric_names()) if names is None else names
     function = action.name(ncu_report.IAction.NameBase_DEMANGLED) or ""  # None in a damaged report
     row = {"kernel": kernel_base_name(action.name(ncu_report.IAction.NameBase_FUNCTION) or function),
@@ -341,7 +341,6 @@ def _wide_load_fractions(pcs: list[dict]) -> dict:
     out = {"ldg128_fraction": math.nan, "lds128_fraction": math.nan, "hfma_move_instructions": math.nan}
     if not any("instructions_executed" in pc for pc in pcs):
         return out
-    from profkit.build.sass import HFMA_MOVE, opcode as sass_opcode
 
     def executed(pc: dict) -> float:
         value = pc.get("instructions_executed", 0.0)
