@@ -46,6 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import flash_attention_sm90 as sm90
 from kernels.launch import LaunchCache, replay_allowed, signature
 from kernels.matmul import _device_info, _has_device_tma, _tma_workspace
 from kernels.tuning import autotune
@@ -572,8 +573,13 @@ _PRE_LAUNCH = LaunchCache(_attn_bwd_preprocess, per_call=("O", "DO", "Delta"))
 _DKDV_LAUNCH = LaunchCache(_attn_bwd_dkdv_tuned,
                            per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "sm_scale"))
 _DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "DO", "DQ", "LSE", "Delta", "sm_scale"))
+_SM90_LAUNCH = (LaunchCache(sm90.attn_fwd_sm90, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
+                if sm90.available() else None)
+SM90_FORWARD = os.environ.get("PROFKIT_FA_SM90", "1") != "0"
+"""Whether eligible forwards (see kernels.flash_attention_sm90.eligible) run the warp-specialized Gluon kernel;
+PROFKIT_FA_SM90=0 keeps every forward on the Triton kernel above."""
 _FWD_REPLAYS: dict = {}
-"""``_layout_key(q, k, v, causal, block_skip)`` -> (the forward's recorded launch, whether it reads through TMA
+"""``_layout_key(q, k, v, causal, block_skip, sm90)`` -> (the forward's recorded launch, whether it reads through TMA
 descriptors). A hit means an earlier call with the same dtypes, shapes, strides, alignment and devices passed
 validation and recorded its launch, so a repeated call skips validation, the five-tensor key, the argument
 tuple and the launch keywords: at N = 1024, d=64 a forward cost 62 µs of host time, 12 µs of it the recorded
@@ -650,17 +656,17 @@ def _resolve_scale(sm_scale: float | None, head_dim: int) -> float:
     return float(sm_scale)
 
 
-def _layout_key(q, k, v, causal: bool, block_skip: bool) -> tuple:
+def _layout_key(q, k, v, causal: bool, block_skip: bool, sm90_allowed: bool) -> tuple:
     """What a forward launch depends on besides the data: dtype, shape, strides, 16-byte alignment and
-    device of q, k, v, and the two flags (fresh o and lse follow from q's layout)."""
+    device of q, k, v, and the three flags (fresh o and lse follow from q's layout)."""
     return (tuple((t.dtype, t.shape, t.stride(), t.data_ptr() % 16 == 0, t.device) for t in (q, k, v)),
-            causal, block_skip)
+            causal, block_skip, sm90_allowed)
 
 
-def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float | None):
+def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float | None, sm90_allowed: bool):
     """(o, lse) from the recorded forward of this layout (see _FWD_REPLAYS) into fresh buffers, or None
     when there is none or it may not run now."""
-    replay = _FWD_REPLAYS.get(_layout_key(q, k, v, causal, block_skip))
+    replay = _FWD_REPLAYS.get(_layout_key(q, k, v, causal, block_skip, sm90_allowed))
     if replay is None or not replay_allowed(q.device.index):
         return None
     launch, tma = replay
@@ -672,13 +678,16 @@ def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float |
     return o, lse
 
 
-def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None):
+def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None, sm90_allowed: bool | None = None):
     """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
 
     out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
-    buffers once to prove every element gets written.
+    buffers once to prove every element gets written. sm90_allowed (default SM90_FORWARD): an eligible
+    call on an sm_90 GPU runs kernels.flash_attention_sm90's Gluon kernel, else the Triton one.
     """
-    replayed = _replayed_forward(q, k, v, causal, block_skip, sm_scale) if out is None and q.is_cuda else None
+    sm90_allowed = SM90_FORWARD if sm90_allowed is None else bool(sm90_allowed)
+    replayed = (_replayed_forward(q, k, v, causal, block_skip, sm_scale, sm90_allowed)
+                if out is None and q.is_cuda else None)
     if replayed is not None:
         return replayed
     batch, heads, seq, head_dim = q.shape
@@ -693,21 +702,29 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None)
 
     device = q.device.index if q.is_cuda else None
     key = (signature(q, k, v, o, lse), bool(causal), bool(block_skip))
-    tma_ok = _tma_ok(q, k, v, o)
-    launch = _fixed_launch("fwd", head_dim)
-    if "USE_TMA" in launch:
-        launch["USE_TMA"] = launch["USE_TMA"] and tma_ok
+    use_sm90 = (sm90_allowed and _SM90_LAUNCH is not None and device is not None and not _INTERPRET
+                and lse.is_contiguous() and sm90.eligible(q, k, v, o, _device_info(device)[0], block_skip))
+    tma_ok = use_sm90 or _tma_ok(q, k, v, o)
     if tma_ok:  # device-built descriptors live in a workspace the launcher allocates
         triton.set_allocator(_tma_workspace)
     with _device_scope(q):
-        _FWD_LAUNCH.launch(
-            key, grid,
-            (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
-            device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok, **launch)
+        if use_sm90:
+            cache = _SM90_LAUNCH
+            cache.launch(key, sm90.grid(q), (q, k, v, o, lse, sm_scale), device, **sm90.launch_options(q, causal))
+        else:
+            cache = _FWD_LAUNCH
+            launch = _fixed_launch("fwd", head_dim)
+            if "USE_TMA" in launch:
+                launch["USE_TMA"] = launch["USE_TMA"] and tma_ok
+            cache.launch(
+                key, grid,
+                (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
+                device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok,
+                **launch)
     if out is None and device is not None:
-        recorded = _FWD_LAUNCH.get(key)
+        recorded = cache.get(key)
         if recorded is not None:
-            _FWD_REPLAYS[_layout_key(q, k, v, causal, block_skip)] = (recorded, tma_ok)
+            _FWD_REPLAYS[_layout_key(q, k, v, causal, block_skip, sm90_allowed)] = (recorded, tma_ok)
     return o, lse
 
 
@@ -806,7 +823,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     causal, block_skip = bool(causal), bool(block_skip)
     try:  # inference call of a layout already validated and recorded: replay it
         inference = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
-        replayed = _replayed_forward(q, k, v, causal, block_skip, sm_scale) if inference and q.is_cuda else None
+        replayed = (_replayed_forward(q, k, v, causal, block_skip, sm_scale, SM90_FORWARD)
+                    if inference and q.is_cuda else None)
     except (AttributeError, TypeError):  # not tensors: _validate says what is wrong
         inference, replayed = True, None
     if replayed is not None:
@@ -941,6 +959,9 @@ def attention_impls() -> dict:
 
     return {
         "fa2_triton": lambda q, k, v, causal: flash_attention(q, k, v, causal=causal),
+        # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
+        "fa2_tl_fwd": lambda q, k, v, causal: _forward(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]), True,
+                                                       sm90_allowed=False)[0],
         "sdpa_default": _sdpa_call(None),
         "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
@@ -979,6 +1000,8 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
     def factory(case):
         causal = case.params["causal"]
         q, k, v, do = inputs.get(case)
+        if name == "fa2_tl_fwd" and case.params["direction"] != "fwd":
+            raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
         try:  # compile, autotune and record the launches; the poison check below replays them
             o = attention(q, k, v, causal)
             if case.params["direction"] == "bwd":
@@ -1051,6 +1074,8 @@ def tuned_configs() -> dict:
             chosen[name] = {str(key): str(config) for key, config in cache.items()}
         else:
             chosen[name] = {str(d): str(_fixed_launch(name, d)) for d in SUPPORTED_HEAD_DIMS}
+    chosen["fwd_sm90"] = {"BLOCK_M": sm90.BLOCK_M, "BLOCK_N": sm90.BLOCK_N, "STAGES": sm90.STAGES,
+                          "warps": "2 consumer warpgroups + 1 loader warp", "enabled": SM90_FORWARD}
     return chosen
 
 
@@ -1161,7 +1186,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     }
     memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
     print(harness.format_table(df, meta))
-    ours = df[df["impl"].isin(["fa2_triton", "fa2_triton_graph"])]
+    ours = df[df["impl"].isin(["fa2_triton", "fa2_triton_graph", "fa2_tl_fwd", "fa2_tl_fwd_graph"])]
     print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend "
           "(_graph rows: CUDA-graph replay vs SDPA's graph replay):")
     print(ours[["case", "impl", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
@@ -1178,8 +1203,9 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
     each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels: preprocess,
-    dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", and ours with
-    block skipping off "fa2_fwd_noskip". Then ``loop`` back-to-back forwards each (no
+    dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
+    forward "fa2_fwd_tl" (the same as fa2_fwd where the Gluon sm_90 kernel does not apply) and that
+    kernel with block skipping off "fa2_fwd_noskip" (the skipping measured on one kernel). Then ``loop`` back-to-back forwards each (no
     synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
     show the host launch cost against kernel time (``profkit show -t launch``). fp16, B=4 and
     H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
@@ -1202,11 +1228,16 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")
     q, k, v, do = _random_inputs(params, requires_grad=True)
     sdpa = _sdpa_call(None)
+    scale = _resolve_scale(None, d)
+
+    def triton_forward():
+        return _forward(q, k, v, causal, scale, True, sm90_allowed=False)
 
     with nvtx.annotate("warmup"):
         for _ in range(3):
             torch.autograd.grad(flash_attention(q, k, v, causal), (q, k, v), do)
             torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
+            triton_forward()
             flash_attention(q, k, v, causal, block_skip=False)
         torch.cuda.synchronize()
 
@@ -1226,8 +1257,9 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     timed("fa2_bwd", lambda: torch.autograd.grad(o, (q, k, v), do))
     o_sdpa = timed("sdpa_fwd", lambda: sdpa(q, k, v, causal))
     timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
+    timed("fa2_fwd_tl", triton_forward)
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
-    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_noskip"]
+    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip"]
     if loop:
         with torch.no_grad():
             for name, attention in (("fa2_fwd_loop", flash_attention), ("sdpa_fwd_loop", sdpa)):

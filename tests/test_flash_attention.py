@@ -202,17 +202,89 @@ def test_descriptor_forward_matches_float64_reference(batch, heads, seq, head_di
 
 def test_layout_key_separates_what_a_recorded_forward_depends_on():
     """The inference replay's key: same layouts with new data share it; dtype, strides, shape,
-    16-byte alignment, device and the two flags each change it."""
+    16-byte alignment, device and the three flags each change it."""
     q, k, v = (torch.randn(2, 3, 40, 64).half() for _ in range(3))
-    key = fa._layout_key(q, k, v, True, True)
-    assert fa._layout_key(*(torch.randn(2, 3, 40, 64).half() for _ in range(3)), True, True) == key
-    assert fa._layout_key(q.bfloat16(), k, v, True, True) != key
-    assert fa._layout_key(q, k.transpose(1, 2).contiguous().transpose(1, 2), v, True, True) != key
-    assert fa._layout_key(q[:, :, :39], k[:, :, :39], v[:, :, :39], True, True) != key
+    key = fa._layout_key(q, k, v, True, True, True)
+    assert fa._layout_key(*(torch.randn(2, 3, 40, 64).half() for _ in range(3)), True, True, True) == key
+    assert fa._layout_key(q.bfloat16(), k, v, True, True, True) != key
+    assert fa._layout_key(q, k.transpose(1, 2).contiguous().transpose(1, 2), v, True, True, True) != key
+    assert fa._layout_key(q[:, :, :39], k[:, :, :39], v[:, :, :39], True, True, True) != key
     unaligned = torch.randn(2 * 3 * 40 * 64 + 1).half()[1:].view(2, 3, 40, 64)
-    assert fa._layout_key(q, k, unaligned, True, True) != key
-    assert fa._layout_key(q, k, v, False, True) != key and fa._layout_key(q, k, v, True, False) != key
+    assert fa._layout_key(q, k, unaligned, True, True, True) != key
+    assert fa._layout_key(q, k, v, False, True, True) != key and fa._layout_key(q, k, v, True, False, True) != key
+    assert fa._layout_key(q, k, v, True, True, False) != key
     assert all(device == q.device for *_, device in key[0])
+
+
+def test_sm90_forward_eligibility():
+    """The Gluon forward takes only what it was built for: compute capability 9.x, block skipping on,
+    fp16/bf16, head_dim 64/128, seq a multiple of 128, contiguous 16-byte aligned tensors of one shape."""
+    q, k, v, o = (torch.randn(2, 3, 256, 64).half() for _ in range(4))
+    assert fa.sm90.eligible(q, k, v, o, 9, True)
+    assert not fa.sm90.eligible(q, k, v, o, 8, True) and not fa.sm90.eligible(q, k, v, o, 10, True)
+    assert not fa.sm90.eligible(q, k, v, o, 9, False)
+    assert not fa.sm90.eligible(*(t.float() for t in (q, k, v, o)), 9, True)
+    assert fa.sm90.eligible(*(t.bfloat16() for t in (q, k, v, o)), 9, True)
+    assert not fa.sm90.eligible(*(t[:, :, :200] for t in (q, k, v, o)), 9, True)  # 200 % 128 != 0
+    assert not fa.sm90.eligible(*(torch.randn(1, 1, 256, 32).half() for _ in range(4)), 9, True)
+    strided = q.transpose(1, 2).contiguous().transpose(1, 2)
+    assert not fa.sm90.eligible(strided, k, v, o, 9, True)
+    unaligned = torch.randn(q.numel() + 1).half()[1:].view(q.shape)
+    assert not fa.sm90.eligible(q, unaligned, v, o, 9, True)
+    assert fa.sm90.grid(q) == (256 // 128 * 2 * 3,)
+
+
+SM90_CASES = [(1, 2, 256, 64, True, torch.float16), (2, 1, 384, 128, False, torch.bfloat16),
+              (1, 3, 128, 128, True, torch.bfloat16), (2, 2, 640, 64, True, torch.bfloat16),
+              (1, 1, 512, 64, False, torch.float16), (1, 2, 1024, 128, True, torch.float16)]
+ON_SM90 = not INTERPRET and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype", SM90_CASES,
+                         ids=[case_id((*c, "bhsd", None)) for c in SM90_CASES])
+def test_sm90_forward_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, seed, monkeypatch):
+    """The warp-specialized Gluon forward (the default on sm_90 for these layouts) writes every element of o
+    and lse (NaN-poisoned buffers), matches float64, and its LSE drives a correct backward."""
+    launches = []
+    launch = fa._SM90_LAUNCH.launch
+    monkeypatch.setattr(fa._SM90_LAUNCH, "launch", lambda *a, **kw: launches.append(a[0]) or launch(*a, **kw))
+    q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, "bhsd")
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
+    fa._forward(q, k, v, causal, head_dim ** -0.5, True, out=(o, lse))
+    assert launches, "the forward did not take the sm_90 kernel"
+    ref = run_reference(q, k, v, do, causal)
+    u = UNIT_ROUNDOFF[dtype]
+    err = scaled_error(o, ref["o"])
+    assert err <= O_TOL_U * u, f"o: error {err:.2e} (seed {seed})"
+    lse_err = ((lse.double() - ref["lse"]).abs() / ref["lse"].abs().clamp_min(1.0)).max()
+    assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} (seed {seed})"
+    got = run_kernels(q, k, v, do, causal)
+    for name in ("o", "dq", "dk", "dv"):
+        tol = (O_TOL_U if name == "o" else GRAD_TOL_U) * u
+        err = scaled_error(got[name], ref[name])
+        assert err <= tol, f"{name}: error {err:.2e} > {tol:.2e} (seed {seed})"
+
+
+@pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
+def test_sm90_forward_can_be_turned_off(monkeypatch):
+    """sm90_allowed=False (and PROFKIT_FA_SM90=0 through SM90_FORWARD) keeps the Triton forward; both agree."""
+    q, k, v, _ = make_inputs((1, 2, 256, 64), torch.float16, 3, "bhsd")
+    launches = []
+    launch = fa._SM90_LAUNCH.launch
+    monkeypatch.setattr(fa._SM90_LAUNCH, "launch", lambda *a, **kw: launches.append(a[0]) or launch(*a, **kw))
+    o_tl, lse_tl = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
+                               sm90_allowed=False)
+    assert not launches
+    monkeypatch.setattr(fa, "SM90_FORWARD", False)
+    fa.flash_attention(q, k, v)
+    assert not launches
+    o, lse = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
+                         sm90_allowed=True)
+    assert launches
+    assert scaled_error(o, o_tl.double()) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
+    assert (lse - lse_tl).abs().max().item() <= LSE_RTOL * lse_tl.abs().max().item()
 
 
 def test_descriptor_configs_only_where_allowed():
@@ -413,6 +485,33 @@ def compile_kernel(fn, head_dim, config):
 kernels = {"fwd": fa._attn_fwd, "dkdv": fa._attn_bwd_dkdv, "dq": fa._attn_bwd_dq}
 results = {f"{name} d={d}": compile_kernel(fn, d, fa.autotune_configs(name, d)[0])
            for name, fn in kernels.items() for d in fa.SUPPORTED_HEAD_DIMS}
+from triton.experimental.gluon._runtime import GluonASTSource
+from kernels import flash_attention_sm90 as sm90
+def compile_sm90(head_dim, causal):
+    fn = sm90.attn_fwd_sm90
+    sig = {n: "*fp16" for n in ("Q", "K", "V", "Out")}
+    sig.update(LSE="*fp32", sm_scale="fp32", N_CTX="i32", ROWS="i32")
+    for name in fn.arg_names[len(sig):]:
+        sig[name] = "constexpr"
+    consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_N=sm90.BLOCK_N, STAGES=sm90.STAGES,
+                  CONSUMER_REGS=sm90.CONSUMER_REGS, LOADER_REGS=sm90.LOADER_REGS)
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("Q", "K", "V", "Out", "LSE", "N_CTX", "ROWS")}
+    kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": 4})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"]); f.flush()
+        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    ptx = kernel.asm["ptx"]
+    return {"shared": kernel.metadata.shared, "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+            "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
+            "tma": "cp.async.bulk.tensor" in ptx,
+            "overlap": bool(re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)),
+            "setmaxnreg": bool(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx))}
+
+for d in fa.SUPPORTED_HEAD_DIMS:
+    for causal in (True, False):
+        results[f"fwd-sm90 d={d} causal={causal}"] = compile_sm90(d, causal)
 for d in fa.SUPPORTED_HEAD_DIMS:  # every descriptor config of the forward
     for config in fa.autotune_configs("fwd", d, tma=True):
         if config.kwargs["USE_TMA"]:
@@ -439,9 +538,13 @@ def test_kernels_compile_for_hopper():
                           capture_output=True, text=True, env=env, timeout=300, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len([n for n in results if "tma" not in n]) == 6 and any("fwd-tma" in n for n in results)
+    assert len([n for n in results if "tma" not in n and "sm90" not in n]) == 6
+    assert any("fwd-tma" in n for n in results) and len([n for n in results if "fwd-sm90" in n]) == 4
     for name, r in results.items():
-        assert r["tma"] == name.startswith("fwd-tma"), f"{name}: TMA copies {'missing' if not r['tma'] else 'unexpected'}"
+        descriptors = name.startswith(("fwd-tma", "fwd-sm90"))
+        assert r["tma"] == descriptors, f"{name}: TMA copies {'missing' if not r['tma'] else 'unexpected'}"
+        if name.startswith("fwd-sm90"):  # a wgmma stays in flight across the softmax; a 24-register loader warp
+            assert r["overlap"] and r["setmaxnreg"], f"{name}: {r}"
         assert r["wgmma"], f"{name}: no fp16 wgmma"
         assert r["local"] == 0, f"{name}: {r['local']} bytes of register spills"
         assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"

@@ -69,7 +69,7 @@ def test_flash_attention_inference_replay_follows_new_inputs():
 
     shape = (2, 4, 333, 128)
     fa.flash_attention(*(_fresh(shape, torch.float16, s) for s in range(3)), causal=True)  # record
-    key = fa._layout_key(*(_fresh(shape, torch.float16, s) for s in range(3)), True, True)
+    key = fa._layout_key(*(_fresh(shape, torch.float16, s) for s in range(3)), True, True, fa.SM90_FORWARD)
     assert key in fa._FWD_REPLAYS
     q, k, v = (_fresh(shape, torch.float16, s) for s in (7, 8, 9))
     replayed = fa.flash_attention(q, k, v, causal=True)
@@ -82,8 +82,32 @@ def test_flash_attention_inference_replay_follows_new_inputs():
     reference, _ = fa.attention_reference(q, k, v, causal=True)
     assert (replayed.double() - reference).abs().max().item() <= 4 * 2.0 ** -11 * max(reference.abs().max().item(), 1)
     qt, kt, vt = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
-    assert fa._layout_key(qt, kt, vt, True, True) != key
+    assert fa._layout_key(qt, kt, vt, True, True, fa.SM90_FORWARD) != key
     assert torch.equal(fa.flash_attention(qt, kt, vt, causal=True), launched)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                    reason="the Gluon forward runs on sm_90 only")
+def test_flash_attention_sm90_replay_follows_new_inputs():
+    """The Gluon forward's recorded launch (device-built descriptors, warp-specialized) replays on new data
+    bit for bit like its launch path, for an inference call and inside the autograd forward."""
+    from kernels import flash_attention as fa
+    from kernels.launch import LaunchCache
+
+    shape = (2, 4, 384, 64)
+    fa.flash_attention(*(_fresh(shape, torch.bfloat16, s) for s in range(3)), causal=True)  # record
+    assert len(fa._SM90_LAUNCH) >= 1
+    q, k, v = (_fresh(shape, torch.bfloat16, s) for s in (17, 18, 19))
+    replayed = fa.flash_attention(q, k, v, causal=True)
+    trained = fa.flash_attention(*(t.clone().requires_grad_(True) for t in (q, k, v)), causal=True)
+    LaunchCache.enabled = False
+    try:
+        launched = fa.flash_attention(q, k, v, causal=True)
+    finally:
+        LaunchCache.enabled = True
+    assert torch.equal(replayed, launched) and torch.equal(trained.detach(), launched)
+    reference, _ = fa.attention_reference(q, k, v, causal=True)
+    assert (replayed.double() - reference).abs().max().item() <= 4 * 2.0 ** -8 * max(reference.abs().max().item(), 1)
 
 
 def test_int8_layer_recorded_launches_match_the_launch_path():

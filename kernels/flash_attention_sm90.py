@@ -1,0 +1,236 @@
+"""FlashAttention forward for Hopper (sm_90) in Gluon: warp-specialized, TMA-fed, wgmma overlapped with the softmax.
+
+The same math as ``kernels.flash_attention._attn_fwd`` (online softmax in base 2, fp32 running max/sum and
+accumulator, natural-log LSE saved per row, causal blocks right of the diagonal never loaded), scheduled the
+way FlashAttention-3 does it, which plain Triton cannot express:
+
+* a one-warp **loader** partition moves each CTA's Q tile and every K/V block it needs into shared memory
+  with TMA, ``STAGES`` slots deep (a "full" mbarrier per slot says the bytes landed, an "empty" one that both
+  consumers are done with the slot);
+* two **consumer** warpgroups own 64 query rows each (128 per CTA). For key block j a consumer issues the
+  QK^T wgmma of block j+1 and the PV wgmma of block j back to back, then computes the softmax of block j+1
+  while both run on the tensor cores, and waits for PV(j) only before rescaling the accumulator.
+
+Triton's ``tl.dot`` waits for every wgmma right after issuing it, so its softmax never overlaps the tensor
+cores of the same warpgroup; that overlap is what this kernel adds (GPU run Z3, causal fp16 forward,
+B*H = 32 / 64: 0.94 / 0.98 / 1.01x cuDNN at d=64 and N = 4096 / 8192 / 16384 where the Triton forward ran
+0.92 / 0.92 / 0.94x in the same process; 1.01 / 1.03 / 1.03x at d=128). An earlier shape of the loop, which
+issued QK^T(j+1) before the softmax of block j and PV(j) after it, reached only 0.76 / 0.80 / 0.85x at d=64
+(run Z2); letting the two warpgroups take turns at the tensor cores (FA3's "ping-pong") was 1-2% slower
+than leaving them free (run Z3), so it is not used.
+
+Limits (``eligible`` checks them; ``kernels.flash_attention`` falls back to the Triton kernel otherwise):
+an sm_90 GPU, contiguous q/k/v/o of one shape, fp16 or bf16, head_dim 64 or 128, seq a multiple of 128
+(tiles never straddle two heads of the flattened (batch*heads*seq, head_dim) view), block skipping on.
+Descriptors are built on the device (``tma.make_tensor_descriptor``; their 128-byte records live in the
+workspace ``triton.set_allocator`` provides), so a launch takes plain pointers and a recorded launch
+(``kernels.launch``) replays it like any Triton kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+except ImportError:  # a triton without Gluon: the Triton forward serves every call
+    gluon = None
+
+BLOCK_M = 128
+"""Query rows per CTA: two consumer warpgroups of 64 (the wgmma M)."""
+WG_ROWS = 64
+BLOCK_N = 128
+"""Keys per block (measured best for d=64 and d=128 in run Z3 against 64, and against 3 stages)."""
+STAGES = 2
+CONSUMER_REGS = 240
+LOADER_REGS = 24
+SUPPORTED_HEAD_DIMS = (64, 128)
+
+if gluon is not None:
+    # The TMA copy builtins were renamed after triton 3.6 (async_copy_global_to_shared -> async_load).
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+    _LOG2E = gl.constexpr(1.4426950408889634)
+    _LN2 = gl.constexpr(0.6931471805599453)
+
+    @gluon.jit
+    def _key_blocks(start_m, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
+        """Key blocks the CTA's 128 rows see: up to and including the diagonal when causal."""
+        if CAUSAL:
+            return gl.cdiv(start_m + 2 * 64, BLOCK_N)
+        else:
+            return N_CTX // BLOCK_N
+
+    @gluon.jit
+    def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
+                row0, start_m, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+        """Loader warp: both consumers' Q tiles, then K(j) and V(j) into slot j % STAGES once the slot's
+        previous block has been released by both consumers."""
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        _tma_load(q_desc, [row0 + start_m, 0], q_bar, q_smem.index(0))
+        _tma_load(q_desc, [row0 + start_m + 64, 0], q_bar, q_smem.index(1))
+        for j in range(_key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)):
+            slot = j % STAGES
+            refill = j >= STAGES
+            released = ((j // STAGES) + 1) & 1  # phase that completes when block j - STAGES is released
+            mbarrier.wait(k_empty.index(slot), released, pred=refill)
+            mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
+            _tma_load(k_desc, [row0 + j * BLOCK_N, 0], k_full.index(slot), k_smem.index(slot))
+            mbarrier.wait(v_empty.index(slot), released, pred=refill)
+            mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
+            _tma_load(v_desc, [row0 + j * BLOCK_N, 0], v_full.index(slot), v_smem.index(slot))
+
+    @gluon.jit
+    def _softmax_update(qk, m_i, l_i, j, first_row, qk_scale, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
+                        s_layout: gl.constexpr):
+        """Online-softmax step for key block j: (p, alpha, new running max, new running sum).
+
+        Only a block that reaches right of this warpgroup's first row pays for the causal mask; a block
+        wholly right of every row becomes p = 0, alpha = 1 (block 0 always holds a visible key, so the
+        running max is finite by then)."""
+        if CAUSAL:
+            if j * BLOCK_N + BLOCK_N > first_row + 1:
+                rows = first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+                cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+                qk = gl.where(rows[:, None] >= cols[None, :], qk, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+        p = gl.exp2(qk * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+
+    @gluon.jit
+    def _consumer(o_desc, LSE, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
+                  off_hz, row0, start_m, N_CTX, qk_scale,
+                  WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr):
+        """Consumer warpgroup WG: query rows start_m + 64*WG ... + 63 against every key block of the CTA."""
+        dtype: gl.constexpr = o_desc.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
+        first_row = start_m + WG * 64
+        q = q_smem.index(WG)
+        n = _key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)
+
+        zero_s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
+        m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, s_layout))
+        acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
+
+        mbarrier.wait(q_bar, 0)
+        mbarrier.wait(k_full.index(0), 0)
+        qk = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        qk = warpgroup_mma_wait(0, deps=[qk])
+        mbarrier.arrive(k_empty.index(0), count=1)
+        p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, 0, first_row, qk_scale, CAUSAL, BLOCK_N, s_layout)
+        p = gl.convert_layout(p.to(dtype), p_layout)
+        for j in range(0, n - 1):
+            nxt = j + 1
+            mbarrier.wait(k_full.index(nxt % STAGES), (nxt // STAGES) & 1)
+            mbarrier.wait(v_full.index(j % STAGES), (j // STAGES) & 1)
+            qk = warpgroup_mma(q, k_smem.index(nxt % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            pv = warpgroup_mma(p, v_smem.index(j % STAGES), acc, is_async=True)
+            qk = warpgroup_mma_wait(1, deps=[qk])  # QK^T(j+1) done; PV(j) keeps running
+            mbarrier.arrive(k_empty.index(nxt % STAGES), count=1)
+            p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, nxt, first_row, qk_scale, CAUSAL, BLOCK_N, s_layout)
+            p = gl.convert_layout(p.to(dtype), p_layout)
+            acc = warpgroup_mma_wait(0, deps=[pv])
+            mbarrier.arrive(v_empty.index(j % STAGES), count=1)
+            acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+        last = n - 1
+        mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+        pv = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=[pv])
+        mbarrier.arrive(v_empty.index(last % STAGES), count=1)
+
+        o = acc / gl.convert_layout(l_i, o_rows)[:, None]
+        lse = (m_i + gl.log2(l_i)) * _LN2
+        gl.store(LSE + off_hz * N_CTX + first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout)), lse)
+        q.store(o.to(dtype))  # this warpgroup's Q tile is read no more: it stages O for the TMA store
+        fence_async_shared()
+        _tma_store(o_desc, [row0 + first_row, 0], q)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def attn_fwd_sm90(Q, K, V, Out, LSE, sm_scale, N_CTX, ROWS,
+                      HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
+                      STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+        """One CTA = 128 query rows of one (batch, head); grid (N/128 * B*H,), query tiles fastest, causal
+        tiles in reverse (longest rows first). Q/K/V/Out: contiguous (B, H, N, d) seen as (ROWS = B*H*N, d)."""
+        dtype: gl.constexpr = Q.dtype.element_ty
+        num_tiles = N_CTX // 128
+        pid = gl.program_id(0)
+        off_hz = pid // num_tiles
+        tile = pid % num_tiles
+        if CAUSAL:
+            tile = num_tiles - 1 - tile
+        start_m = tile * 128
+        row0 = off_hz * N_CTX
+
+        row_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+        key_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+        q_desc = tma.make_tensor_descriptor(Q, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [64, HEAD_DIM], row_layout)
+        k_desc = tma.make_tensor_descriptor(K, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM], key_layout)
+        v_desc = tma.make_tensor_descriptor(V, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM], key_layout)
+        o_desc = tma.make_tensor_descriptor(Out, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [64, HEAD_DIM], row_layout)
+
+        q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], row_layout)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], key_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], key_layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(k_full.index(i), count=1)
+            mbarrier.init(v_full.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer warpgroup
+            mbarrier.init(v_empty.index(i), count=2)
+        fence_async_shared()
+
+        qk_scale = sm_scale * _LOG2E
+        gl.warp_specialize([
+            (_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
+                         off_hz, row0, start_m, N_CTX, qk_scale, 0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
+                         off_hz, row0, start_m, N_CTX, qk_scale, 1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
+                       row0, start_m, N_CTX, CAUSAL, BLOCK_N, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+def available() -> bool:
+    """Whether this triton has the Gluon Hopper builtins the kernel uses."""
+    return gluon is not None
+
+
+def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, cc_major: int,
+             block_skip: bool) -> bool:
+    """Whether attn_fwd_sm90 can compute this forward on a GPU of compute capability cc_major.x: see the
+    module docstring for the limits (the caller checks that the tensors are on that GPU)."""
+    return (available() and cc_major == 9 and block_skip
+            and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] in SUPPORTED_HEAD_DIMS
+            and q.dim() == 4 and q.shape[-2] % BLOCK_M == 0 and q.numel() < 2 ** 31
+            and all(t.is_contiguous() and t.data_ptr() % 16 == 0 and t.shape == q.shape and t.dtype == q.dtype
+                    for t in (q, k, v, o)))
+
+
+def grid(q: torch.Tensor) -> tuple[int]:
+    batch, heads, seq, _ = q.shape
+    return (seq // BLOCK_M * batch * heads,)
+
+
+def launch_options(q: torch.Tensor, causal: bool) -> dict:
+    """The launch's scalar and constexpr arguments besides (Q, K, V, Out, LSE, sm_scale)."""
+    batch, heads, seq, head_dim = q.shape
+    return dict(N_CTX=seq, ROWS=batch * heads * seq, HEAD_DIM=head_dim, CAUSAL=bool(causal),
+                BLOCK_N=BLOCK_N, STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
+                num_warps=4)
