@@ -682,8 +682,9 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
     """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
 
     out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
-    buffers once to prove every element gets written. sm90_allowed (default SM90_FORWARD): an eligible
-    call on an sm_90 GPU runs kernels.flash_attention_sm90's Gluon kernel, else the Triton one.
+    buffers once to prove every element gets written. sm90_allowed (default SM90_FORWARD): a call
+    kernels.flash_attention_sm90 can take may run its Gluon kernel instead of the Triton one, whichever
+    ran faster on this shape (``_pick_forward``).
     """
     sm90_allowed = SM90_FORWARD if sm90_allowed is None else bool(sm90_allowed)
     replayed = (_replayed_forward(q, k, v, causal, block_skip, sm_scale, sm90_allowed)
@@ -702,30 +703,93 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
 
     device = q.device.index if q.is_cuda else None
     key = (signature(q, k, v, o, lse), bool(causal), bool(block_skip))
-    use_sm90 = (sm90_allowed and _SM90_LAUNCH is not None and device is not None and not _INTERPRET
-                and lse.is_contiguous() and sm90.eligible(q, k, v, o, _device_info(device)[0], block_skip))
-    tma_ok = use_sm90 or _tma_ok(q, k, v, o)
-    if tma_ok:  # device-built descriptors live in a workspace the launcher allocates
+    tma_ok = _tma_ok(q, k, v, o)
+    sm90_ok = (sm90_allowed and _SM90_LAUNCH is not None and device is not None and not _INTERPRET
+               and lse.is_contiguous() and sm90.eligible(q, k, v, o, _device_info(device)[0], block_skip))
+    if tma_ok or sm90_ok:  # device-built descriptors live in a workspace the launcher allocates
         triton.set_allocator(_tma_workspace)
+
+    def launch_triton(o, lse):
+        launch = _fixed_launch("fwd", head_dim)
+        if "USE_TMA" in launch:
+            launch["USE_TMA"] = launch["USE_TMA"] and tma_ok
+        _FWD_LAUNCH.launch(
+            key, grid,
+            (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
+            device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok, **launch)
+        return _FWD_LAUNCH, key
+
+    def launch_sm90(o, lse, persistent: bool):
+        sm90_key = key + (persistent,)
+        _SM90_LAUNCH.launch(sm90_key, sm90.grid(q, _device_info(device)[1] if persistent else None),
+                            (q, k, v, o, lse, sm_scale), device, **sm90.launch_options(q, causal))
+        return _SM90_LAUNCH, sm90_key
+
+    launchers = {"sm90_persistent": lambda o, lse: launch_sm90(o, lse, True),
+                 "sm90_tiles": lambda o, lse: launch_sm90(o, lse, False),
+                 "triton": launch_triton}
     with _device_scope(q):
-        if use_sm90:
-            cache = _SM90_LAUNCH
-            cache.launch(key, sm90.grid(q), (q, k, v, o, lse, sm_scale), device, **sm90.launch_options(q, causal))
-        else:
-            cache = _FWD_LAUNCH
-            launch = _fixed_launch("fwd", head_dim)
-            if "USE_TMA" in launch:
-                launch["USE_TMA"] = launch["USE_TMA"] and tma_ok
-            cache.launch(
-                key, grid,
-                (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
-                device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok,
-                **launch)
+        variant = _pick_forward(q, causal, launchers) if sm90_ok else "triton"
+        cache, cache_key = launchers[variant](o, lse)
     if out is None and device is not None:
-        recorded = cache.get(key)
+        recorded = cache.get(cache_key)
         if recorded is not None:
-            _FWD_REPLAYS[_layout_key(q, k, v, causal, block_skip, sm90_allowed)] = (recorded, tma_ok)
+            _FWD_REPLAYS[_layout_key(q, k, v, causal, block_skip, sm90_allowed)] = (recorded, tma_ok or sm90_ok)
     return o, lse
+
+
+FORWARD_VARIANTS = ("sm90_persistent", "sm90_tiles", "triton")
+"""How an eligible forward can run: the Gluon kernel with one CTA per SM walking tiles, the Gluon kernel with one
+CTA per tile, or the Triton kernel. The first is the choice when autotuning is off."""
+_FORWARD_CHOICES: dict = {}
+"""Choice key (see ``_forward_choice_key``) -> {"times_ms": {variant: ms}, "best": variant}."""
+
+
+def _forward_choice_key(q, causal: bool) -> str:
+    """What the forward's variant choice depends on: the GPU, triton, dtype, shape and causality."""
+    name = torch.cuda.get_device_name(q.device)
+    return (f"{name}|triton {triton.__version__}|{str(q.dtype).removeprefix('torch.')}|{tuple(q.shape)}"
+            f"|{'causal' if causal else 'full'}")
+
+
+def _choices_file():
+    from profkit.parse.files import cache_dir  # noqa: PLC0415 - no pandas; only GPU calls get here
+
+    return cache_dir() / "fa_forward_choices.json"
+
+
+def _pick_forward(q, causal: bool, launchers: dict) -> str:
+    """The variant an eligible forward runs (FORWARD_VARIANTS): the first with autotuning off (so quick GPU tests
+    run the Gluon kernel); otherwise the fastest on this shape, each timed once like an autotune config
+    (``kernels.tuning.flushed_graph_bench``: CUDA-graph replays, the L2 cleared before each call) into scratch
+    outputs, and kept on disk beside profkit's other caches, so a later process (the same workload under ncu,
+    where timings mean nothing) makes the same choice."""
+    if not _AUTOTUNE:
+        return FORWARD_VARIANTS[0]
+    choice_key = _forward_choice_key(q, causal)
+    if choice_key not in _FORWARD_CHOICES:
+        import json  # noqa: PLC0415
+
+        from kernels.tuning import flushed_graph_bench  # noqa: PLC0415
+
+        path = _choices_file()
+        try:
+            stored = json.loads(path.read_text())
+        except (OSError, ValueError):
+            stored = {}
+        if choice_key not in stored:
+            o = torch.empty_like(q)
+            lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+            times = {name: flushed_graph_bench(lambda launch=launchers[name]: launch(o, lse), None)
+                     for name in FORWARD_VARIANTS}
+            stored[choice_key] = {"times_ms": times, "best": min(times, key=times.get)}
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(stored, indent=1, sort_keys=True))
+            except OSError:  # a read-only cache: the choice still holds for this process
+                pass
+        _FORWARD_CHOICES[choice_key] = stored[choice_key]
+    return _FORWARD_CHOICES[choice_key]["best"]
 
 
 def _tma_ok(*tensors: torch.Tensor) -> bool:
@@ -1075,7 +1139,8 @@ def tuned_configs() -> dict:
         else:
             chosen[name] = {str(d): str(_fixed_launch(name, d)) for d in SUPPORTED_HEAD_DIMS}
     chosen["fwd_sm90"] = {"BLOCK_M": sm90.BLOCK_M, "BLOCK_N": sm90.BLOCK_N, "STAGES": sm90.STAGES,
-                          "warps": "2 consumer warpgroups + 1 loader warp", "enabled": SM90_FORWARD}
+                          "warps": "2 consumer warpgroups + 1 loader warp", "enabled": SM90_FORWARD,
+                          "variant_choices": dict(_FORWARD_CHOICES)}
     return chosen
 
 

@@ -53,35 +53,55 @@ if gluon is not None:
     # The TMA copy builtins were renamed after triton 3.6 (async_copy_global_to_shared -> async_load).
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+    _barrier = getattr(gl, "barrier", None) or gl.thread_barrier  # renamed after 3.6 too
     _LOG2E = gl.constexpr(1.4426950408889634)
     _LN2 = gl.constexpr(0.6931471805599453)
 
     @gluon.jit
+    def _tile(t, num_tiles, CAUSAL: gl.constexpr):
+        """(flat batch*head index, first query row) of tile t: tiles of one head are consecutive (concurrent
+        CTAs share its K/V in L2), causal tiles in reverse (the longest rows start first)."""
+        tile = t % num_tiles
+        if CAUSAL:
+            tile = num_tiles - 1 - tile
+        return t // num_tiles, tile * 128
+
+    @gluon.jit
     def _key_blocks(start_m, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
-        """Key blocks the CTA's 128 rows see: up to and including the diagonal when causal."""
+        """Key blocks the tile's 128 rows see: up to and including the diagonal when causal."""
         if CAUSAL:
             return gl.cdiv(start_m + 2 * 64, BLOCK_N)
         else:
             return N_CTX // BLOCK_N
 
     @gluon.jit
-    def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
-                row0, start_m, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
-        """Loader warp: both consumers' Q tiles, then K(j) and V(j) into slot j % STAGES once the slot's
-        previous block has been released by both consumers."""
-        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-        _tma_load(q_desc, [row0 + start_m, 0], q_bar, q_smem.index(0))
-        _tma_load(q_desc, [row0 + start_m + 64, 0], q_bar, q_smem.index(1))
-        for j in range(_key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)):
-            slot = j % STAGES
-            refill = j >= STAGES
-            released = ((j // STAGES) + 1) & 1  # phase that completes when block j - STAGES is released
-            mbarrier.wait(k_empty.index(slot), released, pred=refill)
-            mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
-            _tma_load(k_desc, [row0 + j * BLOCK_N, 0], k_full.index(slot), k_smem.index(slot))
-            mbarrier.wait(v_empty.index(slot), released, pred=refill)
-            mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
-            _tma_load(v_desc, [row0 + j * BLOCK_N, 0], v_full.index(slot), v_smem.index(slot))
+    def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
+                N_CTX, total_tiles, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+        """Loader warp, for each of the CTA's tiles: both consumers' Q tiles (once both released the previous
+        ones), then K(j) and V(j) into slot blk % STAGES (blk counts blocks over all the CTA's tiles) once the
+        slot's previous block has been released by both consumers."""
+        num_tiles = N_CTX // 128
+        blk = 0
+        i = 0
+        for t in range(gl.program_id(0), total_tiles, gl.num_programs(0)):
+            off_hz, start_m = _tile(t, num_tiles, CAUSAL)
+            row0 = off_hz * N_CTX
+            mbarrier.wait(q_empty, (i + 1) & 1, pred=i > 0)
+            mbarrier.expect(q_full, 2 * q_desc.block_type.nbytes)
+            _tma_load(q_desc, [row0 + start_m, 0], q_full, q_smem.index(0))
+            _tma_load(q_desc, [row0 + start_m + 64, 0], q_full, q_smem.index(1))
+            for j in range(_key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)):
+                slot = blk % STAGES
+                refill = blk >= STAGES
+                released = ((blk // STAGES) + 1) & 1  # the phase that completes when block blk - STAGES is released
+                mbarrier.wait(k_empty.index(slot), released, pred=refill)
+                mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
+                _tma_load(k_desc, [row0 + j * BLOCK_N, 0], k_full.index(slot), k_smem.index(slot))
+                mbarrier.wait(v_empty.index(slot), released, pred=refill)
+                mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
+                _tma_load(v_desc, [row0 + j * BLOCK_N, 0], v_full.index(slot), v_smem.index(slot))
+                blk += 1
+            i += 1
 
     @gluon.jit
     def _softmax_update(qk, m_i, l_i, j, first_row, qk_scale, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -102,11 +122,12 @@ if gluon is not None:
         return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
 
     @gluon.jit
-    def _consumer(o_desc, LSE, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
-                  off_hz, row0, start_m, N_CTX, qk_scale,
+    def _consumer(o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
+                  N_CTX, total_tiles, qk_scale,
                   WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr):
-        """Consumer warpgroup WG: query rows start_m + 64*WG ... + 63 against every key block of the CTA."""
+        """Consumer warpgroup WG, for each of the CTA's tiles: query rows start_m + 64*WG ... + 63 against every
+        key block of the tile."""
         dtype: gl.constexpr = o_desc.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, BLOCK_N, 16])
@@ -114,65 +135,71 @@ if gluon is not None:
                                                            instr_shape=[16, HEAD_DIM, 16])
         p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
         o_rows: gl.constexpr = gl.SliceLayout(1, o_layout)
-        first_row = start_m + WG * 64
         q = q_smem.index(WG)
-        n = _key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)
-
+        o_tile = o_smem.index(WG)
         zero_s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
-        m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-        l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, s_layout))
-        acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
+        num_tiles = N_CTX // 128
+        blk = 0
+        i = 0
+        for t in range(gl.program_id(0), total_tiles, gl.num_programs(0)):
+            off_hz, start_m = _tile(t, num_tiles, CAUSAL)
+            first_row = start_m + WG * 64
+            n = _key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)
+            m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+            l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, s_layout))
+            acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
 
-        mbarrier.wait(q_bar, 0)
-        mbarrier.wait(k_full.index(0), 0)
-        qk = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        qk = warpgroup_mma_wait(0, deps=[qk])
-        mbarrier.arrive(k_empty.index(0), count=1)
-        p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, 0, first_row, qk_scale, CAUSAL, BLOCK_N, s_layout)
-        p = gl.convert_layout(p.to(dtype), p_layout)
-        for j in range(0, n - 1):
-            nxt = j + 1
-            mbarrier.wait(k_full.index(nxt % STAGES), (nxt // STAGES) & 1)
-            mbarrier.wait(v_full.index(j % STAGES), (j // STAGES) & 1)
-            qk = warpgroup_mma(q, k_smem.index(nxt % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            pv = warpgroup_mma(p, v_smem.index(j % STAGES), acc, is_async=True)
-            qk = warpgroup_mma_wait(1, deps=[qk])  # QK^T(j+1) done; PV(j) keeps running
-            mbarrier.arrive(k_empty.index(nxt % STAGES), count=1)
-            p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, nxt, first_row, qk_scale, CAUSAL, BLOCK_N, s_layout)
+            mbarrier.wait(q_full, i & 1)
+            mbarrier.wait(k_full.index(blk % STAGES), (blk // STAGES) & 1)
+            qk = warpgroup_mma(q, k_smem.index(blk % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+            qk = warpgroup_mma_wait(0, deps=[qk])
+            mbarrier.arrive(k_empty.index(blk % STAGES), count=1)
+            p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, 0, first_row, qk_scale, CAUSAL, BLOCK_N, s_layout)
             p = gl.convert_layout(p.to(dtype), p_layout)
+            for j in range(0, n - 1):
+                cur = blk + j
+                nxt = cur + 1
+                mbarrier.wait(k_full.index(nxt % STAGES), (nxt // STAGES) & 1)
+                mbarrier.wait(v_full.index(cur % STAGES), (cur // STAGES) & 1)
+                qk = warpgroup_mma(q, k_smem.index(nxt % STAGES).permute((1, 0)), zero_s, use_acc=False,
+                                   is_async=True)
+                pv = warpgroup_mma(p, v_smem.index(cur % STAGES), acc, is_async=True)
+                qk = warpgroup_mma_wait(1, deps=[qk])  # QK^T(j+1) done; PV(j) keeps running
+                mbarrier.arrive(k_empty.index(nxt % STAGES), count=1)
+                p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, j + 1, first_row, qk_scale, CAUSAL, BLOCK_N,
+                                                     s_layout)
+                p = gl.convert_layout(p.to(dtype), p_layout)
+                acc = warpgroup_mma_wait(0, deps=[pv])
+                mbarrier.arrive(v_empty.index(cur % STAGES), count=1)
+                acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+            mbarrier.arrive(q_empty, count=1)  # every QK^T of this tile is done: the loader may bring the next Q
+            last = blk + n - 1
+            mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+            pv = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
             acc = warpgroup_mma_wait(0, deps=[pv])
-            mbarrier.arrive(v_empty.index(j % STAGES), count=1)
-            acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
-        last = n - 1
-        mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
-        pv = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=[pv])
-        mbarrier.arrive(v_empty.index(last % STAGES), count=1)
+            mbarrier.arrive(v_empty.index(last % STAGES), count=1)
 
-        o = acc / gl.convert_layout(l_i, o_rows)[:, None]
-        lse = (m_i + gl.log2(l_i)) * _LN2
-        gl.store(LSE + off_hz * N_CTX + first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout)), lse)
-        q.store(o.to(dtype))  # this warpgroup's Q tile is read no more: it stages O for the TMA store
-        fence_async_shared()
-        _tma_store(o_desc, [row0 + first_row, 0], q)
+            o = acc / gl.convert_layout(l_i, o_rows)[:, None]
+            lse = (m_i + gl.log2(l_i)) * _LN2
+            gl.store(LSE + off_hz * N_CTX + first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout)), lse)
+            tma.store_wait(0)  # the previous tile's O has left o_tile (the thread that issued its store knows) ...
+            _barrier()  # ... and every thread of the warpgroup knows it before writing o_tile again
+            o_tile.store(o.to(dtype))
+            fence_async_shared()
+            _tma_store(o_desc, [off_hz * N_CTX + first_row, 0], o_tile)
+            blk += n
+            i += 1
         tma.store_wait(0)
 
     @gluon.jit
     def attn_fwd_sm90(Q, K, V, Out, LSE, sm_scale, N_CTX, ROWS,
                       HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
                       STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
-        """One CTA = 128 query rows of one (batch, head); grid (N/128 * B*H,), query tiles fastest, causal
-        tiles in reverse (longest rows first). Q/K/V/Out: contiguous (B, H, N, d) seen as (ROWS = B*H*N, d)."""
+        """Tiles of 128 query rows of one (batch, head), N/128 * B*H of them; CTA p computes tiles p, p + grid,
+        ... (one each when the grid covers every tile, several when it is persistent). Q/K/V/Out: contiguous
+        (B, H, N, d) seen as (ROWS = B*H*N, d)."""
         dtype: gl.constexpr = Q.dtype.element_ty
-        num_tiles = N_CTX // 128
-        pid = gl.program_id(0)
-        off_hz = pid // num_tiles
-        tile = pid % num_tiles
-        if CAUSAL:
-            tile = num_tiles - 1 - tile
-        start_m = tile * 128
-        row0 = off_hz * N_CTX
-
+        total_tiles = ROWS // 128
         row_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
         key_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
         q_desc = tma.make_tensor_descriptor(Q, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [64, HEAD_DIM], row_layout)
@@ -181,29 +208,32 @@ if gluon is not None:
         o_desc = tma.make_tensor_descriptor(Out, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [64, HEAD_DIM], row_layout)
 
         q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], row_layout)
+        o_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], row_layout)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], key_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], key_layout)
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         k_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         v_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_bar, count=1)
+        mbarrier.init(q_full, count=1)
+        mbarrier.init(q_empty, count=2)  # one arrival per consumer warpgroup
         for i in gl.static_range(STAGES):
             mbarrier.init(k_full.index(i), count=1)
             mbarrier.init(v_full.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer warpgroup
+            mbarrier.init(k_empty.index(i), count=2)
             mbarrier.init(v_empty.index(i), count=2)
         fence_async_shared()
 
         qk_scale = sm_scale * _LOG2E
         gl.warp_specialize([
-            (_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
-                         off_hz, row0, start_m, N_CTX, qk_scale, 0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
-            (_consumer, (o_desc, LSE, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
-                         off_hz, row0, start_m, N_CTX, qk_scale, 1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
-            (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_full, v_full, k_empty, v_empty,
-                       row0, start_m, N_CTX, CAUSAL, BLOCK_N, STAGES)),
+            (_consumer, (o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
+                         v_empty, N_CTX, total_tiles, qk_scale, 0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_consumer, (o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
+                         v_empty, N_CTX, total_tiles, qk_scale, 1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+            (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
+                       v_empty, N_CTX, total_tiles, CAUSAL, BLOCK_N, STAGES)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
@@ -223,9 +253,11 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                     for t in (q, k, v, o)))
 
 
-def grid(q: torch.Tensor) -> tuple[int]:
+def grid(q: torch.Tensor, num_sms: int | None = None) -> tuple[int]:
+    """One CTA per 128-row tile, or num_sms CTAs (persistent: each walks tiles pid, pid + num_sms, ...)."""
     batch, heads, seq, _ = q.shape
-    return (seq // BLOCK_M * batch * heads,)
+    tiles = seq // BLOCK_M * batch * heads
+    return (tiles if num_sms is None else min(tiles, num_sms),)
 
 
 def launch_options(q: torch.Tensor, causal: bool) -> dict:

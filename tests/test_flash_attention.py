@@ -236,7 +236,9 @@ def test_sm90_forward_eligibility():
 
 SM90_CASES = [(1, 2, 256, 64, True, torch.float16), (2, 1, 384, 128, False, torch.bfloat16),
               (1, 3, 128, 128, True, torch.bfloat16), (2, 2, 640, 64, True, torch.bfloat16),
-              (1, 1, 512, 64, False, torch.float16), (1, 2, 1024, 128, True, torch.float16)]
+              (1, 1, 512, 64, False, torch.float16), (1, 2, 1024, 128, True, torch.float16),
+              (4, 8, 640, 64, True, torch.float16), (2, 16, 1024, 128, False, torch.bfloat16)]
+"""The last two have more 128-row tiles (160, 256) than the H200 has SMs: persistent CTAs walk several."""
 ON_SM90 = not INTERPRET and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
@@ -265,6 +267,48 @@ def test_sm90_forward_matches_float64_reference(batch, heads, seq, head_dim, cau
         tol = (O_TOL_U if name == "o" else GRAD_TOL_U) * u
         err = scaled_error(got[name], ref[name])
         assert err <= tol, f"{name}: error {err:.2e} > {tol:.2e} (seed {seed})"
+
+
+@pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
+@pytest.mark.parametrize("variant,causal", [("sm90_persistent", True), ("sm90_persistent", False),
+                                            ("sm90_tiles", True), ("sm90_tiles", False)])
+def test_sm90_grid_modes(variant, causal, seed, monkeypatch):
+    """Both grids of the Gluon kernel. Persistent: three CTAs for 3 * 5 * 2 = 30 tiles of unequal causal
+    lengths, so each CTA carries its K/V ring (slot and phase counters), Q buffer and O staging from tile to
+    tile. Per tile: one CTA each."""
+    grid = fa.sm90.grid
+    monkeypatch.setattr(fa.sm90, "grid", lambda q, num_sms=None: grid(q, 3 if num_sms else None))
+    monkeypatch.setattr(fa, "_pick_forward", lambda *args: variant)
+    q, k, v, do = make_inputs((3, 5, 256, 128), torch.bfloat16, seed, "bhsd")
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
+    fa._forward(q, k, v, causal, 128 ** -0.5, True, out=(o, lse))
+    ref = run_reference(q, k, v, do, causal)
+    err = scaled_error(o, ref["o"])
+    assert err <= O_TOL_U * UNIT_ROUNDOFF[torch.bfloat16], f"o: error {err:.2e} (seed {seed})"
+    lse_err = ((lse.double() - ref["lse"]).abs() / ref["lse"].abs().clamp_min(1.0)).max()
+    assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} (seed {seed})"
+
+
+@pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
+def test_forward_variant_is_timed_once_and_kept_on_disk(tmp_path, monkeypatch):
+    """With autotuning on, the first eligible call of a shape times every variant and stores the fastest; a
+    fresh process state (the in-memory choices cleared) reads it back instead of timing again."""
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(fa, "_AUTOTUNE", True)
+    monkeypatch.setattr(fa, "_FORWARD_CHOICES", {})
+    q, k, v, _ = make_inputs((1, 4, 768, 64), torch.float16, 11, "bhsd")
+    o, _ = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)))
+    stored = json.loads((tmp_path / "fa_forward_choices.json").read_text())
+    (key, entry), = stored.items()
+    assert key == fa._forward_choice_key(q, True) and "float16|(1, 4, 768, 64)|causal" in key
+    assert set(entry["times_ms"]) == set(fa.FORWARD_VARIANTS) and min(entry["times_ms"].values()) > 0
+    assert entry["best"] == min(entry["times_ms"], key=entry["times_ms"].get)
+    monkeypatch.setattr(fa, "_FORWARD_CHOICES", {})
+    monkeypatch.setattr("kernels.tuning.flushed_graph_bench", lambda *a, **kw: pytest.fail("timed again"))
+    again, _ = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)))
+    assert fa._FORWARD_CHOICES[key] == entry
+    assert scaled_error(again, o.double()) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
 
 
 @pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
