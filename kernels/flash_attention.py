@@ -513,6 +513,8 @@ _INTERPRET_BLOCKS = {
 # Autotuning runs on the GPU unless PROFKIT_FA_AUTOTUNE=0, which launches each kernel with the
 # first config of its search space (quick GPU test runs; no tuning time).
 _AUTOTUNE = not _INTERPRET and os.environ.get("PROFKIT_FA_AUTOTUNE", "1") != "0"
+_TIME_VARIANTS = _AUTOTUNE
+"""Whether an eligible forward times its variants (``_pick_forward``); off with autotuning."""
 _AUTOTUNE_KEY = ["N_CTX", "HEAD_DIM", "CAUSAL", "BLOCK_SKIP"]  # Triton adds every tensor's dtype
 _AUTOTUNE_KEYS = {"fwd": _AUTOTUNE_KEY + ["TMA_OK"], "dkdv": _AUTOTUNE_KEY, "dq": _AUTOTUNE_KEY}
 _PREPROCESS_BLOCK_M = 32 if _INTERPRET else 128
@@ -764,7 +766,7 @@ def _pick_forward(q, causal: bool, launchers: dict) -> str:
     (``kernels.tuning.flushed_graph_bench``: CUDA-graph replays, the L2 cleared before each call) into scratch
     outputs, and kept on disk beside profkit's other caches, so a later process (the same workload under ncu,
     where timings mean nothing) makes the same choice."""
-    if not _AUTOTUNE:
+    if not _TIME_VARIANTS:
         return FORWARD_VARIANTS[0]
     choice_key = _forward_choice_key(q, causal)
     if choice_key not in _FORWARD_CHOICES:

@@ -295,7 +295,7 @@ def test_forward_variant_is_timed_once_and_kept_on_disk(tmp_path, monkeypatch):
     """With autotuning on, the first eligible call of a shape times every variant and stores the fastest; a
     fresh process state (the in-memory choices cleared) reads it back instead of timing again."""
     monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path))
-    monkeypatch.setattr(fa, "_AUTOTUNE", True)
+    monkeypatch.setattr(fa, "_TIME_VARIANTS", True)
     monkeypatch.setattr(fa, "_FORWARD_CHOICES", {})
     q, k, v, _ = make_inputs((1, 4, 768, 64), torch.float16, 11, "bhsd")
     o, _ = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)))
