@@ -20,11 +20,13 @@ Conventions used throughout:
   ``block_skip=False`` every block is loaded, computed and masked, which gives the same result and
   exists to measure the skipping with counters.
 
-Loads and stores use plain pointers with strides, which works on every GPU Triton targets and for
-non-contiguous inputs. The forward can also read Q/K/V and write O through TMA tensor descriptors
-built on the device (``USE_TMA``, a config knob of the d=128 search space on sm_90/sm_100 when
-q, k, v, o are contiguous): one descriptor per (batch*head, seq, head_dim) tensor, so a tile past
-the sequence end is zero-filled on load and clipped on store within its own head. On the GPU each
+On sm_90, contiguous forwards with seq % 128 == 0 may instead run the warp-specialized Gluon kernel of
+``kernels.flash_attention_sm90`` (FlashAttention-3's schedule; ``_pick_forward`` times it against the kernel
+below once per shape). The kernels below load and store through plain pointers with strides, which works
+on every GPU Triton targets and for non-contiguous inputs. The forward can also read Q/K/V and write O
+through TMA tensor descriptors built on the device (``USE_TMA``, a config knob of the d=128 search space on
+sm_90/sm_100 when q, k, v, o are contiguous): one descriptor per (batch*head, seq, head_dim) tensor, so a
+tile past the sequence end is zero-filled on load and clipped on store within its own head. On the GPU each
 kernel is autotuned per (seq, head_dim, causal, block_skip, dtype[, TMA eligibility]);
 PROFKIT_FA_AUTOTUNE=0 launches the first config of each search space instead. Under
 TRITON_INTERPRET=1 (CPU tests) small fixed tiles are used.
@@ -578,8 +580,8 @@ _DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "DO", "DQ"
 _SM90_LAUNCH = (LaunchCache(sm90.attn_fwd_sm90, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
                 if sm90.available() else None)
 SM90_FORWARD = os.environ.get("PROFKIT_FA_SM90", "1") != "0"
-"""Whether eligible forwards (see kernels.flash_attention_sm90.eligible) run the warp-specialized Gluon kernel;
-PROFKIT_FA_SM90=0 keeps every forward on the Triton kernel above."""
+"""Whether eligible forwards (see kernels.flash_attention_sm90.eligible) may run the warp-specialized Gluon kernel
+(where ``_pick_forward`` finds it fastest); PROFKIT_FA_SM90=0 keeps every forward on the Triton kernel above."""
 _FWD_REPLAYS: dict = {}
 """``_layout_key(q, k, v, causal, block_skip, sm90)`` -> (the forward's recorded launch, whether it reads through TMA
 descriptors). A hit means an earlier call with the same dtypes, shapes, strides, alignment and devices passed

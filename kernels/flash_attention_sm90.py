@@ -2,22 +2,25 @@
 
 The same math as ``kernels.flash_attention._attn_fwd`` (online softmax in base 2, fp32 running max/sum and
 accumulator, natural-log LSE saved per row, causal blocks right of the diagonal never loaded), scheduled the
-way FlashAttention-3 does it, which plain Triton cannot express:
+way FlashAttention-3 does it, which plain Triton cannot express. Work comes in tiles of 128 query rows of one
+(batch, head); a CTA computes one tile or, with a persistent grid of one CTA per SM, walks several:
 
-* a one-warp **loader** partition moves each CTA's Q tile and every K/V block it needs into shared memory
-  with TMA, ``STAGES`` slots deep (a "full" mbarrier per slot says the bytes landed, an "empty" one that both
-  consumers are done with the slot);
-* two **consumer** warpgroups own 64 query rows each (128 per CTA). For key block j a consumer issues the
-  QK^T wgmma of block j+1 and the PV wgmma of block j back to back, then computes the softmax of block j+1
-  while both run on the tensor cores, and waits for PV(j) only before rescaling the accumulator.
+* a one-warp **loader** partition moves each tile's Q and every K/V block it needs into shared memory with
+  TMA, ``STAGES`` slots deep (a "full" mbarrier per slot says the bytes landed, an "empty" one that both
+  consumers are done with the slot; the ring runs on across tiles, so the next tile's loads overlap the end
+  of the current one);
+* two **consumer** warpgroups own 64 query rows of the tile each. For key block j a consumer issues the QK^T
+  wgmma of block j+1 and the PV wgmma of block j back to back, then computes the softmax of block j+1 while
+  both run on the tensor cores, and waits for PV(j) only before rescaling the accumulator.
 
 Triton's ``tl.dot`` waits for every wgmma right after issuing it, so its softmax never overlaps the tensor
-cores of the same warpgroup; that overlap is what this kernel adds (GPU run Z3, causal fp16 forward,
-B*H = 32 / 64: 0.94 / 0.98 / 1.01x cuDNN at d=64 and N = 4096 / 8192 / 16384 where the Triton forward ran
-0.92 / 0.92 / 0.94x in the same process; 1.01 / 1.03 / 1.03x at d=128). An earlier shape of the loop, which
-issued QK^T(j+1) before the softmax of block j and PV(j) after it, reached only 0.76 / 0.80 / 0.85x at d=64
-(run Z2); letting the two warpgroups take turns at the tensor cores (FA3's "ping-pong") was 1-2% slower
-than leaving them free (run Z3), so it is not used.
+cores of the same warpgroup; that overlap is what this kernel adds. ``kernels.flash_attention`` times both
+grids and its Triton forward once per shape and runs the fastest (GPU run AC, causal fp16, B*H = 32 / 64:
+the persistent kernel 181 / 638 / 2402 us at d=64 and N = 4096 / 8192 / 16384 against 192 / 713 / 2703 us for
+the Triton forward; 494 / 1895 / 7438 against 621 / 2168 / 8419 us at d=128). Probes that shaped the loop
+(runs Z-Z3): issuing QK^T(j+1) before the softmax of block j and PV(j) after it reached only 0.76 / 0.80 /
+0.85x cuDNN at d=64 against 0.94 / 0.98 / 1.01x for the back-to-back issue; letting the two warpgroups take
+turns at the tensor cores (FA3's "ping-pong") was 1-2% slower than leaving them free, so it is not used.
 
 Limits (``eligible`` checks them; ``kernels.flash_attention`` falls back to the Triton kernel otherwise):
 an sm_90 GPU, contiguous q/k/v/o of one shape, fp16 or bf16, head_dim 64 or 128, seq a multiple of 128
