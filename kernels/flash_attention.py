@@ -1339,8 +1339,66 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
             "triton_configs": tuned_configs()}
 
 
+def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: float = 2.0,
+                out_dir: Path | None = Path("reports/benchmarks")):
+    """Short bursts vs sustained runs of the causal fp16 forward at one length (the benchmark's shapes): ours
+    (``flash_attention``), the Triton forward and cuDNN, each after ``idle_s`` of idle GPU, timed first from
+    CUDA-graph replays (~10 ms of GPU time, ``kernels.tuning.flushed_graph_bench``) and then for ``rep_ms``
+    (triton ``do_bench`` median, L2 flushed), with the SM clock, power and throttle reasons nvidia-smi reported
+    during the sustained window. Writes <out_dir>/flash_attention_power.json|csv; returns the table."""
+    import time
+
+    import pandas as pd
+    from torch.nn.attention import SDPBackend
+    from triton.testing import do_bench
+
+    from kernels.tuning import flushed_graph_bench
+    from profkit.bench import flops, harness
+    from profkit.bench.gpu_clocks import ClockSampler, window
+
+    harness.require_cuda("kernels.flash_attention.power_probe")
+    cudnn = _sdpa_call(SDPBackend.CUDNN_ATTENTION)
+    rows = []
+    with ClockSampler(torch.cuda.current_device()) as clocks:
+        for head_dim, batch, heads in BENCH_SHAPES:
+            params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
+            q, k, v, _ = _random_inputs(params, requires_grad=False)
+            impls = {"fa2_triton": lambda: flash_attention(q, k, v, causal=True),
+                     "fa2_tl_fwd": lambda: _forward(q, k, v, True, head_dim ** -0.5, True, sm90_allowed=False)[0],
+                     "sdpa_cudnn": lambda: cudnn(q, k, v, True)}
+            for fn in impls.values():  # compile, autotune, choose the variant
+                fn()
+            torch.cuda.synchronize()
+            work = flops.attention_flops(batch, heads, seq, head_dim, True, "fwd")
+            for round_ in range(rounds):
+                for name, fn in impls.items():
+                    time.sleep(idle_s)
+                    burst_ms = flushed_graph_bench(fn, None)
+                    start = time.time()
+                    sustained_ms = do_bench(fn, warmup=100, rep=rep_ms, return_mode="median")
+                    state = window(clocks.samples, start, time.time())
+                    rows.append(dict(case=f"fwd d={head_dim} N={seq}", impl=name, round=round_,
+                                     burst_us=burst_ms * 1e3, sustained_us=sustained_ms * 1e3,
+                                     sustained_tflops=work / (sustained_ms * 1e-3) / 1e12,
+                                     slowdown=sustained_ms / burst_ms, **{f"sustained_{k}": v for k, v in state.items()}))
+            del q, k, v
+    df = pd.DataFrame(rows)
+    print(df.to_string(index=False))
+    if out_dir is not None:
+        meta = {"workload": "flash_attention_power", "environment": harness.environment(),
+                "formulas": {"flops": flops.FORMULAS["attention_flops"]},
+                "timed": f"after {idle_s} s idle: burst = flushed CUDA-graph replays (~10 ms of GPU time); "
+                         f"sustained = triton do_bench median over {rep_ms} ms, L2 flushed; clocks from nvidia-smi "
+                         "-lms 100 during the sustained window",
+                "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES], "seq": seq,
+                "variant_choices": dict(_FORWARD_CHOICES)}
+        for path in harness.write_results(df, meta, Path(out_dir) / "flash_attention_power"):
+            print(f"wrote {path}")
+    return df
+
+
 def main(argv: list[str] | None = None) -> int:
-    """python -m kernels.flash_attention bench [--quick] | profile [--n N] [--d D] [--non-causal]"""
+    """python -m kernels.flash_attention bench [--quick] | profile [--n N] [--d D] [--non-causal] | power [--n N]"""
     parser = argparse.ArgumentParser(prog="python -m kernels.flash_attention",
                                      description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -1352,9 +1410,14 @@ def main(argv: list[str] | None = None) -> int:
     profile_cmd.add_argument("--d", type=int, default=64, choices=SUPPORTED_HEAD_DIMS)
     profile_cmd.add_argument("--non-causal", action="store_true")
     profile_cmd.add_argument("--loop", type=int, default=20, help="back-to-back forwards per side at the end")
+    power_cmd = commands.add_parser("power", help="short bursts vs sustained forwards with the GPU's clocks")
+    power_cmd.add_argument("--n", type=int, default=16384, help="sequence length")
+    power_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     args = parser.parse_args(argv)
     if args.command == "bench":
         bench(args.out_dir, quick=args.quick)
+    elif args.command == "power":
+        power_probe(seq=args.n, out_dir=args.out_dir)
     else:
         print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal, loop=args.loop))
     return 0

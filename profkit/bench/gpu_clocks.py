@@ -1,0 +1,98 @@
+"""The GPU's SM clock, power draw and throttle reasons sampled while something runs (``nvidia-smi -lms``).
+
+A long benchmark row can run power-capped: on the H200 a sustained attention forward draws ~690 of its 700 W
+and the driver lowers the SM clock from 1980 MHz (throttle reason "SW power cap"), so a kernel timed in a
+short burst and the same kernel timed for seconds differ by up to ~15%. The sampler lets a probe say which
+clock each timing ran at.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+QUERY = "clocks.sm,power.draw,clocks_throttle_reasons.active"
+
+THROTTLE_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+"""nvidia-smi's clocks_throttle_reasons bits (nvmlClocksThrottleReasons)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    time: float
+    sm_clock_mhz: float
+    power_w: float
+    throttle_mask: int
+
+
+def parse_sample(line: str, when: float) -> Sample | None:
+    """One ``--format=csv,noheader,nounits`` line of QUERY ("1755, 688.41, 0x0000000000000004"), or None for a
+    line that is not one (a header, a warning, "[N/A]")."""
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) != 3:
+        return None
+    try:
+        return Sample(when, float(parts[0]), float(parts[1]), int(parts[2], 16))
+    except ValueError:
+        return None
+
+
+def reasons(mask: int) -> list[str]:
+    """Names of the throttle reasons set in mask (unknown bits as hex)."""
+    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+    unknown = mask & ~sum(THROTTLE_REASONS)
+    return names + ([hex(unknown)] if unknown else [])
+
+
+def window(samples: list[Sample], start: float, end: float) -> dict:
+    """Median SM clock and power and the union of throttle reasons of the samples taken in [start, end]."""
+    inside = [s for s in samples if start <= s.time <= end]
+    if not inside:
+        return {"samples": 0, "sm_clock_mhz": None, "power_w": None, "throttle": ""}
+    mask = 0
+    for s in inside:
+        mask |= s.throttle_mask
+    return {"samples": len(inside), "sm_clock_mhz": statistics.median(s.sm_clock_mhz for s in inside),
+            "power_w": statistics.median(s.power_w for s in inside), "throttle": "+".join(reasons(mask))}
+
+
+class ClockSampler:
+    """Context manager: ``nvidia-smi -i GPU -lms PERIOD`` in the background, its lines time-stamped on arrival.
+    ``samples`` is empty where nvidia-smi is missing (the probe then reports timings without clocks)."""
+
+    def __init__(self, gpu_index: int = 0, period_ms: int = 100):
+        self.gpu_index, self.period_ms = gpu_index, period_ms
+        self.samples: list[Sample] = []
+        self._proc = None
+        self._thread = None
+
+    def __enter__(self) -> "ClockSampler":
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            return self
+        self._proc = subprocess.Popen(
+            [exe, "-i", str(self.gpu_index), f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
+             "-lms", str(self.period_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            sample = parse_sample(line, time.time())
+            if sample is not None:
+                self.samples.append(sample)
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._thread.join(timeout=10)
