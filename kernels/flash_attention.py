@@ -20,7 +20,7 @@ Conventions used throughout:
   ``block_skip=False`` every block is loaded, computed and masked, which gives the same result and
   exists to measure the skipping with counters.
 
-On sm_90, contiguous forwards with seq % 128 == 0 may instead run the warp-specialized Gluon kernel of
+On sm_90, contiguous forwards (any length) may instead run the warp-specialized Gluon kernel of
 ``kernels.flash_attention_sm90`` (FlashAttention-3's schedule; ``_pick_forward`` times it against the kernel
 below once per shape). The kernels below load and store through plain pointers with strides, which works
 on every GPU Triton targets and for non-contiguous inputs. The forward can also read Q/K/V and write O

@@ -23,8 +23,9 @@ the Triton forward; 494 / 1895 / 7438 against 621 / 2168 / 8419 us at d=128). Pr
 turns at the tensor cores (FA3's "ping-pong") was 1-2% slower than leaving them free, so it is not used.
 
 Limits (``eligible`` checks them; ``kernels.flash_attention`` falls back to the Triton kernel otherwise):
-an sm_90 GPU, contiguous q/k/v/o of one shape, fp16 or bf16, head_dim 64 or 128, seq a multiple of 128
-(tiles never straddle two heads of the flattened (batch*heads*seq, head_dim) view), block skipping on.
+an sm_90 GPU, contiguous q/k/v/o of one shape, fp16 or bf16, head_dim 64 or 128, block skipping on. Any
+length: Q/K/V/O go through (batch*heads, seq, head_dim) descriptors, so a tile past the sequence end reads
+zeros and stores nothing within its own head, and the keys past it are masked.
 Descriptors are built on the device (``tma.make_tensor_descriptor``; their 128-byte records live in the
 workspace ``triton.set_allocator`` provides), so a launch takes plain pointers and a recorded launch
 (``kernels.launch``) replays it like any Triton kernel.
@@ -44,7 +45,6 @@ except ImportError:  # a triton without Gluon: the Triton forward serves every c
 
 BLOCK_M = 128
 """Query rows per CTA: two consumer warpgroups of 64 (the wgmma M)."""
-WG_ROWS = 64
 BLOCK_N = 128
 """Keys per block (measured best for d=64 and d=128 in run Z3 against 64, and against 3 stages)."""
 STAGES = 2
@@ -71,54 +71,64 @@ if gluon is not None:
 
     @gluon.jit
     def _key_blocks(start_m, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
-        """Key blocks the tile's 128 rows see: up to and including the diagonal when causal."""
+        """Key blocks the tile's 128 rows see: up to and including the diagonal when causal, never past N_CTX."""
         if CAUSAL:
-            return gl.cdiv(start_m + 2 * 64, BLOCK_N)
+            return gl.cdiv(gl.minimum(start_m + 2 * 64, N_CTX), BLOCK_N)
         else:
-            return N_CTX // BLOCK_N
+            return gl.cdiv(N_CTX, BLOCK_N)
 
     @gluon.jit
     def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
                 N_CTX, total_tiles, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
         """Loader warp, for each of the CTA's tiles: both consumers' Q tiles (once both released the previous
         ones), then K(j) and V(j) into slot blk % STAGES (blk counts blocks over all the CTA's tiles) once the
-        slot's previous block has been released by both consumers."""
-        num_tiles = N_CTX // 128
+        slot's previous block has been released by both consumers. The descriptors are (batch*heads, N_CTX, d):
+        rows past the sequence end arrive as zeros; the 2-D tiles are written through 3-D views of them."""
+        num_tiles = gl.cdiv(N_CTX, 128)
+        q_view: gl.constexpr = q_desc.block_type.shape
+        kv_view: gl.constexpr = k_desc.block_type.shape
         blk = 0
         i = 0
         for t in range(gl.program_id(0), total_tiles, gl.num_programs(0)):
             off_hz, start_m = _tile(t, num_tiles, CAUSAL)
-            row0 = off_hz * N_CTX
             mbarrier.wait(q_empty, (i + 1) & 1, pred=i > 0)
             mbarrier.expect(q_full, 2 * q_desc.block_type.nbytes)
-            _tma_load(q_desc, [row0 + start_m, 0], q_full, q_smem.index(0))
-            _tma_load(q_desc, [row0 + start_m + 64, 0], q_full, q_smem.index(1))
+            for w in gl.static_range(2):
+                _tma_load(q_desc, [off_hz, start_m + 64 * w, 0], q_full,
+                          q_smem.index(w).reshape(q_view))
             for j in range(_key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)):
                 slot = blk % STAGES
                 refill = blk >= STAGES
                 released = ((blk // STAGES) + 1) & 1  # the phase that completes when block blk - STAGES is released
                 mbarrier.wait(k_empty.index(slot), released, pred=refill)
                 mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
-                _tma_load(k_desc, [row0 + j * BLOCK_N, 0], k_full.index(slot), k_smem.index(slot))
+                _tma_load(k_desc, [off_hz, j * BLOCK_N, 0], k_full.index(slot),
+                          k_smem.index(slot).reshape(kv_view))
                 mbarrier.wait(v_empty.index(slot), released, pred=refill)
                 mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
-                _tma_load(v_desc, [row0 + j * BLOCK_N, 0], v_full.index(slot), v_smem.index(slot))
+                _tma_load(v_desc, [off_hz, j * BLOCK_N, 0], v_full.index(slot),
+                          v_smem.index(slot).reshape(kv_view))
                 blk += 1
             i += 1
 
     @gluon.jit
-    def _softmax_update(qk, m_i, l_i, j, first_row, qk_scale, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
+    def _softmax_update(qk, m_i, l_i, j, first_row, N_CTX, qk_scale, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
                         s_layout: gl.constexpr):
         """Online-softmax step for key block j: (p, alpha, new running max, new running sum).
 
-        Only a block that reaches right of this warpgroup's first row pays for the causal mask; a block
-        wholly right of every row becomes p = 0, alpha = 1 (block 0 always holds a visible key, so the
-        running max is finite by then)."""
+        Only a block that reaches right of this warpgroup's first row pays for the causal mask, which also
+        drops the zero-filled keys past the sequence end for every real row (they lie right of it); without
+        causality the block that crosses N_CTX masks them. A block wholly right of every row becomes p = 0,
+        alpha = 1 (block 0 always holds a visible key, so the running max is finite by then). Rows past the
+        sequence end compute on zeros and are never stored."""
+        cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
         if CAUSAL:
             if j * BLOCK_N + BLOCK_N > first_row + 1:
                 rows = first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
-                cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
                 qk = gl.where(rows[:, None] >= cols[None, :], qk, float("-inf"))
+        else:
+            if j * BLOCK_N + BLOCK_N > N_CTX:
+                qk = gl.where(cols[None, :] < N_CTX, qk, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
         p = gl.exp2(qk * qk_scale - m_new[:, None])
         alpha = gl.exp2(m_i - m_new)
@@ -141,7 +151,8 @@ if gluon is not None:
         q = q_smem.index(WG)
         o_tile = o_smem.index(WG)
         zero_s = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
-        num_tiles = N_CTX // 128
+        num_tiles = gl.cdiv(N_CTX, 128)
+        o_view: gl.constexpr = o_desc.block_type.shape
         blk = 0
         i = 0
         for t in range(gl.program_id(0), total_tiles, gl.num_programs(0)):
@@ -157,7 +168,8 @@ if gluon is not None:
             qk = warpgroup_mma(q, k_smem.index(blk % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
             qk = warpgroup_mma_wait(0, deps=[qk])
             mbarrier.arrive(k_empty.index(blk % STAGES), count=1)
-            p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, 0, first_row, qk_scale, CAUSAL, BLOCK_N, s_layout)
+            p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, 0, first_row, N_CTX, qk_scale, CAUSAL, BLOCK_N,
+                                                 s_layout)
             p = gl.convert_layout(p.to(dtype), p_layout)
             for j in range(0, n - 1):
                 cur = blk + j
@@ -169,8 +181,8 @@ if gluon is not None:
                 pv = warpgroup_mma(p, v_smem.index(cur % STAGES), acc, is_async=True)
                 qk = warpgroup_mma_wait(1, deps=[qk])  # QK^T(j+1) done; PV(j) keeps running
                 mbarrier.arrive(k_empty.index(nxt % STAGES), count=1)
-                p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, j + 1, first_row, qk_scale, CAUSAL, BLOCK_N,
-                                                     s_layout)
+                p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, j + 1, first_row, N_CTX, qk_scale, CAUSAL,
+                                                     BLOCK_N, s_layout)
                 p = gl.convert_layout(p.to(dtype), p_layout)
                 acc = warpgroup_mma_wait(0, deps=[pv])
                 mbarrier.arrive(v_empty.index(cur % STAGES), count=1)
@@ -184,31 +196,41 @@ if gluon is not None:
 
             o = acc / gl.convert_layout(l_i, o_rows)[:, None]
             lse = (m_i + gl.log2(l_i)) * _LN2
-            gl.store(LSE + off_hz * N_CTX + first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout)), lse)
+            rows = first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+            gl.store(LSE + off_hz * N_CTX + rows, lse, mask=rows < N_CTX)
             tma.store_wait(0)  # the previous tile's O has left o_tile (the thread that issued its store knows) ...
             _barrier()  # ... and every thread of the warpgroup knows it before writing o_tile again
             o_tile.store(o.to(dtype))
             fence_async_shared()
-            _tma_store(o_desc, [off_hz * N_CTX + first_row, 0], o_tile)
+            _tma_store(o_desc, [off_hz, first_row, 0], o_tile.reshape(o_view))  # clipped at N
             blk += n
             i += 1
         tma.store_wait(0)
 
     @gluon.jit
-    def attn_fwd_sm90(Q, K, V, Out, LSE, sm_scale, N_CTX, ROWS,
+    def attn_fwd_sm90(Q, K, V, Out, LSE, sm_scale, N_CTX, BH,
                       HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
                       STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
-        """Tiles of 128 query rows of one (batch, head), N/128 * B*H of them; CTA p computes tiles p, p + grid,
-        ... (one each when the grid covers every tile, several when it is persistent). Q/K/V/Out: contiguous
-        (B, H, N, d) seen as (ROWS = B*H*N, d)."""
+        """Tiles of 128 query rows of one (batch, head), cdiv(N, 128) * B*H of them; CTA p computes tiles p,
+        p + grid, ... (one each when the grid covers every tile, several when it is persistent). Q/K/V/Out:
+        contiguous (B, H, N, d), read and written through (BH = B*H, N, d) descriptors, so a tile past the
+        sequence end reads zeros and stores nothing, within its own head."""
         dtype: gl.constexpr = Q.dtype.element_ty
-        total_tiles = ROWS // 128
+        total_tiles = gl.cdiv(N_CTX, 128) * BH
         row_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
         key_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-        q_desc = tma.make_tensor_descriptor(Q, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [64, HEAD_DIM], row_layout)
-        k_desc = tma.make_tensor_descriptor(K, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM], key_layout)
-        v_desc = tma.make_tensor_descriptor(V, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM], key_layout)
-        o_desc = tma.make_tensor_descriptor(Out, [ROWS, HEAD_DIM], [HEAD_DIM, 1], [64, HEAD_DIM], row_layout)
+        # The same swizzle over a leading unit dimension: the TMA side of the 2-D tiles below.
+        row_layout3: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 64, HEAD_DIM], dtype)
+        key_layout3: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_N, HEAD_DIM], dtype)
+        head_stride = N_CTX * HEAD_DIM
+        q_desc = tma.make_tensor_descriptor(Q, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1], [1, 64, HEAD_DIM],
+                                            row_layout3)
+        k_desc = tma.make_tensor_descriptor(K, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
+                                            [1, BLOCK_N, HEAD_DIM], key_layout3)
+        v_desc = tma.make_tensor_descriptor(V, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
+                                            [1, BLOCK_N, HEAD_DIM], key_layout3)
+        o_desc = tma.make_tensor_descriptor(Out, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1], [1, 64, HEAD_DIM],
+                                            row_layout3)
 
         q_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], row_layout)
         o_smem = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], row_layout)
@@ -251,7 +273,7 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
     module docstring for the limits (the caller checks that the tensors are on that GPU)."""
     return (available() and cc_major == 9 and block_skip
             and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] in SUPPORTED_HEAD_DIMS
-            and q.dim() == 4 and q.shape[-2] % BLOCK_M == 0 and q.numel() < 2 ** 31
+            and q.dim() == 4 and q.numel() < 2 ** 31
             and all(t.is_contiguous() and t.data_ptr() % 16 == 0 and t.shape == q.shape and t.dtype == q.dtype
                     for t in (q, k, v, o)))
 
@@ -259,13 +281,13 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
 def grid(q: torch.Tensor, num_sms: int | None = None) -> tuple[int]:
     """One CTA per 128-row tile, or num_sms CTAs (persistent: each walks tiles pid, pid + num_sms, ...)."""
     batch, heads, seq, _ = q.shape
-    tiles = seq // BLOCK_M * batch * heads
+    tiles = -(-seq // BLOCK_M) * batch * heads
     return (tiles if num_sms is None else min(tiles, num_sms),)
 
 
 def launch_options(q: torch.Tensor, causal: bool) -> dict:
     """The launch's scalar and constexpr arguments besides (Q, K, V, Out, LSE, sm_scale)."""
     batch, heads, seq, head_dim = q.shape
-    return dict(N_CTX=seq, ROWS=batch * heads * seq, HEAD_DIM=head_dim, CAUSAL=bool(causal),
+    return dict(N_CTX=seq, BH=batch * heads, HEAD_DIM=head_dim, CAUSAL=bool(causal),
                 BLOCK_N=BLOCK_N, STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
                 num_warps=4)

@@ -218,27 +218,32 @@ def test_layout_key_separates_what_a_recorded_forward_depends_on():
 
 def test_sm90_forward_eligibility():
     """The Gluon forward takes only what it was built for: compute capability 9.x, block skipping on,
-    fp16/bf16, head_dim 64/128, seq a multiple of 128, contiguous 16-byte aligned tensors of one shape."""
+    fp16/bf16, head_dim 64/128, contiguous 16-byte aligned tensors of one shape (any length)."""
     q, k, v, o = (torch.randn(2, 3, 256, 64).half() for _ in range(4))
     assert fa.sm90.eligible(q, k, v, o, 9, True)
     assert not fa.sm90.eligible(q, k, v, o, 8, True) and not fa.sm90.eligible(q, k, v, o, 10, True)
     assert not fa.sm90.eligible(q, k, v, o, 9, False)
     assert not fa.sm90.eligible(*(t.float() for t in (q, k, v, o)), 9, True)
     assert fa.sm90.eligible(*(t.bfloat16() for t in (q, k, v, o)), 9, True)
-    assert not fa.sm90.eligible(*(t[:, :, :200] for t in (q, k, v, o)), 9, True)  # 200 % 128 != 0
+    assert fa.sm90.eligible(*(torch.randn(2, 3, 200, 64).half() for _ in range(4)), 9, True)
+    assert not fa.sm90.eligible(*(t[:, :, :200] for t in (q, k, v, o)), 9, True)  # views: not contiguous
     assert not fa.sm90.eligible(*(torch.randn(1, 1, 256, 32).half() for _ in range(4)), 9, True)
     strided = q.transpose(1, 2).contiguous().transpose(1, 2)
     assert not fa.sm90.eligible(strided, k, v, o, 9, True)
     unaligned = torch.randn(q.numel() + 1).half()[1:].view(q.shape)
     assert not fa.sm90.eligible(q, unaligned, v, o, 9, True)
-    assert fa.sm90.grid(q) == (256 // 128 * 2 * 3,)
+    assert fa.sm90.grid(q) == (256 // 128 * 2 * 3,) and fa.sm90.grid(q[:, :, :200].contiguous()) == (2 * 2 * 3,)
+    assert fa.sm90.grid(q, num_sms=4) == (4,) and fa.sm90.grid(q, num_sms=132) == (12,)
 
 
 SM90_CASES = [(1, 2, 256, 64, True, torch.float16), (2, 1, 384, 128, False, torch.bfloat16),
               (1, 3, 128, 128, True, torch.bfloat16), (2, 2, 640, 64, True, torch.bfloat16),
               (1, 1, 512, 64, False, torch.float16), (1, 2, 1024, 128, True, torch.float16),
-              (4, 8, 640, 64, True, torch.float16), (2, 16, 1024, 128, False, torch.bfloat16)]
-"""The last two have more 128-row tiles (160, 256) than the H200 has SMs: persistent CTAs walk several."""
+              (4, 8, 640, 64, True, torch.float16), (2, 16, 1024, 128, False, torch.bfloat16),
+              (1, 2, 200, 64, True, torch.float16), (2, 1, 1000, 128, False, torch.bfloat16),
+              (1, 3, 77, 128, True, torch.bfloat16), (1, 1, 1, 64, False, torch.float16)]
+"""(4, 8, 640) and (2, 16, 1024) have more 128-row tiles (160, 256) than the H200 has SMs: persistent CTAs walk
+several. The last four end mid-tile (and mid key block): zero-filled rows past the end, masked keys."""
 ON_SM90 = not INTERPRET and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
@@ -279,7 +284,7 @@ def test_sm90_grid_modes(variant, causal, seed, monkeypatch):
     grid = fa.sm90.grid
     monkeypatch.setattr(fa.sm90, "grid", lambda q, num_sms=None: grid(q, 3 if num_sms else None))
     monkeypatch.setattr(fa, "_pick_forward", lambda *args: variant)
-    q, k, v, do = make_inputs((3, 5, 256, 128), torch.bfloat16, seed, "bhsd")
+    q, k, v, do = make_inputs((3, 5, 250, 128), torch.bfloat16, seed, "bhsd")  # the last tiles end mid-tile
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
     fa._forward(q, k, v, causal, 128 ** -0.5, True, out=(o, lse))
@@ -534,12 +539,12 @@ from kernels import flash_attention_sm90 as sm90
 def compile_sm90(head_dim, causal):
     fn = sm90.attn_fwd_sm90
     sig = {n: "*fp16" for n in ("Q", "K", "V", "Out")}
-    sig.update(LSE="*fp32", sm_scale="fp32", N_CTX="i32", ROWS="i32")
+    sig.update(LSE="*fp32", sm_scale="fp32", N_CTX="i32", BH="i32")
     for name in fn.arg_names[len(sig):]:
         sig[name] = "constexpr"
     consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_N=sm90.BLOCK_N, STAGES=sm90.STAGES,
                   CONSUMER_REGS=sm90.CONSUMER_REGS, LOADER_REGS=sm90.LOADER_REGS)
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("Q", "K", "V", "Out", "LSE", "N_CTX", "ROWS")}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("Q", "K", "V", "Out", "LSE")}
     kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": 4})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
