@@ -281,7 +281,7 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
 def grid(q: torch.Tensor, num_sms: int | None = None) -> tuple[int]:
     """One CTA per 128-row tile, or num_sms CTAs (persistent: each walks tiles pid, pid + num_sms, ...)."""
     batch, heads, seq, _ = q.shape
-    tiles = -(-seq // BLOCK_M) * batch * heads
+    tiles = (seq + BLOCK_M - 1) // BLOCK_M * batch * heads
     return (tiles if num_sms is None else min(tiles, num_sms),)
 
 
