@@ -33,10 +33,12 @@ def _flush_buffer(torch):
     Allocated per tuning measurement and dropped after it (the caching allocator reuses the block), so
     no 120 MB buffer stays allocated inside the program that tuned: on the H200 it had stayed live
     and counted in the INT8 model's peak memory (run I)."""
+    from profkit.bench.harness import l2_flush_bytes  # noqa: PLC0415 - pandas-importing module, needed only here
+
     device = torch.cuda.current_device()
-    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 128 * 1024 * 1024
+    nbytes = l2_flush_bytes(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None))
     with torch.inference_mode(False):
-        return torch.empty(2 * l2, dtype=torch.uint8, device=f"cuda:{device}")
+        return torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
 
 
 def per_call_times(with_calls_ms: list[float], flush_only_ms: list[float], calls: int) -> list[float]:

@@ -247,20 +247,26 @@ several. The last four end mid-tile (and mid key block): zero-filled rows past t
 ON_SM90 = not INTERPRET and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
-@pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
-@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype", SM90_CASES,
-                         ids=[case_id((*c, "bhsd", None)) for c in SM90_CASES])
-def test_sm90_forward_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, seed, monkeypatch):
-    """The warp-specialized Gluon forward (the default on sm_90 for these layouts) writes every element of o
-    and lse (NaN-poisoned buffers), matches float64, and its LSE drives a correct backward."""
+@pytest.fixture
+def sm90_launches(monkeypatch):
+    """The keys of every launch through the Gluon forward's LaunchCache during the test."""
     launches = []
     launch = fa._SM90_LAUNCH.launch
     monkeypatch.setattr(fa._SM90_LAUNCH, "launch", lambda *a, **kw: launches.append(a[0]) or launch(*a, **kw))
+    return launches
+
+
+@pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype", SM90_CASES,
+                         ids=[case_id((*c, "bhsd", None)) for c in SM90_CASES])
+def test_sm90_forward_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, seed, sm90_launches):
+    """The warp-specialized Gluon forward (the default on sm_90 for these layouts) writes every element of o
+    and lse (NaN-poisoned buffers), matches float64, and its LSE drives a correct backward."""
     q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, "bhsd")
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
     fa._forward(q, k, v, causal, head_dim ** -0.5, True, out=(o, lse))
-    assert launches, "the forward did not take the sm_90 kernel"
+    assert sm90_launches, "the forward did not take the sm_90 kernel"
     ref = run_reference(q, k, v, do, causal)
     u = UNIT_ROUNDOFF[dtype]
     err = scaled_error(o, ref["o"])
@@ -317,21 +323,18 @@ def test_forward_variant_is_timed_once_and_kept_on_disk(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not ON_SM90, reason="the Gluon forward runs on an sm_90 GPU only")
-def test_sm90_forward_can_be_turned_off(monkeypatch):
+def test_sm90_forward_can_be_turned_off(monkeypatch, sm90_launches):
     """sm90_allowed=False (and PROFKIT_FA_SM90=0 through SM90_FORWARD) keeps the Triton forward; both agree."""
     q, k, v, _ = make_inputs((1, 2, 256, 64), torch.float16, 3, "bhsd")
-    launches = []
-    launch = fa._SM90_LAUNCH.launch
-    monkeypatch.setattr(fa._SM90_LAUNCH, "launch", lambda *a, **kw: launches.append(a[0]) or launch(*a, **kw))
     o_tl, lse_tl = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
                                sm90_allowed=False)
-    assert not launches
+    assert not sm90_launches
     monkeypatch.setattr(fa, "SM90_FORWARD", False)
     fa.flash_attention(q, k, v)
-    assert not launches
+    assert not sm90_launches
     o, lse = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
                          sm90_allowed=True)
-    assert launches
+    assert sm90_launches
     assert scaled_error(o, o_tl.double()) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
     assert (lse - lse_tl).abs().max().item() <= LSE_RTOL * lse_tl.abs().max().item()
 
@@ -498,6 +501,17 @@ FP32_POINTERS = {"LSE", "Delta"}
 FP16_POINTERS = {"Q", "K", "V", "Out", "DO", "DK", "DV", "DQ"}
 CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N", "TMA_OK", "USE_TMA"}
 
+def summary(kernel):
+    # shared memory, spill bytes (cuobjdump --dump-resource-usage) and the PTX features every kernel is checked for
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"]); f.flush()
+        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    ptx = kernel.asm["ptx"]
+    return {"shared": kernel.metadata.shared, "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+            "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
+            "tma": "cp.async.bulk.tensor" in ptx}
+
 def compile_kernel(fn, head_dim, config):
     # Launch-time specialisation of contiguous (4, 8, 4096, head_dim) fp16 inputs: the unit
     # head_dim strides become constants, 16-divisible ints and pointers get the hint.
@@ -522,14 +536,7 @@ def compile_kernel(fn, head_dim, config):
     kernel = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": config.num_warps,
                                      "num_stages": config.num_stages})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"]); f.flush()
-        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
-                               capture_output=True, text=True, check=True).stdout
-    return {"shared": kernel.metadata.shared,
-            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-            "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", kernel.asm["ptx"])),
-            "tma": "cp.async.bulk.tensor" in kernel.asm["ptx"]}
+    return summary(kernel)
 
 kernels = {"fwd": fa._attn_fwd, "dkdv": fa._attn_bwd_dkdv, "dq": fa._attn_bwd_dq}
 results = {f"{name} d={d}": compile_kernel(fn, d, fa.autotune_configs(name, d)[0])
@@ -547,16 +554,9 @@ def compile_sm90(head_dim, causal):
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("Q", "K", "V", "Out", "LSE")}
     kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": 4})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(kernel.asm["cubin"]); f.flush()
-        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
-                               capture_output=True, text=True, check=True).stdout
     ptx = kernel.asm["ptx"]
-    return {"shared": kernel.metadata.shared, "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-            "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
-            "tma": "cp.async.bulk.tensor" in ptx,
-            "overlap": bool(re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)),
-            "setmaxnreg": bool(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx))}
+    return dict(summary(kernel), overlap=bool(re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)),
+                setmaxnreg=bool(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)))
 
 for d in fa.SUPPORTED_HEAD_DIMS:
     for causal in (True, False):

@@ -169,12 +169,7 @@ def test_launch_loops_show_small_problems_are_host_bound():
 def test_tuned_attention_forward_against_cudnn_in_one_session():
     """Same work (instruction-counter FLOPs within 2%), 5% apart in time; the tuned forward
     moves more L2 bytes than cuDNN's persistent kernel."""
-    result = CliRunner().invoke(main, ["diff", "fa2-n4096-d64-tuned:^fa2_fwd$", "fa2-n4096-d64-tuned:sdpa_fwd",
-                                       "--json", "--sessions-dir", str(SESSIONS)])
-    assert result.exit_code == 0, result.output
-    import json
-
-    metrics = {m["key"]: m for m in json.loads(result.output)["pairs"][0]["metrics"]}
+    metrics = _diff_metrics("fa2-n4096-d64-tuned:^fa2_fwd$", "fa2-n4096-d64-tuned:sdpa_fwd")
     assert abs(metrics["total_flops"]["ratio"] - 1) < 0.02
     assert 0.85 < metrics["duration"]["ratio"] < 1.0
     assert metrics["l2_bytes"]["a"] > 1.5 * metrics["l2_bytes"]["b"]
