@@ -227,12 +227,13 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
 
 
 @triton.jit
-def _attn_bwd_preprocess(O, DO, Delta,
+def _attn_bwd_preprocess(O, DO, Delta, DQ_ACC,
                          stride_oz, stride_oh, stride_om, stride_od,
                          stride_doz, stride_doh, stride_dom, stride_dod,
-                         H, N_CTX,
-                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    """delta[i] = sum_d dO[i, d] * O[i, d] in fp32 (the rowsum(dO * O) term of dS).
+                         H, N_CTX, N_PAD,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, ZERO_DQ: tl.constexpr):
+    """delta[i] = sum_d dO[i, d] * O[i, d] in fp32 (the rowsum(dO * O) term of dS); with ZERO_DQ
+    it also clears the same rows of the fused backward's dQ accumulator (see _dq_accumulator).
 
     Grid (cdiv(N, BLOCK_M) * B * H,).
     """
@@ -248,18 +249,25 @@ def _attn_bwd_preprocess(O, DO, Delta,
                  mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
+    if ZERO_DQ:
+        tl.store(DQ_ACC + off_hz.to(tl.int64) * HEAD_DIM * N_PAD + offs_d[:, None] * N_PAD + offs_m[None, :],
+                 tl.zeros([HEAD_DIM, BLOCK_M], dtype=tl.float32), mask=row_ok[None, :])
 
 
 @triton.jit
-def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
                          stride_qm, stride_qd, stride_dom, stride_dod,
                          offs_n, lo, hi, qk_scale, N_CTX,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                         CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr):
+                         CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr,
+                         FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr):
     """Accumulate dK, dV of one key block over the query blocks starting in [lo, hi).
 
     Works on the transposed tile P^T (keys x queries) so dV += P^T dO and dK += dS^T Q are plain
     dots. Padded query rows load lse = +inf, hence P = 0 and they contribute nothing.
+    FUSE_DQ: also add this key block's share of dQ^T, K^T dS^T (HEAD_DIM x BLOCK_M, unscaled), into
+    the fp32 accumulator: a TMA reduce-add through the descriptor dq_sink at row dq_row0 (DQ_TMA), else
+    atomic adds through the pointer dq_sink (row stride N_PAD).
     """
     offs_d = tl.arange(0, HEAD_DIM)
     offs_m0 = tl.arange(0, BLOCK_M)
@@ -287,21 +295,29 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
             delta = tl.load(delta_base + offs_m)
         dv = tl.dot(p_t.to(do.dtype), do, dv)
         dp_t = tl.dot(v, tl.trans(do))
-        ds_t = p_t * (dp_t - delta[None, :])
-        dk = tl.dot(ds_t.to(q.dtype), q, dk)
+        ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)
+        dk = tl.dot(ds_t, q, dk)
+        if FUSE_DQ:
+            dq_t = tl.dot(tl.trans(k), ds_t)
+            if DQ_TMA:
+                dq_sink.atomic_add([dq_row0, start_m], dq_t)
+            else:
+                tl.atomic_add(dq_sink + offs_d[:, None] * N_PAD + offs_m[None, :], dq_t,
+                              mask=row_ok[None, :], sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, sm_scale,
+def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
                    stride_qz, stride_qh, stride_qm, stride_qd,
                    stride_kz, stride_kh, stride_kn, stride_kd,
                    stride_vz, stride_vh, stride_vn, stride_vd,
                    stride_doz, stride_doh, stride_dom, stride_dod,
                    stride_dkz, stride_dkh, stride_dkn, stride_dkd,
                    stride_dvz, stride_dvh, stride_dvn, stride_dvd,
-                   H, N_CTX,
+                   H, N_CTX, N_PAD,
                    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+                   FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program = one BLOCK_N block of keys of one (batch, head), looping over query blocks.
 
@@ -309,12 +325,23 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, sm_scale,
     most query rows to visit under causal masking, so they start first. Requires
     BLOCK_N % BLOCK_M == 0. Causal: only query rows at or below the block's first key are
     visited; the BLOCK_N rows on the diagonal are masked, the rest only at the padded end.
+    FUSE_DQ: dQ is summed here too, in fp32, into DQ_ACC ((B*H*HEAD_DIM, N_PAD), transposed,
+    cleared by the preprocess), so no second kernel recomputes P and dP for it.
     """
     off_z, off_h, off_hz, start_n = _program_tile(N_CTX, H, BLOCK_N, False)
     q_base = Q + off_z * stride_qz + off_h * stride_qh
     do_base = DO + off_z * stride_doz + off_h * stride_doh
     lse_base = LSE + off_hz.to(tl.int64) * N_CTX
     delta_base = Delta + off_hz.to(tl.int64) * N_CTX
+    dq_row0 = off_hz * HEAD_DIM
+    if FUSE_DQ and DQ_TMA:
+        heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_N)
+        dq_sink = tl.make_tensor_descriptor(DQ_ACC, shape=[heads_total * HEAD_DIM, N_CTX], strides=[N_PAD, 1],
+                                            block_shape=[HEAD_DIM, BLOCK_M])
+    elif FUSE_DQ:
+        dq_sink = DQ_ACC + dq_row0.to(tl.int64) * N_PAD
+    else:
+        dq_sink = DQ_ACC
 
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -331,35 +358,35 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, sm_scale,
 
     if CAUSAL:
         if BLOCK_SKIP:
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
                                           stride_qm, stride_qd, stride_dom, stride_dod,
                                           offs_n, start_n, tl.minimum(start_n + BLOCK_N, N_CTX),
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True)
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True, FUSE_DQ, DQ_TMA)
             below = start_n + BLOCK_N
             m_full = tl.maximum((N_CTX // BLOCK_M) * BLOCK_M, below)
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
                                           stride_qm, stride_qd, stride_dom, stride_dod,
                                           offs_n, below, m_full,
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False)
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False, FUSE_DQ, DQ_TMA)
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
                                           stride_qm, stride_qd, stride_dom, stride_dod,
                                           offs_n, m_full, N_CTX,
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True)
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True, FUSE_DQ, DQ_TMA)
         else:
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
                                           stride_qm, stride_qd, stride_dom, stride_dod,
                                           offs_n, 0, N_CTX,
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True)
+                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True, FUSE_DQ, DQ_TMA)
     else:
         m_full = (N_CTX // BLOCK_M) * BLOCK_M
-        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
                                       stride_qm, stride_qd, stride_dom, stride_dod,
                                       offs_n, 0, m_full,
-                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False)
-        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False, FUSE_DQ, DQ_TMA)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
                                       stride_qm, stride_qd, stride_dom, stride_dod,
                                       offs_n, m_full, N_CTX,
-                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True)
+                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True, FUSE_DQ, DQ_TMA)
 
     dk = dk * sm_scale
     tl.store(DK + off_z * stride_dkz + off_h * stride_dkh
@@ -368,6 +395,27 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, sm_scale,
     tl.store(DV + off_z * stride_dvz + off_h * stride_dvh
              + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
              dv.to(DV.dtype.element_ty), mask=key_ok)
+
+
+@triton.jit
+def _attn_bwd_dq_convert(DQ_ACC, DQ, sm_scale,
+                         stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+                         H, N_CTX, N_PAD,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """dQ = sm_scale * the fused backward's fp32 accumulator, transposed back to (B, H, N, d).
+
+    Grid (cdiv(N, BLOCK_M) * B * H,).
+    """
+    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, False)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N_CTX
+    dq_t = tl.load(DQ_ACC + off_hz.to(tl.int64) * HEAD_DIM * N_PAD + offs_d[:, None] * N_PAD + offs_m[None, :],
+                   mask=row_ok[None, :], other=0.0)
+    dq = tl.trans(dq_t) * sm_scale
+    tl.store(DQ + off_z * stride_dqz + off_h * stride_dqh
+             + offs_m[:, None] * stride_dqm + offs_d[None, :] * stride_dqd,
+             dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
 @triton.jit
@@ -490,6 +538,13 @@ _SEARCH_SPACE = {
         128: [((32, 128), 8, (2, 3, 4)), ((16, 128), 8, (2, 3)), ((32, 64), 8, (2, 3)),
               ((64, 64), 8, (2,))],
     },
+    # dK/dV with dQ summed into an fp32 accumulator (FUSE_DQ): the dK/dV tiles, one more dot per step.
+    "dkdvq": {
+        64: [((32, 128), 8, (2, 3)), ((64, 128), 8, (2, 3)), ((16, 128), 4, (2, 3)),
+             ((32, 64), 4, (2, 3)), ((64, 64), 8, (2,))],
+        128: [((32, 128), 8, (2, 3)), ((16, 128), 8, (2, 3)), ((32, 64), 8, (2, 3)),
+              ((64, 64), 8, (2,))],
+    },
     "dq": {
         64: [((128, 32), 4, (2, 3)), ((128, 32), 8, (2, 3)), ((128, 64), 8, (2, 3)),
              ((64, 32), 4, (2,)), ((64, 64), 4, (2,))],
@@ -510,6 +565,7 @@ _TMA_SEARCH_SPACE = {
 _INTERPRET_BLOCKS = {
     "fwd": {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": False},
     "dkdv": {"BLOCK_M": 16, "BLOCK_N": 32},
+    "dkdvq": {"BLOCK_M": 16, "BLOCK_N": 32},
     "dq": {"BLOCK_M": 32, "BLOCK_N": 16},
 }
 # Autotuning runs on the GPU unless PROFKIT_FA_AUTOTUNE=0, which launches each kernel with the
@@ -518,7 +574,9 @@ _AUTOTUNE = not _INTERPRET and os.environ.get("PROFKIT_FA_AUTOTUNE", "1") != "0"
 _TIME_VARIANTS = _AUTOTUNE
 """Whether an eligible forward times its variants (``_pick_forward``); off with autotuning."""
 _AUTOTUNE_KEY = ["N_CTX", "HEAD_DIM", "CAUSAL", "BLOCK_SKIP"]  # Triton adds every tensor's dtype
-_AUTOTUNE_KEYS = {"fwd": _AUTOTUNE_KEY + ["TMA_OK"], "dkdv": _AUTOTUNE_KEY, "dq": _AUTOTUNE_KEY}
+_AUTOTUNE_KEYS = {"fwd": _AUTOTUNE_KEY + ["TMA_OK"], "dkdv": _AUTOTUNE_KEY, "dkdvq": _AUTOTUNE_KEY + ["DQ_TMA"],
+                  "dq": _AUTOTUNE_KEY}
+_RESET_TO_ZERO = {"dkdvq": ["DQ_ACC"]}  # the fused kernel adds into DQ_ACC: cleared before every timed config
 _PREPROCESS_BLOCK_M = 32 if _INTERPRET else 128
 
 
@@ -530,7 +588,7 @@ def autotune_configs(kernel: str, head_dim: int, tma: bool = False) -> list[trit
     loops over, which the causal loop split relies on.
     """
     if kernel not in _SEARCH_SPACE:
-        raise ValueError(f"unknown kernel {kernel!r}; expected 'fwd', 'dkdv' or 'dq'")
+        raise ValueError(f"unknown kernel {kernel!r}; expected one of {', '.join(_SEARCH_SPACE)}")
     if head_dim not in _SEARCH_SPACE[kernel]:
         raise ValueError(f"head_dim {head_dim} is not supported; supported values are "
                          f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
@@ -560,7 +618,7 @@ def _autotuned(kernel: str):
         if not _AUTOTUNE:
             return fn
         union = {_config_id(c): c for d in SUPPORTED_HEAD_DIMS for c in autotune_configs(kernel, d, tma=True)}
-        return autotune(list(union.values()), _AUTOTUNE_KEYS[kernel],
+        return autotune(list(union.values()), _AUTOTUNE_KEYS[kernel], reset_to_zero=_RESET_TO_ZERO.get(kernel),
                         prune_configs_by={"early_config_prune": prune})(fn)
     return wrap
 
@@ -568,15 +626,20 @@ def _autotuned(kernel: str):
 _attn_fwd_tuned = _autotuned("fwd")(_attn_fwd)
 _attn_bwd_dkdv_tuned = _autotuned("dkdv")(_attn_bwd_dkdv)
 _attn_bwd_dq_tuned = _autotuned("dq")(_attn_bwd_dq)
+_attn_bwd_dkdvq_tuned = _autotuned("dkdvq")(_attn_bwd_dkdv)
 
 # Launches recorded per call signature (kernels.launch): repeated calls skip triton's per-launch
 # Python work (tens of microseconds each, four launches per forward+backward), which otherwise
 # dominates N <= 2048.
 _FWD_LAUNCH = LaunchCache(_attn_fwd_tuned, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
-_PRE_LAUNCH = LaunchCache(_attn_bwd_preprocess, per_call=("O", "DO", "Delta"))
+_PRE_LAUNCH = LaunchCache(_attn_bwd_preprocess, per_call=("O", "DO", "Delta", "DQ_ACC"))
 _DKDV_LAUNCH = LaunchCache(_attn_bwd_dkdv_tuned,
-                           per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "sm_scale"))
+                           per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "DQ_ACC", "sm_scale"))
+_DKDVQ_LAUNCH = LaunchCache(_attn_bwd_dkdvq_tuned,
+                            per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "DQ_ACC", "sm_scale"))
 _DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "DO", "DQ", "LSE", "Delta", "sm_scale"))
+_CONVERT_LAUNCH = LaunchCache(_attn_bwd_dq_convert, per_call=("DQ_ACC", "DQ", "sm_scale"))
+_CONVERT_BLOCK_M = 32 if _INTERPRET else 64
 _SM90_LAUNCH = (LaunchCache(sm90.attn_fwd_sm90, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
                 if sm90.available() else None)
 SM90_FORWARD = os.environ.get("PROFKIT_FA_SM90", "1") != "0"
@@ -807,20 +870,66 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
 
 
 
-def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None):
-    """Launch preprocess, dK/dV and dQ kernels; returns dq, dk, dv in the input dtype.
+BACKWARD_MODES = ("fused", "split")
+"""How the backward sums dQ: "fused" adds it, in fp32, from the dK/dV kernel (five matmuls per block pair, then a
+conversion pass); "split" runs a second kernel over query tiles that recomputes P and dP (seven matmuls)."""
+_BWD_MODE = os.environ.get("PROFKIT_FA_BWD", "")
+"""PROFKIT_FA_BWD=fused|split picks the backward for every call; unset, see ``_backward_mode``."""
 
+
+def _reduce_with_tma(q: torch.Tensor) -> bool:
+    """Whether the fused backward's dQ adds go through TMA reduce (sm_90/sm_100 with device descriptors);
+    otherwise they are per-element atomics (the interpreter, other GPUs)."""
+    return (not _INTERPRET and q.is_cuda and _device_info(q.device.index)[0] in (9, 10) and _has_device_tma())
+
+
+def _backward_mode(q: torch.Tensor, fused: bool | None) -> bool:
+    """Whether this backward sums dQ in the dK/dV kernel: the caller's choice, else PROFKIT_FA_BWD, else
+    wherever the adds go through TMA reduce (and under the interpreter, whose tests cover both)."""
+    if fused is not None:
+        return bool(fused)
+    if _BWD_MODE:
+        if _BWD_MODE not in BACKWARD_MODES:
+            raise ValueError(f"PROFKIT_FA_BWD={_BWD_MODE!r}; expected one of {', '.join(BACKWARD_MODES)}")
+        return _BWD_MODE == "fused"
+    return _INTERPRET or _reduce_with_tma(q)
+
+
+def _dq_accumulator(q: torch.Tensor) -> torch.Tensor:
+    """The fused backward's fp32 dQ sum, transposed per head: (B*H*d, N rounded up to 4). Row stride a
+    multiple of 16 bytes, as a TMA descriptor needs; the preprocess clears columns [0, N)."""
+    batch, heads, seq, head_dim = q.shape
+    return torch.empty((batch * heads * head_dim, triton.cdiv(seq, 4) * 4), device=q.device, dtype=torch.float32)
+
+
+def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None,
+              fused: bool | None = None):
+    """Launch the backward; returns dq, dk, dv in the input dtype.
+
+    fused (default ``_backward_mode``): preprocess (delta, and clearing the dQ accumulator), dK/dV with
+    dQ added in fp32, and the dQ conversion; else preprocess, dK/dV and a dQ kernel.
     out: optional preallocated (dq, dk, dv), as for _forward.
     """
-    short_key = (signature(do, q, k, v, o, lse), bool(causal), bool(block_skip)) if out is None and q.is_cuda else None
+    fused = _backward_mode(q, fused)
+    tma = fused and _reduce_with_tma(q)
+    short_key = ((signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), fused)
+                 if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
     if replay is not None and replay_allowed(q.device.index):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         delta = torch.empty_like(lse)
-        preprocess, dkdv, dq_launch = replay
-        preprocess((o, do, delta))
-        dkdv((q, k, v, do, dk, dv, lse, delta, sm_scale))
-        dq_launch((q, k, v, do, dq, lse, delta, sm_scale))
+        preprocess, dkdv, last = replay
+        if fused:
+            acc = _dq_accumulator(q)
+            if tma:
+                triton.set_allocator(_tma_workspace)
+            preprocess((o, do, delta, acc))
+            dkdv((q, k, v, do, dk, dv, lse, delta, acc, sm_scale))
+            last((acc, dq, sm_scale))
+        else:
+            preprocess((o, do, delta, None))
+            dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
+            last((q, k, v, do, dq, lse, delta, sm_scale))
         return dq, dk, dv
     batch, heads, seq, head_dim = q.shape
     if out is None:
@@ -828,6 +937,8 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     else:
         dq, dk, dv = out
     delta = torch.empty_like(lse)
+    acc = _dq_accumulator(q) if fused else None
+    n_pad = acc.shape[1] if fused else 0
 
     def q_grid(meta):
         return (triton.cdiv(seq, meta["BLOCK_M"]) * batch * heads,)
@@ -837,26 +948,37 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
 
     flags = dict(HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip))
     device = q.device.index if q.is_cuda else None
-    key = (signature(do, q, k, v, o, lse, dq, dk, dv, delta), bool(causal), bool(block_skip))
+    key = (signature(*(t for t in (do, q, k, v, o, lse, dq, dk, dv, delta, acc) if t is not None)),
+           bool(causal), bool(block_skip), fused)
+    dkdv_launch = _DKDVQ_LAUNCH if fused else _DKDV_LAUNCH
+    last_launch = _CONVERT_LAUNCH if fused else _DQ_LAUNCH
+    if tma:
+        triton.set_allocator(_tma_workspace)
     with _device_scope(q):
         _PRE_LAUNCH.launch(
             key, (triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,),
-            (o, do, delta, *_strides(o), *_strides(do), heads, seq), device,
-            HEAD_DIM=head_dim, BLOCK_M=_PREPROCESS_BLOCK_M)
-        _DKDV_LAUNCH.launch(
+            (o, do, delta, acc, *_strides(o), *_strides(do), heads, seq, n_pad), device,
+            HEAD_DIM=head_dim, BLOCK_M=_PREPROCESS_BLOCK_M, ZERO_DQ=fused)
+        dkdv_launch.launch(
             key, k_grid,
-            (q, k, v, do, dk, dv, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
-             *_strides(do), *_strides(dk), *_strides(dv), heads, seq),
-            device, **flags, **_fixed_launch("dkdv", head_dim))
-        _DQ_LAUNCH.launch(
-            key, q_grid,
-            (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
-             *_strides(do), *_strides(dq), heads, seq),
-            device, **flags, **_fixed_launch("dq", head_dim))
+            (q, k, v, do, dk, dv, lse, delta, acc, sm_scale, *_strides(q), *_strides(k), *_strides(v),
+             *_strides(do), *_strides(dk), *_strides(dv), heads, seq, n_pad),
+            device, **flags, FUSE_DQ=fused, DQ_TMA=tma, **_fixed_launch("dkdvq" if fused else "dkdv", head_dim))
+        if fused:
+            _CONVERT_LAUNCH.launch(
+                key, (triton.cdiv(seq, _CONVERT_BLOCK_M) * batch * heads,),
+                (acc, dq, sm_scale, *_strides(dq), heads, seq, n_pad), device,
+                HEAD_DIM=head_dim, BLOCK_M=_CONVERT_BLOCK_M)
+        else:
+            _DQ_LAUNCH.launch(
+                key, q_grid,
+                (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
+                 *_strides(do), *_strides(dq), heads, seq),
+                device, **flags, **_fixed_launch("dq", head_dim))
     if short_key is not None:
-        # dq, dk, dv and delta are fresh allocations shaped like q, k, v, lse: their layout and
+        # dq, dk, dv, delta and the accumulator are fresh allocations shaped by q, k, v, lse: their layout and
         # alignment follow from short_key, so the three recorded launches serve every later call.
-        entries = (_PRE_LAUNCH.get(key), _DKDV_LAUNCH.get(key), _DQ_LAUNCH.get(key))
+        entries = (_PRE_LAUNCH.get(key), dkdv_launch.get(key), last_launch.get(key))
         if all(e is not None for e in entries):
             _BWD_REPLAYS[short_key] = entries
     return dq, dk, dv
@@ -878,6 +1000,25 @@ class FlashAttentionFunction(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip)
         return dq, dk, dv, None, None, None
+
+
+class _SplitBackward(torch.autograd.Function):
+    """flash_attention (default scale, block skipping) whose backward takes the split path: the benchmark's
+    fa2_split_bwd row."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool):
+        scale = _resolve_scale(None, q.shape[-1])
+        o, lse = _forward(q, k, v, causal, scale, True)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.sm_scale = causal, scale
+        return o
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        return (*_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, True, fused=False), None)
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
@@ -1030,6 +1171,8 @@ def attention_impls() -> dict:
         # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
         "fa2_tl_fwd": lambda q, k, v, causal: _forward(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]), True,
                                                        sm90_allowed=False)[0],
+        # The two-kernel backward (dQ from its own kernel) where the fused one runs (backward cases only).
+        "fa2_split_bwd": lambda q, k, v, causal: _SplitBackward.apply(q, k, v, causal),
         "sdpa_default": _sdpa_call(None),
         "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
@@ -1070,6 +1213,8 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
         q, k, v, do = inputs.get(case)
         if name == "fa2_tl_fwd" and case.params["direction"] != "fwd":
             raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
+        if name == "fa2_split_bwd" and case.params["direction"] != "bwd":
+            raise harness.Unsupported("backward only (its forward is fa2_triton's)")
         try:  # compile, autotune and record the launches; the poison check below replays them
             o = attention(q, k, v, causal)
             if case.params["direction"] == "bwd":
@@ -1136,7 +1281,7 @@ def tuned_configs() -> dict:
     """The config each kernel launched with, per autotune key (or the fixed config)."""
     chosen = {}
     for name, kernel in (("fwd", _attn_fwd_tuned), ("dkdv", _attn_bwd_dkdv_tuned),
-                         ("dq", _attn_bwd_dq_tuned)):
+                         ("dkdvq", _attn_bwd_dkdvq_tuned), ("dq", _attn_bwd_dq_tuned)):
         cache = getattr(kernel, "cache", None)
         if cache is not None:
             chosen[name] = {str(key): str(config) for key, config in cache.items()}
@@ -1183,6 +1328,10 @@ def _memory_row(name: str, attention, params: dict, direction: str) -> dict:
     return row
 
 
+_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), "fa2_split_bwd": ("fwd+bwd",)}
+"""What the one-direction rows of attention_impls() measure in the memory table."""
+
+
 def memory_table(seqs=BENCH_SEQS, shapes=BENCH_SHAPES):
     """Peak GPU memory of one attention call, ours vs SDPA, forward and forward+backward.
 
@@ -1200,7 +1349,7 @@ def memory_table(seqs=BENCH_SEQS, shapes=BENCH_SHAPES):
         for seq in seqs:
             params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
             for name, attention in attention_impls().items():
-                for direction in ("fwd",) if name == "fa2_tl_fwd" else ("fwd", "fwd+bwd"):  # forward-only impl
+                for direction in _DIRECTIONS.get(name, ("fwd", "fwd+bwd")):
                     rows.append(_memory_row(name, attention, params, direction))
                     torch.cuda.empty_cache()
     return pd.DataFrame(rows)
@@ -1255,7 +1404,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     }
     memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
     print(harness.format_table(df, meta))
-    ours = df[df["impl"].isin(["fa2_triton", "fa2_triton_graph", "fa2_tl_fwd", "fa2_tl_fwd_graph"])]
+    ours = df[df["impl"].isin(["fa2_triton", "fa2_triton_graph", "fa2_tl_fwd", "fa2_tl_fwd_graph", "fa2_split_bwd"])]
     print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend "
           "(_graph rows: CUDA-graph replay vs SDPA's graph replay):")
     print(ours[["case", "impl", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
@@ -1272,7 +1421,8 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
     each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels: preprocess,
-    dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
+    dK/dV with dQ summed, dQ conversion on sm_90; else preprocess, dK/dV, dQ), the split backward
+    "fa2_bwd_split" (preprocess, dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
     forward "fa2_fwd_tl" (the same as fa2_fwd where the Gluon sm_90 kernel does not apply) and that
     kernel with block skipping off "fa2_fwd_noskip" (the skipping measured on one kernel). Then ``loop`` back-to-back forwards each (no
     synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
@@ -1308,6 +1458,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
             torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
             triton_forward()
             flash_attention(q, k, v, causal, block_skip=False)
+            torch.autograd.grad(_SplitBackward.apply(q, k, v, causal), (q, k, v), do)
         torch.cuda.synchronize()
 
     # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
@@ -1328,7 +1479,9 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
     timed("fa2_fwd_tl", triton_forward)
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
-    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip"]
+    o_split = _SplitBackward.apply(q, k, v, causal)
+    timed("fa2_bwd_split", lambda: torch.autograd.grad(o_split, (q, k, v), do))
+    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip", "fa2_bwd_split"]
     if loop:
         with torch.no_grad():
             for name, attention in (("fa2_fwd_loop", flash_attention), ("sdpa_fwd_loop", sdpa)):

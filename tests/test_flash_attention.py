@@ -169,6 +169,65 @@ def test_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, l
     assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} > {LSE_RTOL:.0e} (seed {seed})"
 
 
+BACKWARD_CASES = [LONG[0], LONG[1], LONG[2], LONG[5], SHORT[3], (1, 2, 77, 128, True, torch.float16, "bhsd", None)]
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "split"])
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout,sm_scale", BACKWARD_CASES,
+                         ids=[case_id(c) for c in BACKWARD_CASES])
+def test_backward_modes_match_float64_reference(batch, heads, seq, head_dim, causal, dtype, layout, sm_scale,
+                                                fused, seed):
+    """Both backwards, dQ summed in the dK/dV kernel (fp32 adds: atomics under the interpreter, TMA reduce on
+    sm_90) or by its own kernel, give dQ, dK, dV within the gradient tolerance of float64."""
+    q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, layout)
+    scale = fa._resolve_scale(sm_scale, head_dim)
+    o, lse = fa.flash_attention_forward(q, k, v, causal=causal, sm_scale=sm_scale)
+    got = dict(zip(("dq", "dk", "dv"), fa._backward(do, q, k, v, o, lse, causal, scale, True, fused=fused)))
+    ref = run_reference(q, k, v, do, causal, sm_scale)
+    tol = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
+    for name in ("dq", "dk", "dv"):
+        assert got[name].dtype == dtype and got[name].shape == q.shape
+        err = scaled_error(got[name], ref[name])
+        assert err <= tol, f"{name}: error {err:.2e} > {tol:.2e} (seed {seed}, fused={fused})"
+
+
+def test_fused_backward_clears_its_accumulator(monkeypatch, seed):
+    """The dQ accumulator comes from torch.empty; the preprocess clears it. A NaN-filled one must not leak into
+    dQ, and dK/dV must not depend on it."""
+    q, k, v, do = make_inputs((1, 2, 45, 64), torch.float16, seed, "bhsd")
+    o, lse = fa.flash_attention_forward(q, k, v, causal=True)
+    clean = fa._backward(do, q, k, v, o, lse, True, 0.125, True, fused=True)
+    allocate = fa._dq_accumulator
+    monkeypatch.setattr(fa, "_dq_accumulator", lambda t: allocate(t).fill_(float("nan")))
+    monkeypatch.setattr(fa, "_BWD_REPLAYS", {})
+    poisoned = fa._backward(do, q, k, v, o, lse, True, 0.125, True, fused=True)
+    for name, a, b in zip(("dq", "dk", "dv"), clean, poisoned):
+        assert not torch.isnan(b).any(), f"{name}: NaN from an uncleared accumulator"
+        torch.testing.assert_close(b, a, rtol=0, atol=2 * 2.0 ** -11 * a.abs().max().item(), msg=name)
+
+
+def test_dq_accumulator_rows_are_tma_aligned():
+    """(B*H*d, N rounded up to 4) fp32: every row starts 16-byte aligned, as a TMA descriptor requires."""
+    for seq in (1, 4, 77, 1000):
+        acc = fa._dq_accumulator(torch.empty((2, 3, seq, 64), dtype=torch.float16, device=DEVICE))
+        assert acc.shape == (2 * 3 * 64, -(-seq // 4) * 4) and acc.dtype == torch.float32
+        assert acc.stride(0) * 4 % 16 == 0
+
+
+def test_backward_mode_choice(monkeypatch):
+    q = torch.empty((1, 1, 8, 64), dtype=torch.float16, device=DEVICE)
+    assert fa._backward_mode(q, False) is False and fa._backward_mode(q, True) is True
+    monkeypatch.setattr(fa, "_BWD_MODE", "split")
+    assert fa._backward_mode(q, None) is False
+    monkeypatch.setattr(fa, "_BWD_MODE", "fused")
+    assert fa._backward_mode(q, None) is True
+    monkeypatch.setattr(fa, "_BWD_MODE", "both")
+    with pytest.raises(ValueError, match="PROFKIT_FA_BWD"):
+        fa._backward_mode(q, None)
+    monkeypatch.setattr(fa, "_BWD_MODE", "")
+    assert fa._backward_mode(q, None) is (INTERPRET or fa._reduce_with_tma(q))
+
+
 TMA_CASES = [(1, 2, 45, 128, True, torch.float16, "bhsd"), (2, 1, 100, 64, False, torch.bfloat16, "bhsd"),
              (1, 2, 70, 128, True, torch.bfloat16, "bshd")]
 
@@ -497,9 +556,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernels import flash_attention as fa
 
-FP32_POINTERS = {"LSE", "Delta"}
+FP32_POINTERS = {"LSE", "Delta", "DQ_ACC"}
 FP16_POINTERS = {"Q", "K", "V", "Out", "DO", "DK", "DV", "DQ"}
-CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N", "TMA_OK", "USE_TMA"}
+CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N", "TMA_OK", "USE_TMA", "FUSE_DQ", "DQ_TMA"}
 
 def summary(kernel):
     # shared memory, spill bytes (cuobjdump --dump-resource-usage) and the PTX features every kernel is checked for
@@ -510,9 +569,9 @@ def summary(kernel):
     ptx = kernel.asm["ptx"]
     return {"shared": kernel.metadata.shared, "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
             "wgmma": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
-            "tma": "cp.async.bulk.tensor" in ptx}
+            "tma": "cp.async.bulk.tensor" in ptx, "tma_reduce": "cp.reduce.async.bulk.tensor" in ptx}
 
-def compile_kernel(fn, head_dim, config):
+def compile_kernel(fn, head_dim, config, **flags):
     # Launch-time specialisation of contiguous (4, 8, 4096, head_dim) fp16 inputs: the unit
     # head_dim strides become constants, 16-divisible ints and pointers get the hint.
     sig, consts, aligned = {}, {}, []
@@ -530,6 +589,8 @@ def compile_kernel(fn, head_dim, config):
                 aligned.append(name)
     consts.update({n: 1 for n in sig if n.startswith("stride_") and sig[n] == "constexpr"})
     consts.update(HEAD_DIM=head_dim, CAUSAL=True, BLOCK_SKIP=True, **config.kwargs)
+    if "FUSE_DQ" in sig:
+        consts.update({"FUSE_DQ": False, "DQ_TMA": False, **flags})
     if "TMA_OK" in sig:
         consts["TMA_OK"] = config.kwargs.get("USE_TMA", False)
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
@@ -541,6 +602,10 @@ def compile_kernel(fn, head_dim, config):
 kernels = {"fwd": fa._attn_fwd, "dkdv": fa._attn_bwd_dkdv, "dq": fa._attn_bwd_dq}
 results = {f"{name} d={d}": compile_kernel(fn, d, fa.autotune_configs(name, d)[0])
            for name, fn in kernels.items() for d in fa.SUPPORTED_HEAD_DIMS}
+for d in fa.SUPPORTED_HEAD_DIMS:  # dK/dV with dQ reduced through TMA: every config
+    for config in fa.autotune_configs("dkdvq", d):
+        results[f"dkdvq d={d} {config.kwargs['BLOCK_M']}x{config.kwargs['BLOCK_N']} w{config.num_warps} "
+                f"s{config.num_stages}"] = compile_kernel(fa._attn_bwd_dkdv, d, config, FUSE_DQ=True, DQ_TMA=True)
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernels import flash_attention_sm90 as sm90
 def compile_sm90(head_dim, causal):
@@ -587,11 +652,14 @@ def test_kernels_compile_for_hopper():
                           capture_output=True, text=True, env=env, timeout=300, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len([n for n in results if "tma" not in n and "sm90" not in n]) == 6
+    assert len([n for n in results if not n.startswith(("fwd-tma", "fwd-sm90", "dkdvq"))]) == 6
     assert any("fwd-tma" in n for n in results) and len([n for n in results if "fwd-sm90" in n]) == 4
+    assert len([n for n in results if n.startswith("dkdvq")]) == sum(
+        len(fa.autotune_configs("dkdvq", d)) for d in fa.SUPPORTED_HEAD_DIMS)
     for name, r in results.items():
         descriptors = name.startswith(("fwd-tma", "fwd-sm90"))
         assert r["tma"] == descriptors, f"{name}: TMA copies {'missing' if not r['tma'] else 'unexpected'}"
+        assert r["tma_reduce"] == name.startswith("dkdvq"), f"{name}: dQ reduce-adds {r}"
         if name.startswith("fwd-sm90"):  # a wgmma stays in flight across the softmax; a 24-register loader warp
             assert r["overlap"] and r["setmaxnreg"], f"{name}: {r}"
         assert r["wgmma"], f"{name}: no fp16 wgmma"
