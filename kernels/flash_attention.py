@@ -808,33 +808,32 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
 FORWARD_VARIANTS = ("sm90_persistent", "sm90_tiles", "triton")
 """How an eligible forward can run: the Gluon kernel with one CTA per SM walking tiles, the Gluon kernel with one
 CTA per tile, or the Triton kernel. The first is the choice when autotuning is off."""
-_FORWARD_CHOICES: dict = {}
-"""Choice key (see ``_forward_choice_key``) -> {"times_ms": {variant: ms}, "best": variant}."""
+_VARIANT_CHOICES: dict = {}
+"""Choice key (see ``_choice_key``) -> {"times_ms": {variant: ms}, "best": variant}."""
 
 
-def _forward_choice_key(q, causal: bool) -> str:
-    """What the forward's variant choice depends on: the GPU, triton, dtype, shape and causality."""
+def _choice_key(direction: str, q, causal: bool) -> str:
+    """What a variant choice depends on: the direction, the GPU, triton, dtype, shape and causality."""
     name = torch.cuda.get_device_name(q.device)
-    return (f"{name}|triton {triton.__version__}|{str(q.dtype).removeprefix('torch.')}|{tuple(q.shape)}"
+    return (f"{direction}|{name}|triton {triton.__version__}|{str(q.dtype).removeprefix('torch.')}|{tuple(q.shape)}"
             f"|{'causal' if causal else 'full'}")
 
 
 def _choices_file():
     from profkit.parse.files import cache_dir  # noqa: PLC0415 - no pandas; only GPU calls get here
 
-    return cache_dir() / "fa_forward_choices.json"
+    return cache_dir() / "fa_variant_choices.json"
 
 
-def _pick_forward(q, causal: bool, launchers: dict) -> str:
-    """The variant an eligible forward runs (FORWARD_VARIANTS): the first with autotuning off (so quick GPU tests
-    run the Gluon kernel); otherwise the fastest on this shape, each timed once like an autotune config
-    (``kernels.tuning.flushed_graph_bench``: CUDA-graph replays, the L2 cleared before each call) into scratch
-    outputs, and kept on disk beside profkit's other caches, so a later process (the same workload under ncu,
-    where timings mean nothing) makes the same choice."""
+def _pick_variant(choice_key: str, variants: tuple, calls) -> str:
+    """The variant a call runs: the first of ``variants`` with autotuning off (quick GPU test runs); otherwise the
+    fastest on this shape, each timed once like an autotune config (``kernels.tuning.flushed_graph_bench``:
+    CUDA-graph replays, the L2 cleared before each call) and kept on disk beside profkit's other caches, so a
+    later process (the same workload under ncu, where timings mean nothing) makes the same choice.
+    calls(): variant -> a zero-argument call running it into scratch outputs (built only when timing)."""
     if not _TIME_VARIANTS:
-        return FORWARD_VARIANTS[0]
-    choice_key = _forward_choice_key(q, causal)
-    if choice_key not in _FORWARD_CHOICES:
+        return variants[0]
+    if choice_key not in _VARIANT_CHOICES:
         import json  # noqa: PLC0415
 
         from kernels.tuning import flushed_graph_bench  # noqa: PLC0415
@@ -845,18 +844,25 @@ def _pick_forward(q, causal: bool, launchers: dict) -> str:
         except (OSError, ValueError):
             stored = {}
         if choice_key not in stored:
-            o = torch.empty_like(q)
-            lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-            times = {name: flushed_graph_bench(lambda launch=launchers[name]: launch(o, lse), None)
-                     for name in FORWARD_VARIANTS}
+            timed = calls()
+            times = {name: flushed_graph_bench(timed[name], None) for name in variants}
             stored[choice_key] = {"times_ms": times, "best": min(times, key=times.get)}
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(stored, indent=1, sort_keys=True))
             except OSError:  # a read-only cache: the choice still holds for this process
                 pass
-        _FORWARD_CHOICES[choice_key] = stored[choice_key]
-    return _FORWARD_CHOICES[choice_key]["best"]
+        _VARIANT_CHOICES[choice_key] = stored[choice_key]
+    return _VARIANT_CHOICES[choice_key]["best"]
+
+
+def _pick_forward(q, causal: bool, launchers: dict) -> str:
+    """The FORWARD_VARIANTS entry an eligible forward runs (``_pick_variant``)."""
+    def calls():
+        o = torch.empty_like(q)
+        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+        return {name: (lambda launch=launchers[name]: launch(o, lse)) for name in FORWARD_VARIANTS}
+    return _pick_variant(_choice_key("fwd", q, causal), FORWARD_VARIANTS, calls)
 
 
 def _tma_ok(*tensors: torch.Tensor) -> bool:
@@ -870,11 +876,13 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
 
 
 
-BACKWARD_MODES = ("fused", "split")
-"""How the backward sums dQ: "fused" adds it, in fp32, from the dK/dV kernel (five matmuls per block pair, then a
-conversion pass); "split" runs a second kernel over query tiles that recomputes P and dP (seven matmuls)."""
-_BWD_MODE = os.environ.get("PROFKIT_FA_BWD", "")
-"""PROFKIT_FA_BWD=fused|split picks the backward for every call; unset, see ``_backward_mode``."""
+BACKWARD_VARIANTS = ("split_streams", "split", "fused")
+"""How the backward can run. "split": dK/dV, then a dQ kernel over query tiles that recomputes P and dP (seven
+matmuls per block pair); "split_streams": the same two kernels on two CUDA streams, so each fills the other's
+tail; "fused": dQ added, in fp32, from the dK/dV kernel (five matmuls, then a conversion pass; TMA reduce-adds on
+sm_90, atomics elsewhere; the order of the adds varies, so dQ is not bitwise reproducible)."""
+_BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
+"""PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> pins every backward; unset, see ``_backward_variant``."""
 
 
 def _reduce_with_tma(q: torch.Tensor) -> bool:
@@ -883,16 +891,44 @@ def _reduce_with_tma(q: torch.Tensor) -> bool:
     return (not _INTERPRET and q.is_cuda and _device_info(q.device.index)[0] in (9, 10) and _has_device_tma())
 
 
-def _backward_mode(q: torch.Tensor, fused: bool | None) -> bool:
-    """Whether this backward sums dQ in the dK/dV kernel: the caller's choice, else PROFKIT_FA_BWD, else
-    wherever the adds go through TMA reduce (and under the interpreter, whose tests cover both)."""
-    if fused is not None:
-        return bool(fused)
-    if _BWD_MODE:
-        if _BWD_MODE not in BACKWARD_MODES:
-            raise ValueError(f"PROFKIT_FA_BWD={_BWD_MODE!r}; expected one of {', '.join(BACKWARD_MODES)}")
-        return _BWD_MODE == "fused"
-    return _INTERPRET or _reduce_with_tma(q)
+def _backward_variant(q: torch.Tensor, causal: bool, variant: str | None, calls) -> str:
+    """The variant a backward runs: the caller's, else PROFKIT_FA_BWD, else "split" off the GPU (the interpreter
+    tests pin each variant) and on a GPU the fastest on this shape (``_pick_variant``; the fused one only where
+    its adds go through TMA)."""
+    variant = variant or _BWD_VARIANT
+    if variant:
+        if variant not in BACKWARD_VARIANTS:
+            raise ValueError(f"backward variant {variant!r} (PROFKIT_FA_BWD); expected one of "
+                             f"{', '.join(BACKWARD_VARIANTS)}")
+        return variant
+    if not q.is_cuda:
+        return "split"
+    variants = BACKWARD_VARIANTS if _reduce_with_tma(q) else BACKWARD_VARIANTS[:2]
+    return _pick_variant(_choice_key("bwd", q, causal), variants, calls)
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
+    """A second stream per GPU for the split_streams backward's dQ kernel."""
+    if device.index not in _SIDE_STREAMS:
+        _SIDE_STREAMS[device.index] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[device.index]
+
+
+@contextlib.contextmanager
+def _forked(on: bool, device):
+    """With on, run the block on the side stream, ordered after everything queued so far on the current stream;
+    the current stream then waits for it (fork/join, also inside a CUDA-graph capture)."""
+    if not on:
+        yield
+        return
+    main, side = torch.cuda.current_stream(device), _side_stream(device)
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        yield
+    main.wait_stream(side)
 
 
 def _dq_accumulator(q: torch.Tensor) -> torch.Tensor:
@@ -903,25 +939,24 @@ def _dq_accumulator(q: torch.Tensor) -> torch.Tensor:
 
 
 def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None,
-              fused: bool | None = None):
+              variant: str | None = None):
     """Launch the backward; returns dq, dk, dv in the input dtype.
 
-    fused (default ``_backward_mode``): preprocess (delta, and clearing the dQ accumulator), dK/dV with
-    dQ added in fp32, and the dQ conversion; else preprocess, dK/dV and a dQ kernel.
+    variant (BACKWARD_VARIANTS; default ``_backward_variant``): split / split_streams launch the preprocess
+    (delta), dK/dV and dQ kernels; fused launches the preprocess (delta, clearing the dQ accumulator), dK/dV
+    with dQ added, and the dQ conversion.
     out: optional preallocated (dq, dk, dv), as for _forward.
     """
-    fused = _backward_mode(q, fused)
-    tma = fused and _reduce_with_tma(q)
-    short_key = ((signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), fused)
+    short_key = ((signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), variant or _BWD_VARIANT)
                  if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
     if replay is not None and replay_allowed(q.device.index):
+        chosen, (preprocess, dkdv, last) = replay
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         delta = torch.empty_like(lse)
-        preprocess, dkdv, last = replay
-        if fused:
+        if chosen == "fused":
             acc = _dq_accumulator(q)
-            if tma:
+            if _reduce_with_tma(q):
                 triton.set_allocator(_tma_workspace)
             preprocess((o, do, delta, acc))
             dkdv((q, k, v, do, dk, dv, lse, delta, acc, sm_scale))
@@ -929,8 +964,18 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
         else:
             preprocess((o, do, delta, None))
             dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
-            last((q, k, v, do, dq, lse, delta, sm_scale))
+            with _forked(chosen == "split_streams", q.device):
+                last((q, k, v, do, dq, lse, delta, sm_scale))
         return dq, dk, dv
+
+    def calls():  # each variant into scratch gradients, for the timed choice
+        scratch = (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+        return {name: (lambda name=name: _backward(do, q, k, v, o, lse, causal, sm_scale, block_skip, scratch, name))
+                for name in BACKWARD_VARIANTS}
+
+    chosen = _backward_variant(q, causal, variant, calls)
+    fused = chosen == "fused"
+    tma = fused and _reduce_with_tma(q)
     batch, heads, seq, head_dim = q.shape
     if out is None:
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -970,17 +1015,18 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
                 (acc, dq, sm_scale, *_strides(dq), heads, seq, n_pad), device,
                 HEAD_DIM=head_dim, BLOCK_M=_CONVERT_BLOCK_M)
         else:
-            _DQ_LAUNCH.launch(
-                key, q_grid,
-                (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
-                 *_strides(do), *_strides(dq), heads, seq),
-                device, **flags, **_fixed_launch("dq", head_dim))
+            with _forked(chosen == "split_streams" and q.is_cuda, q.device):
+                _DQ_LAUNCH.launch(
+                    key, q_grid,
+                    (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
+                     *_strides(do), *_strides(dq), heads, seq),
+                    device, **flags, **_fixed_launch("dq", head_dim))
     if short_key is not None:
         # dq, dk, dv, delta and the accumulator are fresh allocations shaped by q, k, v, lse: their layout and
         # alignment follow from short_key, so the three recorded launches serve every later call.
         entries = (_PRE_LAUNCH.get(key), dkdv_launch.get(key), last_launch.get(key))
         if all(e is not None for e in entries):
-            _BWD_REPLAYS[short_key] = entries
+            _BWD_REPLAYS[short_key] = (chosen, entries)
     return dq, dk, dv
 
 
@@ -1002,23 +1048,23 @@ class FlashAttentionFunction(torch.autograd.Function):
         return dq, dk, dv, None, None, None
 
 
-class _SplitBackward(torch.autograd.Function):
-    """flash_attention (default scale, block skipping) whose backward takes the split path: the benchmark's
-    fa2_split_bwd row."""
+class _PinnedBackward(torch.autograd.Function):
+    """flash_attention (default scale, block skipping) whose backward runs one given BACKWARD_VARIANTS entry: the
+    benchmark's fa2_bwd_<variant> rows."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal: bool):
+    def forward(ctx, q, k, v, causal: bool, variant: str):
         scale = _resolve_scale(None, q.shape[-1])
         o, lse = _forward(q, k, v, causal, scale, True)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.sm_scale = causal, scale
+        ctx.causal, ctx.sm_scale, ctx.variant = causal, scale, variant
         return o
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        return (*_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, True, fused=False), None)
+        return (*_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, True, variant=ctx.variant), None, None)
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
@@ -1171,8 +1217,9 @@ def attention_impls() -> dict:
         # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
         "fa2_tl_fwd": lambda q, k, v, causal: _forward(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]), True,
                                                        sm90_allowed=False)[0],
-        # The two-kernel backward (dQ from its own kernel) where the fused one runs (backward cases only).
-        "fa2_split_bwd": lambda q, k, v, causal: _SplitBackward.apply(q, k, v, causal),
+        # Each backward variant pinned, beside fa2_triton's timed choice among them (backward cases only).
+        **{f"fa2_bwd_{variant}": (lambda q, k, v, causal, variant=variant: _PinnedBackward.apply(q, k, v, causal, variant))
+           for variant in BACKWARD_VARIANTS},
         "sdpa_default": _sdpa_call(None),
         "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
@@ -1213,7 +1260,7 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
         q, k, v, do = inputs.get(case)
         if name == "fa2_tl_fwd" and case.params["direction"] != "fwd":
             raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
-        if name == "fa2_split_bwd" and case.params["direction"] != "bwd":
+        if name.startswith("fa2_bwd_") and case.params["direction"] != "bwd":
             raise harness.Unsupported("backward only (its forward is fa2_triton's)")
         try:  # compile, autotune and record the launches; the poison check below replays them
             o = attention(q, k, v, causal)
@@ -1288,8 +1335,8 @@ def tuned_configs() -> dict:
         else:
             chosen[name] = {str(d): str(_fixed_launch(name, d)) for d in SUPPORTED_HEAD_DIMS}
     chosen["fwd_sm90"] = {"BLOCK_M": sm90.BLOCK_M, "BLOCK_N": sm90.BLOCK_N, "STAGES": sm90.STAGES,
-                          "warps": "2 consumer warpgroups + 1 loader warp", "enabled": SM90_FORWARD,
-                          "variant_choices": dict(_FORWARD_CHOICES)}
+                          "warps": "2 consumer warpgroups + 1 loader warp", "enabled": SM90_FORWARD}
+    chosen["variant_choices"] = dict(_VARIANT_CHOICES)  # forward (fwd|...) and backward (bwd|...) timings
     return chosen
 
 
@@ -1328,7 +1375,7 @@ def _memory_row(name: str, attention, params: dict, direction: str) -> dict:
     return row
 
 
-_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), "fa2_split_bwd": ("fwd+bwd",)}
+_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), **{f"fa2_bwd_{variant}": ("fwd+bwd",) for variant in BACKWARD_VARIANTS}}
 """What the one-direction rows of attention_impls() measure in the memory table."""
 
 
@@ -1404,7 +1451,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     }
     memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
     print(harness.format_table(df, meta))
-    ours = df[df["impl"].isin(["fa2_triton", "fa2_triton_graph", "fa2_tl_fwd", "fa2_tl_fwd_graph", "fa2_split_bwd"])]
+    ours = df[df["impl"].str.startswith("fa2_")]
     print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend "
           "(_graph rows: CUDA-graph replay vs SDPA's graph replay):")
     print(ours[["case", "impl", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
@@ -1420,9 +1467,9 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
-    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels: preprocess,
-    dK/dV with dQ summed, dQ conversion on sm_90; else preprocess, dK/dV, dQ), the split backward
-    "fa2_bwd_split" (preprocess, dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
+    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels, the variant the timing chose:
+    preprocess, dK/dV, dQ; or preprocess, dK/dV with dQ added, dQ conversion), the split backward on one
+    stream "fa2_bwd_split" (preprocess, dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
     forward "fa2_fwd_tl" (the same as fa2_fwd where the Gluon sm_90 kernel does not apply) and that
     kernel with block skipping off "fa2_fwd_noskip" (the skipping measured on one kernel). Then ``loop`` back-to-back forwards each (no
     synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
@@ -1458,7 +1505,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
             torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
             triton_forward()
             flash_attention(q, k, v, causal, block_skip=False)
-            torch.autograd.grad(_SplitBackward.apply(q, k, v, causal), (q, k, v), do)
+            torch.autograd.grad(_PinnedBackward.apply(q, k, v, causal, "split"), (q, k, v), do)
         torch.cuda.synchronize()
 
     # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
@@ -1479,7 +1526,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
     timed("fa2_fwd_tl", triton_forward)
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
-    o_split = _SplitBackward.apply(q, k, v, causal)
+    o_split = _PinnedBackward.apply(q, k, v, causal, "split")
     timed("fa2_bwd_split", lambda: torch.autograd.grad(o_split, (q, k, v), do))
     ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip", "fa2_bwd_split"]
     if loop:
@@ -1544,7 +1591,7 @@ def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: f
                          f"sustained = triton do_bench median over {rep_ms} ms, L2 flushed; clocks from nvidia-smi "
                          "-lms 100 during the sustained window",
                 "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES], "seq": seq,
-                "variant_choices": dict(_FORWARD_CHOICES)}
+                "variant_choices": dict(_VARIANT_CHOICES)}
         for path in harness.write_results(df, meta, Path(out_dir) / "flash_attention_power"):
             print(f"wrote {path}")
     return df
