@@ -876,13 +876,14 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
 
 
 
-BACKWARD_VARIANTS = ("split_streams", "split", "fused")
-"""How the backward can run. "split": dK/dV, then a dQ kernel over query tiles that recomputes P and dP (seven
-matmuls per block pair); "split_streams": the same two kernels on two CUDA streams, so each fills the other's
-tail; "fused": dQ added, in fp32, from the dK/dV kernel (five matmuls, then a conversion pass; TMA reduce-adds on
-sm_90, atomics elsewhere; the order of the adds varies, so dQ is not bitwise reproducible)."""
+BACKWARD_VARIANTS = ("split", "fused")
+"""How the backward can run. "split" (the default): dK/dV, then a dQ kernel over query tiles that recomputes P and
+dP (seven matmuls per block pair). "fused": dQ added, in fp32, from the dK/dV kernel (five matmuls, then a
+conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ is not bitwise
+reproducible); on the H200 it ran 0.88-0.93x the split backward's speed at N >= 2048 (GPU runs AG, AH), hence
+opt-in."""
 _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
-"""PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> pins every backward; unset, see ``_backward_variant``."""
+"""PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> picks the backward of every call that does not name one."""
 
 
 def _reduce_with_tma(q: torch.Tensor) -> bool:
@@ -891,44 +892,13 @@ def _reduce_with_tma(q: torch.Tensor) -> bool:
     return (not _INTERPRET and q.is_cuda and _device_info(q.device.index)[0] in (9, 10) and _has_device_tma())
 
 
-def _backward_variant(q: torch.Tensor, causal: bool, variant: str | None, calls) -> str:
-    """The variant a backward runs: the caller's, else PROFKIT_FA_BWD, else "split" off the GPU (the interpreter
-    tests pin each variant) and on a GPU the fastest on this shape (``_pick_variant``; the fused one only where
-    its adds go through TMA)."""
-    variant = variant or _BWD_VARIANT
-    if variant:
-        if variant not in BACKWARD_VARIANTS:
-            raise ValueError(f"backward variant {variant!r} (PROFKIT_FA_BWD); expected one of "
-                             f"{', '.join(BACKWARD_VARIANTS)}")
-        return variant
-    if not q.is_cuda:
-        return "split"
-    variants = BACKWARD_VARIANTS if _reduce_with_tma(q) else BACKWARD_VARIANTS[:2]
-    return _pick_variant(_choice_key("bwd", q, causal), variants, calls)
-
-
-_SIDE_STREAMS: dict = {}
-
-
-def _side_stream(device: torch.device) -> torch.cuda.Stream:
-    """A second stream per GPU for the split_streams backward's dQ kernel."""
-    if device.index not in _SIDE_STREAMS:
-        _SIDE_STREAMS[device.index] = torch.cuda.Stream(device)
-    return _SIDE_STREAMS[device.index]
-
-
-@contextlib.contextmanager
-def _forked(on: bool, device):
-    """With on, run the block on the side stream, ordered after everything queued so far on the current stream;
-    the current stream then waits for it (fork/join, also inside a CUDA-graph capture)."""
-    if not on:
-        yield
-        return
-    main, side = torch.cuda.current_stream(device), _side_stream(device)
-    side.wait_stream(main)
-    with torch.cuda.stream(side):
-        yield
-    main.wait_stream(side)
+def _backward_variant(variant: str | None) -> str:
+    """The variant a backward runs: the caller's, else PROFKIT_FA_BWD, else "split"."""
+    variant = variant or _BWD_VARIANT or BACKWARD_VARIANTS[0]
+    if variant not in BACKWARD_VARIANTS:
+        raise ValueError(f"backward variant {variant!r} (PROFKIT_FA_BWD); expected one of "
+                         f"{', '.join(BACKWARD_VARIANTS)}")
+    return variant
 
 
 def _dq_accumulator(q: torch.Tensor) -> torch.Tensor:
@@ -942,19 +912,20 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
               variant: str | None = None):
     """Launch the backward; returns dq, dk, dv in the input dtype.
 
-    variant (BACKWARD_VARIANTS; default ``_backward_variant``): split / split_streams launch the preprocess
-    (delta), dK/dV and dQ kernels; fused launches the preprocess (delta, clearing the dQ accumulator), dK/dV
-    with dQ added, and the dQ conversion.
+    variant (BACKWARD_VARIANTS; default ``_backward_variant``): split launches the preprocess (delta), dK/dV and
+    dQ kernels; fused launches the preprocess (delta, clearing the dQ accumulator), dK/dV with dQ added, and the
+    dQ conversion.
     out: optional preallocated (dq, dk, dv), as for _forward.
     """
-    short_key = ((signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), variant or _BWD_VARIANT)
+    fused = _backward_variant(variant) == "fused"
+    short_key = ((signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), fused)
                  if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
     if replay is not None and replay_allowed(q.device.index):
-        chosen, (preprocess, dkdv, last) = replay
+        preprocess, dkdv, last = replay
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         delta = torch.empty_like(lse)
-        if chosen == "fused":
+        if fused:
             acc = _dq_accumulator(q)
             if _reduce_with_tma(q):
                 triton.set_allocator(_tma_workspace)
@@ -964,17 +935,8 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
         else:
             preprocess((o, do, delta, None))
             dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
-            with _forked(chosen == "split_streams", q.device):
-                last((q, k, v, do, dq, lse, delta, sm_scale))
+            last((q, k, v, do, dq, lse, delta, sm_scale))
         return dq, dk, dv
-
-    def calls():  # each variant into scratch gradients, for the timed choice
-        scratch = (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
-        return {name: (lambda name=name: _backward(do, q, k, v, o, lse, causal, sm_scale, block_skip, scratch, name))
-                for name in BACKWARD_VARIANTS}
-
-    chosen = _backward_variant(q, causal, variant, calls)
-    fused = chosen == "fused"
     tma = fused and _reduce_with_tma(q)
     batch, heads, seq, head_dim = q.shape
     if out is None:
@@ -1015,18 +977,17 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
                 (acc, dq, sm_scale, *_strides(dq), heads, seq, n_pad), device,
                 HEAD_DIM=head_dim, BLOCK_M=_CONVERT_BLOCK_M)
         else:
-            with _forked(chosen == "split_streams" and q.is_cuda, q.device):
-                _DQ_LAUNCH.launch(
-                    key, q_grid,
-                    (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
-                     *_strides(do), *_strides(dq), heads, seq),
-                    device, **flags, **_fixed_launch("dq", head_dim))
+            _DQ_LAUNCH.launch(
+                key, q_grid,
+                (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
+                 *_strides(do), *_strides(dq), heads, seq),
+                device, **flags, **_fixed_launch("dq", head_dim))
     if short_key is not None:
         # dq, dk, dv, delta and the accumulator are fresh allocations shaped by q, k, v, lse: their layout and
         # alignment follow from short_key, so the three recorded launches serve every later call.
         entries = (_PRE_LAUNCH.get(key), dkdv_launch.get(key), last_launch.get(key))
         if all(e is not None for e in entries):
-            _BWD_REPLAYS[short_key] = (chosen, entries)
+            _BWD_REPLAYS[short_key] = entries
     return dq, dk, dv
 
 
@@ -1049,8 +1010,8 @@ class FlashAttentionFunction(torch.autograd.Function):
 
 
 class _PinnedBackward(torch.autograd.Function):
-    """flash_attention (default scale, block skipping) whose backward runs one given BACKWARD_VARIANTS entry: the
-    benchmark's fa2_bwd_<variant> rows."""
+    """flash_attention (default scale, block skipping) whose backward runs one given BACKWARD_VARIANTS entry (the
+    benchmark's fa2_bwd_fused row, the profile workload's fa2_bwd_fused range)."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, variant: str):
@@ -1217,9 +1178,8 @@ def attention_impls() -> dict:
         # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
         "fa2_tl_fwd": lambda q, k, v, causal: _forward(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]), True,
                                                        sm90_allowed=False)[0],
-        # Each backward variant pinned, beside fa2_triton's timed choice among them (backward cases only).
-        **{f"fa2_bwd_{variant}": (lambda q, k, v, causal, variant=variant: _PinnedBackward.apply(q, k, v, causal, variant))
-           for variant in BACKWARD_VARIANTS},
+        # The fused backward beside fa2_triton's split one (backward cases only).
+        "fa2_bwd_fused": lambda q, k, v, causal: _PinnedBackward.apply(q, k, v, causal, "fused"),
         "sdpa_default": _sdpa_call(None),
         "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
@@ -1375,7 +1335,7 @@ def _memory_row(name: str, attention, params: dict, direction: str) -> dict:
     return row
 
 
-_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), **{f"fa2_bwd_{variant}": ("fwd+bwd",) for variant in BACKWARD_VARIANTS}}
+_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), "fa2_bwd_fused": ("fwd+bwd",)}
 """What the one-direction rows of attention_impls() measure in the memory table."""
 
 
@@ -1467,9 +1427,8 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
-    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels, the variant the timing chose:
-    preprocess, dK/dV, dQ; or preprocess, dK/dV with dQ added, dQ conversion), the split backward on one
-    stream "fa2_bwd_split" (preprocess, dK/dV, dQ), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
+    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels: preprocess, dK/dV, dQ), the
+    fused backward "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
     forward "fa2_fwd_tl" (the same as fa2_fwd where the Gluon sm_90 kernel does not apply) and that
     kernel with block skipping off "fa2_fwd_noskip" (the skipping measured on one kernel). Then ``loop`` back-to-back forwards each (no
     synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
@@ -1505,7 +1464,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
             torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
             triton_forward()
             flash_attention(q, k, v, causal, block_skip=False)
-            torch.autograd.grad(_PinnedBackward.apply(q, k, v, causal, "split"), (q, k, v), do)
+            torch.autograd.grad(_PinnedBackward.apply(q, k, v, causal, "fused"), (q, k, v), do)
         torch.cuda.synchronize()
 
     # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
@@ -1526,9 +1485,9 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
     timed("fa2_fwd_tl", triton_forward)
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
-    o_split = _PinnedBackward.apply(q, k, v, causal, "split")
-    timed("fa2_bwd_split", lambda: torch.autograd.grad(o_split, (q, k, v), do))
-    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip", "fa2_bwd_split"]
+    o_fused = _PinnedBackward.apply(q, k, v, causal, "fused")
+    timed("fa2_bwd_fused", lambda: torch.autograd.grad(o_fused, (q, k, v), do))
+    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip", "fa2_bwd_fused"]
     if loop:
         with torch.no_grad():
             for name, attention in (("fa2_fwd_loop", flash_attention), ("sdpa_fwd_loop", sdpa)):
