@@ -231,9 +231,9 @@ def _attn_bwd_preprocess(O, DO, Delta, DQ_ACC,
                          stride_oz, stride_oh, stride_om, stride_od,
                          stride_doz, stride_doh, stride_dom, stride_dod,
                          H, N_CTX, N_PAD,
-                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, ZERO_DQ: tl.constexpr):
-    """delta[i] = sum_d dO[i, d] * O[i, d] in fp32 (the rowsum(dO * O) term of dS); with ZERO_DQ
-    it also clears the same rows of the fused backward's dQ accumulator (see _dq_accumulator).
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta[i] = sum_d dO[i, d] * O[i, d] in fp32 (the rowsum(dO * O) term of dS) for the fused backward,
+    and the same rows of its dQ accumulator cleared (see _dq_accumulator).
 
     Grid (cdiv(N, BLOCK_M) * B * H,).
     """
@@ -249,9 +249,8 @@ def _attn_bwd_preprocess(O, DO, Delta, DQ_ACC,
                  mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
-    if ZERO_DQ:
-        tl.store(DQ_ACC + off_hz.to(tl.int64) * HEAD_DIM * N_PAD + offs_d[:, None] * N_PAD + offs_m[None, :],
-                 tl.zeros([HEAD_DIM, BLOCK_M], dtype=tl.float32), mask=row_ok[None, :])
+    tl.store(DQ_ACC + off_hz.to(tl.int64) * HEAD_DIM * N_PAD + offs_d[:, None] * N_PAD + offs_m[None, :],
+             tl.zeros([HEAD_DIM, BLOCK_M], dtype=tl.float32), mask=row_ok[None, :])
 
 
 @triton.jit
@@ -451,10 +450,11 @@ def _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
 
 
 @triton.jit
-def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, Delta, sm_scale,
+def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
                  stride_qz, stride_qh, stride_qm, stride_qd,
                  stride_kz, stride_kh, stride_kn, stride_kd,
                  stride_vz, stride_vh, stride_vn, stride_vd,
+                 stride_oz, stride_oh, stride_om, stride_od,
                  stride_doz, stride_doh, stride_dom, stride_dod,
                  stride_dqz, stride_dqh, stride_dqm, stride_dqd,
                  H, N_CTX,
@@ -463,7 +463,8 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, Delta, sm_scale,
     """One program = one BLOCK_M tile of queries, looping over key blocks like the forward.
 
     Grid (cdiv(N, BLOCK_M) * B * H,), causal tiles in reverse order, as in the forward.
-    Requires BLOCK_M % BLOCK_N == 0.
+    Requires BLOCK_M % BLOCK_N == 0. Computes delta = rowsum(dO * O) of its rows itself and stores it
+    for the dK/dV kernel launched after it (the split backward has no preprocess launch).
     """
     off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
     k_base = K + off_z * stride_kz + off_h * stride_kh
@@ -478,9 +479,13 @@ def _attn_bwd_dq(Q, K, V, DO, DQ, LSE, Delta, sm_scale,
     do = tl.load(DO + off_z * stride_doz + off_h * stride_doh
                  + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
                  mask=row_ok[:, None], other=0.0)
+    o = tl.load(O + off_z * stride_oz + off_h * stride_oh
+                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+                mask=row_ok[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
     lse2 = tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, mask=row_ok,
                    other=float("inf")) * _LOG2E
-    delta = tl.load(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, mask=row_ok, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * _LOG2E
 
@@ -637,7 +642,7 @@ _DKDV_LAUNCH = LaunchCache(_attn_bwd_dkdv_tuned,
                            per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "DQ_ACC", "sm_scale"))
 _DKDVQ_LAUNCH = LaunchCache(_attn_bwd_dkdvq_tuned,
                             per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "DQ_ACC", "sm_scale"))
-_DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "DO", "DQ", "LSE", "Delta", "sm_scale"))
+_DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "O", "DO", "DQ", "LSE", "Delta", "sm_scale"))
 _CONVERT_LAUNCH = LaunchCache(_attn_bwd_dq_convert, per_call=("DQ_ACC", "DQ", "sm_scale"))
 _CONVERT_BLOCK_M = 32 if _INTERPRET else 64
 _SM90_LAUNCH = (LaunchCache(sm90.attn_fwd_sm90, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
@@ -912,9 +917,9 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
               variant: str | None = None):
     """Launch the backward; returns dq, dk, dv in the input dtype.
 
-    variant (BACKWARD_VARIANTS; default ``_backward_variant``): split launches the preprocess (delta), dK/dV and
-    dQ kernels; fused launches the preprocess (delta, clearing the dQ accumulator), dK/dV with dQ added, and the
-    dQ conversion.
+    variant (BACKWARD_VARIANTS; default ``_backward_variant``): split launches the dQ kernel (which also writes
+    delta), then dK/dV; fused launches the preprocess (delta, clearing the dQ accumulator), dK/dV with dQ added,
+    and the dQ conversion.
     out: optional preallocated (dq, dk, dv), as for _forward.
     """
     fused = _backward_variant(variant) == "fused"
@@ -922,20 +927,20 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
                  if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
     if replay is not None and replay_allowed(q.device.index):
-        preprocess, dkdv, last = replay
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         delta = torch.empty_like(lse)
         if fused:
+            preprocess, dkdv, convert = replay
             acc = _dq_accumulator(q)
             if _reduce_with_tma(q):
                 triton.set_allocator(_tma_workspace)
             preprocess((o, do, delta, acc))
             dkdv((q, k, v, do, dk, dv, lse, delta, acc, sm_scale))
-            last((acc, dq, sm_scale))
+            convert((acc, dq, sm_scale))
         else:
-            preprocess((o, do, delta, None))
+            dq_launch, dkdv = replay
+            dq_launch((q, k, v, o, do, dq, lse, delta, sm_scale))
             dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
-            last((q, k, v, do, dq, lse, delta, sm_scale))
         return dq, dk, dv
     tma = fused and _reduce_with_tma(q)
     batch, heads, seq, head_dim = q.shape
@@ -957,35 +962,40 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     device = q.device.index if q.is_cuda else None
     key = (signature(*(t for t in (do, q, k, v, o, lse, dq, dk, dv, delta, acc) if t is not None)),
            bool(causal), bool(block_skip), fused)
-    dkdv_launch = _DKDVQ_LAUNCH if fused else _DKDV_LAUNCH
-    last_launch = _CONVERT_LAUNCH if fused else _DQ_LAUNCH
     if tma:
         triton.set_allocator(_tma_workspace)
-    with _device_scope(q):
-        _PRE_LAUNCH.launch(
-            key, (triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,),
-            (o, do, delta, acc, *_strides(o), *_strides(do), heads, seq, n_pad), device,
-            HEAD_DIM=head_dim, BLOCK_M=_PREPROCESS_BLOCK_M, ZERO_DQ=fused)
-        dkdv_launch.launch(
+
+    def launch_dkdv(cache, acc):
+        cache.launch(
             key, k_grid,
             (q, k, v, do, dk, dv, lse, delta, acc, sm_scale, *_strides(q), *_strides(k), *_strides(v),
              *_strides(do), *_strides(dk), *_strides(dv), heads, seq, n_pad),
             device, **flags, FUSE_DQ=fused, DQ_TMA=tma, **_fixed_launch("dkdvq" if fused else "dkdv", head_dim))
+
+    with _device_scope(q):
         if fused:
+            _PRE_LAUNCH.launch(
+                key, (triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,),
+                (o, do, delta, acc, *_strides(o), *_strides(do), heads, seq, n_pad), device,
+                HEAD_DIM=head_dim, BLOCK_M=_PREPROCESS_BLOCK_M)
+            launch_dkdv(_DKDVQ_LAUNCH, acc)
             _CONVERT_LAUNCH.launch(
                 key, (triton.cdiv(seq, _CONVERT_BLOCK_M) * batch * heads,),
                 (acc, dq, sm_scale, *_strides(dq), heads, seq, n_pad), device,
                 HEAD_DIM=head_dim, BLOCK_M=_CONVERT_BLOCK_M)
-        else:
+            caches = (_PRE_LAUNCH, _DKDVQ_LAUNCH, _CONVERT_LAUNCH)
+        else:  # dQ first: it writes delta, which dK/dV reads
             _DQ_LAUNCH.launch(
                 key, q_grid,
-                (q, k, v, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v),
+                (q, k, v, o, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
                  *_strides(do), *_strides(dq), heads, seq),
                 device, **flags, **_fixed_launch("dq", head_dim))
+            launch_dkdv(_DKDV_LAUNCH, None)
+            caches = (_DQ_LAUNCH, _DKDV_LAUNCH)
     if short_key is not None:
         # dq, dk, dv, delta and the accumulator are fresh allocations shaped by q, k, v, lse: their layout and
-        # alignment follow from short_key, so the three recorded launches serve every later call.
-        entries = (_PRE_LAUNCH.get(key), dkdv_launch.get(key), last_launch.get(key))
+        # alignment follow from short_key, so the recorded launches serve every later call.
+        entries = tuple(cache.get(key) for cache in caches)
         if all(e is not None for e in entries):
             _BWD_REPLAYS[short_key] = entries
     return dq, dk, dv

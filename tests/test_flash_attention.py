@@ -556,7 +556,7 @@ from triton.compiler import ASTSource
 from kernels import flash_attention as fa
 
 FP32_POINTERS = {"LSE", "Delta", "DQ_ACC"}
-FP16_POINTERS = {"Q", "K", "V", "Out", "DO", "DK", "DV", "DQ"}
+FP16_POINTERS = {"Q", "K", "V", "O", "Out", "DO", "DK", "DV", "DQ"}
 CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N", "TMA_OK", "USE_TMA", "FUSE_DQ", "DQ_TMA"}
 
 def summary(kernel):

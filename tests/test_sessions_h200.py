@@ -267,3 +267,25 @@ def test_block_skipping_measured_on_one_kernel_in_the_sm90_session():
     on, off = launches.loc["fa2_fwd_tl"], launches.loc["fa2_fwd_noskip"]
     assert on["kernel"] == off["kernel"] == "_attn_fwd"
     assert off["duration_us"] / on["duration_us"] > 1.7 and off["tensor_flops"] / on["tensor_flops"] > 1.7
+
+
+def test_fused_backward_does_cudnns_matmuls_but_the_split_one_is_faster():
+    """sessions/fa2-n4096-d64-bwd (one ncu capture): the fused dK/dV kernel, dQ added from it, executes exactly the
+    tensor FLOPs of cuDNN's backward (five matmuls per block pair) and ~5/7 of the split backward's (dK/dV, then
+    dQ recomputing P and dP), yet takes longer than the two split kernels together: one 8-warp CTA per SM
+    (255 registers) keeps its tensor pipe less busy than either split kernel."""
+    launches = load_session(SESSIONS / "fa2-n4096-d64-bwd").table("launches")
+    split = launches[launches["nvtx_path"] == "fa2_bwd"].set_index("kernel")
+    fused = launches[launches["nvtx_path"] == "fa2_bwd_fused"].set_index("kernel")
+    cudnn = launches[(launches["nvtx_path"] == "sdpa_bwd") & (launches["tensor_flops"] > 0)]
+    assert list(split.index) == ["_attn_bwd_preprocess", "_attn_bwd_dkdv", "_attn_bwd_dq"]
+    assert list(fused.index) == ["_attn_bwd_preprocess", "_attn_bwd_dkdv", "_attn_bwd_dq_convert"]
+    assert len(cudnn) == 1
+    fused_dkdv = fused.loc["_attn_bwd_dkdv"]
+    assert fused_dkdv["tensor_flops"] == pytest.approx(cudnn["tensor_flops"].iloc[0], rel=1e-3)
+    split_flops = split["tensor_flops"].sum()
+    assert 5 / 7 <= fused_dkdv["tensor_flops"] / split_flops < 5 / 7 * 1.03
+    split_time = split.loc[["_attn_bwd_dkdv", "_attn_bwd_dq"], "duration_us"].sum()
+    assert fused_dkdv["duration_us"] > 1.05 * split_time
+    assert fused_dkdv["registers_per_thread"] == 255 and fused_dkdv["theoretical_occupancy_pct"] == 12.5
+    assert fused_dkdv["tensor_pipe_pct"] < 0.75 * split.loc[["_attn_bwd_dkdv", "_attn_bwd_dq"], "tensor_pipe_pct"].min()
