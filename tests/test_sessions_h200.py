@@ -273,7 +273,8 @@ def test_fused_backward_does_cudnns_matmuls_but_the_split_one_is_faster():
     """sessions/fa2-n4096-d64-bwd (one ncu capture): the fused dK/dV kernel, dQ added from it, executes exactly the
     tensor FLOPs of cuDNN's backward (five matmuls per block pair) and ~5/7 of the split backward's (dK/dV, then
     dQ recomputing P and dP), yet takes longer than the two split kernels together: one 8-warp CTA per SM
-    (255 registers) keeps its tensor pipe less busy than either split kernel."""
+    (255 registers) keeps its tensor pipe less busy than either split kernel. Captured at d673ee7, when the split
+    backward still launched a preprocess for delta (since 4d6dba5 its dQ kernel computes it)."""
     launches = load_session(SESSIONS / "fa2-n4096-d64-bwd").table("launches")
     split = launches[launches["nvtx_path"] == "fa2_bwd"].set_index("kernel")
     fused = launches[launches["nvtx_path"] == "fa2_bwd_fused"].set_index("kernel")
