@@ -882,11 +882,11 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
 
 
 BACKWARD_VARIANTS = ("split", "fused")
-"""How the backward can run. "split" (the default): dK/dV, then a dQ kernel over query tiles that recomputes P and
-dP (seven matmuls per block pair). "fused": dQ added, in fp32, from the dK/dV kernel (five matmuls, then a
-conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ is not bitwise
-reproducible); on the H200 it ran 0.88-0.93x the split backward's speed at N >= 2048 (GPU runs AG, AH), hence
-opt-in."""
+"""How the backward can run. "split" (the default): a dQ kernel over query tiles, then dK/dV over key blocks, each
+recomputing P and dP (seven matmuls per block pair). "fused": dQ added, in fp32, from the dK/dV kernel (five
+matmuls, then a conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ
+is not bitwise reproducible); on the H200 it ran at 0.84-0.96x the split backward's speed for N >= 2048 (GPU run
+AJ; its 8-warp tiles need 255 registers, one CTA per SM), hence opt-in."""
 _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
 """PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> picks the backward of every call that does not name one."""
 
@@ -965,7 +965,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     if tma:
         triton.set_allocator(_tma_workspace)
 
-    def launch_dkdv(cache, acc):
+    def launch_dkdv(cache):
         cache.launch(
             key, k_grid,
             (q, k, v, do, dk, dv, lse, delta, acc, sm_scale, *_strides(q), *_strides(k), *_strides(v),
@@ -978,7 +978,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
                 key, (triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,),
                 (o, do, delta, acc, *_strides(o), *_strides(do), heads, seq, n_pad), device,
                 HEAD_DIM=head_dim, BLOCK_M=_PREPROCESS_BLOCK_M)
-            launch_dkdv(_DKDVQ_LAUNCH, acc)
+            launch_dkdv(_DKDVQ_LAUNCH)
             _CONVERT_LAUNCH.launch(
                 key, (triton.cdiv(seq, _CONVERT_BLOCK_M) * batch * heads,),
                 (acc, dq, sm_scale, *_strides(dq), heads, seq, n_pad), device,
@@ -990,7 +990,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
                 (q, k, v, o, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
                  *_strides(do), *_strides(dq), heads, seq),
                 device, **flags, **_fixed_launch("dq", head_dim))
-            launch_dkdv(_DKDV_LAUNCH, None)
+            launch_dkdv(_DKDV_LAUNCH)
             caches = (_DQ_LAUNCH, _DKDV_LAUNCH)
     if short_key is not None:
         # dq, dk, dv, delta and the accumulator are fresh allocations shaped by q, k, v, lse: their layout and
@@ -1002,40 +1002,28 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
 
 
 class FlashAttentionFunction(torch.autograd.Function):
-    """Autograd wrapper: saves q, k, v, o and the LSE; the backward recomputes P from the LSE."""
+    """Autograd wrapper: saves q, k, v, o and the LSE; the backward recomputes P from the LSE.
+    variant: the backward's (BACKWARD_VARIANTS; None: ``_backward_variant``'s default)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal: bool, sm_scale: float, block_skip: bool):
+    def forward(ctx, q, k, v, causal: bool, sm_scale: float, block_skip: bool, variant: str | None = None):
         o, lse = _forward(q, k, v, causal, sm_scale, block_skip)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.sm_scale, ctx.block_skip = causal, sm_scale, block_skip
+        ctx.causal, ctx.sm_scale, ctx.block_skip, ctx.variant = causal, sm_scale, block_skip, variant
         return o
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip)
-        return dq, dk, dv, None, None, None
+        dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip, variant=ctx.variant)
+        return dq, dk, dv, None, None, None, None
 
 
-class _PinnedBackward(torch.autograd.Function):
-    """flash_attention (default scale, block skipping) whose backward runs one given BACKWARD_VARIANTS entry (the
-    benchmark's fa2_bwd_fused row, the profile workload's fa2_bwd_fused range)."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, causal: bool, variant: str):
-        scale = _resolve_scale(None, q.shape[-1])
-        o, lse = _forward(q, k, v, causal, scale, True)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.sm_scale, ctx.variant = causal, scale, variant
-        return o
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
-        return (*_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, True, variant=ctx.variant), None, None)
+def _fused_backward_attention(q, k, v, causal: bool):
+    """flash_attention (default scale, block skipping) with the fused backward: the benchmark's fa2_bwd_fused row
+    and the profile workload's fa2_bwd_fused range."""
+    return FlashAttentionFunction.apply(q, k, v, causal, _resolve_scale(None, q.shape[-1]), True, "fused")
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
@@ -1189,7 +1177,7 @@ def attention_impls() -> dict:
         "fa2_tl_fwd": lambda q, k, v, causal: _forward(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]), True,
                                                        sm90_allowed=False)[0],
         # The fused backward beside fa2_triton's split one (backward cases only).
-        "fa2_bwd_fused": lambda q, k, v, causal: _PinnedBackward.apply(q, k, v, causal, "fused"),
+        "fa2_bwd_fused": _fused_backward_attention,
         "sdpa_default": _sdpa_call(None),
         "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
@@ -1474,7 +1462,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
             torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
             triton_forward()
             flash_attention(q, k, v, causal, block_skip=False)
-            torch.autograd.grad(_PinnedBackward.apply(q, k, v, causal, "fused"), (q, k, v), do)
+            torch.autograd.grad(_fused_backward_attention(q, k, v, causal), (q, k, v), do)
         torch.cuda.synchronize()
 
     # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
@@ -1495,7 +1483,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
     timed("fa2_fwd_tl", triton_forward)
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
-    o_fused = _PinnedBackward.apply(q, k, v, causal, "fused")
+    o_fused = _fused_backward_attention(q, k, v, causal)
     timed("fa2_bwd_fused", lambda: torch.autograd.grad(o_fused, (q, k, v), do))
     ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip", "fa2_bwd_fused"]
     if loop:
