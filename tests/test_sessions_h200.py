@@ -290,3 +290,15 @@ def test_fused_backward_does_cudnns_matmuls_but_the_split_one_is_faster():
     assert fused_dkdv["duration_us"] > 1.05 * split_time
     assert fused_dkdv["registers_per_thread"] == 255 and fused_dkdv["theoretical_occupancy_pct"] == 12.5
     assert fused_dkdv["tensor_pipe_pct"] < 0.75 * split.loc[["_attn_bwd_dkdv", "_attn_bwd_dq"], "tensor_pipe_pct"].min()
+
+
+def test_fused_backward_against_cudnn_in_profkit_diff():
+    """`profkit diff 'fa2-n4096-d64-bwd:fa2_bwd_fused' fa2-n4096-d64-bwd:sdpa_bwd` picks each range's busiest kernel
+    and shows the same work (instruction-counter FLOPs, DRAM bytes) done 1.37x slower, with pointer loads (12x
+    cuDNN's global load requests, no TMA) and 7x its shared-memory bank conflicts."""
+    fused_vs_cudnn = _diff_metrics("fa2-n4096-d64-bwd:fa2_bwd_fused", "fa2-n4096-d64-bwd:sdpa_bwd")
+    assert abs(fused_vs_cudnn["total_flops"]["ratio"] - 1) < 0.01
+    assert abs(fused_vs_cudnn["dram_bytes"]["ratio"] - 1) < 0.01
+    assert fused_vs_cudnn["duration"]["ratio"] < 0.8  # cuDNN's time over ours
+    assert fused_vs_cudnn["global_load_requests"]["a"] > 10 * fused_vs_cudnn["global_load_requests"]["b"]
+    assert fused_vs_cudnn["bank_conflicts"]["a"] > 5 * fused_vs_cudnn["bank_conflicts"]["b"]
