@@ -870,14 +870,17 @@ def _pick_forward(q, causal: bool, launchers: dict) -> str:
     return _pick_variant(_choice_key("fwd", q, causal), FORWARD_VARIANTS, calls)
 
 
+def _device_tma(t: torch.Tensor) -> bool:
+    """Whether t lives on an sm_90/sm_100 GPU and this triton builds TMA descriptors on the device."""
+    return t.is_cuda and _device_info(t.device.index)[0] in (9, 10) and _has_device_tma()
+
+
 def _tma_ok(*tensors: torch.Tensor) -> bool:
     """Whether the forward may read and write these through TMA descriptors: contiguous, 16-byte
     aligned, and (compiled) on an sm_90/sm_100 GPU with a triton that builds descriptors on the device."""
     if not all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors):
         return False
-    if _INTERPRET:
-        return True
-    return tensors[0].is_cuda and _device_info(tensors[0].device.index)[0] in (9, 10) and _has_device_tma()
+    return _INTERPRET or _device_tma(tensors[0])
 
 
 
@@ -894,7 +897,7 @@ _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
 def _reduce_with_tma(q: torch.Tensor) -> bool:
     """Whether the fused backward's dQ adds go through TMA reduce (sm_90/sm_100 with device descriptors);
     otherwise they are per-element atomics (the interpreter, other GPUs)."""
-    return (not _INTERPRET and q.is_cuda and _device_info(q.device.index)[0] in (9, 10) and _has_device_tma())
+    return not _INTERPRET and _device_tma(q)
 
 
 def _backward_variant(variant: str | None) -> str:
@@ -1294,7 +1297,7 @@ def tuned_configs() -> dict:
             chosen[name] = {str(d): str(_fixed_launch(name, d)) for d in SUPPORTED_HEAD_DIMS}
     chosen["fwd_sm90"] = {"BLOCK_M": sm90.BLOCK_M, "BLOCK_N": sm90.BLOCK_N, "STAGES": sm90.STAGES,
                           "warps": "2 consumer warpgroups + 1 loader warp", "enabled": SM90_FORWARD}
-    chosen["variant_choices"] = dict(_VARIANT_CHOICES)  # forward (fwd|...) and backward (bwd|...) timings
+    chosen["variant_choices"] = dict(_VARIANT_CHOICES)  # the forward's variant timings (keys fwd|...)
     return chosen
 
 
@@ -1425,10 +1428,11 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
-    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (3 kernels: preprocess, dK/dV, dQ), the
-    fused backward "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion), SDPA (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot)
-    forward "fa2_fwd_tl" (the same as fa2_fwd where the Gluon sm_90 kernel does not apply) and that
-    kernel with block skipping off "fa2_fwd_noskip" (the skipping measured on one kernel). Then ``loop`` back-to-back forwards each (no
+    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (2 kernels: dQ, which also writes delta,
+    then dK/dV), the fused backward "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion), SDPA
+    (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot) forward "fa2_fwd_tl" (the
+    same as fa2_fwd where the Gluon sm_90 kernel does not apply) and that kernel with block skipping off
+    "fa2_fwd_noskip" (the skipping measured on one kernel). Then ``loop`` back-to-back forwards each (no
     synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
     show the host launch cost against kernel time (``profkit show -t launch``). fp16, B=4 and
     H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
