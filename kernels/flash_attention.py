@@ -420,23 +420,28 @@ def _attn_bwd_dq_convert(DQ_ACC, DQ, sm_scale,
 @triton.jit
 def _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                        stride_kn, stride_kd, stride_vn, stride_vd,
-                       offs_m, lo, hi, qk_scale, N_CTX,
+                       offs_m, lo, hi, qk_scale, N_CTX, off_hz,
                        HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-                       CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr):
-    """Accumulate dQ of one query tile over the key blocks starting in [lo, hi); lse2 is base 2."""
+                       CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr, USE_TMA: tl.constexpr):
+    """Accumulate dQ of one query tile over the key blocks starting in [lo, hi); lse2 is base 2.
+    USE_TMA: k_base and v_base are (batch*heads, N_CTX, HEAD_DIM) tensor descriptors indexed by off_hz
+    (zero-filled past N_CTX), as in the forward."""
     offs_d = tl.arange(0, HEAD_DIM)
     offs_n0 = tl.arange(0, BLOCK_N)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         offs_n = start_n + offs_n0
-        k_ptrs = k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
-        v_ptrs = v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd
-        if PAD_MASK:
-            k = tl.load(k_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
-            v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        if USE_TMA:
+            k = k_base.load([off_hz, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+            v = v_base.load([off_hz, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        elif PAD_MASK:
+            k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+                        mask=offs_n[:, None] < N_CTX, other=0.0)
+            v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                        mask=offs_n[:, None] < N_CTX, other=0.0)
         else:
-            k = tl.load(k_ptrs)
-            v = tl.load(v_ptrs)
+            k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd)
+            v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
         qk = tl.dot(q, tl.trans(k))
         p = tl.math.exp2(qk * qk_scale - lse2[:, None])
         if CAUSAL_MASK:
@@ -459,16 +464,25 @@ def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
                  stride_dqz, stride_dqh, stride_dqm, stride_dqd,
                  H, N_CTX,
                  HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                 TMA_OK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 USE_TMA: tl.constexpr):
     """One program = one BLOCK_M tile of queries, looping over key blocks like the forward.
 
     Grid (cdiv(N, BLOCK_M) * B * H,), causal tiles in reverse order, as in the forward.
     Requires BLOCK_M % BLOCK_N == 0. Computes delta = rowsum(dO * O) of its rows itself and stores it
     for the dK/dV kernel launched after it (the split backward has no preprocess launch).
+    TMA_OK and USE_TMA as in the forward: K and V then come through tensor descriptors.
     """
     off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
-    k_base = K + off_z * stride_kz + off_h * stride_kh
-    v_base = V + off_z * stride_vz + off_h * stride_vh
+    if USE_TMA:
+        heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_M)
+        k_base = tl.make_tensor_descriptor(K, shape=[heads_total, N_CTX, HEAD_DIM],
+                                           strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, BLOCK_N, HEAD_DIM])
+        v_base = tl.make_tensor_descriptor(V, shape=[heads_total, N_CTX, HEAD_DIM],
+                                           strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, BLOCK_N, HEAD_DIM])
+    else:
+        k_base = K + off_z * stride_kz + off_h * stride_kh
+        v_base = V + off_z * stride_vz + off_h * stride_vh
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -493,27 +507,27 @@ def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
         if BLOCK_SKIP:
             dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                                     stride_kn, stride_kd, stride_vn, stride_vd,
-                                    offs_m, 0, start_m, qk_scale, N_CTX,
-                                    HEAD_DIM, BLOCK_N, False, False)
+                                    offs_m, 0, start_m, qk_scale, N_CTX, off_hz,
+                                    HEAD_DIM, BLOCK_N, False, False, USE_TMA)
             dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                                     stride_kn, stride_kd, stride_vn, stride_vd,
                                     offs_m, start_m, tl.minimum(start_m + BLOCK_M, N_CTX),
-                                    qk_scale, N_CTX, HEAD_DIM, BLOCK_N, True, True)
+                                    qk_scale, N_CTX, off_hz, HEAD_DIM, BLOCK_N, True, True, USE_TMA)
         else:
             dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                                     stride_kn, stride_kd, stride_vn, stride_vd,
-                                    offs_m, 0, N_CTX, qk_scale, N_CTX,
-                                    HEAD_DIM, BLOCK_N, True, True)
+                                    offs_m, 0, N_CTX, qk_scale, N_CTX, off_hz,
+                                    HEAD_DIM, BLOCK_N, True, True, USE_TMA)
     else:
         n_full = (N_CTX // BLOCK_N) * BLOCK_N
         dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                                 stride_kn, stride_kd, stride_vn, stride_vd,
-                                offs_m, 0, n_full, qk_scale, N_CTX,
-                                HEAD_DIM, BLOCK_N, False, False)
+                                offs_m, 0, n_full, qk_scale, N_CTX, off_hz,
+                                HEAD_DIM, BLOCK_N, False, False, USE_TMA)
         dq = _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
                                 stride_kn, stride_kd, stride_vn, stride_vd,
-                                offs_m, n_full, N_CTX, qk_scale, N_CTX,
-                                HEAD_DIM, BLOCK_N, False, True)
+                                offs_m, n_full, N_CTX, qk_scale, N_CTX, off_hz,
+                                HEAD_DIM, BLOCK_N, False, True, USE_TMA)
 
     dq = dq * sm_scale
     tl.store(DQ + off_z * stride_dqz + off_h * stride_dqh
@@ -538,8 +552,8 @@ _SEARCH_SPACE = {
               ((64, 64), 4, (2, 3))],
     },
     "dkdv": {
-        64: [((32, 128), 8, (2, 3)), ((64, 128), 8, (2, 3)), ((16, 128), 4, (2, 3)),
-             ((32, 64), 4, (2, 3)), ((64, 64), 8, (2,))],
+        64: [((64, 64), 4, (3, 2)), ((32, 64), 4, (3, 2)), ((32, 128), 8, (2, 3)), ((64, 128), 8, (2, 3)),
+             ((16, 128), 4, (2, 3))],
         128: [((32, 128), 8, (2, 3, 4)), ((16, 128), 8, (2, 3)), ((32, 64), 8, (2, 3)),
               ((64, 64), 8, (2,))],
     },
@@ -562,8 +576,13 @@ _SEARCH_SPACE = {
 # d=128, B*H=64, causal fp16, against the autotuned pointer kernel): 128x64 tiles with 4 warps and
 # 2 stages ran 0.830 / 0.883x cuDNN at N = 4096 / 8192 against 0.802 / 0.832x; at N = 1024 0.66x
 # against 0.82x, and at d=64 every TMA tile lost (0.91x vs 0.95x at N = 16384), hence d=128 only.
+# The dQ kernel's d=64 descriptor tiles (K and V through TMA) were its fastest in GPU run AL (causal fp16,
+# B*H = 32, each config timed alone): 128x64 with 4 warps 222 / 788 / 2911 us at N = 4096 / 8192 / 16384
+# against 226 / 812 / 3110 us for the best pointer tile (64x64). Descriptor loads in the dK/dV kernel (Q and
+# dO) lost at every tile there (64x64, 4 warps: 361 / 1300 / 4932 us against 337 / 1245 / 4682), so it has none.
 _TMA_SEARCH_SPACE = {
     "fwd": {128: [((128, 64), 4, (2,)), ((64, 64), 4, (2,))]},
+    "dq": {64: [((128, 64), 4, (3,)), ((128, 64), 8, (3,))]},
 }
 # Under TRITON_INTERPRET=1 (CPU tests) one small fixed tile per kernel. The tiles are deliberately
 # unequal so the tests cover diagonals that span several inner blocks.
@@ -571,7 +590,7 @@ _INTERPRET_BLOCKS = {
     "fwd": {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": False},
     "dkdv": {"BLOCK_M": 16, "BLOCK_N": 32},
     "dkdvq": {"BLOCK_M": 16, "BLOCK_N": 32},
-    "dq": {"BLOCK_M": 32, "BLOCK_N": 16},
+    "dq": {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": False},
 }
 # Autotuning runs on the GPU unless PROFKIT_FA_AUTOTUNE=0, which launches each kernel with the
 # first config of its search space (quick GPU test runs; no tuning time).
@@ -580,14 +599,14 @@ _TIME_VARIANTS = _AUTOTUNE
 """Whether an eligible forward times its variants (``_pick_forward``); off with autotuning."""
 _AUTOTUNE_KEY = ["N_CTX", "HEAD_DIM", "CAUSAL", "BLOCK_SKIP"]  # Triton adds every tensor's dtype
 _AUTOTUNE_KEYS = {"fwd": _AUTOTUNE_KEY + ["TMA_OK"], "dkdv": _AUTOTUNE_KEY, "dkdvq": _AUTOTUNE_KEY + ["DQ_TMA"],
-                  "dq": _AUTOTUNE_KEY}
+                  "dq": _AUTOTUNE_KEY + ["TMA_OK"]}
 _RESET_TO_ZERO = {"dkdvq": ["DQ_ACC"]}  # the fused kernel adds into DQ_ACC: cleared before every timed config
 _PREPROCESS_BLOCK_M = 32 if _INTERPRET else 128
 
 
 def autotune_configs(kernel: str, head_dim: int, tma: bool = False) -> list[triton.Config]:
-    """The sm_90 search space of one kernel ("fwd", "dkdv" or "dq") for one head_dim; with tma,
-    the forward's descriptor configs too (the first config is always a pointer one).
+    """The sm_90 search space of one kernel ("fwd", "dkdv", "dkdvq" or "dq") for one head_dim; with tma,
+    the descriptor configs of the kernels that have them (fwd, dq) too (the first config is always a pointer one).
 
     Every config keeps the outer tile (the one a program owns) a multiple of the inner one it
     loops over, which the causal loop split relies on.
@@ -600,7 +619,7 @@ def autotune_configs(kernel: str, head_dim: int, tma: bool = False) -> list[trit
     spaces = [(_SEARCH_SPACE[kernel][head_dim], False)]
     if tma:
         spaces.append((_TMA_SEARCH_SPACE.get(kernel, {}).get(head_dim, []), True))
-    flag = (lambda use_tma: {"USE_TMA": use_tma}) if kernel == "fwd" else (lambda use_tma: {})
+    flag = (lambda use_tma: {"USE_TMA": use_tma}) if kernel in _TMA_SEARCH_SPACE else (lambda use_tma: {})
     return [triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, **flag(use_tma)},
                           num_warps=warps, num_stages=stages)
             for space, use_tma in spaces
@@ -657,7 +676,8 @@ validation and recorded its launch, so a repeated call skips validation, the fiv
 tuple and the launch keywords: at N = 1024, d=64 a forward cost 62 µs of host time, 12 µs of it the recorded
 launch itself, while the kernel takes 27 µs (GPU run O)."""
 _BWD_REPLAYS: dict = {}
-"""(do, q, k, v, o, lse) signature, causal, block_skip -> the backward's three recorded launches. A backward
+"""(do, q, k, v, o, lse) signature, causal, block_skip, fused -> the backward's recorded launches (split: dQ,
+dK/dV and whether dQ reads through TMA descriptors; fused: preprocess, dK/dV, conversion). A backward
 runs in autograd's device thread, where the host time of the Python path adds to the engine's own: at
 N = 512 a backward cost 186 µs of host time through torch.autograd.grad, 55 µs of it in ``_backward``
 (``python -m profkit.bench.host_probe fa_backward``, run G). The replay skips the ten-tensor key,
@@ -876,7 +896,7 @@ def _device_tma(t: torch.Tensor) -> bool:
 
 
 def _tma_ok(*tensors: torch.Tensor) -> bool:
-    """Whether the forward may read and write these through TMA descriptors: contiguous, 16-byte
+    """Whether a kernel may read and write these through TMA descriptors: contiguous, 16-byte
     aligned, and (compiled) on an sm_90/sm_100 GPU with a triton that builds descriptors on the device."""
     if not all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors):
         return False
@@ -941,11 +961,14 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
             dkdv((q, k, v, do, dk, dv, lse, delta, acc, sm_scale))
             convert((acc, dq, sm_scale))
         else:
-            dq_launch, dkdv = replay
+            dq_launch, dkdv, dq_tma = replay
+            if dq_tma:
+                triton.set_allocator(_tma_workspace)
             dq_launch((q, k, v, o, do, dq, lse, delta, sm_scale))
             dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
         return dq, dk, dv
     tma = fused and _reduce_with_tma(q)
+    dq_tma = not fused and _tma_ok(k, v)  # the split dQ kernel may read K and V through descriptors
     batch, heads, seq, head_dim = q.shape
     if out is None:
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -965,7 +988,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     device = q.device.index if q.is_cuda else None
     key = (signature(*(t for t in (do, q, k, v, o, lse, dq, dk, dv, delta, acc) if t is not None)),
            bool(causal), bool(block_skip), fused)
-    if tma:
+    if tma or dq_tma:  # device-built descriptors live in a workspace the launcher allocates
         triton.set_allocator(_tma_workspace)
 
     def launch_dkdv(cache):
@@ -988,11 +1011,14 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
                 HEAD_DIM=head_dim, BLOCK_M=_CONVERT_BLOCK_M)
             caches = (_PRE_LAUNCH, _DKDVQ_LAUNCH, _CONVERT_LAUNCH)
         else:  # dQ first: it writes delta, which dK/dV reads
+            launch = _fixed_launch("dq", head_dim)
+            if "USE_TMA" in launch:
+                launch["USE_TMA"] = launch["USE_TMA"] and dq_tma
             _DQ_LAUNCH.launch(
                 key, q_grid,
                 (q, k, v, o, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
                  *_strides(do), *_strides(dq), heads, seq),
-                device, **flags, **_fixed_launch("dq", head_dim))
+                device, **flags, TMA_OK=dq_tma, **launch)
             launch_dkdv(_DKDV_LAUNCH)
             caches = (_DQ_LAUNCH, _DKDV_LAUNCH)
     if short_key is not None:
@@ -1000,7 +1026,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
         # alignment follow from short_key, so the recorded launches serve every later call.
         entries = tuple(cache.get(key) for cache in caches)
         if all(e is not None for e in entries):
-            _BWD_REPLAYS[short_key] = entries
+            _BWD_REPLAYS[short_key] = entries if fused else (*entries, dq_tma)
     return dq, dk, dv
 
 

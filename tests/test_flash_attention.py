@@ -273,6 +273,35 @@ def test_descriptor_forward_matches_float64_reference(batch, heads, seq, head_di
     assert lse_err <= LSE_RTOL, f"lse: error {lse_err:.2e} (seed {seed})"
 
 
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout", TMA_CASES,
+                         ids=[case_id((*c, None)) for c in TMA_CASES])
+def test_descriptor_dq_kernel_matches_float64_reference(batch, heads, seq, head_dim, causal, dtype, layout,
+                                                        seed, monkeypatch):
+    """The split backward's dQ kernel with USE_TMA (K and V read through (batch*heads, seq, d) descriptors):
+    key blocks past the sequence end must read zeros within each head, for odd lengths; dQ, dK and dV (dK/dV
+    read the delta the dQ kernel stores) within the gradient tolerance of float64. Non-contiguous inputs must
+    take the pointer path. On a GPU (PROFKIT_FA_AUTOTUNE=0) the first descriptor config of the dQ search space
+    is forced, whatever the head_dim."""
+    if INTERPRET:
+        forced = {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": True}
+    else:
+        config = next(c for d in fa.SUPPORTED_HEAD_DIMS for c in fa.autotune_configs("dq", d, tma=True)
+                      if c.kwargs["USE_TMA"])
+        forced = dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+    fixed = fa._fixed_launch
+    monkeypatch.setattr(fa, "_fixed_launch", lambda kernel, d: dict(forced) if kernel == "dq" else fixed(kernel, d))
+    monkeypatch.setattr(fa, "_BWD_REPLAYS", {})
+    q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, layout)
+    o, lse = fa.flash_attention_forward(q, k, v, causal=causal)
+    grads = (torch.full_like(q, float("nan")), torch.full_like(k, float("nan")), torch.full_like(v, float("nan")))
+    fa._backward(do, q, k, v, o, lse, causal, head_dim ** -0.5, True, out=grads, variant="split")
+    ref = run_reference(q, k, v, do, causal)
+    tol = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
+    for name, got in zip(("dq", "dk", "dv"), grads):
+        err = scaled_error(got, ref[name])
+        assert err <= tol, f"{name}: error {err:.2e} > {tol:.2e} (seed {seed}, {layout})"
+
+
 def test_layout_key_separates_what_a_recorded_forward_depends_on():
     """The inference replay's key: same layouts with new data share it; dtype, strides, shape,
     16-byte alignment, device and the three flags each change it."""
@@ -412,18 +441,21 @@ def test_sm90_forward_can_be_turned_off(monkeypatch, sm90_launches):
     assert (lse - lse_tl).abs().max().item() <= LSE_RTOL * lse_tl.abs().max().item()
 
 
-def test_descriptor_configs_only_where_allowed():
-    """The autotuner sees the forward's descriptor configs only when the call allows them (TMA_OK),
-    the first config of every space stays a pointer one (PROFKIT_FA_AUTOTUNE=0 launches it), and the
-    backward kernels have none."""
-    plain = fa.autotune_configs("fwd", 128)
-    with_tma = fa.autotune_configs("fwd", 128, tma=True)
+@pytest.mark.parametrize("kernel,head_dim", [("fwd", 128), ("dq", 64)])
+def test_descriptor_configs_only_where_allowed(kernel, head_dim):
+    """The autotuner sees the descriptor configs of the forward (d=128) and the dQ kernel (d=64) only when the
+    call allows them (TMA_OK, part of their autotune keys), the first config of every space stays a pointer one
+    (PROFKIT_FA_AUTOTUNE=0 launches it), and the dK/dV kernels have none."""
+    plain = fa.autotune_configs(kernel, head_dim)
+    with_tma = fa.autotune_configs(kernel, head_dim, tma=True)
     assert not any(c.kwargs["USE_TMA"] for c in plain)
     assert any(c.kwargs["USE_TMA"] for c in with_tma) and not with_tma[0].kwargs["USE_TMA"]
     assert len(with_tma) > len(plain)
-    for kernel in ("dkdv", "dq"):
-        assert all("USE_TMA" not in c.kwargs for c in fa.autotune_configs(kernel, 128, tma=True))
-    assert "TMA_OK" in fa._AUTOTUNE_KEYS["fwd"] and "TMA_OK" not in fa._AUTOTUNE_KEYS["dq"]
+    assert "TMA_OK" in fa._AUTOTUNE_KEYS[kernel]
+    for other in ("dkdv", "dkdvq"):
+        assert all("USE_TMA" not in c.kwargs for d in fa.SUPPORTED_HEAD_DIMS
+                   for c in fa.autotune_configs(other, d, tma=True))
+        assert "TMA_OK" not in fa._AUTOTUNE_KEYS[other]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
@@ -640,11 +672,12 @@ def compile_sm90(head_dim, causal):
 for d in fa.SUPPORTED_HEAD_DIMS:
     for causal in (True, False):
         results[f"fwd-sm90 d={d} causal={causal}"] = compile_sm90(d, causal)
-for d in fa.SUPPORTED_HEAD_DIMS:  # every descriptor config of the forward
-    for config in fa.autotune_configs("fwd", d, tma=True):
-        if config.kwargs["USE_TMA"]:
-            results[f"fwd-tma d={d} {config.kwargs['BLOCK_M']}x{config.kwargs['BLOCK_N']} "
-                    f"w{config.num_warps} s{config.num_stages}"] = compile_kernel(fa._attn_fwd, d, config)
+for name, fn in (("fwd", fa._attn_fwd), ("dq", fa._attn_bwd_dq)):  # every descriptor config
+    for d in fa.SUPPORTED_HEAD_DIMS:
+        for config in fa.autotune_configs(name, d, tma=True):
+            if config.kwargs["USE_TMA"]:
+                results[f"{name}-tma d={d} {config.kwargs['BLOCK_M']}x{config.kwargs['BLOCK_N']} "
+                        f"w{config.num_warps} s{config.num_stages}"] = compile_kernel(fn, d, config)
 print(json.dumps(results))
 """
 TRITON_BIN = pathlib.Path(fa.triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -666,12 +699,14 @@ def test_kernels_compile_for_hopper():
                           capture_output=True, text=True, env=env, timeout=300, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len([n for n in results if not n.startswith(("fwd-tma", "fwd-sm90", "dkdvq"))]) == 6
+    assert len([n for n in results if not n.startswith(("fwd-tma", "dq-tma", "fwd-sm90", "dkdvq"))]) == 6
     assert any("fwd-tma" in n for n in results) and len([n for n in results if "fwd-sm90" in n]) == 4
+    assert len([n for n in results if n.startswith("dq-tma")]) == sum(
+        c.kwargs["USE_TMA"] for d in fa.SUPPORTED_HEAD_DIMS for c in fa.autotune_configs("dq", d, tma=True))
     assert len([n for n in results if n.startswith("dkdvq")]) == sum(
         len(fa.autotune_configs("dkdvq", d)) for d in fa.SUPPORTED_HEAD_DIMS)
     for name, r in results.items():
-        descriptors = name.startswith(("fwd-tma", "fwd-sm90"))
+        descriptors = name.startswith(("fwd-tma", "dq-tma", "fwd-sm90"))
         assert r["tma"] == descriptors, f"{name}: TMA copies {'missing' if not r['tma'] else 'unexpected'}"
         assert r["tma_reduce"] == name.startswith("dkdvq"), f"{name}: dQ reduce-adds {r}"
         if name.startswith("fwd-sm90"):  # a wgmma stays in flight across the softmax; a 24-register loader warp
