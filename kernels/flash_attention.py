@@ -817,8 +817,8 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
 
     def launch_sm90(o, lse, persistent: bool):
         sm90_key = key + (persistent,)
-        _SM90_LAUNCH.launch(sm90_key, sm90.grid(q, _device_info(device)[1] if persistent else None),
-                            (q, k, v, o, lse, sm_scale), device, **sm90.launch_options(q, causal))
+        _SM90_LAUNCH.launch(sm90_key, sm90.grid(q, _device_info(device)[1] if persistent else None, causal),
+                            (q, k, v, o, lse, sm_scale), device, **sm90.launch_options(q, causal, persistent))
         return _SM90_LAUNCH, sm90_key
 
     launchers = {"sm90_persistent": lambda o, lse: launch_sm90(o, lse, True),

@@ -3,7 +3,9 @@
 The same math as ``kernels.flash_attention._attn_fwd`` (online softmax in base 2, fp32 running max/sum and
 accumulator, natural-log LSE saved per row, causal blocks right of the diagonal never loaded), scheduled the
 way FlashAttention-3 does it, which plain Triton cannot express. Work comes in tiles of 128 query rows of one
-(batch, head); a CTA computes one tile or, with a persistent grid of one CTA per SM, walks several:
+(batch, head); a CTA computes one tile or, with a persistent grid of one CTA per SM, walks several (causal
+tiles then in pairs, a head's i-th longest with its i-th shortest, so every CTA gets the same number of key
+blocks to within one pair):
 
 * a one-warp **loader** partition moves each tile's Q and every K/V block it needs into shared memory with
   TMA, ``STAGES`` slots deep (a "full" mbarrier per slot says the bytes landed, an "empty" one that both
@@ -61,13 +63,40 @@ if gluon is not None:
     _LN2 = gl.constexpr(0.6931471805599453)
 
     @gluon.jit
-    def _tile(t, num_tiles, CAUSAL: gl.constexpr):
-        """(flat batch*head index, first query row) of tile t: tiles of one head are consecutive (concurrent
-        CTAs share its K/V in L2), causal tiles in reverse (the longest rows start first)."""
-        tile = t % num_tiles
-        if CAUSAL:
-            tile = num_tiles - 1 - tile
-        return t // num_tiles, tile * 128
+    def _work_items(num_tiles, BH, PAIRED: gl.constexpr):
+        """How many work items the launch has: one per tile, or (PAIRED) one per pair of a head's tiles."""
+        if PAIRED:
+            return (num_tiles + 1) // 2 * BH
+        else:
+            return num_tiles * BH
+
+    @gluon.jit
+    def _item_tiles(w, num_tiles, PAIRED: gl.constexpr):
+        """Tiles in work item w: 2 for a pair, 1 for a single tile or the middle tile of an odd count."""
+        n = 1
+        if PAIRED:
+            if 2 * (w % ((num_tiles + 1) // 2)) + 1 != num_tiles:
+                n = 2
+        return n
+
+    @gluon.jit
+    def _tile(w, half, num_tiles, CAUSAL: gl.constexpr, PAIRED: gl.constexpr):
+        """(flat batch*head index, first query row) of tile `half` of work item w. Items of one head are
+        consecutive (concurrent CTAs share its K/V in L2); causal tiles come longest first. PAIRED (causal,
+        persistent grid): item i of a head is its tiles num_tiles-1-i and i, whose key blocks sum to the same
+        count for every i, so a CTA's share of the work no longer depends on which tiles its stride hits."""
+        if PAIRED:
+            per_head = (num_tiles + 1) // 2
+            i = w % per_head
+            tile = i
+            if half == 0:
+                tile = num_tiles - 1 - i
+            return w // per_head, tile * 128
+        else:
+            tile = w % num_tiles
+            if CAUSAL:
+                tile = num_tiles - 1 - tile
+            return w // num_tiles, tile * 128
 
     @gluon.jit
     def _key_blocks(start_m, N_CTX, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
@@ -79,7 +108,8 @@ if gluon is not None:
 
     @gluon.jit
     def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
-                N_CTX, total_tiles, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+                N_CTX, total_items, CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_N: gl.constexpr,
+                STAGES: gl.constexpr):
         """Loader warp, for each of the CTA's tiles: both consumers' Q tiles (once both released the previous
         ones), then K(j) and V(j) into slot blk % STAGES (blk counts blocks over all the CTA's tiles) once the
         slot's previous block has been released by both consumers. The descriptors are (batch*heads, N_CTX, d):
@@ -89,27 +119,28 @@ if gluon is not None:
         kv_view: gl.constexpr = k_desc.block_type.shape
         blk = 0
         i = 0
-        for t in range(gl.program_id(0), total_tiles, gl.num_programs(0)):
-            off_hz, start_m = _tile(t, num_tiles, CAUSAL)
-            mbarrier.wait(q_empty, (i + 1) & 1, pred=i > 0)
-            mbarrier.expect(q_full, 2 * q_desc.block_type.nbytes)
-            for w in gl.static_range(2):
-                _tma_load(q_desc, [off_hz, start_m + 64 * w, 0], q_full,
-                          q_smem.index(w).reshape(q_view))
-            for j in range(_key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)):
-                slot = blk % STAGES
-                refill = blk >= STAGES
-                released = ((blk // STAGES) + 1) & 1  # the phase that completes when block blk - STAGES is released
-                mbarrier.wait(k_empty.index(slot), released, pred=refill)
-                mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
-                _tma_load(k_desc, [off_hz, j * BLOCK_N, 0], k_full.index(slot),
-                          k_smem.index(slot).reshape(kv_view))
-                mbarrier.wait(v_empty.index(slot), released, pred=refill)
-                mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
-                _tma_load(v_desc, [off_hz, j * BLOCK_N, 0], v_full.index(slot),
-                          v_smem.index(slot).reshape(kv_view))
-                blk += 1
-            i += 1
+        for item in range(gl.program_id(0), total_items, gl.num_programs(0)):
+            for half in range(_item_tiles(item, num_tiles, PAIRED)):
+                off_hz, start_m = _tile(item, half, num_tiles, CAUSAL, PAIRED)
+                mbarrier.wait(q_empty, (i + 1) & 1, pred=i > 0)
+                mbarrier.expect(q_full, 2 * q_desc.block_type.nbytes)
+                for w in gl.static_range(2):
+                    _tma_load(q_desc, [off_hz, start_m + 64 * w, 0], q_full,
+                              q_smem.index(w).reshape(q_view))
+                for j in range(_key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)):
+                    slot = blk % STAGES
+                    refill = blk >= STAGES
+                    released = ((blk // STAGES) + 1) & 1  # the phase completing when block blk - STAGES is released
+                    mbarrier.wait(k_empty.index(slot), released, pred=refill)
+                    mbarrier.expect(k_full.index(slot), k_desc.block_type.nbytes)
+                    _tma_load(k_desc, [off_hz, j * BLOCK_N, 0], k_full.index(slot),
+                              k_smem.index(slot).reshape(kv_view))
+                    mbarrier.wait(v_empty.index(slot), released, pred=refill)
+                    mbarrier.expect(v_full.index(slot), v_desc.block_type.nbytes)
+                    _tma_load(v_desc, [off_hz, j * BLOCK_N, 0], v_full.index(slot),
+                              v_smem.index(slot).reshape(kv_view))
+                    blk += 1
+                i += 1
 
     @gluon.jit
     def _softmax_update(qk, m_i, l_i, j, first_row, N_CTX, qk_scale, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -136,9 +167,9 @@ if gluon is not None:
 
     @gluon.jit
     def _consumer(o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty, v_empty,
-                  N_CTX, total_tiles, qk_scale,
+                  N_CTX, total_items, qk_scale,
                   WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                  CAUSAL: gl.constexpr):
+                  CAUSAL: gl.constexpr, PAIRED: gl.constexpr):
         """Consumer warpgroup WG, for each of the CTA's tiles: query rows start_m + 64*WG ... + 63 against every
         key block of the tile."""
         dtype: gl.constexpr = o_desc.dtype
@@ -155,68 +186,70 @@ if gluon is not None:
         o_view: gl.constexpr = o_desc.block_type.shape
         blk = 0
         i = 0
-        for t in range(gl.program_id(0), total_tiles, gl.num_programs(0)):
-            off_hz, start_m = _tile(t, num_tiles, CAUSAL)
-            first_row = start_m + WG * 64
-            n = _key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)
-            m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-            l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, s_layout))
-            acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
+        for item in range(gl.program_id(0), total_items, gl.num_programs(0)):
+            for half in range(_item_tiles(item, num_tiles, PAIRED)):
+                off_hz, start_m = _tile(item, half, num_tiles, CAUSAL, PAIRED)
+                first_row = start_m + WG * 64
+                n = _key_blocks(start_m, N_CTX, CAUSAL, BLOCK_N)
+                m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+                l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, s_layout))
+                acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
 
-            mbarrier.wait(q_full, i & 1)
-            mbarrier.wait(k_full.index(blk % STAGES), (blk // STAGES) & 1)
-            qk = warpgroup_mma(q, k_smem.index(blk % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-            qk = warpgroup_mma_wait(0, deps=[qk])
-            mbarrier.arrive(k_empty.index(blk % STAGES), count=1)
-            p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, 0, first_row, N_CTX, qk_scale, CAUSAL, BLOCK_N,
-                                                 s_layout)
-            p = gl.convert_layout(p.to(dtype), p_layout)
-            for j in range(0, n - 1):
-                cur = blk + j
-                nxt = cur + 1
-                mbarrier.wait(k_full.index(nxt % STAGES), (nxt // STAGES) & 1)
-                mbarrier.wait(v_full.index(cur % STAGES), (cur // STAGES) & 1)
-                qk = warpgroup_mma(q, k_smem.index(nxt % STAGES).permute((1, 0)), zero_s, use_acc=False,
-                                   is_async=True)
-                pv = warpgroup_mma(p, v_smem.index(cur % STAGES), acc, is_async=True)
-                qk = warpgroup_mma_wait(1, deps=[qk])  # QK^T(j+1) done; PV(j) keeps running
-                mbarrier.arrive(k_empty.index(nxt % STAGES), count=1)
-                p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, j + 1, first_row, N_CTX, qk_scale, CAUSAL,
-                                                     BLOCK_N, s_layout)
+                mbarrier.wait(q_full, i & 1)
+                mbarrier.wait(k_full.index(blk % STAGES), (blk // STAGES) & 1)
+                qk = warpgroup_mma(q, k_smem.index(blk % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+                qk = warpgroup_mma_wait(0, deps=[qk])
+                mbarrier.arrive(k_empty.index(blk % STAGES), count=1)
+                p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, 0, first_row, N_CTX, qk_scale, CAUSAL, BLOCK_N,
+                                                     s_layout)
                 p = gl.convert_layout(p.to(dtype), p_layout)
+                for j in range(0, n - 1):
+                    cur = blk + j
+                    nxt = cur + 1
+                    mbarrier.wait(k_full.index(nxt % STAGES), (nxt // STAGES) & 1)
+                    mbarrier.wait(v_full.index(cur % STAGES), (cur // STAGES) & 1)
+                    qk = warpgroup_mma(q, k_smem.index(nxt % STAGES).permute((1, 0)), zero_s, use_acc=False,
+                                       is_async=True)
+                    pv = warpgroup_mma(p, v_smem.index(cur % STAGES), acc, is_async=True)
+                    qk = warpgroup_mma_wait(1, deps=[qk])  # QK^T(j+1) done; PV(j) keeps running
+                    mbarrier.arrive(k_empty.index(nxt % STAGES), count=1)
+                    p, alpha, m_i, l_i = _softmax_update(qk, m_i, l_i, j + 1, first_row, N_CTX, qk_scale, CAUSAL,
+                                                         BLOCK_N, s_layout)
+                    p = gl.convert_layout(p.to(dtype), p_layout)
+                    acc = warpgroup_mma_wait(0, deps=[pv])
+                    mbarrier.arrive(v_empty.index(cur % STAGES), count=1)
+                    acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
+                mbarrier.arrive(q_empty, count=1)  # every QK^T of this tile is done: the loader may bring the next Q
+                last = blk + n - 1
+                mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
+                pv = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
                 acc = warpgroup_mma_wait(0, deps=[pv])
-                mbarrier.arrive(v_empty.index(cur % STAGES), count=1)
-                acc = acc * gl.convert_layout(alpha, o_rows)[:, None]
-            mbarrier.arrive(q_empty, count=1)  # every QK^T of this tile is done: the loader may bring the next Q
-            last = blk + n - 1
-            mbarrier.wait(v_full.index(last % STAGES), (last // STAGES) & 1)
-            pv = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
-            acc = warpgroup_mma_wait(0, deps=[pv])
-            mbarrier.arrive(v_empty.index(last % STAGES), count=1)
+                mbarrier.arrive(v_empty.index(last % STAGES), count=1)
 
-            o = acc / gl.convert_layout(l_i, o_rows)[:, None]
-            lse = (m_i + gl.log2(l_i)) * _LN2
-            rows = first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
-            gl.store(LSE + off_hz * N_CTX + rows, lse, mask=rows < N_CTX)
-            tma.store_wait(0)  # the previous tile's O has left o_tile (the thread that issued its store knows) ...
-            _barrier()  # ... and every thread of the warpgroup knows it before writing o_tile again
-            o_tile.store(o.to(dtype))
-            fence_async_shared()
-            _tma_store(o_desc, [off_hz, first_row, 0], o_tile.reshape(o_view))  # clipped at N
-            blk += n
-            i += 1
+                o = acc / gl.convert_layout(l_i, o_rows)[:, None]
+                lse = (m_i + gl.log2(l_i)) * _LN2
+                rows = first_row + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+                gl.store(LSE + off_hz * N_CTX + rows, lse, mask=rows < N_CTX)
+                tma.store_wait(0)  # the previous tile's O has left o_tile (the thread that issued its store knows) ...
+                _barrier()  # ... and every thread of the warpgroup knows it before writing o_tile again
+                o_tile.store(o.to(dtype))
+                fence_async_shared()
+                _tma_store(o_desc, [off_hz, first_row, 0], o_tile.reshape(o_view))  # clipped at N
+                blk += n
+                i += 1
         tma.store_wait(0)
 
     @gluon.jit
     def attn_fwd_sm90(Q, K, V, Out, LSE, sm_scale, N_CTX, BH,
-                      HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr,
+                      HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, PAIRED: gl.constexpr, BLOCK_N: gl.constexpr,
                       STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
-        """Tiles of 128 query rows of one (batch, head), cdiv(N, 128) * B*H of them; CTA p computes tiles p,
-        p + grid, ... (one each when the grid covers every tile, several when it is persistent). Q/K/V/Out:
-        contiguous (B, H, N, d), read and written through (BH = B*H, N, d) descriptors, so a tile past the
-        sequence end reads zeros and stores nothing, within its own head."""
+        """Tiles of 128 query rows of one (batch, head), cdiv(N, 128) * B*H of them, in work items of one tile
+        or (PAIRED) two (see ``_tile``); CTA p computes items p, p + grid, ... (one each when the grid covers
+        every item, several when it is persistent). Q/K/V/Out: contiguous (B, H, N, d), read and written
+        through (BH = B*H, N, d) descriptors, so a tile past the sequence end reads zeros and stores nothing,
+        within its own head."""
         dtype: gl.constexpr = Q.dtype.element_ty
-        total_tiles = gl.cdiv(N_CTX, 128) * BH
+        total_items = _work_items(gl.cdiv(N_CTX, 128), BH, PAIRED)
         row_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
         key_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
         # The same swizzle over a leading unit dimension: the TMA side of the 2-D tiles below.
@@ -254,11 +287,11 @@ if gluon is not None:
         qk_scale = sm_scale * _LOG2E
         gl.warp_specialize([
             (_consumer, (o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
-                         v_empty, N_CTX, total_tiles, qk_scale, 0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+                         v_empty, N_CTX, total_items, qk_scale, 0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, PAIRED)),
             (_consumer, (o_desc, LSE, q_smem, o_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
-                         v_empty, N_CTX, total_tiles, qk_scale, 1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL)),
+                         v_empty, N_CTX, total_items, qk_scale, 1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, PAIRED)),
             (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, v_full, k_empty,
-                       v_empty, N_CTX, total_tiles, CAUSAL, BLOCK_N, STAGES)),
+                       v_empty, N_CTX, total_items, CAUSAL, PAIRED, BLOCK_N, STAGES)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
@@ -278,16 +311,26 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                     for t in (q, k, v, o)))
 
 
-def grid(q: torch.Tensor, num_sms: int | None = None) -> tuple[int]:
-    """One CTA per 128-row tile, or num_sms CTAs (persistent: each walks tiles pid, pid + num_sms, ...)."""
+def paired(causal: bool, persistent: bool) -> bool:
+    """Whether the launch walks causal tiles in pairs (see ``_tile``): only a persistent grid, whose CTAs take
+    fixed strides of the work; with one CTA per tile the hardware hands the next tile to the first free SM."""
+    return bool(causal) and persistent
+
+
+def grid(q: torch.Tensor, num_sms: int | None = None, causal: bool = False) -> tuple[int]:
+    """One CTA per 128-row tile, or num_sms CTAs (persistent: each walks work items pid, pid + num_sms, ...;
+    causal tiles are then paired, so there are half as many items)."""
     batch, heads, seq, _ = q.shape
-    tiles = (seq + BLOCK_M - 1) // BLOCK_M * batch * heads
-    return (tiles if num_sms is None else min(tiles, num_sms),)
+    tiles = (seq + BLOCK_M - 1) // BLOCK_M
+    if num_sms is None:
+        return (tiles * batch * heads,)
+    items = ((tiles + 1) // 2 if paired(causal, True) else tiles) * batch * heads
+    return (min(items, num_sms),)
 
 
-def launch_options(q: torch.Tensor, causal: bool) -> dict:
+def launch_options(q: torch.Tensor, causal: bool, persistent: bool = False) -> dict:
     """The launch's scalar and constexpr arguments besides (Q, K, V, Out, LSE, sm_scale)."""
     batch, heads, seq, head_dim = q.shape
     return dict(N_CTX=seq, BH=batch * heads, HEAD_DIM=head_dim, CAUSAL=bool(causal),
-                BLOCK_N=BLOCK_N, STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
-                num_warps=4)
+                PAIRED=paired(causal, persistent), BLOCK_N=BLOCK_N, STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS,
+                LOADER_REGS=LOADER_REGS, num_warps=4)

@@ -336,6 +336,11 @@ def test_sm90_forward_eligibility():
     assert not fa.sm90.eligible(q, unaligned, v, o, 9, True)
     assert fa.sm90.grid(q) == (256 // 128 * 2 * 3,) and fa.sm90.grid(q[:, :, :200].contiguous()) == (2 * 2 * 3,)
     assert fa.sm90.grid(q, num_sms=4) == (4,) and fa.sm90.grid(q, num_sms=132) == (12,)
+    # persistent causal grids walk pairs of a head's tiles: 2 tiles -> 1 item, 5 tiles -> 3 (the middle one alone)
+    assert fa.sm90.grid(q, num_sms=132, causal=True) == (6,) and fa.sm90.grid(q, causal=True) == (12,)
+    assert fa.sm90.grid(torch.empty(2, 3, 640, 64), num_sms=132, causal=True) == (3 * 2 * 3,)
+    assert fa.sm90.launch_options(q, True, persistent=True)["PAIRED"]
+    assert not fa.sm90.launch_options(q, True)["PAIRED"] and not fa.sm90.launch_options(q, False, True)["PAIRED"]
 
 
 SM90_CASES = [(1, 2, 256, 64, True, torch.float16), (2, 1, 384, 128, False, torch.bfloat16),
@@ -345,7 +350,8 @@ SM90_CASES = [(1, 2, 256, 64, True, torch.float16), (2, 1, 384, 128, False, torc
               (1, 2, 200, 64, True, torch.float16), (2, 1, 1000, 128, False, torch.bfloat16),
               (1, 3, 77, 128, True, torch.bfloat16), (1, 1, 1, 64, False, torch.float16)]
 """(4, 8, 640) and (2, 16, 1024) have more 128-row tiles (160, 256) than the H200 has SMs: persistent CTAs walk
-several. The last four end mid-tile (and mid key block): zero-filled rows past the end, masked keys."""
+several (causal (4, 8, 640): 96 work items of a head's tiles 4 and 0, 3 and 1, or 2 alone). The last four end
+mid-tile (and mid key block): zero-filled rows past the end, masked keys."""
 ON_SM90 = not INTERPRET and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
@@ -386,13 +392,13 @@ def test_sm90_forward_matches_float64_reference(batch, heads, seq, head_dim, cau
 @pytest.mark.parametrize("variant,causal", [("sm90_persistent", True), ("sm90_persistent", False),
                                             ("sm90_tiles", True), ("sm90_tiles", False)])
 def test_sm90_grid_modes(variant, causal, seed, monkeypatch):
-    """Both grids of the Gluon kernel. Persistent: three CTAs for 3 * 5 * 2 = 30 tiles of unequal causal
-    lengths, so each CTA carries its K/V ring (slot and phase counters), Q buffer and O staging from tile to
-    tile. Per tile: one CTA each."""
+    """Both grids of the Gluon kernel. Persistent: three CTAs for 3 * 5 * 3 = 45 tiles of unequal causal
+    lengths (causal: 30 work items, each head's tiles 2 and 0 paired, tile 1 alone), so each CTA carries its
+    K/V ring (slot and phase counters), Q buffer and O staging from tile to tile. Per tile: one CTA each."""
     grid = fa.sm90.grid
-    monkeypatch.setattr(fa.sm90, "grid", lambda q, num_sms=None: grid(q, 3 if num_sms else None))
+    monkeypatch.setattr(fa.sm90, "grid", lambda q, num_sms=None, causal=False: grid(q, 3 if num_sms else None, causal))
     monkeypatch.setattr(fa, "_pick_forward", lambda *args: variant)
-    q, k, v, do = make_inputs((3, 5, 250, 128), torch.bfloat16, seed, "bhsd")  # the last tiles end mid-tile
+    q, k, v, do = make_inputs((3, 5, 330, 128), torch.bfloat16, seed, "bhsd")  # the last tiles end mid-tile
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
     fa._forward(q, k, v, causal, 128 ** -0.5, True, out=(o, lse))
@@ -660,7 +666,7 @@ def compile_sm90(head_dim, causal):
     sig.update(LSE="*fp32", sm_scale="fp32", N_CTX="i32", BH="i32")
     for name in fn.arg_names[len(sig):]:
         sig[name] = "constexpr"
-    consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_N=sm90.BLOCK_N, STAGES=sm90.STAGES,
+    consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, PAIRED=causal, BLOCK_N=sm90.BLOCK_N, STAGES=sm90.STAGES,
                   CONSUMER_REGS=sm90.CONSUMER_REGS, LOADER_REGS=sm90.LOADER_REGS)
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("Q", "K", "V", "Out", "LSE")}
     kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
