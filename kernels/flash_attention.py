@@ -25,8 +25,9 @@ On sm_90, contiguous forwards (any length) may instead run the warp-specialized 
 below once per shape). The kernels below load and store through plain pointers with strides, which works
 on every GPU Triton targets and for non-contiguous inputs. The forward can also read Q/K/V and write O
 through TMA tensor descriptors built on the device (``USE_TMA``, a config knob of the d=128 search space on
-sm_90/sm_100 when q, k, v, o are contiguous): one descriptor per (batch*head, seq, head_dim) tensor, so a
-tile past the sequence end is zero-filled on load and clipped on store within its own head. On the GPU each
+sm_90/sm_100 when q, k, v, o are contiguous), and the split backward's dQ kernel K and V (``USE_TMA`` in its d=64
+search space): one descriptor per (batch*head, seq, head_dim) tensor, so a tile past the sequence end is
+zero-filled on load and clipped on store within its own head. On the GPU each
 kernel is autotuned per (seq, head_dim, causal, block_skip, dtype[, TMA eligibility]);
 PROFKIT_FA_AUTOTUNE=0 launches the first config of each search space instead. Under
 TRITON_INTERPRET=1 (CPU tests) small fixed tiles are used.

@@ -17,9 +17,10 @@ blocks to within one pair):
 
 Triton's ``tl.dot`` waits for every wgmma right after issuing it, so its softmax never overlaps the tensor
 cores of the same warpgroup; that overlap is what this kernel adds. ``kernels.flash_attention`` times both
-grids and its Triton forward once per shape and runs the fastest (GPU run AC, causal fp16, B*H = 32 / 64:
-the persistent kernel 181 / 638 / 2402 us at d=64 and N = 4096 / 8192 / 16384 against 192 / 713 / 2703 us for
-the Triton forward; 494 / 1895 / 7438 against 621 / 2168 / 8419 us at d=128). Probes that shaped the loop
+grids and its Triton forward once per shape and runs the fastest (GPU run AP, causal fp16, B*H = 32 / 64:
+the persistent kernel with paired tiles 168 / 603 / 2296 us at d=64 and N = 4096 / 8192 / 16384 against 193 /
+718 / 2725 us for the Triton forward; 462 / 1733 / 6978 against 623 / 2212 / 8907 us at d=128; unpaired, run AJ:
+182 / 630 / 2389 and 488 / 1861 / 7854). Probes that shaped the loop
 (runs Z-Z3): issuing QK^T(j+1) before the softmax of block j and PV(j) after it reached only 0.76 / 0.80 /
 0.85x cuDNN at d=64 against 0.94 / 0.98 / 1.01x for the back-to-back issue; letting the two warpgroups take
 turns at the tensor cores (FA3's "ping-pong") was 1-2% slower than leaving them free, so it is not used.
