@@ -292,6 +292,7 @@ def test_descriptor_dq_kernel_matches_float64_reference(batch, heads, seq, head_
     monkeypatch.setattr(fa, "_fixed_launch", lambda kernel, d: dict(forced) if kernel == "dq" else fixed(kernel, d))
     monkeypatch.setattr(fa, "_BWD_REPLAYS", {})
     q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, layout)
+    assert fa._tma_ok(k, v) == (layout == "bhsd")
     o, lse = fa.flash_attention_forward(q, k, v, causal=causal)
     grads = (torch.full_like(q, float("nan")), torch.full_like(k, float("nan")), torch.full_like(v, float("nan")))
     fa._backward(do, q, k, v, o, lse, causal, head_dim ** -0.5, True, out=grads, variant="split")
@@ -660,13 +661,13 @@ for d in fa.SUPPORTED_HEAD_DIMS:  # dK/dV with dQ reduced through TMA: every con
                 f"s{config.num_stages}"] = compile_kernel(fa._attn_bwd_dkdv, d, config, FUSE_DQ=True, DQ_TMA=True)
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernels import flash_attention_sm90 as sm90
-def compile_sm90(head_dim, causal):
+def compile_sm90(head_dim, causal, paired):
     fn = sm90.attn_fwd_sm90
     sig = {n: "*fp16" for n in ("Q", "K", "V", "Out")}
     sig.update(LSE="*fp32", sm_scale="fp32", N_CTX="i32", BH="i32")
     for name in fn.arg_names[len(sig):]:
         sig[name] = "constexpr"
-    consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, PAIRED=causal, BLOCK_N=sm90.BLOCK_N, STAGES=sm90.STAGES,
+    consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, PAIRED=paired, BLOCK_N=sm90.BLOCK_N, STAGES=sm90.STAGES,
                   CONSUMER_REGS=sm90.CONSUMER_REGS, LOADER_REGS=sm90.LOADER_REGS)
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in ("Q", "K", "V", "Out", "LSE")}
     kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
@@ -675,9 +676,9 @@ def compile_sm90(head_dim, causal):
     return dict(summary(kernel), overlap=bool(re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)),
                 setmaxnreg=bool(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)))
 
-for d in fa.SUPPORTED_HEAD_DIMS:
-    for causal in (True, False):
-        results[f"fwd-sm90 d={d} causal={causal}"] = compile_sm90(d, causal)
+for d in fa.SUPPORTED_HEAD_DIMS:  # causal tiles one by one (per-tile grid) or paired (persistent), and not causal
+    for causal, paired in ((True, False), (True, True), (False, False)):
+        results[f"fwd-sm90 d={d} causal={causal} paired={paired}"] = compile_sm90(d, causal, paired)
 for name, fn in (("fwd", fa._attn_fwd), ("dq", fa._attn_bwd_dq)):  # every descriptor config
     for d in fa.SUPPORTED_HEAD_DIMS:
         for config in fa.autotune_configs(name, d, tma=True):
@@ -706,7 +707,7 @@ def test_kernels_compile_for_hopper():
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len([n for n in results if not n.startswith(("fwd-tma", "dq-tma", "fwd-sm90", "dkdvq"))]) == 6
-    assert any("fwd-tma" in n for n in results) and len([n for n in results if "fwd-sm90" in n]) == 4
+    assert any("fwd-tma" in n for n in results) and len([n for n in results if "fwd-sm90" in n]) == 6
     assert len([n for n in results if n.startswith("dq-tma")]) == sum(
         c.kwargs["USE_TMA"] for d in fa.SUPPORTED_HEAD_DIMS for c in fa.autotune_configs("dq", d, tma=True))
     assert len([n for n in results if n.startswith("dkdvq")]) == sum(
