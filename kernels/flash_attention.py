@@ -701,6 +701,15 @@ def _fixed_launch(kernel: str, head_dim: int) -> dict:
     return dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
 
 
+def _descriptor_launch(kernel: str, head_dim: int, tma_ok: bool) -> dict:
+    """``_fixed_launch`` of a kernel with descriptor configs (fwd, dq), its USE_TMA switched off when the call's
+    tensors do not allow descriptors (``_tma_ok``)."""
+    launch = _fixed_launch(kernel, head_dim)
+    if "USE_TMA" in launch:
+        launch["USE_TMA"] = launch["USE_TMA"] and tma_ok
+    return launch
+
+
 # --------------------------------------------------------------------------------------------------
 # Host wrappers
 # --------------------------------------------------------------------------------------------------
@@ -808,13 +817,11 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
         triton.set_allocator(_tma_workspace)
 
     def launch_triton(o, lse):
-        launch = _fixed_launch("fwd", head_dim)
-        if "USE_TMA" in launch:
-            launch["USE_TMA"] = launch["USE_TMA"] and tma_ok
         _FWD_LAUNCH.launch(
             key, grid,
             (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
-            device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok, **launch)
+            device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok,
+            **_descriptor_launch("fwd", head_dim, tma_ok))
         return _FWD_LAUNCH, key
 
     def launch_sm90(o, lse, persistent: bool):
@@ -1017,14 +1024,11 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
                 HEAD_DIM=head_dim, BLOCK_M=_CONVERT_BLOCK_M)
             caches = (_PRE_LAUNCH, _DKDVQ_LAUNCH, _CONVERT_LAUNCH)
         else:  # dQ first: it writes delta, which dK/dV reads
-            launch = _fixed_launch("dq", head_dim)
-            if "USE_TMA" in launch:
-                launch["USE_TMA"] = launch["USE_TMA"] and dq_tma
             _DQ_LAUNCH.launch(
                 key, q_grid,
                 (q, k, v, o, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
                  *_strides(do), *_strides(dq), heads, seq),
-                device, **flags, TMA_OK=dq_tma, **launch)
+                device, **flags, TMA_OK=dq_tma, **_descriptor_launch("dq", head_dim, dq_tma))
             launch_dkdv(_DKDV_LAUNCH)
             caches = (_DQ_LAUNCH, _DKDV_LAUNCH)
     if short_key is not None:
