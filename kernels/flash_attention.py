@@ -682,7 +682,8 @@ validation and recorded its launch, so a repeated call skips validation, the fiv
 tuple and the launch keywords: at N = 1024, d=64 a forward cost 62 µs of host time, 12 µs of it the recorded
 launch itself, while the kernel takes 27 µs (GPU run O)."""
 _BWD_REPLAYS: dict = {}
-"""(do, q, k, v, o, lse) signature, causal, block_skip, fused -> the backward's recorded launches (split: dQ,
+"""``_backward_key`` (the forward's layout key and do's layout, or the six tensors' signatures and the flags; then
+fused) -> the backward's recorded launches (split: dQ,
 dK/dV and whether dQ reads through TMA descriptors; fused: preprocess, dK/dV, conversion). A backward
 runs in autograd's device thread, where the host time of the Python path adds to the engine's own: at
 N = 512 a backward cost 186 µs of host time through torch.autograd.grad, 55 µs of it in ``_backward``
@@ -770,10 +771,11 @@ def _layout_key(q, k, v, causal: bool, block_skip: bool, sm90_allowed: bool) -> 
             causal, block_skip, sm90_allowed)
 
 
-def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float | None, sm90_allowed: bool):
+def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float | None, sm90_allowed: bool,
+                      layout: tuple | None = None):
     """(o, lse) from the recorded forward of this layout (see _FWD_REPLAYS) into fresh buffers, or None
-    when there is none or it may not run now."""
-    replay = _FWD_REPLAYS.get(_layout_key(q, k, v, causal, block_skip, sm90_allowed))
+    when there is none or it may not run now. layout: ``_layout_key`` of these arguments, when the caller has it."""
+    replay = _FWD_REPLAYS.get(layout or _layout_key(q, k, v, causal, block_skip, sm90_allowed))
     if replay is None or not replay_allowed(q.device.index):
         return None
     launch, tma = replay
@@ -785,16 +787,18 @@ def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float |
     return o, lse
 
 
-def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None, sm90_allowed: bool | None = None):
+def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None, sm90_allowed: bool | None = None,
+             layout: tuple | None = None):
     """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
 
     out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
     buffers once to prove every element gets written. sm90_allowed (default SM90_FORWARD): a call
     kernels.flash_attention_sm90 can take may run its Gluon kernel instead of the Triton one, whichever
-    ran faster on this shape (``_pick_forward``).
+    ran faster on this shape (``_pick_forward``). layout: ``_layout_key(q, k, v, causal, block_skip,
+    sm90_allowed)`` when the caller has computed it (the autograd forward keeps it for its backward).
     """
     sm90_allowed = SM90_FORWARD if sm90_allowed is None else bool(sm90_allowed)
-    replayed = (_replayed_forward(q, k, v, causal, block_skip, sm_scale, sm90_allowed)
+    replayed = (_replayed_forward(q, k, v, causal, block_skip, sm_scale, sm90_allowed, layout)
                 if out is None and q.is_cuda else None)
     if replayed is not None:
         return replayed
@@ -839,7 +843,8 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
     if out is None and device is not None:
         recorded = cache.get(cache_key)
         if recorded is not None:
-            _FWD_REPLAYS[_layout_key(q, k, v, causal, block_skip, sm90_allowed)] = (recorded, tma_ok or sm90_ok)
+            layout = layout or _layout_key(q, k, v, causal, block_skip, sm90_allowed)
+            _FWD_REPLAYS[layout] = (recorded, tma_ok or sm90_ok)
     return o, lse
 
 
@@ -949,17 +954,27 @@ def _dq_accumulator(q: torch.Tensor) -> torch.Tensor:
     return torch.empty((batch * heads * head_dim, triton.cdiv(seq, 4) * 4), device=q.device, dtype=torch.float32)
 
 
+def _backward_key(do, q, k, v, o, lse, causal: bool, block_skip: bool, fused: bool, layout: tuple | None) -> tuple:
+    """The _BWD_REPLAYS key of a backward (its last item is ``fused``): the forward's layout key and do's layout
+    when the caller has the former, else the six tensors' signatures and the flags."""
+    if layout is not None:
+        return "forward layout", layout, do.dtype, do.stride(), do.data_ptr() % 16 == 0, fused
+    return signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), fused
+
+
 def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None,
-              variant: str | None = None):
+              variant: str | None = None, layout: tuple | None = None):
     """Launch the backward; returns dq, dk, dv in the input dtype.
 
     variant (BACKWARD_VARIANTS; default ``_backward_variant``): split launches the dQ kernel (which also writes
     delta), then dK/dV; fused launches the preprocess (delta, clearing the dQ accumulator), dK/dV with dQ added,
     and the dQ conversion.
     out: optional preallocated (dq, dk, dv), as for _forward.
+    layout: the ``_layout_key`` of the forward that made o and lse (the autograd path). o and lse are then that
+    forward's fresh buffers, whose layouts follow from q's, so the replay key needs only do's layout besides.
     """
     fused = _backward_variant(variant) == "fused"
-    short_key = ((signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), fused)
+    short_key = (_backward_key(do, q, k, v, o, lse, causal, block_skip, fused, layout)
                  if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
     if replay is not None and replay_allowed(q.device.index):
@@ -1046,17 +1061,31 @@ class FlashAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, sm_scale: float, block_skip: bool, variant: str | None = None):
-        o, lse = _forward(q, k, v, causal, sm_scale, block_skip)
+        layout = _layout_key(q, k, v, causal, block_skip, SM90_FORWARD) if q.is_cuda else None
+        o, lse = _forward(q, k, v, causal, sm_scale, block_skip, layout=layout)
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal, ctx.sm_scale, ctx.block_skip, ctx.variant = causal, sm_scale, block_skip, variant
+        ctx.causal, ctx.sm_scale, ctx.block_skip, ctx.variant, ctx.layout = causal, sm_scale, block_skip, variant, layout
         return o
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, do):
-        q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip, variant=ctx.variant)
-        return dq, dk, dv, None, None, None, None
+        # Grad mode is on in a backward only under create_graph=True; then once_differentiable's wrapper makes
+        # a later double backward raise. Otherwise that wrapper (a no_grad block, argument scans) is only
+        # host time, which short backwards are bound by, so the kernels are launched directly.
+        if torch.is_grad_enabled():
+            return _once_differentiable_grads(ctx, do)
+        return _attention_grads(ctx, do)
+
+
+def _attention_grads(ctx, do):
+    """FlashAttentionFunction's backward: dq, dk, dv and no gradient for the other arguments."""
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip, variant=ctx.variant,
+                           layout=ctx.layout)
+    return dq, dk, dv, None, None, None, None
+
+
+_once_differentiable_grads = torch.autograd.function.once_differentiable(_attention_grads)
 
 
 def _fused_backward_attention(q, k, v, causal: bool):
@@ -1132,7 +1161,7 @@ BENCH_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 QUICK_SEQS = (1024, 4096)
 BASELINE = "sdpa_default"
 GRAPH_MAX_SEQ = 2048
-"""Forward cases up to this length are also timed from CUDA graphs (kernel time, no launch cost)."""
+"""Cases up to this length are also timed from CUDA graphs (kernel time, no launch cost)."""
 CHECK_TOL = 1e-2
 TIMED = {
     "fwd": "one attention call on fixed inputs that do not require grad",
@@ -1140,8 +1169,9 @@ TIMED = {
            "forward outside the timed region: the backward kernels plus dq/dk/dv allocation, "
            "identical for every implementation",
     "method": "harness.time_fn: CUDA events per call, L2 flushed before each call, eager launches, "
-              "3 interleaved rounds, median of all runs; forward cases with N <= GRAPH_MAX_SEQ are "
-              "timed again as CUDA-graph replays (impl names ending in _graph: kernels only)",
+              "3 interleaved rounds, median of all runs; cases with N <= GRAPH_MAX_SEQ are "
+              "timed again as CUDA-graph replays (impl names ending in _graph: kernels only; a backward's "
+              "forward runs on a side stream, so its backward can join the capture)",
 }
 
 
@@ -1274,11 +1304,15 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
 
 
 def _graph_factory(factory):
-    """A harness factory whose call can be captured in a CUDA graph, else Unsupported."""
+    """A harness factory whose call can be captured in a CUDA graph, else Unsupported.
+
+    The call is built on a side stream: autograd runs each backward op on the stream of its forward op, and
+    work on the legacy default stream cannot join a capture, while a side stream's can."""
     from profkit.bench import harness
 
     def graph_factory(case):
-        fn = factory(case)
+        with torch.cuda.stream(torch.cuda.Stream()):
+            fn = factory(case)
         try:
             harness.capture_graph(fn)
         except RuntimeError as err:
@@ -1428,7 +1462,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     df = harness.compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
     # Short sequences again with every call replayed from a CUDA graph: the kernels alone, so
     # eager minus graph is each side's launch overhead (host work per call).
-    short = [c for c in cases if c.params["seq"] <= GRAPH_MAX_SEQ and c.params["direction"] == "fwd"]
+    short = [c for c in cases if c.params["seq"] <= GRAPH_MAX_SEQ]
     if short:
         graphed = {f"{name}_graph": _graph_factory(factory) for name, factory in impls.items()}
         graph_df = harness.compare(short, graphed, f"{BASELINE}_graph", check=None, rounds=rounds,

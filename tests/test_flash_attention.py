@@ -40,6 +40,7 @@ import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
 from kernels import flash_attention as fa  # noqa: E402
+from kernels.launch import signature  # noqa: E402
 from profkit.bench import harness  # noqa: E402
 
 INTERPRET = os.environ["TRITON_INTERPRET"] == "1"
@@ -219,6 +220,39 @@ def test_autograd_runs_the_backward_variant_it_is_given(monkeypatch, seed):
     ref = run_reference(q, k, v, do, True)
     for name, got in zip(("dq", "dk", "dv"), grads):
         assert scaled_error(got, ref[name]) <= GRAD_TOL_U * UNIT_ROUNDOFF[torch.float16], name
+
+
+def test_create_graph_gives_first_order_grads_and_refuses_a_second(seed):
+    """With create_graph=True (do itself differentiable, as in a gradient penalty) the backward still returns
+    gradients matching float64, and differentiating them again raises (the backward is not differentiable)
+    rather than silently giving zero."""
+    q, k, v, do = make_inputs((1, 2, 33, 64), torch.float16, seed, "bhsd")
+    q, k, v, do = (t.detach().requires_grad_() for t in (q, k, v, do))
+    grads = torch.autograd.grad(fa.flash_attention(q, k, v, causal=True), (q, k, v), do, create_graph=True)
+    ref = run_reference(q, k, v, do, True)
+    for name, got in zip(("dq", "dk", "dv"), grads):
+        assert scaled_error(got.detach(), ref[name]) <= GRAD_TOL_U * UNIT_ROUNDOFF[torch.float16], name
+    assert all(g.requires_grad for g in grads)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grads[0].float().sum().backward()
+
+
+def test_backward_key_from_the_forward_layout():
+    """The autograd backward's replay key: the forward's layout key plus do's dtype, strides and alignment (o and lse
+    are that forward's fresh buffers), then the variant; without a layout key, all six tensors' signatures."""
+    q, k, v, do = (torch.randn(2, 3, 40, 64).half() for _ in range(4))
+    layout = fa._layout_key(q, k, v, True, True, True)
+    key = fa._backward_key(do, q, k, v, None, None, True, True, False, layout)
+    assert fa._backward_key(torch.randn(2, 3, 40, 64).half(), q, k, v, None, None, True, True, False, layout) == key
+    assert fa._backward_key(do, q, k, v, None, None, True, True, True, layout)[-1] is True and key[-1] is False
+    unaligned = torch.randn(2 * 3 * 40 * 64 + 1).half()[1:].view(2, 3, 40, 64)
+    for other in (do.transpose(1, 2).contiguous().transpose(1, 2), do.bfloat16(), unaligned):
+        assert fa._backward_key(other, q, k, v, None, None, True, True, False, layout) != key
+    assert fa._backward_key(do, q, k, v, None, None, True, True, False,
+                            fa._layout_key(q, k, v, False, True, True)) != key
+    o, lse = torch.empty_like(q), torch.empty(q.shape[:3])
+    plain = fa._backward_key(do, q, k, v, o, lse, True, True, False, None)
+    assert plain == (signature(do, q, k, v, o, lse), True, True, False)
 
 
 def test_dq_accumulator_rows_are_tma_aligned():
