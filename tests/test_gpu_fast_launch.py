@@ -90,10 +90,13 @@ def test_flash_attention_inference_replay_follows_new_inputs():
         LaunchCache.enabled = True
     assert torch.equal(replayed, launched)
     reference, _ = fa.attention_reference(q, k, v, causal=True)
-    assert (replayed.double() - reference).abs().max().item() <= 4 * 2.0 ** -11 * max(reference.abs().max().item(), 1)
+    tol = 4 * 2.0 ** -11 * max(reference.abs().max().item(), 1)
+    assert (replayed.double() - reference).abs().max().item() <= tol
     qt, kt, vt = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     assert fa._layout_key(qt, kt, vt, True, True, fa.SM90_FORWARD) != key
-    assert torch.equal(fa.flash_attention(qt, kt, vt, causal=True), launched)
+    # Another layout may run another kernel (the Gluon forward takes contiguous tensors only): same values
+    # within rounding, not the same bits.
+    assert (fa.flash_attention(qt, kt, vt, causal=True).double() - reference).abs().max().item() <= tol
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
