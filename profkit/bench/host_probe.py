@@ -6,9 +6,10 @@ problems spend their time when the GPU is not the limit.
 Each figure is (host µs, total µs) per call over 300 back-to-back calls after 20 warm-up calls: host =
 until the last call returned, total = until the GPU finished. When host ≈ total, the loop is host-bound.
 
-* fa_backward: the FlashAttention-2 backward at N = 512 (B = 4, causal fp16), d = 64 and 128, through
+* fa_backward: the FlashAttention-2 backward at N = 512 and 1024 (B = 4, causal fp16), d = 64 and 128, through
   ``torch.autograd.grad`` (autograd's device thread runs the Python backward), with that thread turned off,
-  and its three recorded launches called directly; SDPA's C++ backward and our inference forward beside.
+  and its recorded launches called directly; SDPA's C++ backward (flash and cuDNN pinned), an empty
+  ``autograd.Function`` (the engine's round trip into Python alone) and our inference forward beside.
 * int8_layer: QuantizedLinear (K = N = 4096, 43 outlier columns scaled 25x, bias) against fp16 nn.Linear
   at M = 16 ... 4096, with the quantization and GEMM launches alone, and the layer with the recorded
   fast path off.
@@ -56,26 +57,49 @@ def _profile(fn: Callable[[], object], torch, calls: int = 200, lines: int = 12)
 
 def fa_backward(torch) -> None:
     import kernels.flash_attention as fa
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    for head_dim, heads in ((64, 8), (128, 16)):
-        q, k, v, do = (torch.randn(4, heads, 512, head_dim, device="cuda", dtype=torch.float16) for _ in range(4))
-        for t in (q, k, v):
-            t.requires_grad_(True)
-        o = fa.flash_attention(q, k, v, True)
-        o_sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        with torch.no_grad():
-            o_plain, lse = fa.flash_attention_forward(q, k, v, True)
-        scale = head_dim ** -0.5
-        label = f"d={head_dim} N=512"
-        print(f"{label}: backward, recorded launches called directly {per_call_us(lambda: fa._backward(do, q, k, v, o_plain, lse, True, scale, True), torch)}")
-        print(f"{label}: backward via autograd.grad {per_call_us(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), torch)}")
-        with torch.autograd.set_multithreading_enabled(False):
-            print(f"{label}: backward via autograd.grad, no device thread "
-                  f"{per_call_us(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), torch)}")
-        print(f"{label}: SDPA backward via autograd.grad {per_call_us(lambda: torch.autograd.grad(o_sdpa, (q, k, v), do, retain_graph=True), torch)}")
-        print(f"{label}: forward, no grad {per_call_us(lambda: fa.flash_attention(q.detach(), k.detach(), v.detach(), True), torch)}")
+    class Passthrough(torch.autograd.Function):
+        """Saves three tensors and hands them back as gradients: what any Python backward costs."""
+
+        @staticmethod
+        def forward(ctx, q, k, v):
+            ctx.save_for_backward(q, k, v)
+            return q.clone()
+
+        @staticmethod
+        def backward(ctx, do):
+            return ctx.saved_tensors
+
+    def sdpa(backend, q, k, v):
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    for seq in (512, 1024):
+        for head_dim, heads in ((64, 8), (128, 16)):
+            q, k, v, do = (torch.randn(4, heads, seq, head_dim, device="cuda", dtype=torch.float16) for _ in range(4))
+            for t in (q, k, v):
+                t.requires_grad_(True)
+            outputs = {"ours": fa.flash_attention(q, k, v, True),
+                       "SDPA flash": sdpa(SDPBackend.FLASH_ATTENTION, q, k, v),
+                       "SDPA cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v),
+                       "empty Function": Passthrough.apply(q, k, v)}
+            with torch.no_grad():
+                o_plain, lse = fa.flash_attention_forward(q, k, v, True)
+            scale = head_dim ** -0.5
+            label = f"d={head_dim} N={seq}"
+            print(f"{label}: ours, recorded launches called directly "
+                  f"{per_call_us(lambda: fa._backward(do, q, k, v, o_plain, lse, True, scale, True), torch)}")
+            for name, o in outputs.items():
+                print(f"{label}: {name} via autograd.grad "
+                      f"{per_call_us(lambda o=o: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), torch)}")
+            with torch.autograd.set_multithreading_enabled(False):
+                print(f"{label}: ours via autograd.grad, no device thread "
+                      f"{per_call_us(lambda: torch.autograd.grad(outputs['ours'], (q, k, v), do, retain_graph=True), torch)}")
+            print(f"{label}: ours, forward, no grad "
+                  f"{per_call_us(lambda: fa.flash_attention(q.detach(), k.detach(), v.detach(), True), torch)}")
     with torch.autograd.set_multithreading_enabled(False):  # cProfile sees the calling thread only
-        print(_profile(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), torch))
+        print(_profile(lambda: torch.autograd.grad(outputs["ours"], (q, k, v), do, retain_graph=True), torch))
 
 
 def int8_layer(torch) -> None:
