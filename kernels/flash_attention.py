@@ -1311,8 +1311,11 @@ def _graph_factory(factory):
     from profkit.bench import harness
 
     def graph_factory(case):
-        with torch.cuda.stream(torch.cuda.Stream()):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
             fn = factory(case)
+        torch.cuda.current_stream().wait_stream(side)  # the inputs and the recorded forward are ready before any replay
         try:
             harness.capture_graph(fn)
         except RuntimeError as err:
