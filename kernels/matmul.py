@@ -235,7 +235,7 @@ def matmul_configs(path: str) -> list[triton.Config]:
     if path == "tma":
         return [_config(*c, EPILOGUE_SUBTILE=s, GROUP_M=g) for *c, s, g in (
             (128, 256, 64, 3, 8, False, 8), (128, 256, 64, 3, 8, True, 8), (128, 256, 64, 4, 8, True, 8),
-            (128, 256, 64, 3, 8, False, 16), (128, 256, 64, 3, 8, True, 16),
+            (128, 256, 64, 3, 8, False, 16), (128, 256, 64, 3, 8, True, 16), (128, 256, 64, 3, 8, False, 4),
             (256, 128, 64, 3, 8, False, 8), (256, 128, 64, 4, 8, True, 8), (128, 128, 64, 4, 8, False, 8),
             (128, 128, 64, 5, 8, True, 8), (128, 128, 64, 4, 4, False, 8), (128, 128, 128, 3, 8, True, 8),
             (64, 256, 64, 4, 4, True, 8), (64, 128, 64, 5, 4, False, 8))]
