@@ -921,7 +921,6 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
     return _INTERPRET or _device_tma(tensors[0])
 
 
-
 BACKWARD_VARIANTS = ("split", "fused")
 """How the backward can run. "split" (the default): a dQ kernel over query tiles, then dK/dV over key blocks, each
 recomputing P and dP (seven matmuls per block pair). "fused": dQ added, in fp32, from the dK/dV kernel (five
@@ -1094,6 +1093,12 @@ def _fused_backward_attention(q, k, v, causal: bool):
     return FlashAttentionFunction.apply(q, k, v, causal, _resolve_scale(None, q.shape[-1]), True, "fused")
 
 
+def _tl_forward(q, k, v, causal: bool) -> torch.Tensor:
+    """o from the Triton (tl.dot) forward even where the Gluon sm_90 one would run (default scale, block skipping):
+    the benchmark's fa2_tl_fwd row, the profile workload's fa2_fwd_tl range and the power probe."""
+    return _forward(q, k, v, causal, _resolve_scale(None, q.shape[-1]), True, sm90_allowed=False)[0]
+
+
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
                     sm_scale: float | None = None, block_skip: bool = True) -> torch.Tensor:
     """Differentiable attention, a drop-in for scaled_dot_product_attention(q, k, v, is_causal).
@@ -1243,8 +1248,7 @@ def attention_impls() -> dict:
     return {
         "fa2_triton": lambda q, k, v, causal: flash_attention(q, k, v, causal=causal),
         # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
-        "fa2_tl_fwd": lambda q, k, v, causal: _forward(q, k, v, causal, 1.0 / math.sqrt(q.shape[-1]), True,
-                                                       sm90_allowed=False)[0],
+        "fa2_tl_fwd": _tl_forward,
         # The fused backward beside fa2_triton's split one (backward cases only).
         "fa2_bwd_fused": _fused_backward_attention,
         "sdpa_default": _sdpa_call(None),
@@ -1533,10 +1537,9 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")
     q, k, v, do = _random_inputs(params, requires_grad=True)
     sdpa = _sdpa_call(None)
-    scale = _resolve_scale(None, d)
 
     def triton_forward():
-        return _forward(q, k, v, causal, scale, True, sm90_allowed=False)
+        return _tl_forward(q, k, v, causal)
 
     with nvtx.annotate("warmup"):
         for _ in range(3):
@@ -1603,7 +1606,7 @@ def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: f
             params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
             q, k, v, _ = _random_inputs(params, requires_grad=False)
             impls = {"fa2_triton": lambda: flash_attention(q, k, v, causal=True),
-                     "fa2_tl_fwd": lambda: _forward(q, k, v, True, head_dim ** -0.5, True, sm90_allowed=False)[0],
+                     "fa2_tl_fwd": lambda: _tl_forward(q, k, v, True),
                      "sdpa_cudnn": lambda: cudnn(q, k, v, True)}
             for fn in impls.values():  # compile, autotune, choose the variant
                 fn()
