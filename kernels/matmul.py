@@ -443,10 +443,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     return c
 
 
-def last_config(path: str) -> str | None:
-    """The config the autotuner of ``path`` used last, as text (None before its first call)."""
-    best = getattr(_AUTOTUNED[path], "best_config", None)
-    return None if best is None else str(best)
+def tuned_config(path: str, m: int, n: int, k: int, dtype: torch.dtype) -> str | None:
+    """The config the autotuner of ``path`` chose for an (m, k) @ (k, n) problem in dtype, as text (None when
+    it has not tuned that problem). Read from the autotuner's own per-key cache (its key starts with M, N, K and
+    ends with the tensors' dtypes), not the autotuner's ``best_config``: a recorded launch of an earlier shape
+    replays without the autotuner, so ``best_config`` then still names the last shape that was tuned."""
+    for key, config in getattr(_AUTOTUNED[path], "cache", {}).items():
+        if tuple(key[:3]) == (m, n, k) and str(dtype) in key:
+            return str(config)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -583,7 +588,7 @@ def _checker(inputs: _Inputs, chosen: dict[str, str | None]):
         a, b = inputs.get(case)
         p = case.params
         path = select_path(p["m"], p["n"], a.element_size(), p["precision"], _tma_eligible(a, b, None))
-        chosen[case.label] = f"{path}: {last_config(path)}"
+        chosen[case.label] = f"{path}: {tuned_config(path, p['m'], p['n'], p['k'], a.dtype)}"
         reference = matmul_reference(a, b)
         tol = tolerance(a.dtype, p["precision"], p["k"])
         for name, out in outputs.items():
@@ -743,7 +748,7 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
                 torch.matmul(a, b, out=c_cublas)
             torch.cuda.synchronize()
     path = select_path(n, n, a.element_size(), precision, _tma_eligible(a, b, c_triton))
-    return {"variant": dtype, "n": n, "path": path, "triton_config": last_config(path)}
+    return {"variant": dtype, "n": n, "path": path, "triton_config": tuned_config(path, n, n, n, torch_dtype)}
 
 
 def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] = (4, 8, 16, 32), rounds: int = 3,
@@ -804,7 +809,7 @@ def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] =
         for name, times in medians.items():
             ms = statistics.median(times)
             rows.append({"n": size, "side": name, "ms": ms, "tflops": flops.matmul_flops(size, size, size) / ms / 1e9,
-                         "vs_cublas": cublas_ms / ms, "config": last_config("tma") if name == "profkit" else ""})
+                         "vs_cublas": cublas_ms / ms, "config": tuned_config("tma", size, size, size, torch.bfloat16) if name == "profkit" else ""})
     for size in sizes:
         print(f"--- bf16 {size}^3")
         for row in sorted((r for r in rows if r["n"] == size), key=lambda r: -r["vs_cublas"]):

@@ -108,6 +108,23 @@ def test_autotune_lists_are_modest_and_distinct():
         mm.matmul_configs("sparse")
 
 
+def test_tuned_config_names_the_config_of_the_asked_shape_and_dtype(monkeypatch):
+    # The benchmark records each case's config after the case ran; when that case's launch was a replay,
+    # the autotuner's best_config still named the last *tuned* shape (run BB's fp32 2048 row said the 4096
+    # pick). The per-key cache answers for the asked problem only.
+    tuner = mm._AUTOTUNED["tma"]
+    configs = mm.matmul_configs("tma")
+    cache = {(2048, 2048, 2048, "torch.bfloat16", "torch.bfloat16", "torch.bfloat16"): configs[0],
+             (2048, 2048, 2048, "torch.float16", "torch.float16", "torch.float16"): configs[1],
+             (4096, 4096, 512, "torch.bfloat16", "torch.bfloat16", "torch.bfloat16"): configs[2]}
+    monkeypatch.setattr(tuner, "cache", cache, raising=False)
+    monkeypatch.setattr(tuner, "best_config", configs[2], raising=False)
+    assert mm.tuned_config("tma", 2048, 2048, 2048, torch.bfloat16) == str(configs[0])
+    assert mm.tuned_config("tma", 2048, 2048, 2048, torch.float16) == str(configs[1])
+    assert mm.tuned_config("tma", 4096, 4096, 512, torch.bfloat16) == str(configs[2])
+    assert mm.tuned_config("tma", 4096, 4096, 4096, torch.bfloat16) is None
+
+
 def test_tolerances_separate_ieee_from_tf32():
     # Even at K = 8192 the fp32 bound stays 10x below TF32's input rounding (2^-11 ~ 4.9e-4),
     # so a kernel that silently used TF32 would fail the ieee check.
