@@ -210,7 +210,7 @@ def matmul_configs(path: str) -> list[triton.Config]:
     full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128 and
     64x128 tiles so sizes near 1024-2048 still give every SM a tile. The 3-stage 128x256 tiles also
-    come in GROUP_M=16 order (16 tile-rows share each B panel), worth at most ~1% (``sweep_tma`` on
+    come in GROUP_M=16 order (16 tile-rows share each B panel), worth at most ~1% (``sweep`` on
     graph replays, GPU run Y: 0.973x vs 0.969x cuBLAS at 4096^3, 1.018x vs 1.012x at 8192^3).
     """
     if path == "fma":
@@ -751,79 +751,103 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
     return {"variant": dtype, "n": n, "path": path, "triton_config": tuned_config(path, n, n, n, torch_dtype)}
 
 
-def sweep_tma(sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] = (4, 8, 16, 32), rounds: int = 3,
-              out_dir: Path = Path("reports/benchmarks"), min_tile: int = 0) -> list[dict]:
-    """bf16 persistent TMA kernel: every tile config of ``matmul_configs("tma")`` with each GROUP_M (the
-    tile order, hence L2 reuse), against cuBLAS and the shipped autotuned ``matmul``, square sizes.
+SWEEP_PATHS = {"bf16": "tma", "fp32": "fma"}
+"""``sweep`` dtype -> the autotuned path whose configs it times (bf16: the persistent TMA kernel; fp32: TF32 off)."""
+
+
+def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, b, c) -> None:
+    """One launch of ``path``'s kernel with cfg (its GROUP_M replaced), through triton's own launch path."""
+    m, k = a.shape
+    n = b.shape[1]
+    meta = {**cfg.kwargs, "GROUP_M": group_m}
+    options = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+    if path == "tma":
+        matmul_kernel_tma_persistent[(min(num_sms, tiles),)](a, b, c, m, n, k, **meta, NUM_SMS=num_sms, **options)
+    else:
+        matmul_kernel[(tiles,)](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                                c.stride(1), **meta, INPUT_PRECISION="ieee", **options)
+
+
+def _sweep_label(cfg: triton.Config, group_m: int) -> str:
+    kw = cfg.kwargs
+    sub = f" sub{int(kw['EPILOGUE_SUBTILE'])}" if "EPILOGUE_SUBTILE" in kw else ""
+    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}"
+
+
+def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] = (4, 8, 16, 32),
+          rounds: int = 3, out_dir: Path = Path("reports/benchmarks"), min_tile: int = 0) -> list[dict]:
+    """Every autotune config of one path with each GROUP_M (the tile order, hence L2 reuse), against cuBLAS and
+    the shipped autotuned ``matmul``, square sizes: the persistent TMA kernel's for bf16, the fma configs (fp32,
+    TF32 off on both sides) for fp32 (``SWEEP_PATHS``).
 
     Every config is first checked against float64 on odd sizes (poisoned output). Timing: ``rounds``
     interleaved rounds of harness.time_fn (L2 flushed before each call) on CUDA-graph replays, so the
     directly launched configs (triton's own launch path, tens of µs of Python) and the two library
     calls are timed alike; the median of the rounds' medians; TFLOP/s = 2·n³ / time for every side.
     ``min_tile``: only tiles of at least this many outputs (BLOCK_M * BLOCK_N). Writes
-    out_dir/matmul_sweep.json: a tuning record for choosing ``matmul_configs``, not the benchmark.
+    out_dir/matmul_sweep.json (bf16) or matmul_sweep_fp32.json: a tuning record for choosing
+    ``matmul_configs``, not the benchmark.
     """
     import json
     import statistics
 
     from profkit.bench import flops, harness
 
-    harness.require_cuda("kernels.matmul.sweep_tma")
+    if dtype not in SWEEP_PATHS:
+        raise ValueError(f"sweep dtype {dtype!r}; expected one of {sorted(SWEEP_PATHS)}")
+    harness.require_cuda("kernels.matmul.sweep")
+    path, torch_dtype = SWEEP_PATHS[dtype], VARIANTS["fp32-ieee" if dtype == "fp32" else dtype][0]
     device = torch.cuda.current_device()
     _, num_sms = _device_info(device)
     triton.set_allocator(_tma_workspace)
-    configs = [(cfg, group_m) for cfg in matmul_configs("tma") for group_m in group_ms
+    configs = [(cfg, group_m) for cfg in matmul_configs(path) for group_m in group_ms
                if cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"] >= min_tile]
 
-    def launch(cfg, group_m, a, b, c):
-        m, k = a.shape
-        n = b.shape[1]
-        grid = (min(num_sms, triton.cdiv(m, cfg.kwargs["BLOCK_M"]) * triton.cdiv(n, cfg.kwargs["BLOCK_N"])),)
-        matmul_kernel_tma_persistent[grid](a, b, c, m, n, k, **{**cfg.kwargs, "GROUP_M": group_m},
-                                           NUM_SMS=num_sms, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for m, n, k in ((1000, 1032, 1000), (300, 520, 4104)):
-        a = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", generator=gen).to(torch.bfloat16)
-        reference = matmul_reference(a, b)
-        for cfg, group_m in configs:
-            c = _poisoned(a, b)
-            launch(cfg, group_m, a, b, c)
-            harness.require_close(c, reference, tolerance(torch.bfloat16, None, k), f"sweep {cfg} GROUP_M={group_m}")
-    rows = []
+    with harness.tf32_mode(False):
+        for m, n, k in ((1000, 1032, 1000), (300, 520, 4104)):
+            a = torch.randn(m, k, device="cuda", generator=gen).to(torch_dtype)
+            b = torch.randn(k, n, device="cuda", generator=gen).to(torch_dtype)
+            reference = matmul_reference(a, b)
+            for cfg, group_m in configs:
+                c = _poisoned(a, b)
+                _sweep_launch(path, cfg, group_m, num_sms, a, b, c)
+                harness.require_close(c, reference, tolerance(torch_dtype, "ieee" if dtype == "fp32" else None, k),
+                                      f"sweep {cfg} GROUP_M={group_m}")
+        rows = []
+        for size in sizes:
+            a = torch.randn(size, size, device="cuda", generator=gen).to(torch_dtype)
+            b = torch.randn(size, size, device="cuda", generator=gen).to(torch_dtype)
+            c = torch.empty(size, size, device="cuda", dtype=torch_dtype)
+            sides = {"cublas": lambda: torch.matmul(a, b, out=c), "profkit": lambda: matmul(a, b, out=c)}
+            for cfg, group_m in configs:
+                sides[_sweep_label(cfg, group_m)] = functools.partial(_sweep_launch, path, cfg, group_m, num_sms, a, b, c)
+            medians: dict[str, list[float]] = {name: [] for name in sides}
+            for _ in range(rounds):
+                for name, fn in sides.items():
+                    medians[name].append(harness.time_fn(fn, rep_ms=100, cuda_graph=True).median_ms)
+            cublas_ms = statistics.median(medians["cublas"])
+            for name, times in medians.items():
+                ms = statistics.median(times)
+                rows.append({"n": size, "side": name, "ms": ms,
+                             "tflops": flops.matmul_flops(size, size, size) / ms / 1e9, "vs_cublas": cublas_ms / ms,
+                             "config": tuned_config(path, size, size, size, torch_dtype) if name == "profkit" else ""})
     for size in sizes:
-        a = torch.randn(size, size, device="cuda", generator=gen).to(torch.bfloat16)
-        b = torch.randn(size, size, device="cuda", generator=gen).to(torch.bfloat16)
-        c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
-        sides = {"cublas": lambda: torch.matmul(a, b, out=c), "profkit": lambda: matmul(a, b, out=c)}
-        for cfg, group_m in configs:
-            sides[f"{cfg.kwargs['BLOCK_M']}x{cfg.kwargs['BLOCK_N']}x{cfg.kwargs['BLOCK_K']} "
-                  f"s{cfg.num_stages} w{cfg.num_warps} sub{int(cfg.kwargs['EPILOGUE_SUBTILE'])} "
-                  f"g{group_m}"] = functools.partial(launch, cfg, group_m, a, b, c)
-        medians: dict[str, list[float]] = {name: [] for name in sides}
-        for _ in range(rounds):
-            for name, fn in sides.items():
-                medians[name].append(harness.time_fn(fn, rep_ms=100, cuda_graph=True).median_ms)
-        cublas_ms = statistics.median(medians["cublas"])
-        for name, times in medians.items():
-            ms = statistics.median(times)
-            rows.append({"n": size, "side": name, "ms": ms, "tflops": flops.matmul_flops(size, size, size) / ms / 1e9,
-                         "vs_cublas": cublas_ms / ms, "config": tuned_config("tma", size, size, size, torch.bfloat16) if name == "profkit" else ""})
-    for size in sizes:
-        print(f"--- bf16 {size}^3")
+        print(f"--- {dtype} {size}^3")
         for row in sorted((r for r in rows if r["n"] == size), key=lambda r: -r["vs_cublas"]):
-            print(f"   {row['side']:34s} {row['tflops']:6.0f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS  {row['config']}")
-    out = Path(out_dir) / "matmul_sweep.json"
+            print(f"   {row['side']:34s} {row['tflops']:6.1f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS  {row['config']}")
+    out = Path(out_dir) / ("matmul_sweep.json" if dtype == "bf16" else f"matmul_sweep_{dtype}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": harness.environment(), "rounds": rounds, "rows": rows}, indent=1) + "\n")
+    out.write_text(json.dumps({"meta": harness.environment(), "dtype": dtype, "rounds": rounds, "rows": rows},
+                              indent=1) + "\n")
     print(f"wrote {out}")
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``bench [--quick] [--out-dir DIR]``, ``profile [--n N] [--dtype VARIANT]`` or
-    ``sweep [--n N ...] [--group-m G ...]``."""
+    ``sweep [--dtype bf16|fp32] [--n N ...] [--group-m G ...]``."""
     parser = argparse.ArgumentParser(prog="python -m kernels.matmul",
                                      description="Triton tiled matmul vs cuBLAS: benchmark or profiling workload")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -834,7 +858,9 @@ def main(argv: list[str] | None = None) -> int:
     p_prof.add_argument("--n", type=int, default=4096)
     p_prof.add_argument("--dtype", choices=sorted(VARIANTS), default="bf16")
     p_prof.add_argument("--loop", type=int, default=20, help="back-to-back launches per side after the single ones")
-    p_sweep = sub.add_parser("sweep", help="bf16 TMA tile configs x GROUP_M vs cuBLAS (matmul_sweep.json)")
+    p_sweep = sub.add_parser("sweep", help="one path's tile configs x GROUP_M vs cuBLAS (matmul_sweep[_fp32].json)")
+    p_sweep.add_argument("--dtype", choices=sorted(SWEEP_PATHS), default="bf16",
+                         help="bf16: the persistent TMA tiles; fp32: the fma tiles, TF32 off")
     p_sweep.add_argument("--n", type=int, nargs="+", default=[4096, 8192])
     p_sweep.add_argument("--group-m", type=int, nargs="+", default=[4, 8, 16, 32])
     p_sweep.add_argument("--min-tile", type=int, default=0, help="only tiles of at least this many outputs")
@@ -843,7 +869,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         bench(out_dir=args.out_dir, quick=args.quick)
     elif args.command == "sweep":
-        sweep_tma(tuple(args.n), tuple(args.group_m), out_dir=args.out_dir, min_tile=args.min_tile)
+        sweep(args.dtype, tuple(args.n), tuple(args.group_m), out_dir=args.out_dir, min_tile=args.min_tile)
     else:
         print(profile_workload(n=args.n, dtype=args.dtype, loop=args.loop))
     return 0

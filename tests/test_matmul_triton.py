@@ -156,7 +156,27 @@ def test_bench_and_profile_need_a_gpu(tmp_path):
         mm.profile_workload(n=64)
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         mm.main(["sweep", "--n", "512", "--group-m", "4", "--out-dir", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        mm.main(["sweep", "--dtype", "fp32", "--n", "512", "--out-dir", str(tmp_path)])
     assert not list(tmp_path.iterdir())
+
+
+def test_sweep_rejects_a_dtype_without_a_path(tmp_path):
+    with pytest.raises(ValueError, match="sweep dtype 'tf32'"):
+        mm.sweep("tf32", out_dir=tmp_path)
+
+
+@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+def test_sweep_launch_of_an_fma_tile_matches_float64(gen):
+    # The sweep times each fma config launched directly with its own GROUP_M; a launch that dropped the
+    # config's tile or order would time something else. Small tile, so the interpreter stays quick.
+    cfg = mm._config(32, 16, 16, 2, 1)
+    a, b = _operands(gen, 45, 37, 29, torch.float32)
+    c = torch.full((45, 37), float("nan"))
+    mm._sweep_launch("fma", cfg, 2, 1, a, b, c)
+    assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
+    assert mm._sweep_label(cfg, 2) == "32x16x16 s2 w1 g2"
+    assert mm._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
 
 
 def test_profile_workload_rejects_bad_arguments():
