@@ -6,6 +6,8 @@
 // harness's reference (float64 CPU for N <= 512, else cuBLAS with TF32 off plus 256 sampled
 // float64 dot products), then R rounds; in each round every kernel runs once, in rotated order,
 // each after an L2 flush (2x L2) and an output poison, with CUDA events around the launch only.
+// Each timed launch sits alone in an NVTX range named after its rung, as in the rung's own program, so one
+// ncu process can capture the whole ladder (`--nvtx-include matmul_naive/ ...`).
 // One JSON line per (kernel, N) on stdout: median/p20/p80/min/max ms over the R runs, GFLOP/s
 // from the harness's single matmul_flops(n) = 2n^3, and the ratio to cuBLAS's median.
 #define PROFKIT_NO_MAIN
@@ -106,7 +108,9 @@ int main(int argc, char** argv) {
                     CHECK_CUDA(cudaMemsetAsync(flush_buffer, round & 0xFF, flush_bytes, stream));
                     poison(dev.c, n, stream);
                     CHECK_CUDA(cudaEventRecord(start, stream));
+                    nvtxRangePushA(kRungs[k].name);  // as in each rung's own program: ncu --nvtx-include NAME/
                     kRungs[k].launch(dev.a, dev.b, dev.c, n, stream);
+                    nvtxRangePop();
                     CHECK_CUDA(cudaEventRecord(stop, stream));
                     CHECK_CUDA(cudaEventSynchronize(stop));
                     float ms = 0.0f;
