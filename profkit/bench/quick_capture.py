@@ -1,10 +1,13 @@
 """`profile --quick` against `--set full` on the matmul ladder: capture wall time and table agreement.
 
-On a GPU, ``bench`` captures the ladder twice, once with ``--quick`` (only the metrics profkit's
-tables read) and once with ``--set full``, both without nsys, into two sessions; then it holds every
-value the two sessions' core tables share against each other. Offline, ``compare`` does the second
-half on any two committed sessions. Results: quick_capture.json (summary, per-capture wall times)
-and quick_capture.csv (every compared value).
+On a GPU, ``bench`` captures the ladder with ``--quick`` (only the metrics profkit's tables read) and with
+``--set full``, both without nsys, in two layouts: each rung's own program under its own ncu process
+(sessions ladder-{quick,full}-nN), and every rung in one program, cuda/ladder_bench.cu, under one ncu
+process (ladder1-{quick,full}-nN), which pays ncu's start and the program's setup once instead of six
+times. For each layout it holds every value the two sessions' core tables share against each other, and
+it holds the two layouts' full captures against each other: the run-to-run noise the 5% criterion sits in.
+Offline, ``compare`` does the comparisons on committed sessions. Results: quick_capture[_one_process].json
+(summary, per-capture wall times) and quick_capture[_one_process].csv (every compared value).
 
 A value agrees when |quick - full| <= tolerance * |full|, or when both are below ``FLOOR`` in
 magnitude (0 vs 1e-12 is the same reading). Text columns (stall reasons, limiters, grids) must be
@@ -28,6 +31,10 @@ FLOOR = 1e-9
 LADDER = ["cuda/matmul_naive.cu", "cuda/matmul_tiled.cu", "cuda/matmul_coarsened.cu", "cuda/matmul_regtile.cu",
           "cuda/matmul_vectorized.cu", "cuda/matmul_cublas.cu"]
 VALUE_COLUMNS = ["view", *KEYS, "column", "quick", "full", "rel_diff", "agrees"]
+LADDER_ONE_PROCESS = "cuda/ladder_bench.cu"
+"""Every rung and cuBLAS in one program; each timed launch sits in an NVTX range named after its rung."""
+LAYOUTS = {"programs": ("ladder", "quick_capture"), "one_process": ("ladder1", "quick_capture_one_process")}
+"""Capture layout -> (session name prefix, result file stem)."""
 
 
 def _agrees(quick, full, tolerance: float) -> tuple[float, bool]:
@@ -169,6 +176,34 @@ def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLE
     }
 
 
+def _by_kernel(views: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Views whose rows are keyed by kernel alone (capture and launch made equal), so captures of the same
+    kernels from different programs line up; each ladder kernel has its own name."""
+    out = {}
+    for name, df in views.items():
+        df = df.copy()
+        for key, value in (("capture", "ladder"), ("launch", 0)):
+            if key in df:
+                df[key] = value
+        out[name] = df
+    return out
+
+
+def repeatability(session_a: Path, session_b: Path, tolerance: float = TOLERANCE) -> dict:
+    """How closely two captures of the same kernels in the same mode agree (kernels matched by name): the
+    noise floor under the quick-vs-full comparison. Counts the values both sessions hold and lists those
+    further apart than ``tolerance``, worst first."""
+    a, _ = _session_views(session_a)
+    b, _ = _session_views(session_b)
+    values = value_agreement(_by_kernel(a), _by_kernel(b), tolerance)
+    both = values[~(values["quick"].map(_missing) | values["full"].map(_missing))]
+    worst = both[~both["agrees"]].sort_values("rel_diff", ascending=False)
+    return {"a": str(session_a), "b": str(session_b), "tolerance": tolerance,
+            "values_both_present": int(len(both)), "agreeing": int(both["agrees"].sum()),
+            "disagreeing": [{"view": r["view"], "kernel": r["kernel"], "column": r["column"], "a": r["quick"],
+                             "b": r["full"], "rel_diff": r["rel_diff"]} for r in worst.to_dict("records")]}
+
+
 def _session_views(path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     from profkit.session.store import MANIFEST
     from profkit.views import session_views
@@ -195,11 +230,12 @@ def compare(quick_session: Path, full_session: Path, tolerance: float = TOLERANC
     return values, walls, summary
 
 
-def write(values: pd.DataFrame, walls: pd.DataFrame, summary: dict, out_dir: Path) -> list[Path]:
+def write(values: pd.DataFrame, walls: pd.DataFrame, summary: dict, out_dir: Path,
+          stem: str = "quick_capture") -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = dict(summary, wall_times=walls.to_dict("records"))
-    paths = [out_dir / "quick_capture.json", out_dir / "quick_capture.csv"]
+    paths = [out_dir / f"{stem}.json", out_dir / f"{stem}.csv"]
     paths[0].write_text(json.dumps(doc, indent=1, default=str) + "\n")
     values.to_csv(paths[1], index=False)
     return paths
@@ -221,6 +257,13 @@ def report_text(walls: pd.DataFrame, summary: dict) -> str:
     for row in summary["disagreeing"][:15]:
         lines.append(f"  differs: {row['view']}.{row['column']} [{row['capture']}] quick={row['quick']} "
                      f"full={row['full']}")
+    repeat = summary.get("full_repeat")
+    if repeat:
+        lines.append(f"two --set full captures of the same kernels ({repeat['a']} vs {repeat['b']}): "
+                     f"{repeat['agreeing']} of {repeat['values_both_present']} values within "
+                     f"{100 * repeat['tolerance']:.0f}% of each other")
+        for row in repeat["disagreeing"][:10]:
+            lines.append(f"  differs: {row['view']}.{row['column']} [{row['kernel']}] {row['a']} vs {row['b']}")
     return "\n".join(lines)
 
 
@@ -274,36 +317,58 @@ def metric_group_passes(program: list[str], ncu: str = "ncu") -> dict[str, dict]
     return out
 
 
-def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessions_dir: Path | None = None):
-    """Capture the ladder with --quick and with --set full (N=4096; 1024 when quick), compare, write."""
+def capture_ladder(layout: str, n: int, sessions_dir: Path | None = None) -> dict[str, Path]:
+    """Capture the ladder at size n with --quick and with --set full in one layout (see LAYOUTS); returns
+    the two session folders by mode."""
     from profkit.capture.ncu import NcuOptions
     from profkit.capture.profile import ProfileOptions, profile
     from profkit.parse.catalog import quick_metrics
 
-    n = 1024 if quick else 4096
+    prefix, _ = LAYOUTS[layout]
+    one = layout == "one_process"
+    targets = [LADDER_ONE_PROCESS] if one else list(LADDER)
+    nvtx = [f"{Path(rung).stem}/" for rung in LADDER] if one else []
     sessions = {}
-    for mode, ncu in (("quick", NcuOptions(set_name=None, metrics=quick_metrics(), import_source=False)),
-                      ("full", NcuOptions(set_name="full"))):
-        options = ProfileOptions(name=f"ladder-{mode}-n{n}", args=[str(n)], ncu=ncu)
-        sessions[mode] = profile(list(LADDER), options, root=sessions_dir)
+    for mode, ncu in (("quick", NcuOptions(set_name=None, metrics=quick_metrics(), import_source=False,
+                                           nvtx_include=list(nvtx))),
+                      ("full", NcuOptions(set_name="full", nvtx_include=list(nvtx)))):
+        options = ProfileOptions(name=f"{prefix}-{mode}-n{n}", args=[str(n)], ncu=ncu)
+        sessions[mode] = profile(targets, options, root=sessions_dir)
+    return sessions
+
+
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessions_dir: Path | None = None):
+    """Capture the ladder with --quick and with --set full (N=4096; 1024 when quick) in both layouts,
+    compare each pair and the two full captures, write one result per layout."""
     from profkit.session.store import MANIFEST
 
-    manifest = json.loads((sessions["quick"] / MANIFEST).read_text())
-    with tempfile.TemporaryDirectory() as workdir:
-        floors = one_pass_seconds(manifest, Path(workdir))
-    values, walls, summary = compare(sessions["quick"], sessions["full"], one_pass=floors)
-
-    tiled = next(c["command"] for c in manifest["captures"] if c["name"] == "matmul_tiled")
-    summary["passes_by_group"] = metric_group_passes(shlex.split(tiled))
-    print(report_text(walls, summary))
-    for path in write(values, walls, summary, out_dir):
-        print(f"wrote {path}")
-    return summary
+    n = 1024 if quick else 4096
+    summaries, fulls = {}, {}
+    for layout, (_, stem) in LAYOUTS.items():
+        sessions = capture_ladder(layout, n, sessions_dir)
+        fulls[layout] = sessions["full"]
+        manifest = json.loads((sessions["quick"] / MANIFEST).read_text())
+        with tempfile.TemporaryDirectory() as workdir:
+            floors = one_pass_seconds(manifest, Path(workdir))
+        values, walls, summary = compare(sessions["quick"], sessions["full"], one_pass=floors)
+        summary["layout"] = layout
+        if layout == "programs":
+            tiled = next(c["command"] for c in manifest["captures"] if c["name"] == "matmul_tiled")
+            summary["passes_by_group"] = metric_group_passes(shlex.split(tiled))
+        else:
+            summary["full_repeat"] = repeatability(fulls["programs"], sessions["full"])
+        print(f"--- {layout}")
+        print(report_text(walls, summary))
+        for path in write(values, walls, summary, out_dir, stem):
+            print(f"wrote {path}")
+        summaries[layout] = summary
+    return summaries
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m profkit.bench.quick_capture QUICK_SESSION FULL_SESSION [--out-dir DIR]``: compare
-    two committed sessions offline (no GPU) and write quick_capture.json|csv."""
+    """``python -m profkit.bench.quick_capture QUICK_SESSION FULL_SESSION [--out-dir DIR] [--stem STEM]
+    [--one-pass CAPTURE=SECONDS ...] [--repeat FULL_SESSION]``: compare two committed sessions offline (no
+    GPU) and write STEM.json|csv."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m profkit.bench.quick_capture", description=main.__doc__)
@@ -312,12 +377,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     parser.add_argument("--passes", type=Path, default=None,
                         help="JSON of metric_group_passes() measured on the GPU, kept in the result")
+    parser.add_argument("--one-pass", action="append", default=[], metavar="CAPTURE=SECONDS",
+                        help="the one-metric floor of a capture, measured on the GPU (repeatable)")
+    parser.add_argument("--repeat", type=Path, default=None, metavar="FULL_SESSION",
+                        help="another --set full capture of the same kernels, held against FULL_SESSION")
+    parser.add_argument("--stem", default="quick_capture", help="result file name stem")
     args = parser.parse_args(argv)
-    values, walls, summary = compare(args.quick_session, args.full_session)
+    floors = {}
+    for item in args.one_pass:
+        name, _, seconds = item.partition("=")
+        try:
+            floors[name] = float(seconds)
+        except ValueError:
+            parser.error(f"--one-pass {item!r}: expected CAPTURE=SECONDS")
+    values, walls, summary = compare(args.quick_session, args.full_session, one_pass=floors or None)
     if args.passes is not None:
         summary["passes_by_group"] = json.loads(args.passes.read_text())
+    if args.repeat is not None:
+        summary["full_repeat"] = repeatability(args.repeat, args.full_session)
     print(report_text(walls, summary))
-    for path in write(values, walls, summary, args.out_dir):
+    for path in write(values, walls, summary, args.out_dir, args.stem):
         print(f"wrote {path}")
     return 0
 
