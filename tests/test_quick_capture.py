@@ -1,5 +1,6 @@
 """profkit.bench.quick_capture: --quick vs --set full agreement, on synthetic tables and real sessions."""
 
+import json
 import math
 from pathlib import Path
 
@@ -87,3 +88,42 @@ def test_the_one_pass_floor_bounds_the_speedup():
     summary = qc.summarize(values, walls)
     assert summary["speedup"] == pytest.approx(3.0) and summary["speedup_bound"] == pytest.approx(18 / 4.5)
     assert "no metric selection can be more than 4.0x faster" in qc.report_text(walls, summary)
+
+
+def test_captures_of_the_same_kernels_line_up_by_kernel_across_programs():
+    """The one-process ladder names its capture after the program (one capture, launches 0-5); each rung's
+    own program names it after the rung (launch 0). Held against each other, rows must pair by kernel."""
+    per_program = _views([100.0, 200.0], ["x", "y"])
+    one_process = {name: df.assign(capture="ladder_bench", launch=[0, 1]) for name, df in per_program.items()}
+    one_process["summary"].loc[1, "duration_us"] = 230.0
+    unpaired = qc.value_agreement(per_program, one_process)
+    assert unpaired.empty  # nothing shares (capture, launch, kernel)
+    paired = qc.value_agreement(qc._by_kernel(per_program), qc._by_kernel(one_process))
+    by = paired.set_index(["kernel", "column"])
+    assert len(paired) == 6 and by.loc[("ka", "duration_us"), "agrees"]
+    assert not by.loc[("kb", "duration_us"), "agrees"] and by.loc[("kb", "duration_us"), "rel_diff"] == pytest.approx(30 / 230)
+
+
+def test_committed_one_process_ladder_holds_the_same_values_as_the_six_programs():
+    one_quick, one_full = ROOT / "sessions" / "ladder1-quick-n4096", ROOT / "sessions" / "ladder1-full-n4096"
+    values, walls, summary = qc.compare(one_quick, one_full)
+    assert list(walls["capture"]) == ["ladder_bench"]
+    assert set(values["kernel"]) == set(qc.compare(ROOT / "sessions" / "ladder-quick-n4096",
+                                                   ROOT / "sessions" / "ladder-full-n4096")[0]["kernel"])
+    per_program = qc.compare(ROOT / "sessions" / "ladder-quick-n4096", ROOT / "sessions" / "ladder-full-n4096")[2]
+    assert summary["values_both_present"] == per_program["values_both_present"]
+    repeat = qc.repeatability(ROOT / "sessions" / "ladder-full-n4096", one_full)
+    assert repeat["values_both_present"] == summary["values_compared"]  # every full value paired by kernel
+    assert repeat["agreeing"] + len(repeat["disagreeing"]) == repeat["values_both_present"]
+
+
+def test_compare_command_line_takes_floors_a_repeat_and_a_stem(tmp_path, capsys):
+    session = ROOT / "sessions" / "ladder-n1024"
+    assert qc.main([str(session), str(session), "--out-dir", str(tmp_path), "--stem", "same",
+                    "--one-pass", f"{session.name}=1.5", "--repeat", str(session)]) == 0
+    doc = json.loads((tmp_path / "same.json").read_text())
+    assert doc["full_repeat"]["agreeing"] == doc["full_repeat"]["values_both_present"] > 200
+    assert "two --set full captures of the same kernels" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        qc.main([str(session), str(session), "--out-dir", str(tmp_path), "--one-pass", "no-seconds"])
+    assert exit_info.value.code == 2

@@ -215,26 +215,24 @@ def test_quick_capture_flops_are_exact_once_the_static_sass_is_joined():
 
 
 def test_l1_hit_rate_of_matmul_vectorized_moves_between_replay_passes():
-    """The one quick-vs-full value outside 5% is a counter that disagrees with itself inside --set full:
-    the overall L1 sector hit rate there is above the global-load rate although the only other sectors
-    (stores) never hit, so the two were read in passes that saw different hit counts."""
+    """matmul_vectorized's L1 hit rate, the value that moves most between captures (3.5-6.1% over eight of
+    them, quick and full alike), disagrees with itself inside one --set full report: the overall sector
+    hit rate is above the global-load hit rate although the only other sectors, stores, never hit, which
+    one pass's counts cannot produce; the two rates were read in different replay passes."""
     import ncu_report
 
     from profkit.parse.files import plain_file
 
-    def metrics(path):
-        action = ncu_report.load_report(str(plain_file(SESSIONS / path))).range_by_idx(0).action_by_idx(0)
-        return lambda name: action.metric_by_name(name).as_double()
+    action = ncu_report.load_report(str(plain_file(SESSIONS / "ladder-full-n4096/matmul_vectorized.ncu-rep.gz"))) \
+        .range_by_idx(0).action_by_idx(0)
 
-    full = metrics("ladder-full-n4096/matmul_vectorized.ncu-rep.gz")
-    loads = full("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
-    stores = full("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
-    load_rate = full("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct")
+    def full(name):
+        return action.metric_by_name(name).as_double()
+
     assert full("l1tex__t_sector_pipe_lsu_mem_global_op_st_hit_rate.pct") == 0.0
-    consistent_overall = load_rate * loads / (loads + stores)  # if both came from one pass
-    assert full("l1tex__t_sector_hit_rate.pct") > 1.3 * consistent_overall
-    quick = metrics("ladder-quick-n4096/matmul_vectorized.ncu-rep")
-    assert quick("l1tex__t_sector_hit_rate.pct") == pytest.approx(load_rate, rel=0.05)
+    assert full("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum") > 0
+    # one pass: overall = load rate * loads / (loads + stores) < load rate
+    assert full("l1tex__t_sector_hit_rate.pct") > full("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct")
 
 
 def _diff_metrics(a: str, b: str) -> dict:
