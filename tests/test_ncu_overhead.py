@@ -53,3 +53,26 @@ def test_committed_h200_result_bounds_what_a_metric_selection_can_save():
     assert data["summary"]["quick_one_process_s"] > 0.9 * data["summary"]["quick_three_processes_s"]
     total = {label: sum(data["summary"]["seconds"][p][label] for p in no.PROGRAMS) for label in ("one_metric", "full")}
     assert total["full"] / total["one_metric"] < 5
+
+
+def test_quick_less_a_group_drops_that_group_and_its_alternate_names_only():
+    from profkit.bench import quick_capture as qc
+    from profkit.parse import catalog
+
+    quick = quick_metrics()
+    for group in no.GROUPS:
+        kept = qc.without_group(quick, group)
+        dropped = set(quick) - set(kept)
+        assert dropped and set(qc.metric_groups()[group]) <= dropped
+        others = {n for g, names in qc.metric_groups().items() if g not in (group, "all_quick") for n in names}
+        assert not dropped & others
+    # both DRAM throughput names (Hopper and older ncu) belong to the throughput group
+    assert not set(catalog.RAW_METRICS["dram_throughput_pct"]) & set(qc.without_group(quick, "throughput_pct"))
+
+
+def test_summary_charges_each_group_its_seconds_in_the_one_process_ladder():
+    runs = [{"prog": p, "label": label, "seconds": 1.0} for p in no.PROGRAMS for label in ("one_metric", "quick", "full")]
+    runs += [{"prog": "ladder_bench", "label": "quick", "seconds": 10.0}]
+    runs += [{"prog": "ladder_bench", "label": f"quick_without_{g}", "seconds": 10.0 - i} for i, g in enumerate(no.GROUPS)]
+    groups = no.summary({"runs": runs})["ladder_group_seconds"]
+    assert groups == {g: pytest.approx(float(i)) for i, g in enumerate(no.GROUPS)}

@@ -4,7 +4,8 @@ Each program runs plain (no profiler) and under ncu with: one metric (one replay
 any metric selection), the --quick metrics, the --quick metrics without the five speed-of-light
 breakdowns, --quick plus the SourceCounters section (what the excess-sector and 128-bit columns need),
 SourceCounters alone, and --set full. Then each speed-of-light breakdown alone (its passes), ncu's two
-set-up queries, and one ncu process over all three programs (--target-processes all) against three.
+set-up queries, one ncu process over all three programs (--target-processes all) against three, and the
+whole ladder in one program (cuda/ladder_bench.cu) with --quick less each multi-pass metric group.
 Same environment as a capture (PROFKIT_REPS=1, PROFKIT_WARMUP=1).
 
     profkit bench ncu_overhead       # writes reports/benchmarks/ncu_overhead.json
@@ -23,6 +24,8 @@ from profkit.capture.ncu import NcuOptions, available_metrics, keep_available, n
 
 PROGRAMS = ["matmul_cublas", "matmul_tiled", "matmul_naive"]
 SIZE = "4096"
+GROUPS = ["throughput_pct", "memory", "stalls", "tensor_ops", "sass_flops"]
+"""The --quick metric groups that take more than one replay pass (quick_capture.metric_groups)."""
 SPEED_OF_LIGHT = ["sm__throughput.avg.pct_of_peak_sustained_elapsed",
                   "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
                   "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -87,7 +90,25 @@ def measure(workdir: Path) -> dict:
         options.extra = ["--target-processes", "all"]
         _timed(out["runs"], label, "three", ncu_command("ncu", workdir / f"{label}.ncu-rep", ["bash", str(script)],
                                                         options))
+    out["runs"] += ladder_without_groups(workdir, quick)
     return out
+
+
+def ladder_without_groups(workdir: Path, quick: list[str]) -> list[dict]:
+    """The whole ladder in one process (cuda/ladder_bench.cu, one ncu): one metric, --quick, and --quick
+    less each multi-pass metric group, so each group's share of a quick capture shows."""
+    from profkit.bench.quick_capture import LADDER, LADDER_ONE_PROCESS, without_group
+    from profkit.build import nvcc
+
+    program = [str(nvcc.build(LADDER_ONE_PROCESS, out_dir=workdir).binary), SIZE]
+    nvtx = [f"{Path(rung).stem}/" for rung in LADDER]
+    runs: list[dict] = []
+    cases = {"one_metric": [ONE_PASS_METRIC], "quick": quick}
+    cases.update({f"quick_without_{group}": without_group(quick, group) for group in GROUPS})
+    for label, metrics in cases.items():
+        options = NcuOptions(set_name=None, metrics=metrics, import_source=False, nvtx_include=nvtx)
+        _timed(runs, label, "ladder_bench", ncu_command("ncu", workdir / f"ladder-{label}.ncu-rep", program, options))
+    return runs
 
 
 def summary(result: dict) -> dict:
@@ -96,9 +117,13 @@ def summary(result: dict) -> dict:
     for row in result["runs"]:
         table.setdefault(row["prog"], {})[row["label"]] = row["seconds"]
     three = sum(table[p]["quick"] for p in PROGRAMS)
+    ladder = table.get("ladder_bench", {})
     return {"seconds": table, "quick_three_processes_s": three,
             "quick_one_process_s": table.get("three", {}).get("quick_one_process_x3"),
-            "full_over_one_metric": {p: table[p]["full"] / table[p]["one_metric"] for p in PROGRAMS}}
+            "full_over_one_metric": {p: table[p]["full"] / table[p]["one_metric"] for p in PROGRAMS},
+            # seconds each group adds to the one-process quick capture of the ladder
+            "ladder_group_seconds": {g: ladder["quick"] - ladder[f"quick_without_{g}"] for g in GROUPS
+                                     if "quick" in ladder and f"quick_without_{g}" in ladder}}
 
 
 def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False) -> Path:

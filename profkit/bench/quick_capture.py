@@ -267,33 +267,45 @@ def report_text(walls: pd.DataFrame, summary: dict) -> str:
     return "\n".join(lines)
 
 
+def metric_group_of(key: str, name: str) -> str:
+    """What a catalog column (key, its first metric name) feeds: stalls, tensor_ops, sass_flops,
+    throughput_pct, pipes, cycles, occupancy or memory."""
+    if key.startswith("stall_"):
+        return "stalls"
+    if "tensor_src" in name:
+        return "tensor_ops"
+    if "sass_thread_inst" in name:
+        return "sass_flops"
+    if key.endswith("throughput_pct"):
+        return "throughput_pct"
+    if "pipe_" in name and "cycles_active" in name:
+        return "pipes"
+    if "cycles_elapsed" in name:
+        return "cycles"
+    return "occupancy" if "occupancy" in key else "memory"
+
+
 def metric_groups() -> dict[str, list[str]]:
     """The --quick metrics by what they feed (launch and device attributes, which cost no pass, left
     out), plus the whole set under "all_quick"."""
     from profkit.parse import catalog
 
-    def group_of(key: str, name: str) -> str:
-        if key.startswith("stall_"):
-            return "stalls"
-        if "tensor_src" in name:
-            return "tensor_ops"
-        if "sass_thread_inst" in name:
-            return "sass_flops"
-        if key.endswith("throughput_pct"):
-            return "throughput_pct"
-        if "pipe_" in name and "cycles_active" in name:
-            return "pipes"
-        if "cycles_elapsed" in name:
-            return "cycles"
-        return "occupancy" if "occupancy" in key else "memory"
-
     groups: dict[str, list[str]] = {}
     for key, candidates in catalog.RAW_METRICS.items():
         name = candidates[0]
         if not name.startswith(("derived__", "memory_", "launch__", "device__")):
-            groups.setdefault(group_of(key, name), []).append(name)
+            groups.setdefault(metric_group_of(key, name), []).append(name)
     groups["all_quick"] = catalog.quick_metrics()
     return groups
+
+
+def without_group(metrics: list[str], group: str) -> list[str]:
+    """metrics less every candidate name of the catalog columns in ``group`` (see metric_group_of)."""
+    from profkit.parse import catalog
+
+    drop = {name for key, candidates in catalog.RAW_METRICS.items()
+            if metric_group_of(key, candidates[0]) == group for name in candidates}
+    return [m for m in metrics if m not in drop]
 
 
 def metric_group_passes(program: list[str], ncu: str = "ncu") -> dict[str, dict]:
