@@ -1,6 +1,6 @@
 """Fuzz profkit's readers with damaged copies of the committed reports; every mutant must read or fail clearly.
 
-A mutant is a copy of a real file from sessions/ (an .ncu-rep, its .gz, an nsys .sqlite export, an .nsys-rep,
+A mutant is a copy of a real file from sessions/ (an .ncu-rep, its .xz, an nsys .sqlite export, an .nsys-rep,
 a session's manifest.json or one of its tables/*.csv) damaged by one mutator: truncated, bits flipped, a
 block zeroed, blocks shuffled, the header damaged, another kind's bytes under this name, or emptied. Each
 mutant goes through profkit's own readers (`load_ncu_report` in its isolating child process, `read_nsys`,
@@ -18,10 +18,10 @@ The same seed on the same sessions/ gives the same mutants; --keep DIR keeps the
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import importlib.metadata
 import json
+import lzma
 import os
 import random
 import re
@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import Callable
 
 from profkit.errors import ProfkitError
+from profkit.parse.files import PACKED, plain_name
 
 READER_TIMEOUT_S = 120  # one ncu_report child; the real reader allows 600 s, no sane mutant needs this long
 # How often a mutant is drawn from each kind of source: the native .ncu-rep reader is the riskiest.
-KIND_WEIGHTS = {"ncu": 0.3, "ncu.gz": 0.1, "sqlite": 0.2, "nsys-rep": 0.05, "manifest": 0.1, "csv": 0.25}
+KIND_WEIGHTS = {"ncu": 0.3, "ncu.xz": 0.1, "sqlite": 0.2, "nsys-rep": 0.05, "manifest": 0.1, "csv": 0.25}
 MIN_CSV_BYTES = 64  # an empty table is a bare newline: nothing to damage
 SESSION_TABLES = ["launches", "kernels", "rules", "source", "nsys_kernels", "nvtx", "timings", "ptxas",
                   "crosscheck", "notes"]
@@ -113,7 +114,8 @@ MUTATORS = [*BYTE_MUTATORS, "wrong_extension"]
 
 @dataclass(frozen=True)
 class Source:
-    """One real file to mutate. kind: ncu, ncu.gz, sqlite, nsys-rep, manifest, csv.
+    """One real file to mutate. kind: ncu, ncu.xz (a stored compressed report, mutated compressed), sqlite,
+    nsys-rep, manifest, csv.
     name: the file name a mutant gets; for manifest/csv the path inside a session folder."""
     kind: str
     path: str
@@ -122,12 +124,18 @@ class Source:
 
 
 def _plain_size(path: Path) -> int:
-    """Decompressed size (gzip's ISIZE trailer for .gz)."""
-    if path.suffix != ".gz":
-        return path.stat().st_size
-    with path.open("rb") as handle:
-        handle.seek(-4, os.SEEK_END)
-        return int.from_bytes(handle.read(4), "little")
+    """Decompressed size (gzip's ISIZE trailer for .gz; counted by streaming for .xz, which has none)."""
+    if path.suffix == ".gz":
+        with path.open("rb") as handle:
+            handle.seek(-4, os.SEEK_END)
+            return int.from_bytes(handle.read(4), "little")
+    if path.suffix == ".xz":
+        size = 0
+        with lzma.open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                size += len(chunk)
+        return size
+    return path.stat().st_size
 
 
 def _smallest(paths: list[Path], per_session: bool, count: int) -> list[Path]:
@@ -160,11 +168,8 @@ def find_sources(sessions: Path) -> list[Source]:
     def files(pattern: str) -> list[Path]:
         return [p for f in folders for p in f.glob(pattern)]
 
-    def plain_name(path: Path) -> str:
-        return path.stem if path.suffix == ".gz" else path.name
-
     sources = [Source("ncu", str(p), plain_name(p)) for p in _smallest(files("*.ncu-rep*"), True, 2)]
-    sources += [Source("ncu.gz", str(p), p.name) for p in _smallest(files("*.ncu-rep.gz"), False, 1)]
+    sources += [Source("ncu.xz", str(p), p.name) for p in _smallest(files("*.ncu-rep.xz"), False, 1)]
     sources += [Source("sqlite", str(p), plain_name(p)) for p in _smallest(files("*.sqlite*"), False, 1)]
     sources += [Source("nsys-rep", str(p), plain_name(p)) for p in _smallest(files("*.nsys-rep*"), False, 1)]
     small = min((f for f in folders if (f / "tables").is_dir()),
@@ -181,10 +186,10 @@ def find_sources(sessions: Path) -> list[Source]:
 
 
 def source_bytes(source: Source) -> bytes:
-    """The source's content, decompressed unless the mutant is meant to be a .gz itself."""
+    """The source's content, decompressed unless the mutant is meant to be a compressed file itself."""
     path = Path(source.path)
-    if path.suffix == ".gz" and not source.name.endswith(".gz"):
-        with gzip.open(path, "rb") as handle:
+    if path.suffix in PACKED and plain_name(source.name) == source.name:
+        with PACKED[path.suffix](path, "rb") as handle:
             return handle.read()
     return path.read_bytes()
 
@@ -223,7 +228,7 @@ def plan(count: int, seed: int, sources: list[Source]) -> list[tuple[int, str, S
 def readers_for(kind: str, index: int) -> tuple[str, ...]:
     """The readers a mutant goes through; ncu mutants alternate between the direct reader and the CLI,
     since each ncu read starts a child process."""
-    if kind in ("ncu", "ncu.gz"):
+    if kind in ("ncu", "ncu.xz"):
         return ("load_ncu_report",) if index % 2 == 0 else ("cli_show",)
     if kind in ("sqlite", "nsys-rep"):
         return ("read_nsys", "cli_show")

@@ -71,7 +71,9 @@ def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]
 
 
 def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
-    suffix = Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
+    from profkit.parse.files import plain_name
+
+    suffix = Path(plain_name(path)).suffix
     if suffix == ".ncu-rep":
         from profkit.parse.ncu import load_ncu_report
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import gzip
 import json
+import lzma
 import os
 import shutil
 import signal
@@ -28,6 +29,7 @@ from click.testing import CliRunner
 from profkit.cli import main
 from profkit.errors import ReportError
 from profkit.parse import ncu as ncu_parse
+from profkit.parse.files import plain_file
 from profkit.parse.ncu import load_ncu_report
 from profkit.parse.nsys import read_nsys
 from profkit.session.store import SessionWriter, load_session
@@ -102,13 +104,8 @@ def smallest(pattern: str) -> Path:
 
 
 def plain_copy(pattern: str, target: Path) -> Path:
-    """The smallest committed file matching pattern (.gz or not), decompressed to target."""
-    source = smallest(pattern)
-    if source.suffix == ".gz":
-        with gzip.open(source, "rb") as src, target.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-    else:
-        shutil.copy(source, target)
+    """The smallest committed file matching pattern (compressed or not), decompressed to target."""
+    shutil.copy(plain_file(smallest(pattern)), target)
     return target
 
 
@@ -455,11 +452,22 @@ def test_damaged_gzip_reports(tmp_path, ncu_bytes):
     assert_clear_failure(CliRunner().invoke(main, ["show", str(bad)]), 1, "cannot decompress", "Error -3")
 
 
+def test_damaged_xz_reports(tmp_path, ncu_bytes):
+    truncated = tmp_path / "t.ncu-rep.xz"
+    truncated.write_bytes(lzma.compress(ncu_bytes)[:5000])
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(truncated)]), 1, "cannot decompress")
+    garbled = bytearray(lzma.compress(ncu_bytes[:30000]))
+    garbled[40:80] = b"\xff" * 40  # inside the LZMA2 stream (lzma.LZMAError, not an OSError)
+    bad = tmp_path / "g.ncu-rep.xz"
+    bad.write_bytes(bytes(garbled))
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(bad)]), 1, "cannot decompress")
+
+
 def test_a_report_that_aborts_the_native_reader_is_a_report_error(tmp_path):
     """Found by the fuzzer: one changed length byte makes ncu_report abort (SIGABRT, a failed protobuf CHECK);
     the reader runs in a child process, so profkit survives and says so."""
-    source = SESSIONS / "ladder-n4096" / "matmul_vectorized.ncu-rep.gz"
-    data = bytearray(gzip.decompress(source.read_bytes())) if source.exists() else bytearray()
+    source = SESSIONS / "ladder-n4096" / "matmul_vectorized.ncu-rep.xz"
+    data = bytearray(lzma.decompress(source.read_bytes())) if source.exists() else bytearray()
     if len(data) < 200 or data[177] != 0xE9:
         pytest.skip("the committed report this byte patch was found on has changed")
     data[177] = 0xEB

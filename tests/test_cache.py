@@ -6,7 +6,7 @@ import pytest
 
 from profkit.parse import cache, ncu
 
-REPORT = Path(__file__).resolve().parents[1] / "sessions" / "ladder-n1024" / "matmul_tiled.ncu-rep.gz"
+REPORT = Path(__file__).resolve().parents[1] / "sessions" / "ladder-n1024" / "matmul_tiled.ncu-rep.xz"
 
 
 @pytest.fixture()
@@ -42,7 +42,7 @@ def test_a_damaged_cache_entry_is_parsed_again(cache_root):
 
 def test_the_key_follows_content_and_catalog(cache_root, tmp_path, monkeypatch):
     key = cache.cache_key(REPORT)
-    copy = tmp_path / "copy.ncu-rep.gz"
+    copy = tmp_path / "copy.ncu-rep.xz"
     copy.write_bytes(REPORT.read_bytes())
     assert cache.cache_key(copy) == key
     monkeypatch.setitem(cache.catalog.RAW_METRICS, "extra_column", ["some__metric.sum"])

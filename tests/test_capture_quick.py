@@ -46,7 +46,7 @@ def test_quick_metrics_exist_in_a_full_sm90_report():
     from profkit.parse import catalog
     from profkit.parse.files import plain_file
 
-    report = Path(__file__).resolve().parents[1] / "sessions" / "ladder-n4096" / "matmul_tiled.ncu-rep.gz"
+    report = Path(__file__).resolve().parents[1] / "sessions" / "ladder-n4096" / "matmul_tiled.ncu-rep.xz"
     action = ncu_report.load_report(str(plain_file(report))).range_by_idx(0).action_by_idx(0)
     names = set(action.metric_names())
     first_choices = [c[0] for c in [*catalog.RAW_METRICS.values(), *catalog.STRING_METRICS.values()]

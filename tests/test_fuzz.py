@@ -48,7 +48,7 @@ def test_a_seeded_fuzz_of_the_committed_reports_has_no_crash(tmp_path):
         sources = fuzz.find_sources(SESSIONS)
     except Exception as exc:  # noqa: BLE001 - no committed sessions in this checkout
         pytest.skip(f"no sources to fuzz: {exc}")
-    assert {s.kind for s in sources} >= {"ncu", "ncu.gz", "sqlite", "manifest", "csv"}
+    assert {s.kind for s in sources} >= {"ncu", "ncu.xz", "sqlite", "manifest", "csv"}
     count = CI_MUTANTS_PER_MUTATOR * len(fuzz.MUTATORS)
     summary = fuzz.run_fuzz(count, seed=7, sessions=SESSIONS, jobs=2)
     assert summary["outcomes"]["crash"] == 0, fuzz.format_summary(summary)

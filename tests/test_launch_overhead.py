@@ -1,6 +1,6 @@
 """analyse.timeline.launch_overhead: host-bound and GPU-bound launch loops told apart."""
 
-import gzip
+import lzma
 import shutil
 from pathlib import Path
 
@@ -51,9 +51,9 @@ def test_committed_h200_capture_carries_launch_api_times(tmp_path):
     before the kernel starts; Triton's driver-API launches get their NVTX path too."""
     from profkit.parse.nsys import read_nsys
 
-    packed = ROOT / "sessions" / "triton-matmul-bf16-n4096" / "python3.sqlite.gz"
+    packed = ROOT / "sessions" / "triton-matmul-bf16-n4096" / "python3.sqlite.xz"
     target = tmp_path / "capture.sqlite"
-    with gzip.open(packed) as src, open(target, "wb") as dst:
+    with lzma.open(packed) as src, open(target, "wb") as dst:
         shutil.copyfileobj(src, dst)
     kernels = read_nsys(target).kernels
     assert kernels["launch_start_ns"].notna().all()

@@ -68,3 +68,27 @@ def test_unwritable_sessions_dir_is_a_clear_error(tmp_path):
         SessionWriter(blocker, "s", {})
     with pytest.raises(ReportError, match="cannot (create|write)"):
         SessionWriter(blocker / "below", "s", {})
+
+
+def test_a_large_file_is_stored_xz_compressed_and_read_back_plain(tmp_path, monkeypatch):
+    import gzip
+    import os
+
+    from profkit.parse.files import plain_file
+
+
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    payload = os.urandom(1 << 12) * 100  # 400 KiB, over the 256 KiB limit, compressible
+    writer = SessionWriter(tmp_path, "big", {})
+    writer.path("capture.ncu-rep").write_bytes(payload)
+    writer.path("small.log").write_text("short\n")
+    session = load_session(writer.commit())
+    assert session.manifest["compressed_files"] == ["capture.ncu-rep"]
+    assert (session.path / "capture.ncu-rep.xz").stat().st_size < len(payload) // 10
+    assert not (session.path / "capture.ncu-rep").exists() and (session.path / "small.log").exists()
+    assert session.file("capture.ncu-rep").read_bytes() == payload
+    assert session.file("missing.ncu-rep") is None
+    # sessions stored before xz keep reading: name.gz is found the same way
+    (session.path / "old.sqlite.gz").write_bytes(gzip.compress(b"sqlite bytes"))
+    assert session.file("old.sqlite").read_bytes() == b"sqlite bytes"
+    assert plain_file(session.path / "old.sqlite.gz").read_bytes() == b"sqlite bytes"

@@ -138,7 +138,7 @@ def test_cli_shows_committed_sessions_without_a_gpu():
     assert "matmul_vectorized" in result.output and "== crosscheck" in result.output
     listed = runner.invoke(main, ["sessions", "--sessions-dir", str(SESSIONS)])
     assert listed.exit_code == 0 and "ladder-n1024" in listed.output and "NVIDIA H200" in listed.output
-    one = runner.invoke(main, ["show", str(SESSIONS / "ladder-n1024" / "matmul_naive.ncu-rep.gz"), "-t", "summary"])
+    one = runner.invoke(main, ["show", str(SESSIONS / "ladder-n1024" / "matmul_naive.ncu-rep.xz"), "-t", "summary"])
     assert one.exit_code == 0 and "matmul_naive" in one.output
     timeline = runner.invoke(main, ["show", str(SESSIONS / "ladder-n1024" / "matmul_naive.nsys-rep")])
     assert timeline.exit_code == 0 and "== timeline" in timeline.output and "matmul_naive" in timeline.output
@@ -223,7 +223,7 @@ def test_l1_hit_rate_of_matmul_vectorized_moves_between_replay_passes():
 
     from profkit.parse.files import plain_file
 
-    action = ncu_report.load_report(str(plain_file(SESSIONS / "ladder-full-n4096/matmul_vectorized.ncu-rep.gz"))) \
+    action = ncu_report.load_report(str(plain_file(SESSIONS / "ladder-full-n4096/matmul_vectorized.ncu-rep.xz"))) \
         .range_by_idx(0).action_by_idx(0)
 
     def full(name):

@@ -37,13 +37,13 @@ class NsysCapture:
 
 def sqlite_for(report: Path, *, export: bool = True) -> Path:
     """The SQLite export beside a .nsys-rep; exported with `nsys export` when missing or older."""
-    from profkit.parse.files import plain_file
+    from profkit.parse.files import plain_file, plain_name, stored_path
 
     report = Path(report)
-    if report.name.endswith((".sqlite", ".sqlite.gz")):
+    if plain_name(report).endswith(".sqlite"):
         return plain_file(report)
     sqlite = report.with_suffix(".sqlite")
-    if not sqlite.exists() and sqlite.with_name(sqlite.name + ".gz").exists():
+    if not sqlite.exists() and stored_path(sqlite) is not None:
         return plain_file(sqlite)
     nsys = process.find_tool("nsys")
     if sqlite.exists() and (nsys is None or not export or sqlite.stat().st_mtime >= report.stat().st_mtime):
