@@ -290,12 +290,13 @@ def metric_groups() -> dict[str, list[str]]:
     out), plus the whole set under "all_quick"."""
     from profkit.parse import catalog
 
+    quick = catalog.quick_metrics()
     groups: dict[str, list[str]] = {}
     for key, candidates in catalog.RAW_METRICS.items():
-        name = candidates[0]
-        if not name.startswith(("derived__", "memory_", "launch__", "device__")):
-            groups.setdefault(metric_group_of(key, name), []).append(name)
-    groups["all_quick"] = catalog.quick_metrics()
+        name = next((n for n in candidates if n in quick), None)  # the column's name --quick asks for first
+        if name is not None and not name.startswith(("launch__", "device__")):
+            groups.setdefault(metric_group_of(key, candidates[0]), []).append(name)
+    groups["all_quick"] = quick
     return groups
 
 
@@ -349,14 +350,17 @@ def capture_ladder(layout: str, n: int, sessions_dir: Path | None = None) -> dic
     return sessions
 
 
-def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessions_dir: Path | None = None):
-    """Capture the ladder with --quick and with --set full (N=4096; 1024 when quick) in both layouts,
-    compare each pair and the two full captures, write one result per layout."""
-    from profkit.session.store import MANIFEST
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessions_dir: Path | None = None,
+          layouts: tuple[str, ...] = tuple(LAYOUTS)):
+    """Capture the ladder with --quick and with --set full (N=4096; 1024 when quick) in each layout, compare
+    each pair, and the one-process full capture with the per-program one (this run's, else the stored
+    session of that name); write one result per layout."""
+    from profkit.session.store import MANIFEST, sessions_root
 
     n = 1024 if quick else 4096
     summaries, fulls = {}, {}
-    for layout, (_, stem) in LAYOUTS.items():
+    for layout in layouts:
+        stem = LAYOUTS[layout][1]
         sessions = capture_ladder(layout, n, sessions_dir)
         fulls[layout] = sessions["full"]
         manifest = json.loads((sessions["quick"] / MANIFEST).read_text())
@@ -368,7 +372,10 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
             tiled = next(c["command"] for c in manifest["captures"] if c["name"] == "matmul_tiled")
             summary["passes_by_group"] = metric_group_passes(shlex.split(tiled))
         else:
-            summary["full_repeat"] = repeatability(fulls["programs"], sessions["full"])
+            stored = Path(sessions_dir or sessions_root()) / f"{LAYOUTS['programs'][0]}-full-n{n}"
+            reference = fulls.get("programs") or (stored if (stored / MANIFEST).exists() else None)
+            if reference is not None:
+                summary["full_repeat"] = repeatability(reference, sessions["full"])
         print(f"--- {layout}")
         print(report_text(walls, summary))
         for path in write(values, walls, summary, out_dir, stem):

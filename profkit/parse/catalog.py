@@ -62,7 +62,7 @@ RAW_METRICS: dict[str, list[str]] = {
     "l2_global_sectors": ["memory_l2_theoretical_sectors_global"],
     "l2_global_sectors_ideal": ["memory_l2_theoretical_sectors_global_ideal"],
     "l2_global_sectors_excessive": ["derived__memory_l2_theoretical_sectors_global_excessive"],
-    "shared_load_instructions": ["smsp__sass_inst_executed_op_shared_ld.sum"],
+    "shared_load_instructions": ["smsp__sass_inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_ld.sum"],
     "shared_store_instructions": ["smsp__sass_inst_executed_op_shared_st.sum"],
     "shared_wavefronts": ["l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"],
     "shared_wavefronts_ideal": ["memory_l1_wavefronts_shared_ideal"],
@@ -129,17 +129,30 @@ PC_METRICS = {
 }
 
 
+SASS_PATCHED = ("smsp__sass_inst_executed_op_",)
+"""Name prefixes of metrics ncu collects by patching the kernel's SASS: one instrumented replay pass that runs
+every kernel several times slower. On the H200 the four instruction counts of this kind cost 3.6 s of the
+one-process ladder's 10.9 s --quick capture (GPU runs BH and BI), and the hardware counter
+smsp__inst_executed_op_shared_ld.sum read the same shared-load count on all six ladder kernels."""
+
+QUICK_LEAVES_OUT = {"global_load_instructions", "global_store_instructions", "shared_store_instructions"}
+"""Columns no table reads whose metrics are SASS-patched: --set full collects them, --quick does not."""
+
+
 def quick_metrics() -> list[str]:
     """The plain metrics behind profkit's tables, for `profile --quick` (ncu --metrics, no section set).
 
     Derived and source-level metrics (derived__*, memory_*: computed by section scripts or from
     per-instruction sampling) cannot be requested one by one, so in a quick capture the coalescing and
-    bank-conflict *excess* columns and the source view stay NaN; everything else is collected.
+    bank-conflict *excess* columns and the source view stay NaN. SASS-patched metrics are skipped: a
+    column that has a hardware-counter candidate gets that one, QUICK_LEAVES_OUT gets none; everything
+    else is collected.
     """
     names = []
-    for candidates in [*RAW_METRICS.values(), *STRING_METRICS.values()]:
+    columns = [(key, c) for key, c in RAW_METRICS.items() if key not in QUICK_LEAVES_OUT]
+    for _, candidates in [*columns, *STRING_METRICS.items()]:
         for name in candidates:
-            if name.startswith(("derived__", "memory_")) or name in names:
+            if name.startswith(("derived__", "memory_", *SASS_PATCHED)) or name in names:
                 continue
             names.append(name)
     return names
