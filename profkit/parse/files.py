@@ -1,6 +1,6 @@
 """Report files as stored: sessions keep reports over the commit size limit xz-compressed (`X.ncu-rep.xz`;
-sessions from before 2026-12 used gzip, `X.ncu-rep.gz`, which still reads); readers get a plain file,
-decompressed once into a cache keyed by content hash."""
+older sessions used gzip, `X.ncu-rep.gz`, which still reads); readers get a plain file, decompressed once
+into a cache keyed by content hash."""
 
 from __future__ import annotations
 
