@@ -219,6 +219,8 @@ def test_patterns_match_nvtx_path_and_capture():
     assert list(d.matching_rows(rows, "matmul_(naive|tiled)")["kernel"]) == ["matmul_naive", "matmul_tiled"]
     assert list(d.matching_rows(rows, "matmul_tiled")["kernel"]) == ["matmul_tiled"]
     assert d.matching_rows(rows, "[unclosed").empty                 # not a regex: a literal that matches nothing
+    rows.loc[0, "nvtx_path"] = float("nan")  # a report without NVTX ranges (CSV read-back gives NaN)
+    assert list(d.matching_rows(rows, "naive")["kernel"]) == ["matmul_naive"]
 
 
 # ------------------------------------------------------------------------------------------- real data

@@ -311,7 +311,7 @@ def matching_rows(rows: pd.DataFrame, pattern: str) -> pd.DataFrame:
         return rows
     rx = _pattern(pattern)
     fields = [c for c in ("kernel", "function", "nvtx_path", "capture") if c in rows]
-    hit = rows[fields].astype(str).apply(lambda col: col.map(lambda v: bool(rx.search(v)))).any(axis=1)
+    hit = rows[fields].fillna("").astype(str).apply(lambda col: col.map(lambda v: bool(rx.search(v)))).any(axis=1)
     found = rows[hit]
     lowered = pattern.lower()
     exact = [str(kernel).lower() == lowered or str(capture).lower() == lowered

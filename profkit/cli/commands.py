@@ -154,5 +154,6 @@ def _session_row(session) -> dict:
         row["kernels"] = f"(damaged: {exc.message})"
         return row
     if "kernel" in kernels:
-        row["kernels"] = ", ".join(sorted(set(kernels["kernel"].astype(str))))
+        # str() per value: pandas 3's astype(str) keeps NaN, which does not sort among strings
+        row["kernels"] = ", ".join(sorted({str(k) for k in kernels["kernel"].dropna()}))
     return row

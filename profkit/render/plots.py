@@ -224,7 +224,7 @@ def timeline_figure(nvtx: pd.DataFrame, kernels: pd.DataFrame, title: str = "nsy
         if len(kernels) > max_kernels:
             cut = f" (first {max_kernels} of {len(kernels)} kernels)"
             kernels = kernels.head(max_kernels)
-        stream = kernels["stream"].astype(str) if "stream" in kernels else pd.Series("?", index=kernels.index)
+        stream = kernels["stream"].fillna("?").astype(str) if "stream" in kernels else pd.Series("?", index=kernels.index)
         kernel_lane = "stream " + stream
         lanes += list(dict.fromkeys(kernel_lane))
         for i, (name, group) in enumerate(kernels.groupby("kernel", sort=False)):
