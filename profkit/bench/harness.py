@@ -644,7 +644,7 @@ def format_table(df: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> str
         lines.append("  ".join(h.ljust(w) if j == 0 else h.rjust(w) for j, (h, w) in enumerate(zip(header, widths))))
         for b in body:
             lines.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(b, widths))))
-        noted = group[group["note"].astype(str) != ""]
+        noted = group[group["note"].fillna("").astype(str) != ""]
         for r in noted.itertuples():
             lines.append(f"  note: {r.case} {r.impl}: {r.note}")
     return "\n".join(lines).lstrip("\n")
