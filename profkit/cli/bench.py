@@ -30,7 +30,8 @@ def bench(workload: str, quick: bool, out_dir: str) -> None:
     and rewrites OUT_DIR/benchmarks.html, the page of every result there.
 
     `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions.
-    `quick_capture` captures the ladder with `profile --quick` and with `--set full` and compares them.
+    `quick_capture` captures the ladder with `profile --quick` and with `--set full`, one program per rung and all
+    rungs in one program, and compares them.
     `ncu_overhead` times ncu variants (one metric, --quick, +SourceCounters, --set full) on three rungs."""
     run_workload(workload, quick, out_dir)
     try:
