@@ -242,3 +242,22 @@ def test_autotune_regimes_prune_by_m_bucket():
     assert {c.kwargs["BLOCK_M"] for c in large} >= {128} and min(
         c.kwargs["BLOCK_M"] for c in large) >= 128
     assert max(c.kwargs["BLOCK_M"] for c in small) <= 64
+
+
+def test_gemm_config_names_the_kernel_and_config_of_the_asked_shape(monkeypatch):
+    """Result metadata: a case whose GEMM replayed a recorded launch left best_config naming the last tuned
+    shape (int8_linear.json's M = 16 and 64 rows named the persistent TMA kernel, which starts at TMA_MIN_M)."""
+    import triton
+
+    plain = triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 256, "GROUP_M": 8}, num_stages=3, num_warps=4)
+    tma = triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 8}, num_stages=4, num_warps=8)
+    k = gemm.padded_k(4000)
+    monkeypatch.setattr(gemm._int8_gemm_kernel, "cache",
+                        {(16, 4096, k, "torch.int8"): plain, (2048, 4096, k, "torch.int8"): plain}, raising=False)
+    monkeypatch.setattr(gemm._int8_gemm_tma_kernel, "cache",
+                        {(16, 4096, k, "torch.int8"): tma, (2048, 4096, k, "torch.int8"): tma}, raising=False)
+    assert gemm.gemm_config(16, 4096, k) == str(plain)          # below TMA_MIN_M: never the TMA kernel
+    assert gemm.gemm_config(1500, 4096, k) == "persistent TMA: " + str(tma)  # M bucket 2048
+    assert gemm.gemm_config(2048, 4096, k + 128) is None
+    monkeypatch.setattr(gemm._int8_gemm_tma_kernel, "cache", {}, raising=False)  # a GPU without the TMA kernel
+    assert gemm.gemm_config(2048, 4096, k) == str(plain)

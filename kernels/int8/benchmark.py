@@ -273,7 +273,8 @@ def output_checker(layers: LayerImpls, errors: dict, configs: dict):
                 ref = codes.double() @ layer.weight_int8.double().t()
             tol = TOLERANCES[name.removesuffix("_graph")]
             case_errors[name] = harness.require_close(out, ref, tol, f"{name} {case.label}")
-        configs[case.label] = gemm.last_gemm_config()
+        weight = layers.get(src, "custom").weight_int8  # (N, KQ_PAD): the GEMM's N and K
+        configs[case.label] = gemm.gemm_config(x.numel() // x.shape[-1], weight.shape[0], weight.shape[1])
     return check
 
 
@@ -418,5 +419,5 @@ def profile_workload(m: int = 2048, k: int = 4096, n: int = 4096,
                 bnb(x)
                 torch.cuda.synchronize()
     return {"m": m, "k": k, "n": n, "n_outliers": custom.n_outliers,
-            "triton_config": gemm.last_gemm_config(),
+            "triton_config": gemm.gemm_config(m, custom.weight_int8.shape[0], custom.weight_int8.shape[1]),
             "bitsandbytes": include_bnb}

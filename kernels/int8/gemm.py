@@ -330,10 +330,24 @@ _LAST_GEMM = [_int8_gemm_kernel]
 
 
 def last_gemm_config() -> str:
-    """The GEMM kernel and autotuned config of the most recent call (for result metadata)."""
+    """The GEMM kernel of the most recent call and its autotuner's last choice. A recorded launch of another
+    shape leaves that choice behind: result metadata uses ``gemm_config`` of the case's shape."""
     kernel = _LAST_GEMM[0]
     prefix = "persistent TMA: " if kernel is _int8_gemm_tma_kernel else ""
     return prefix + str(getattr(kernel, "best_config", None))
+
+
+def gemm_config(m: int, n: int, k: int) -> str | None:
+    """The GEMM kernel and autotuned config of an (m, k) x (n, k) call (k = the padded int8 width), read from
+    the autotuners' per-key caches (M bucket, N, K, then dtypes); None when that shape was never tuned. The
+    persistent TMA kernel's entry counts only from TMA_MIN_M rows, the M where calls take it."""
+    for kernel, prefix in ((_int8_gemm_tma_kernel, "persistent TMA: "), (_int8_gemm_kernel, "")):
+        if kernel is _int8_gemm_tma_kernel and m < TMA_MIN_M:
+            continue
+        for key, config in getattr(kernel, "cache", {}).items():
+            if tuple(key[:3]) == (m_bucket(m), n, k):
+                return prefix + str(config)
+    return None
 
 
 def padded_k(kq: int) -> int:
