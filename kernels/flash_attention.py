@@ -85,6 +85,13 @@ def _program_tile(N_CTX, H, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
 
 
 @triton.jit
+def _dq_acc_tile(DQ_ACC, off_hz, offs_d, offs_m, N_PAD, HEAD_DIM: tl.constexpr):
+    """Pointers to the (HEAD_DIM, rows) tile of the fused backward's fp32 dQ accumulator, stored transposed per
+    head (see _dq_accumulator): head off_hz owns HEAD_DIM rows of N_PAD columns."""
+    return DQ_ACC + off_hz.to(tl.int64) * HEAD_DIM * N_PAD + offs_d[:, None] * N_PAD + offs_m[None, :]
+
+
+@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                     stride_kn, stride_kd, stride_vn, stride_vd,
                     offs_m, lo, hi, qk_scale, N_CTX, off_hz,
@@ -251,7 +258,7 @@ def _attn_bwd_preprocess(O, DO, Delta, DQ_ACC,
                  mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
-    tl.store(DQ_ACC + off_hz.to(tl.int64) * HEAD_DIM * N_PAD + offs_d[:, None] * N_PAD + offs_m[None, :],
+    tl.store(_dq_acc_tile(DQ_ACC, off_hz, offs_d, offs_m, N_PAD, HEAD_DIM),
              tl.zeros([HEAD_DIM, BLOCK_M], dtype=tl.float32), mask=row_ok[None, :])
 
 
@@ -411,8 +418,7 @@ def _attn_bwd_dq_convert(DQ_ACC, DQ, sm_scale,
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
-    dq_t = tl.load(DQ_ACC + off_hz.to(tl.int64) * HEAD_DIM * N_PAD + offs_d[:, None] * N_PAD + offs_m[None, :],
-                   mask=row_ok[None, :], other=0.0)
+    dq_t = tl.load(_dq_acc_tile(DQ_ACC, off_hz, offs_d, offs_m, N_PAD, HEAD_DIM), mask=row_ok[None, :], other=0.0)
     dq = tl.trans(dq_t) * sm_scale
     tl.store(DQ + off_z * stride_dqz + off_h * stride_dqh
              + offs_m[:, None] * stride_dqm + offs_d[None, :] * stride_dqd,

@@ -37,7 +37,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import LaunchCache, signature
-from kernels.tuning import autotune
+from kernels.tuning import autotune, tuned_for
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
@@ -445,13 +445,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
 
 def tuned_config(path: str, m: int, n: int, k: int, dtype: torch.dtype) -> str | None:
     """The config the autotuner of ``path`` chose for an (m, k) @ (k, n) problem in dtype, as text (None when
-    it has not tuned that problem). Read from the autotuner's own per-key cache (its key starts with M, N, K and
-    ends with the tensors' dtypes), not the autotuner's ``best_config``: a recorded launch of an earlier shape
-    replays without the autotuner, so ``best_config`` then still names the last shape that was tuned."""
-    for key, config in getattr(_AUTOTUNED[path], "cache", {}).items():
-        if tuple(key[:3]) == (m, n, k) and str(dtype) in key:
-            return str(config)
-    return None
+    it has not tuned that problem; see ``tuning.tuned_for``: its key starts with M, N, K)."""
+    config = tuned_for(_AUTOTUNED[path], (m, n, k), str(dtype))
+    return None if config is None else str(config)
 
 
 # ---------------------------------------------------------------------------------------------

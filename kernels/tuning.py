@@ -130,3 +130,15 @@ def autotune(configs: list, key: list[str], **options):
     if "do_bench" in params:
         options.setdefault("do_bench", graph_bench)
     return triton.autotune(configs=configs, key=key, **options)
+
+
+def tuned_for(tuner, key_prefix: tuple, *also: str):
+    """The config an autotuned kernel chose for calls whose autotune key starts with ``key_prefix`` (the key
+    arguments' values, in order) and holds each of ``also`` (triton appends the tensors' dtype names); None
+    when it never tuned one. Result metadata reads this, not ``best_config``: a recorded launch (kernels.launch)
+    replays without the autotuner, so best_config still names the last shape it tuned."""
+    width = len(key_prefix)
+    for key, config in getattr(tuner, "cache", {}).items():
+        if tuple(key[:width]) == tuple(key_prefix) and all(item in key for item in also):
+            return config
+    return None

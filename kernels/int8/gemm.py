@@ -31,7 +31,7 @@ import triton.language as tl
 from kernels import matmul as mm
 from kernels.launch import LaunchCache, signature
 from kernels.matmul import tile_coords
-from kernels.tuning import autotune
+from kernels.tuning import autotune, tuned_for
 
 #: Single-pass quantization keeps the whole row in registers up to this many columns.
 MAX_SINGLE_BLOCK_K = 16384
@@ -338,15 +338,13 @@ def last_gemm_config() -> str:
 
 
 def gemm_config(m: int, n: int, k: int) -> str | None:
-    """The GEMM kernel and autotuned config of an (m, k) x (n, k) call (k = the padded int8 width), read from
-    the autotuners' per-key caches (M bucket, N, K, then dtypes); None when that shape was never tuned. The
+    """The GEMM kernel and autotuned config of an (m, k) x (n, k) call (k = the padded int8 width), from the
+    autotuners' per-key caches (``tuning.tuned_for``: M bucket, N, K); None when that shape was never tuned. The
     persistent TMA kernel's entry counts only from TMA_MIN_M rows, the M where calls take it."""
     for kernel, prefix in ((_int8_gemm_tma_kernel, "persistent TMA: "), (_int8_gemm_kernel, "")):
-        if kernel is _int8_gemm_tma_kernel and m < TMA_MIN_M:
-            continue
-        for key, config in getattr(kernel, "cache", {}).items():
-            if tuple(key[:3]) == (m_bucket(m), n, k):
-                return prefix + str(config)
+        config = tuned_for(kernel, (m_bucket(m), n, k)) if kernel is _int8_gemm_kernel or m >= TMA_MIN_M else None
+        if config is not None:
+            return prefix + str(config)
     return None
 
 
