@@ -9,7 +9,9 @@
 //   so an element a kernel forgets to write shows up as a non-finite error;
 // * check (before timing, and again on the output of the last timed run): relative Frobenius
 //   error against a float64 CPU reference (N <= 512) or cuBLAS sgemm with TF32 off, whose own
-//   result is checked against float64 CPU dot products at 256 sampled entries;
+//   result is checked against float64 CPU dot products at 256 sampled entries. The comparison
+//   runs on the device (float64 partial sums per block, added on the host in a fixed order), so a
+//   check reads C where it lies instead of copying N^2 floats to the host;
 // * timing: W warm-up runs, then R runs, each with L2 flushed (a memset of 2x the L2 size) and C
 //   poisoned first, CUDA events around the single launch only; median / min / max reported;
 // * NVTX: each timed launch sits alone in a range named exactly after the kernel; warm-up runs
@@ -30,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -165,17 +168,77 @@ struct ErrorSummary {
     size_t non_finite = 0;   // entries of C still NaN/Inf (e.g. the poison pattern: never written)
 };
 
-inline ErrorSummary relative_error(const std::vector<float>& c, const std::vector<double>& ref) {
-    double diff2 = 0.0, ref2 = 0.0;
-    size_t non_finite = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-        if (!std::isfinite(c[i])) ++non_finite;
-        const double d = static_cast<double>(c[i]) - ref[i];
-        diff2 += d * d;
-        ref2 += ref[i] * ref[i];
+// Running sums of a relative-error check; the host and the device check add entries the same way.
+struct ErrorParts {
+    double diff2 = 0.0;                // sum of (c - ref)^2
+    double ref2 = 0.0;                 // sum of ref^2
+    unsigned long long non_finite = 0;  // entries of c that are NaN or Inf
+};
+
+// x - x is 0 for every finite float and NaN for NaN and +-Inf (IEEE arithmetic; no fast-math here).
+__host__ __device__ inline bool is_finite_float(float x) { return x - x == 0.0f; }
+
+__host__ __device__ inline void add_entry(ErrorParts& parts, float c, double ref) {
+    if (!is_finite_float(c)) ++parts.non_finite;
+    const double d = static_cast<double>(c) - ref;
+    parts.diff2 += d * d;
+    parts.ref2 += ref * ref;
+}
+
+inline void add_parts(ErrorParts& total, const ErrorParts& more) {
+    total.diff2 += more.diff2;
+    total.ref2 += more.ref2;
+    total.non_finite += more.non_finite;
+}
+
+inline ErrorSummary summarize(const ErrorParts& parts) {
+    const double rel = parts.non_finite ? std::numeric_limits<double>::quiet_NaN() : std::sqrt(parts.diff2 / parts.ref2);
+    return ErrorSummary{rel, static_cast<size_t>(parts.non_finite)};
+}
+
+constexpr int kCheckBlocks = 528;   // 4 per SM on a 132-SM H200; any count works (grid-stride loop)
+constexpr int kCheckThreads = 256;
+
+// Each block adds its grid-stride share of (c, ref) into block_parts[blockIdx.x].
+template <typename Ref>
+__global__ void error_parts_kernel(const float* c, const Ref* ref, size_t count, ErrorParts* block_parts) {
+    ErrorParts mine;
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        add_entry(mine, c[i], static_cast<double>(ref[i]));
     }
-    const double rel = non_finite ? std::numeric_limits<double>::quiet_NaN() : std::sqrt(diff2 / ref2);
-    return ErrorSummary{rel, non_finite};
+    __shared__ double diff2[kCheckThreads];
+    __shared__ double ref2[kCheckThreads];
+    __shared__ unsigned long long non_finite[kCheckThreads];
+    diff2[threadIdx.x] = mine.diff2;
+    ref2[threadIdx.x] = mine.ref2;
+    non_finite[threadIdx.x] = mine.non_finite;
+    __syncthreads();
+    for (int half = kCheckThreads / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) {
+            diff2[threadIdx.x] += diff2[threadIdx.x + half];
+            ref2[threadIdx.x] += ref2[threadIdx.x + half];
+            non_finite[threadIdx.x] += non_finite[threadIdx.x + half];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) block_parts[blockIdx.x] = ErrorParts{diff2[0], ref2[0], non_finite[0]};
+}
+
+// Relative error of the device matrix c (n x n) against the device reference ref, computed on the device.
+template <typename Ref>
+ErrorSummary device_relative_error(const float* c, const Ref* ref, int n, cudaStream_t stream) {
+    ErrorParts* d_parts = nullptr;
+    CHECK_CUDA(cudaMalloc(&d_parts, kCheckBlocks * sizeof(ErrorParts)));
+    error_parts_kernel<<<kCheckBlocks, kCheckThreads, 0, stream>>>(c, ref, static_cast<size_t>(n) * n, d_parts);
+    CHECK_CUDA(cudaGetLastError());
+    std::vector<ErrorParts> parts(kCheckBlocks);
+    CHECK_CUDA(cudaMemcpyAsync(parts.data(), d_parts, parts.size() * sizeof(ErrorParts), cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaFree(d_parts));
+    ErrorParts total;
+    for (const ErrorParts& p : parts) add_parts(total, p);  // fixed order: the same inputs give the same bits
+    return summarize(total);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,11 +249,11 @@ inline void upload(float* d_dst, const std::vector<float>& src, cudaStream_t str
     CHECK_CUDA(cudaStreamSynchronize(stream));
 }
 
-inline std::vector<float> download(const float* d_src, int n, cudaStream_t stream) {
-    std::vector<float> c(static_cast<size_t>(n) * n);
-    CHECK_CUDA(cudaMemcpyAsync(c.data(), d_src, c.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+inline float download_entry(const float* d_src, size_t index, cudaStream_t stream) {
+    float value = 0.0f;
+    CHECK_CUDA(cudaMemcpyAsync(&value, d_src + index, sizeof(float), cudaMemcpyDeviceToHost, stream));
     CHECK_CUDA(cudaStreamSynchronize(stream));
-    return c;
+    return value;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,13 +268,31 @@ inline void cublas_sgemm_row_major(cublasHandle_t handle, const float* a, const 
 // ---------------------------------------------------------------------------------------------
 // Reference and verification.
 
+// A device buffer of doubles, freed with the last copy of its handle.
+using DeviceDoubles = std::shared_ptr<double>;
+
+inline DeviceDoubles upload_doubles(const std::vector<double>& values, cudaStream_t stream) {
+    double* d = nullptr;
+    CHECK_CUDA(cudaMalloc(&d, values.size() * sizeof(double)));
+    CHECK_CUDA(cudaMemcpyAsync(d, values.data(), values.size() * sizeof(double), cudaMemcpyHostToDevice, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    return DeviceDoubles(d, [](double* p) { cudaFree(p); });
+}
+
 struct Reference {
     std::string method;       // "cpu" or "cublas+sampled-cpu"; the JSON "check" field
     bool uses_cublas = false;
-    std::vector<double> c;    // reference C, row-major
+    const float* cublas_c = nullptr;  // cuBLAS's C on the device (the problem's scratch buffer)
+    DeviceDoubles cpu_c;              // the float64 CPU reference, uploaded
     // cuBLAS reference vs float64 dot products at the sampled entries; NaN for "cpu".
     double sampled_rel_err = std::numeric_limits<double>::quiet_NaN();
 };
+
+// Relative error of the device matrix c against the reference, computed on the device.
+inline ErrorSummary check_output(const float* c, const Reference& ref, int n, cudaStream_t stream) {
+    return ref.uses_cublas ? device_relative_error(c, ref.cublas_c, n, stream)
+                           : device_relative_error(c, ref.cpu_c.get(), n, stream);
+}
 
 class ReferenceBuilder {
 public:
@@ -226,27 +307,25 @@ public:
                     const float* d_b, float* d_scratch, int n, std::uint64_t seed) {
         const bool use_cpu = mode == CheckMode::Cpu || (mode == CheckMode::Auto && n <= kFullCpuReferenceMaxN);
         if (use_cpu) {
-            return Reference{"cpu", false, cpu_reference(a, b, n), std::numeric_limits<double>::quiet_NaN()};
+            Reference ref{"cpu", false, nullptr, upload_doubles(cpu_reference(a, b, n), stream_)};
+            return ref;
         }
-        Reference ref{"cublas+sampled-cpu", true, {}, 0.0};
+        Reference ref{"cublas+sampled-cpu", true, d_scratch, nullptr, 0.0};
         nvtxRangePushA("reference");
         cublas_sgemm_row_major(handle(), d_a, d_b, d_scratch, n);
         nvtxRangePop();
         CHECK_CUDA(cudaGetLastError());
-        const std::vector<float> c_ref = download(d_scratch, n, stream_);
-        ref.c.assign(c_ref.begin(), c_ref.end());
+        CHECK_CUDA(cudaStreamSynchronize(stream_));
 
         HostRng pick(seed ^ 0xC0FFEE0DDF00Dull);
-        double diff2 = 0.0, exact2 = 0.0;
+        ErrorParts sampled;
         for (int s = 0; s < kSampledEntries; ++s) {
             const int row = static_cast<int>(pick.next() % static_cast<std::uint64_t>(n));
             const int col = static_cast<int>(pick.next() % static_cast<std::uint64_t>(n));
-            const double exact = cpu_dot(a, b, n, row, col);
-            const double d = ref.c[static_cast<size_t>(row) * n + col] - exact;
-            diff2 += d * d;
-            exact2 += exact * exact;
+            const float value = download_entry(d_scratch, static_cast<size_t>(row) * n + col, stream_);
+            add_entry(sampled, value, cpu_dot(a, b, n, row, col));
         }
-        ref.sampled_rel_err = std::sqrt(diff2 / exact2);
+        ref.sampled_rel_err = summarize(sampled).rel_err;
         return ref;
     }
 
@@ -411,13 +490,12 @@ inline SizeResult run_size(const KernelDescriptor& desc, const Options& opt, int
         nvtxRangePop();
         CHECK_CUDA(cudaGetLastError());
         CHECK_CUDA(cudaStreamSynchronize(stream));
-        const std::vector<float> c = download(dev.c, n, stream);
 
         ref = references.build(opt.check, a, b, dev.a, dev.b, dev.scratch, n, opt.seed);
         result.check = ref.method;
         result.ref_rel_err = ref.sampled_rel_err;
         require_trusted_reference(ref, n);
-        const ErrorSummary error = relative_error(c, ref.c);
+        const ErrorSummary error = check_output(dev.c, ref, n, stream);
         require_within_tolerance(desc.name, n, "check run", error, ref.method);
         result.rel_err = error.rel_err;
     }
@@ -467,7 +545,7 @@ inline SizeResult run_size(const KernelDescriptor& desc, const Options& opt, int
 
     // The last timed run's output must be as correct as the check run's.
     if (opt.check != CheckMode::None) {
-        const ErrorSummary error = relative_error(download(dev.c, n, stream), ref.c);
+        const ErrorSummary error = check_output(dev.c, ref, n, stream);
         require_within_tolerance(desc.name, n, "last timed run", error, ref.method);
         result.rel_err = std::max(result.rel_err, error.rel_err);
     }

@@ -152,10 +152,17 @@ def test_program_compiles_and_links_for_sm89_and_sm90(builds, src):
     assert build.binary.is_file()
 
 
+HARNESS_CHECK_KERNEL = "_ZN7profkit18error_parts_kernel"
+
+
 @pytest.mark.parametrize("src", PROGRAMS, ids=lambda p: p.stem)
 def test_kernel_is_named_after_its_file(builds, src):
-    """Each ladder file compiles exactly one kernel, `<file stem>(const float*, const float*, float*, int)`."""
-    kernels = set(_ptxas_table(builds[src.stem].log))
+    """Each ladder file compiles exactly one kernel, `<file stem>(const float*, const float*, float*, int)`,
+    besides the harness's device check (error_parts_kernel, for cuBLAS's float and the CPU's double reference)."""
+    compiled = set(_ptxas_table(builds[src.stem].log))
+    checks = {(a, m) for a, m in compiled if m.startswith(HARNESS_CHECK_KERNEL)}
+    assert checks == {(arch, f"{HARNESS_CHECK_KERNEL}I{t}EEvPKfPKT_mPNS_10ErrorPartsE") for arch in ARCHES for t in "fd"}
+    kernels = compiled - checks
     if src.stem in BENCH_PROGRAMS:
         rungs = [p.stem for p in LADDER]
         for arch in ARCHES:
@@ -335,14 +342,26 @@ int main() {
     r.config = profkit::LaunchConfig::opaque();
     std::printf("%s\n", profkit::result_json("matmul_cublas", r).c_str());
 
-    // A poisoned (never written) entry must make the error non-finite, not small.
+    // A poisoned (never written) entry must make the error non-finite, not small. The device check
+    // adds entries with the same add_entry and sums its block parts with add_parts.
     std::vector<float> c = {1.0f, 2.0f, 3.0f};
     const std::vector<double> ref = {1.0, 2.0, 3.0};
-    const profkit::ErrorSummary exact = profkit::relative_error(c, ref);
+    auto error_of = [&](size_t split) {  // two "blocks" of entries, summed like the device's block parts
+        profkit::ErrorParts first, second;
+        for (size_t i = 0; i < c.size(); ++i) profkit::add_entry(i < split ? first : second, c[i], ref[i]);
+        profkit::add_parts(first, second);
+        return profkit::summarize(first);
+    };
+    const profkit::ErrorSummary exact = error_of(1);
+    c[2] = 3.0f * (1.0f + 1e-3f);
+    const profkit::ErrorSummary off = error_of(2);
     std::memset(&c[1], 0xFF, sizeof(float));
-    const profkit::ErrorSummary poisoned = profkit::relative_error(c, ref);
-    std::printf("{\"exact\": %s, \"poisoned\": %s, \"non_finite\": %zu}\n", profkit::json_number(exact.rel_err).c_str(),
-                profkit::json_number(poisoned.rel_err).c_str(), poisoned.non_finite);
+    const profkit::ErrorSummary poisoned = error_of(1);
+    c[1] = std::numeric_limits<float>::infinity();
+    const profkit::ErrorSummary infinite = error_of(0);
+    std::printf("{\"exact\": %s, \"off\": %s, \"poisoned\": %s, \"non_finite\": %zu, \"inf_non_finite\": %zu}\n",
+                profkit::json_number(exact.rel_err).c_str(), profkit::json_number(off.rel_err).c_str(),
+                profkit::json_number(poisoned.rel_err).c_str(), poisoned.non_finite, infinite.non_finite);
 
     profkit::HostRng rng(1234);
     std::vector<float> v(100000);
@@ -394,7 +413,10 @@ def test_result_line_uses_null_for_unchecked_and_library_runs(result_probe_outpu
 
 def test_poisoned_entry_makes_the_relative_error_non_finite(result_probe_output):
     errors = result_probe_output[2]
-    assert errors == {"exact": 0, "poisoned": None, "non_finite": 1}
+    assert errors["exact"] == 0 and errors["poisoned"] is None and errors["non_finite"] == 1
+    assert errors["inf_non_finite"] == 1
+    # one entry of three off by 1e-3 (relative): ||d|| / ||ref|| = 3e-3 / sqrt(14)
+    assert errors["off"] == pytest.approx(3 * 1e-3 / 14 ** 0.5, rel=1e-4)
 
 
 def test_host_rng_is_uniform_in_minus_one_to_one(result_probe_output):

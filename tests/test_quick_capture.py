@@ -127,3 +127,49 @@ def test_compare_command_line_takes_floors_a_repeat_and_a_stem(tmp_path, capsys)
     with pytest.raises(SystemExit) as exit_info:
         qc.main([str(session), str(session), "--out-dir", str(tmp_path), "--one-pass", "no-seconds"])
     assert exit_info.value.code == 2
+
+
+def test_rerun_command_changes_only_the_report(tmp_path):
+    stored = "ncu --set full --nvtx --nvtx-include a/ --export sessions/x/p.ncu-rep /b/p 4096"
+    assert qc.rerun_command(stored, tmp_path / "r.ncu-rep") == [
+        "ncu", "--set", "full", "--nvtx", "--nvtx-include", "a/", "--export", str(tmp_path / "r.ncu-rep"), "/b/p", "4096"]
+
+
+def test_wall_times_are_medians_of_the_reruns_beside_the_first_capture():
+    quick = {"captures": [{"name": "a", "wall_seconds": {"ncu": 10.0, "timing": 2.0}}]}
+    full = {"captures": [{"name": "a", "wall_seconds": {"ncu": 42.0, "timing": 2.0}}]}
+    reruns = {"one_pass": {"a": [3.5, 3.4, 3.6]}, "quick": {"a": [7.5, math.nan, 8.3, 8.0]},
+              "full": {"a": [41.4, 42.0, 41.7]}}
+    walls = qc.wall_times(quick, full, reruns)
+    row = walls.iloc[0]
+    assert row["quick_ncu_s"] == pytest.approx(8.0)  # the failed (NaN) run is left out
+    assert row["full_ncu_s"] == pytest.approx(41.7) and row["one_pass_ncu_s"] == pytest.approx(3.5)
+    assert (row["first_quick_ncu_s"], row["first_full_ncu_s"]) == (10.0, 42.0)
+    assert row["speedup"] == pytest.approx(41.7 / 8.0) and row["reruns"] == 3
+    summary = qc.summarize(qc.value_agreement(_views([1.0, 2.0], ["x", "y"]), _views([1.0, 2.0], ["x", "y"])), walls)
+    summary["reruns"] = reruns
+    assert summary["speedup_bound"] == pytest.approx(41.7 / 3.5)
+    assert "median of 4 warm, interleaved re-runs" in qc.report_text(walls, summary)
+    plain = qc.wall_times(quick, full)
+    assert plain.iloc[0]["speedup"] == pytest.approx(4.2) and "first_quick_ncu_s" not in plain
+
+
+def test_rerun_seconds_warms_up_then_interleaves_the_modes(tmp_path):
+    """A stand-in ncu logs each command line and its environment: one warm-up one-pass run, then per round
+    the floor, the quick and the full command, each with the capture's environment; a failing run is NaN."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "ncu"
+    fake.write_text(f'#!/bin/sh\necho "$PROFKIT_REPS $*" >> {log}\ncase "$*" in *fail*) exit 1;; esac\n')
+    fake.chmod(0o755)
+
+    def manifest(args):
+        return {"captures": [{"name": "p", "ncu_env": {"PROFKIT_REPS": "1"},
+                              "ncu_command": f"{fake} {args} --export s/p.ncu-rep prog"}]}
+    reruns = qc.rerun_seconds({"quick": manifest("--metrics a.sum,b.sum"), "full": manifest("--set full fail")},
+                              tmp_path, rounds=2)
+    calls = [line.split(" --export")[0].split(" ", 1)[1] for line in log.read_text().splitlines()]
+    assert all(line.startswith("1 ") for line in log.read_text().splitlines())
+    floor = f"--metrics {qc.ONE_PASS_METRIC}"
+    assert calls == [floor] + [floor, "--metrics a.sum,b.sum", "--set full fail"] * 2
+    assert len(reruns["quick"]["p"]) == len(reruns["one_pass"]["p"]) == 2
+    assert all(math.isnan(v) for v in reruns["full"]["p"]) and not any(math.isnan(v) for v in reruns["quick"]["p"])

@@ -6,7 +6,9 @@ On a GPU, ``bench`` captures the ladder with ``--quick`` (only the metrics profk
 process (ladder1-{quick,full}-nN), which pays ncu's start and the program's setup once instead of six
 times. For each layout it holds every value the two sessions' core tables share against each other, and
 it holds the two layouts' full captures against each other: the run-to-run noise the 5% criterion sits in.
-Offline, ``compare`` does the comparisons on committed sessions. Results: quick_capture[_one_process].json
+Wall times are medians of warm re-runs of each capture's stored ncu command, the modes interleaved round by
+round after a warm-up run (``rerun_seconds``); the captures' own seconds, the first of each mode, stay beside
+them. Offline, ``compare`` does the comparisons on committed sessions. Results: quick_capture[_one_process].json
 (summary, per-capture wall times) and quick_capture[_one_process].csv (every compared value).
 
 A value agrees when |quick - full| <= tolerance * |full|, or when both are below ``FLOOR`` in
@@ -83,14 +85,22 @@ def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def wall_times(quick_manifest: dict, full_manifest: dict) -> pd.DataFrame:
-    """Per capture: ncu wall seconds of each mode (from the manifests), full / quick, and the same
-    ratio for the profiler's own share (ncu seconds minus the unprofiled timing run of that
-    capture: program start, CUDA and library initialisation, the program's own work)."""
+def wall_times(quick_manifest: dict, full_manifest: dict, reruns: dict | None = None) -> pd.DataFrame:
+    """Per capture: ncu wall seconds of each mode, full / quick, and the same ratio for the profiler's own
+    share (ncu seconds minus the unprofiled timing run of that capture: program start, CUDA and library
+    initialisation, the program's own work).
+
+    Without ``reruns`` the seconds are the captures' own (from the manifests); with them (``rerun_seconds``)
+    they are the medians of the warm, interleaved re-runs, and the captures' own seconds stay beside them
+    (``first_quick_ncu_s``, ``first_full_ncu_s``)."""
     def seconds(manifest, step):
         return {c["name"]: (c.get("wall_seconds") or {}).get(step) for c in manifest.get("captures", [])}
     q, f = seconds(quick_manifest, "ncu"), seconds(full_manifest, "ncu")
     qt, ft = seconds(quick_manifest, "timing"), seconds(full_manifest, "timing")
+    first_q, first_f = dict(q), dict(f)
+    if reruns:
+        q = {name: _median(reruns.get("quick", {}).get(name)) for name in q}
+        f = {name: _median(reruns.get("full", {}).get(name)) for name in f}
     rows = []
     for name in q:
         if name not in f:
@@ -101,9 +111,25 @@ def wall_times(quick_manifest: dict, full_manifest: dict) -> pd.DataFrame:
         extra_q = q[name] - qt[name] if q[name] and qt.get(name) else math.nan
         extra_f = f[name] - ft[name] if f[name] and ft.get(name) else math.nan
         row["profiler_speedup"] = extra_f / extra_q if extra_q and extra_q > 0 else math.nan
+        if reruns:
+            row.update(first_quick_ncu_s=first_q[name], first_full_ncu_s=first_f[name],
+                       one_pass_ncu_s=_median(reruns.get("one_pass", {}).get(name)),
+                       reruns=len(reruns.get("full", {}).get(name) or []))
         rows.append(row)
-    return pd.DataFrame(rows, columns=["capture", "quick_ncu_s", "full_ncu_s", "speedup", "quick_timing_s",
-                                       "full_timing_s", "profiler_speedup"])
+    columns = ["capture", "quick_ncu_s", "full_ncu_s", "speedup", "quick_timing_s", "full_timing_s",
+               "profiler_speedup"]
+    if reruns:
+        columns += ["first_quick_ncu_s", "first_full_ncu_s", "one_pass_ncu_s", "reruns"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _median(seconds: list[float] | None) -> float:
+    """Median of the finite re-run seconds (a failed run is NaN), NaN when there are none."""
+    finite = sorted(v for v in (seconds or []) if v is not None and not math.isnan(v))
+    if not finite:
+        return math.nan
+    mid = len(finite) // 2
+    return finite[mid] if len(finite) % 2 else 0.5 * (finite[mid - 1] + finite[mid])
 
 
 ONE_PASS_METRIC = "gpu__time_duration.sum"
@@ -124,24 +150,48 @@ def one_pass_command(ncu_command: str, report: Path) -> list[str]:
     if "--import-source" in args:
         at = args.index("--import-source")
         del args[at:at + 2]
+    return rerun_command(shlex.join(args), report)
+
+
+def rerun_command(ncu_command: str, report: Path) -> list[str]:
+    """A capture's stored ncu command, unchanged but for the report it writes."""
+    args = shlex.split(ncu_command)
     args[args.index("--export") + 1] = str(report)
     return args
 
 
-def one_pass_seconds(manifest: dict, workdir: Path) -> dict[str, float]:
-    """Per capture of a session (GPU): wall seconds of its ncu command cut down to one metric (NaN
-    where that command failed)."""
+RERUN_MODES = ("one_pass", "quick", "full")
+"""What ``rerun_seconds`` times each round, in this order: the one-metric floor, then each mode's command."""
+
+
+def rerun_seconds(manifests: dict[str, dict], workdir: Path, rounds: int = 3) -> dict[str, dict[str, list[float]]]:
+    """mode -> capture -> wall seconds of ``rounds`` re-runs of each capture's stored ncu command (GPU).
+
+    ``manifests``: the quick and the full session's manifests. One untimed one-pass run per capture first
+    (ncu's and the program's first start pay for cold files and caches: a capture timed cold ran 10.0 s,
+    the same one warm 7.2-8.3 s on the H200), then ``rounds`` rounds of one_pass, quick, full, so drifts in
+    the machine hit every mode alike. A failed run is NaN."""
     import os
     import subprocess
     import time
 
-    out = {}
-    for capture in manifest.get("captures", []):
-        cmd = one_pass_command(capture["ncu_command"], Path(workdir) / f"{capture['name']}-one-pass.ncu-rep")
+    def run(capture, cmd) -> float:
         started = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, env={**os.environ, **capture.get("ncu_env", {})},
-                              timeout=600)
-        out[capture["name"]] = round(time.perf_counter() - started, 3) if done.returncode == 0 else math.nan
+                              timeout=900)
+        return round(time.perf_counter() - started, 3) if done.returncode == 0 else math.nan
+
+    captures = {mode: {c["name"]: c for c in manifests[mode].get("captures", [])} for mode in ("quick", "full")}
+    report = Path(workdir) / "rerun.ncu-rep"
+    for capture in captures["quick"].values():  # warm-up
+        run(capture, one_pass_command(capture["ncu_command"], report))
+    out: dict[str, dict[str, list[float]]] = {mode: {} for mode in RERUN_MODES}
+    for _ in range(rounds):
+        for mode in RERUN_MODES:
+            source = captures["quick" if mode == "one_pass" else mode]
+            for name, capture in source.items():
+                make = one_pass_command if mode == "one_pass" else rerun_command
+                out[mode].setdefault(name, []).append(run(capture, make(capture["ncu_command"], report)))
     return out
 
 
@@ -214,19 +264,22 @@ def _session_views(path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
 
 
 def compare(quick_session: Path, full_session: Path, tolerance: float = TOLERANCE,
-            one_pass: dict[str, float] | None = None):
-    """(values, wall times, summary) of two sessions of the same targets (no GPU needed); `one_pass`:
-    one_pass_seconds of the quick session, measured on the GPU."""
+            one_pass: dict[str, float] | None = None, reruns: dict | None = None):
+    """(values, wall times, summary) of two sessions of the same targets (no GPU needed). `reruns`:
+    rerun_seconds of the two sessions (their medians become the wall times); `one_pass`: the one-metric
+    floor per capture when there are no re-runs. Both are measured on the GPU."""
     quick_views, quick_manifest = _session_views(quick_session)
     full_views, full_manifest = _session_views(full_session)
     values = value_agreement(quick_views, full_views, tolerance)
-    walls = wall_times(quick_manifest, full_manifest)
-    if one_pass:
+    walls = wall_times(quick_manifest, full_manifest, reruns)
+    if one_pass and not reruns:
         walls["one_pass_ncu_s"] = walls["capture"].map(one_pass)
     summary = summarize(values, walls, tolerance)
     summary.update(quick_session=str(quick_session), full_session=str(full_session),
                    quick_ncu_command=[c.get("ncu_command") for c in quick_manifest.get("captures", [])][:1],
                    gpu=quick_manifest.get("gpu"), versions=quick_manifest.get("versions"))
+    if reruns:
+        summary["reruns"] = reruns
     return values, walls, summary
 
 
@@ -243,7 +296,8 @@ def write(values: pd.DataFrame, walls: pd.DataFrame, summary: dict, out_dir: Pat
 
 def report_text(walls: pd.DataFrame, summary: dict) -> str:
     lines = [walls.to_string(index=False, float_format=lambda v: f"{v:.2f}"),
-             f"ncu wall time: --quick {summary['quick_ncu_s']:.1f} s vs --set full {summary['full_ncu_s']:.1f} s "
+             f"ncu wall time{_rerun_note(summary)}: --quick {summary['quick_ncu_s']:.1f} s vs --set full "
+             f"{summary['full_ncu_s']:.1f} s "
              f"-> {summary['speedup']:.1f}x faster ({summary['profiler_speedup']:.1f}x for the profiler's own time, "
              f"the unprofiled run of each program subtracted)",
              f"table values within {100 * summary['tolerance']:.0f}%: {summary['values_agreeing']} of "
@@ -265,6 +319,12 @@ def report_text(walls: pd.DataFrame, summary: dict) -> str:
         for row in repeat["disagreeing"][:10]:
             lines.append(f"  differs: {row['view']}.{row['column']} [{row['kernel']}] {row['a']} vs {row['b']}")
     return "\n".join(lines)
+
+
+def _rerun_note(summary: dict) -> str:
+    reruns = summary.get("reruns") or {}
+    counts = {len(v) for mode in reruns.values() for v in mode.values()}
+    return f" (median of {max(counts)} warm, interleaved re-runs)" if counts else ""
 
 
 def metric_group_of(key: str, name: str) -> str:
@@ -351,10 +411,11 @@ def capture_ladder(layout: str, n: int, sessions_dir: Path | None = None) -> dic
 
 
 def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessions_dir: Path | None = None,
-          layouts: tuple[str, ...] = tuple(LAYOUTS)):
-    """Capture the ladder with --quick and with --set full (N=4096; 1024 when quick) in each layout, compare
-    each pair, and the one-process full capture with the per-program one (this run's, else the stored
-    session of that name); write one result per layout."""
+          layouts: tuple[str, ...] = tuple(LAYOUTS), rounds: int = 3):
+    """Capture the ladder with --quick and with --set full (N=4096; 1024 when quick) in each layout, time
+    ``rounds`` warm, interleaved re-runs of both captures and of the one-metric floor (``rerun_seconds``),
+    compare each pair, and the one-process full capture with the per-program one (this run's, else the
+    stored session of that name); write one result per layout."""
     from profkit.session.store import MANIFEST, sessions_root
 
     n = 1024 if quick else 4096
@@ -363,10 +424,11 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
         stem = LAYOUTS[layout][1]
         sessions = capture_ladder(layout, n, sessions_dir)
         fulls[layout] = sessions["full"]
-        manifest = json.loads((sessions["quick"] / MANIFEST).read_text())
+        manifests = {mode: json.loads((sessions[mode] / MANIFEST).read_text()) for mode in ("quick", "full")}
+        manifest = manifests["quick"]
         with tempfile.TemporaryDirectory() as workdir:
-            floors = one_pass_seconds(manifest, Path(workdir))
-        values, walls, summary = compare(sessions["quick"], sessions["full"], one_pass=floors)
+            reruns = rerun_seconds(manifests, Path(workdir), rounds)
+        values, walls, summary = compare(sessions["quick"], sessions["full"], reruns=reruns)
         summary["layout"] = layout
         if layout == "programs":
             tiled = next(c["command"] for c in manifest["captures"] if c["name"] == "matmul_tiled")
@@ -386,7 +448,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m profkit.bench.quick_capture QUICK_SESSION FULL_SESSION [--out-dir DIR] [--stem STEM]
-    [--one-pass CAPTURE=SECONDS ...] [--repeat FULL_SESSION]``: compare two committed sessions offline (no
+    [--one-pass CAPTURE=SECONDS ...] [--reruns JSON] [--repeat FULL_SESSION]``: compare two committed sessions offline (no
     GPU) and write STEM.json|csv."""
     import argparse
 
@@ -400,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the one-metric floor of a capture, measured on the GPU (repeatable)")
     parser.add_argument("--repeat", type=Path, default=None, metavar="FULL_SESSION",
                         help="another --set full capture of the same kernels, held against FULL_SESSION")
+    parser.add_argument("--reruns", type=Path, default=None,
+                        help="JSON of rerun_seconds() measured on the GPU (e.g. a result file's \"reruns\"): "
+                             "their medians become the wall times")
     parser.add_argument("--stem", default="quick_capture", help="result file name stem")
     args = parser.parse_args(argv)
     floors = {}
@@ -409,7 +474,11 @@ def main(argv: list[str] | None = None) -> int:
             floors[name] = float(seconds)
         except ValueError:
             parser.error(f"--one-pass {item!r}: expected CAPTURE=SECONDS")
-    values, walls, summary = compare(args.quick_session, args.full_session, one_pass=floors or None)
+    reruns = None
+    if args.reruns is not None:
+        doc = json.loads(args.reruns.read_text())
+        reruns = doc.get("reruns", doc)
+    values, walls, summary = compare(args.quick_session, args.full_session, one_pass=floors or None, reruns=reruns)
     if args.passes is not None:
         summary["passes_by_group"] = json.loads(args.passes.read_text())
     if args.repeat is not None:
