@@ -165,11 +165,38 @@ def test_rerun_seconds_warms_up_then_interleaves_the_modes(tmp_path):
     def manifest(args):
         return {"captures": [{"name": "p", "ncu_env": {"PROFKIT_REPS": "1"},
                               "ncu_command": f"{fake} {args} --export s/p.ncu-rep prog"}]}
+    kept: dict = {}
     reruns = qc.rerun_seconds({"quick": manifest("--metrics a.sum,b.sum"), "full": manifest("--set full fail")},
-                              tmp_path, rounds=2)
+                              tmp_path, rounds=2, reports=kept)
+    assert kept == {"quick": [tmp_path / "quick-0-p.ncu-rep", tmp_path / "quick-1-p.ncu-rep"]}  # failed runs keep none
     calls = [line.split(" --export")[0].split(" ", 1)[1] for line in log.read_text().splitlines()]
     assert all(line.startswith("1 ") for line in log.read_text().splitlines())
     floor = f"--metrics {qc.ONE_PASS_METRIC}"
     assert calls == [floor] + [floor, "--metrics a.sum,b.sum", "--set full fail"] * 2
     assert len(reruns["quick"]["p"]) == len(reruns["one_pass"]["p"]) == 2
     assert all(math.isnan(v) for v in reruns["full"]["p"]) and not any(math.isnan(v) for v in reruns["quick"]["p"])
+
+
+def test_full_spread_holds_quick_to_the_range_full_captures_read():
+    """A counter that moves between full captures (an L1 hit rate read 5.3 and 4.0) is held to their range,
+    widened by the tolerance; values steady across captures keep the plain 5% test; text must match one."""
+    quick = _views([100.0, 300.0], ["long_scoreboard", "wait"])
+    full = _views([104.0, 200.0], ["long_scoreboard", "barrier"])
+    values = qc.value_agreement(quick, full)
+    repeat = {"summary": pd.DataFrame({"kernel": ["ka", "kb"], "duration_us": [99.0, 201.0], "local_bytes": [0.0, 0.0]}),
+              "stalls": pd.DataFrame({"kernel": ["ka", "kb"], "stall_1": ["long_scoreboard", "wait"]})}
+    spread = qc.full_spread(values, [repeat]).set_index(["kernel", "column"])
+    assert spread.loc[("ka", "duration_us"), "within_full_spread"]  # 100 within [99, 104]
+    assert (spread.loc[("ka", "duration_us"), "full_min"], spread.loc[("ka", "duration_us"), "full_max"]) == (99.0, 104.0)
+    assert not spread.loc[("kb", "duration_us"), "within_full_spread"]  # 300 vs 200..201: far outside
+    assert spread.loc[("kb", "stall_1"), "within_full_spread"]  # "wait": one full capture read it
+    assert spread.loc[("kb", "local_bytes"), "within_full_spread"]  # both below the floor
+    assert set(spread["full_captures"]) == {2}
+    hit = qc.full_spread(pd.DataFrame([{"view": "throughput", "capture": "x", "launch": 4, "kernel": "kv",
+                                        "column": "l1_hit_pct", "quick": 4.1, "full": 5.3, "rel_diff": 0.23,
+                                        "agrees": False}]),
+                         [{"throughput": pd.DataFrame({"kernel": ["kv"], "l1_hit_pct": [v]})} for v in (4.0, 4.6)])
+    assert bool(hit["within_full_spread"].iloc[0]) and hit["full_captures"].iloc[0] == 3
+    summary = qc.summarize(spread.reset_index(), qc.wall_times({"captures": []}, {"captures": []}))
+    assert summary["both_present_within_full_spread"] == len(spread) - 1
+    assert [r["column"] for r in summary["outside_full_spread"]] == ["duration_us"]

@@ -164,13 +164,15 @@ RERUN_MODES = ("one_pass", "quick", "full")
 """What ``rerun_seconds`` times each round, in this order: the one-metric floor, then each mode's command."""
 
 
-def rerun_seconds(manifests: dict[str, dict], workdir: Path, rounds: int = 3) -> dict[str, dict[str, list[float]]]:
+def rerun_seconds(manifests: dict[str, dict], workdir: Path, rounds: int = 3,
+                  reports: dict[str, list[Path]] | None = None) -> dict[str, dict[str, list[float]]]:
     """mode -> capture -> wall seconds of ``rounds`` re-runs of each capture's stored ncu command (GPU).
 
     ``manifests``: the quick and the full session's manifests. One untimed one-pass run per capture first
     (ncu's and the program's first start pay for cold files and caches: a capture timed cold ran 10.0 s,
     the same one warm 7.2-8.3 s on the H200), then ``rounds`` rounds of one_pass, quick, full, so drifts in
-    the machine hit every mode alike. A failed run is NaN."""
+    the machine hit every mode alike. A failed run is NaN. ``reports``: when given, every quick and full
+    re-run keeps its own report in workdir, listed under reports[mode]."""
     import os
     import subprocess
     import time
@@ -186,12 +188,50 @@ def rerun_seconds(manifests: dict[str, dict], workdir: Path, rounds: int = 3) ->
     for capture in captures["quick"].values():  # warm-up
         run(capture, one_pass_command(capture["ncu_command"], report))
     out: dict[str, dict[str, list[float]]] = {mode: {} for mode in RERUN_MODES}
-    for _ in range(rounds):
+    for round_index in range(rounds):
         for mode in RERUN_MODES:
             source = captures["quick" if mode == "one_pass" else mode]
             for name, capture in source.items():
                 make = one_pass_command if mode == "one_pass" else rerun_command
-                out[mode].setdefault(name, []).append(run(capture, make(capture["ncu_command"], report)))
+                kept = Path(workdir) / f"{mode}-{round_index}-{name}.ncu-rep"
+                path = kept if reports is not None and mode != "one_pass" else report
+                seconds = run(capture, make(capture["ncu_command"], path))
+                out[mode].setdefault(name, []).append(seconds)
+                if path == kept and not math.isnan(seconds):
+                    reports.setdefault(mode, []).append(kept)
+    return out
+
+
+def repeat_views(reports: list[Path]) -> list[dict[str, pd.DataFrame]]:
+    """The core views of bare ncu reports (re-runs of a capture), one dict per report."""
+    from profkit.views import file_views
+
+    return [dict(file_views(path, CORE_VIEWS)) for path in reports]
+
+
+def full_spread(values: pd.DataFrame, repeats: list[dict[str, pd.DataFrame]],
+                tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """``values`` (value_agreement's rows) with the lowest and highest reading of each value over the full
+    session and ``repeats`` (views of repeated --set full captures of the same kernels, matched by view,
+    kernel and column), and ``within_full_spread``: the quick value lies inside [lowest, highest], widened
+    by the tolerance on each side (text: equals one of the readings). A counter that moves between two
+    full captures of the same kernel (an L1 hit rate read 4.0 and 5.3% on matmul_vectorized) cannot be
+    held to 5% of one of them; this asks whether quick reads what full captures read."""
+    readings: dict[tuple, list] = {}
+    for views in repeats:
+        for view in CORE_VIEWS:
+            df = views.get(view)
+            if df is None or df.empty or "kernel" not in df:
+                continue
+            for row in df.to_dict("records"):
+                for column, value in row.items():
+                    if column not in KEYS and not _missing(value):
+                        readings.setdefault((view, row["kernel"], column), []).append(value)
+    out = values.copy()
+    rows = [_spread(row, readings.get((row["view"], row["kernel"], row["column"]), []), tolerance)
+            for row in values.to_dict("records")]
+    counts, lows, highs, within = (list(column) for column in zip(*rows)) if rows else ([], [], [], [])
+    out["full_captures"], out["full_min"], out["full_max"], out["within_full_spread"] = counts, lows, highs, within
     return out
 
 
@@ -220,10 +260,37 @@ def summarize(values: pd.DataFrame, walls: pd.DataFrame, tolerance: float = TOLE
         "one_pass_ncu_s": one_pass_s,
         "speedup_bound": full_s / one_pass_s if one_pass_s else None,
         "tolerance": tolerance,
+        **_spread_summary(values, lacks),
         "disagreeing": [{k: (None if _missing(v) else v) for k, v in row.items()}
                         for row in worst[["view", "capture", "column", "quick", "full", "rel_diff"]]
                         .head(40).to_dict("records")],
     }
+
+
+def _spread(row: dict, more: list, tolerance: float) -> tuple[int, float, float, bool]:
+    """(readings, lowest, highest, within) of one value_agreement row against more full readings."""
+    seen = [v for v in [row["full"], *more] if not _missing(v)]
+    numbers = [float(v) for v in seen if not isinstance(v, str)]
+    if _missing(row["quick"]) or not seen:
+        return len(seen), math.nan, math.nan, bool(row["agrees"])
+    if isinstance(row["quick"], str) or len(numbers) < len(seen):
+        return len(seen), math.nan, math.nan, str(row["quick"]) in map(str, seen)
+    lo, hi, q = min(numbers), max(numbers), float(row["quick"])
+    tiny = abs(q) <= FLOOR and abs(lo) <= FLOOR
+    return len(seen), lo, hi, tiny or lo - tolerance * abs(lo) <= q <= hi + tolerance * abs(hi)
+
+
+def _spread_summary(values: pd.DataFrame, lacks: pd.Series) -> dict:
+    """Counts of full_spread's noise-aware agreement, when the values carry it."""
+    if "within_full_spread" not in values:
+        return {}
+    both = values[~lacks]
+    outside = both[~both["within_full_spread"].astype(bool)]
+    return {"full_captures": int(values["full_captures"].max()) if len(values) else 0,
+            "both_present_within_full_spread": int(both["within_full_spread"].astype(bool).sum()),
+            "outside_full_spread": [{k: (None if _missing(v) else v) for k, v in row.items()} for row in
+                                    outside[["view", "kernel", "column", "quick", "full_min", "full_max"]]
+                                    .to_dict("records")]}
 
 
 def _by_kernel(views: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -264,13 +331,17 @@ def _session_views(path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
 
 
 def compare(quick_session: Path, full_session: Path, tolerance: float = TOLERANCE,
-            one_pass: dict[str, float] | None = None, reruns: dict | None = None):
+            one_pass: dict[str, float] | None = None, reruns: dict | None = None,
+            repeats: list[dict[str, pd.DataFrame]] | None = None):
     """(values, wall times, summary) of two sessions of the same targets (no GPU needed). `reruns`:
     rerun_seconds of the two sessions (their medians become the wall times); `one_pass`: the one-metric
-    floor per capture when there are no re-runs. Both are measured on the GPU."""
+    floor per capture when there are no re-runs. Both are measured on the GPU. `repeats`: views of more
+    --set full captures of the same kernels (``repeat_views``), for ``full_spread``."""
     quick_views, quick_manifest = _session_views(quick_session)
     full_views, full_manifest = _session_views(full_session)
     values = value_agreement(quick_views, full_views, tolerance)
+    if repeats:
+        values = full_spread(values, repeats, tolerance)
     walls = wall_times(quick_manifest, full_manifest, reruns)
     if one_pass and not reruns:
         walls["one_pass_ncu_s"] = walls["capture"].map(one_pass)
@@ -304,6 +375,13 @@ def report_text(walls: pd.DataFrame, summary: dict) -> str:
              f"{summary['values_compared']} ({summary['agreeing_pct']:.1f}%); of the "
              f"{summary['values_both_present']} values both modes produce, {summary['both_present_agreeing']} "
              f"agree; {summary['values_quick_lacks']} need source-level counters only --set full collects"]
+    if "both_present_within_full_spread" in summary:
+        lines.append(f"noise-aware: {summary['both_present_within_full_spread']} of {summary['values_both_present']} "
+                     f"quick values lie within the range {summary['full_captures']} --set full captures read "
+                     f"(widened by {100 * summary['tolerance']:.0f}%)")
+        for row in summary["outside_full_spread"][:10]:
+            lines.append(f"  outside: {row['view']}.{row['column']} [{row['kernel']}] quick={row['quick']} "
+                         f"full {row['full_min']} .. {row['full_max']}")
     if summary.get("one_pass_ncu_s"):
         lines.append(f"one-pass floor (the same captures with {ONE_PASS_METRIC} alone): "
                      f"{summary['one_pass_ncu_s']:.1f} s, so no metric selection can be more than "
@@ -427,8 +505,10 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
         manifests = {mode: json.loads((sessions[mode] / MANIFEST).read_text()) for mode in ("quick", "full")}
         manifest = manifests["quick"]
         with tempfile.TemporaryDirectory() as workdir:
-            reruns = rerun_seconds(manifests, Path(workdir), rounds)
-        values, walls, summary = compare(sessions["quick"], sessions["full"], reruns=reruns)
+            reports: dict[str, list[Path]] = {}
+            reruns = rerun_seconds(manifests, Path(workdir), rounds, reports)
+            repeats = repeat_views(reports.get("full", []))
+        values, walls, summary = compare(sessions["quick"], sessions["full"], reruns=reruns, repeats=repeats)
         summary["layout"] = layout
         if layout == "programs":
             tiled = next(c["command"] for c in manifest["captures"] if c["name"] == "matmul_tiled")
