@@ -176,6 +176,7 @@ def test_tuned_attention_forward_against_cudnn_in_one_session():
 
 
 def test_quick_capture_result_follows_from_the_committed_sessions():
+    """Per-program layout (GPU run BN): wall times are each program's first capture, from the manifests."""
     import json
 
     from profkit.bench import quick_capture
@@ -184,15 +185,41 @@ def test_quick_capture_result_follows_from_the_committed_sessions():
     values, walls, summary = quick_capture.compare(SESSIONS / "ladder-quick-n4096", SESSIONS / "ladder-full-n4096")
     for key in ("values_compared", "values_agreeing", "values_quick_lacks", "both_present_agreeing"):
         assert summary[key] == committed[key]
+    assert summary["both_present_agreeing"] == summary["values_both_present"]  # every shared value within 5%
     assert summary["speedup"] == pytest.approx(committed["speedup"])
-    assert 1.5 < summary["speedup"] < 5  # measured: 2.5x, short of the 5x goal
-    assert committed["passes_by_group"]["all_quick"]["passes"] == 22
-    # the one-pass floor was measured on the GPU beside the captures: it bounds what any metric
-    # selection can reach, and --quick sits between it and --set full
-    floor = sum(row["one_pass_ncu_s"] for row in committed["wall_times"])
-    assert floor == pytest.approx(committed["one_pass_ncu_s"])
-    assert floor < committed["quick_ncu_s"] < committed["full_ncu_s"]
-    assert committed["speedup_bound"] == pytest.approx(committed["full_ncu_s"] / floor) and committed["speedup_bound"] < 5
+    assert 2 < summary["speedup"] < 5  # measured: 3.4x; six ncu starts and six program setups bound it
+    passes = committed["passes_by_group"]
+    assert passes["all_quick"]["passes"] == 23
+    # the groups whose removal saves the most passes: the SOL breakdowns, stall reasons and tensor-op counts
+    saved = {g: 23 - p["quick_passes_without"] for g, p in passes.items() if "quick_passes_without" in p}
+    assert sorted(saved, key=saved.get)[-3:] == ["tensor_ops", "stalls", "throughput_pct"]
+
+
+def test_one_process_quick_capture_result_follows_from_its_sessions_and_reruns():
+    """One-process layout (GPU run BN): wall times are medians of warm, interleaved re-runs kept in the
+    result; the table values follow from the committed sessions."""
+    import json
+    import statistics
+
+    from profkit.bench import quick_capture
+
+    committed = json.loads((SESSIONS.parent / "reports" / "benchmarks" / "quick_capture_one_process.json").read_text())
+    reruns = committed["reruns"]
+    values, walls, summary = quick_capture.compare(SESSIONS / "ladder1-quick-n4096", SESSIONS / "ladder1-full-n4096",
+                                                   reruns=reruns)
+    for key in ("values_compared", "values_agreeing", "values_quick_lacks", "both_present_agreeing",
+                "quick_ncu_s", "full_ncu_s", "one_pass_ncu_s"):
+        assert summary[key] == pytest.approx(committed[key])
+    assert summary["quick_ncu_s"] == pytest.approx(statistics.median(reruns["quick"]["ladder_bench"]))
+    assert len(reruns["full"]["ladder_bench"]) == 3
+    assert committed["speedup"] >= 5  # measured: 6.1x
+    assert committed["one_pass_ncu_s"] < committed["quick_ncu_s"] < committed["full_ncu_s"]
+    # the one strict disagreement is a hit rate that moves between full captures too; against the range
+    # the session's and the three re-runs' full captures read, every shared value agrees
+    strict = [row for row in committed["disagreeing"] if row["quick"] is not None]
+    assert [row["column"] for row in strict] == ["l1_hit_pct"]
+    assert committed["full_captures"] == 4 and committed["outside_full_spread"] == []
+    assert committed["both_present_within_full_spread"] == committed["values_both_present"]
 
 
 def test_quick_capture_flops_are_exact_once_the_static_sass_is_joined():
@@ -214,25 +241,21 @@ def test_quick_capture_flops_are_exact_once_the_static_sass_is_joined():
     assert without["total_flops"].iloc[0] / (2 * 4096.0 ** 3) == pytest.approx(1.063, abs=0.01)
 
 
-def test_l1_hit_rate_of_matmul_vectorized_moves_between_replay_passes():
-    """matmul_vectorized's L1 hit rate, the value that moves most between captures (3.5-6.1% over eight of
-    them, quick and full alike), disagrees with itself inside one --set full report: the overall sector
-    hit rate is above the global-load hit rate although the only other sectors, stores, never hit, which
-    one pass's counts cannot produce; the two rates were read in different replay passes."""
-    import ncu_report
+def test_only_l1_hit_rates_move_by_more_than_5_percent_between_full_captures():
+    """The one-process result holds, per value, the range four --set full captures of the ladder read (the
+    session's and three re-runs', GPU run BN). Every value stays within 5% across them except L1 hit rates:
+    matmul_vectorized's read 3.9-5.0%, which is why a quick capture cannot be held to 5% of any one of them."""
+    import pandas as pd
 
-    from profkit.parse.files import plain_file
-
-    action = ncu_report.load_report(str(plain_file(SESSIONS / "ladder-full-n4096/matmul_vectorized.ncu-rep.xz"))) \
-        .range_by_idx(0).action_by_idx(0)
-
-    def full(name):
-        return action.metric_by_name(name).as_double()
-
-    assert full("l1tex__t_sector_pipe_lsu_mem_global_op_st_hit_rate.pct") == 0.0
-    assert full("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum") > 0
-    # one pass: overall = load rate * loads / (loads + stores) < load rate
-    assert full("l1tex__t_sector_hit_rate.pct") > full("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct")
+    values = pd.read_csv(SESSIONS.parent / "reports" / "benchmarks" / "quick_capture_one_process.csv")
+    numeric = values.dropna(subset=["full_min", "full_max"])
+    numeric = numeric[numeric["full_max"].abs() > 1e-9]
+    spread = (numeric["full_max"] - numeric["full_min"]) / numeric["full_max"].abs()
+    assert len(numeric) > 200
+    assert set(numeric.loc[spread > 0.05, "column"]) == {"l1_hit_pct"}
+    vectorized = numeric[(numeric["kernel"] == "matmul_vectorized") & (numeric["column"] == "l1_hit_pct")].iloc[0]
+    assert vectorized["full_max"] / vectorized["full_min"] > 1.2
+    assert vectorized["full_min"] <= float(vectorized["quick"]) <= vectorized["full_max"]
 
 
 def _diff_metrics(a: str, b: str) -> dict:
