@@ -249,6 +249,7 @@ inline void upload(float* d_dst, const std::vector<float>& src, cudaStream_t str
     CHECK_CUDA(cudaStreamSynchronize(stream));
 }
 
+// One entry of a device array (the sampled check of the cuBLAS reference reads 256 of them).
 inline float download_entry(const float* d_src, size_t index, cudaStream_t stream) {
     float value = 0.0f;
     CHECK_CUDA(cudaMemcpyAsync(&value, d_src + index, sizeof(float), cudaMemcpyDeviceToHost, stream));
