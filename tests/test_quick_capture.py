@@ -200,3 +200,35 @@ def test_full_spread_holds_quick_to_the_range_full_captures_read():
     summary = qc.summarize(spread.reset_index(), qc.wall_times({"captures": []}, {"captures": []}))
     assert summary["both_present_within_full_spread"] == len(spread) - 1
     assert [r["column"] for r in summary["outside_full_spread"]] == ["duration_us"]
+
+
+def test_rerun_option_times_the_stored_commands_and_reads_their_reports(tmp_path, capsys):
+    """`--rerun 1` on two committed sessions whose stored ncu commands point at a stand-in ncu that writes the
+    full session's own report: the result carries the re-run seconds and a second full reading of every value."""
+    import shutil
+
+    from profkit.parse.files import plain_file
+
+    report = plain_file(ROOT / "sessions" / "ladder1-full-n4096" / "ladder_bench.ncu-rep.xz")
+    fake = tmp_path / "ncu"
+    fake.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --export ] && out=$2; shift; done\n'
+                    f'cp {report} "$out"\n')
+    fake.chmod(0o755)
+    sessions = {}
+    for mode in ("quick", "full"):
+        session = shutil.copytree(ROOT / "sessions" / f"ladder1-{mode}-n4096", tmp_path / mode)
+        manifest = json.loads((session / "manifest.json").read_text())
+        for capture in manifest["captures"]:
+            capture["ncu_command"] = f"{fake} --metrics x --export r.ncu-rep prog 4096"
+        (session / "manifest.json").write_text(json.dumps(manifest))
+        sessions[mode] = session
+    assert qc.main([str(sessions["quick"]), str(sessions["full"]), "--rerun", "1", "--out-dir", str(tmp_path),
+                    "--stem", "r"]) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert {mode: len(result["reruns"][mode]["ladder_bench"]) for mode in qc.RERUN_MODES} == dict.fromkeys(qc.RERUN_MODES, 1)
+    assert result["full_captures"] == 2 and result["wall_times"][0]["reruns"] == 1
+    # the stand-in's re-run reads exactly what the session read, so the range stays one reading wide and the
+    # L1 hit rate that moves between real captures (quick 4.26% vs full 3.89%) stays outside it
+    assert result["both_present_within_full_spread"] == result["values_both_present"] - 1 == 293
+    assert [(r["kernel"], r["column"]) for r in result["outside_full_spread"]] == [("matmul_vectorized", "l1_hit_pct")]
+    assert "median of 1 warm, interleaved re-runs" in capsys.readouterr().out

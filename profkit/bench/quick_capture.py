@@ -528,8 +528,9 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m profkit.bench.quick_capture QUICK_SESSION FULL_SESSION [--out-dir DIR] [--stem STEM]
-    [--one-pass CAPTURE=SECONDS ...] [--reruns JSON] [--repeat FULL_SESSION]``: compare two committed sessions offline (no
-    GPU) and write STEM.json|csv."""
+    [--one-pass CAPTURE=SECONDS ...] [--reruns JSON] [--rerun ROUNDS] [--repeat FULL_SESSION]``: compare two
+    committed sessions offline (no GPU; ``--rerun`` times their stored ncu commands again on the GPU) and write
+    STEM.json|csv."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m profkit.bench.quick_capture", description=main.__doc__)
@@ -545,6 +546,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reruns", type=Path, default=None,
                         help="JSON of rerun_seconds() measured on the GPU (e.g. a result file's \"reruns\"): "
                              "their medians become the wall times")
+    parser.add_argument("--rerun", type=int, default=0, metavar="ROUNDS",
+                        help="on the GPU: time ROUNDS warm, interleaved re-runs of both sessions' stored ncu "
+                             "commands (their programs must still be built where the manifests say) and hold "
+                             "quick against the full re-runs' readings too")
     parser.add_argument("--stem", default="quick_capture", help="result file name stem")
     args = parser.parse_args(argv)
     floors = {}
@@ -554,11 +559,21 @@ def main(argv: list[str] | None = None) -> int:
             floors[name] = float(seconds)
         except ValueError:
             parser.error(f"--one-pass {item!r}: expected CAPTURE=SECONDS")
-    reruns = None
+    reruns, repeats = None, None
     if args.reruns is not None:
         doc = json.loads(args.reruns.read_text())
         reruns = doc.get("reruns", doc)
-    values, walls, summary = compare(args.quick_session, args.full_session, one_pass=floors or None, reruns=reruns)
+    if args.rerun > 0:
+        from profkit.session.store import MANIFEST
+
+        manifests = {mode: json.loads((Path(path) / MANIFEST).read_text())
+                     for mode, path in (("quick", args.quick_session), ("full", args.full_session))}
+        with tempfile.TemporaryDirectory() as workdir:
+            reports: dict[str, list[Path]] = {}
+            reruns = rerun_seconds(manifests, Path(workdir), args.rerun, reports)
+            repeats = repeat_views(reports.get("full", []))
+    values, walls, summary = compare(args.quick_session, args.full_session, one_pass=floors or None, reruns=reruns,
+                                     repeats=repeats)
     if args.passes is not None:
         summary["passes_by_group"] = json.loads(args.passes.read_text())
     if args.repeat is not None:
