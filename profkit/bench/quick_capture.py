@@ -184,21 +184,21 @@ def rerun_seconds(manifests: dict[str, dict], workdir: Path, rounds: int = 3,
         return round(time.perf_counter() - started, 3) if done.returncode == 0 else math.nan
 
     captures = {mode: {c["name"]: c for c in manifests[mode].get("captures", [])} for mode in ("quick", "full")}
-    report = Path(workdir) / "rerun.ncu-rep"
+    scratch = Path(workdir) / "rerun.ncu-rep"  # reports nobody reads overwrite each other
     for capture in captures["quick"].values():  # warm-up
-        run(capture, one_pass_command(capture["ncu_command"], report))
+        run(capture, one_pass_command(capture["ncu_command"], scratch))
     out: dict[str, dict[str, list[float]]] = {mode: {} for mode in RERUN_MODES}
     for round_index in range(rounds):
         for mode in RERUN_MODES:
             source = captures["quick" if mode == "one_pass" else mode]
+            make = one_pass_command if mode == "one_pass" else rerun_command
+            keep = reports is not None and mode != "one_pass"
             for name, capture in source.items():
-                make = one_pass_command if mode == "one_pass" else rerun_command
-                kept = Path(workdir) / f"{mode}-{round_index}-{name}.ncu-rep"
-                path = kept if reports is not None and mode != "one_pass" else report
+                path = Path(workdir) / f"{mode}-{round_index}-{name}.ncu-rep" if keep else scratch
                 seconds = run(capture, make(capture["ncu_command"], path))
                 out[mode].setdefault(name, []).append(seconds)
-                if path == kept and not math.isnan(seconds):
-                    reports.setdefault(mode, []).append(kept)
+                if keep and not math.isnan(seconds):
+                    reports.setdefault(mode, []).append(path)
     return out
 
 
