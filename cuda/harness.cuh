@@ -308,8 +308,7 @@ public:
                     const float* d_b, float* d_scratch, int n, std::uint64_t seed) {
         const bool use_cpu = mode == CheckMode::Cpu || (mode == CheckMode::Auto && n <= kFullCpuReferenceMaxN);
         if (use_cpu) {
-            Reference ref{"cpu", false, nullptr, upload_doubles(cpu_reference(a, b, n), stream_)};
-            return ref;
+            return Reference{"cpu", false, nullptr, upload_doubles(cpu_reference(a, b, n), stream_)};
         }
         Reference ref{"cublas+sampled-cpu", true, d_scratch, nullptr, 0.0};
         nvtxRangePushA("reference");
