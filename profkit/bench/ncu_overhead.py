@@ -97,11 +97,11 @@ def measure(workdir: Path) -> dict:
 def ladder_without_groups(workdir: Path, quick: list[str]) -> list[dict]:
     """The whole ladder in one process (cuda/ladder_bench.cu, one ncu): one metric, --quick, and --quick
     less each multi-pass metric group, so each group's share of a quick capture shows."""
-    from profkit.bench.quick_capture import LADDER, LADDER_ONE_PROCESS, without_group
+    from profkit.bench.quick_capture import LADDER_NVTX, LADDER_ONE_PROCESS, without_group
     from profkit.build import nvcc
 
     program = [str(nvcc.build(LADDER_ONE_PROCESS, out_dir=workdir).binary), SIZE]
-    nvtx = [f"{Path(rung).stem}/" for rung in LADDER]
+    nvtx = list(LADDER_NVTX)
     runs: list[dict] = []
     cases = {"one_metric": [ONE_PASS_METRIC], "quick": quick}
     cases.update({f"quick_without_{group}": without_group(quick, group) for group in GROUPS})

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -35,6 +36,8 @@ LADDER = ["cuda/matmul_naive.cu", "cuda/matmul_tiled.cu", "cuda/matmul_coarsened
 VALUE_COLUMNS = ["view", *KEYS, "column", "quick", "full", "rel_diff", "agrees"]
 LADDER_ONE_PROCESS = "cuda/ladder_bench.cu"
 """Every rung and cuBLAS in one program; each timed launch sits in an NVTX range named after its rung."""
+LADDER_NVTX = [f"{Path(rung).stem}/" for rung in LADDER]
+"""The --nvtx-include filters that pick the rungs' timed launches out of LADDER_ONE_PROCESS."""
 LAYOUTS = {"programs": ("ladder", "quick_capture"), "one_process": ("ladder1", "quick_capture_one_process")}
 """Capture layout -> (session name prefix, result file stem)."""
 
@@ -125,11 +128,8 @@ def wall_times(quick_manifest: dict, full_manifest: dict, reruns: dict | None = 
 
 def _median(seconds: list[float] | None) -> float:
     """Median of the finite re-run seconds (a failed run is NaN), NaN when there are none."""
-    finite = sorted(v for v in (seconds or []) if v is not None and not math.isnan(v))
-    if not finite:
-        return math.nan
-    mid = len(finite) // 2
-    return finite[mid] if len(finite) % 2 else 0.5 * (finite[mid - 1] + finite[mid])
+    finite = [v for v in (seconds or []) if v is not None and not math.isnan(v)]
+    return statistics.median(finite) if finite else math.nan
 
 
 ONE_PASS_METRIC = "gpu__time_duration.sum"
@@ -200,6 +200,19 @@ def rerun_seconds(manifests: dict[str, dict], workdir: Path, rounds: int = 3,
                 if keep and not math.isnan(seconds):
                     reports.setdefault(mode, []).append(path)
     return out
+
+
+def rerun_sessions(quick_session: Path, full_session: Path, rounds: int
+                   ) -> tuple[dict[str, dict[str, list[float]]], list[dict[str, pd.DataFrame]]]:
+    """(rerun_seconds, repeat_views of the full re-runs' reports) of two captured sessions (GPU)."""
+    from profkit.session.store import MANIFEST
+
+    manifests = {mode: json.loads((Path(path) / MANIFEST).read_text())
+                 for mode, path in (("quick", quick_session), ("full", full_session))}
+    with tempfile.TemporaryDirectory() as workdir:
+        reports: dict[str, list[Path]] = {}
+        reruns = rerun_seconds(manifests, Path(workdir), rounds, reports)
+        return reruns, repeat_views(reports.get("full", []))
 
 
 def repeat_views(reports: list[Path]) -> list[dict[str, pd.DataFrame]]:
@@ -478,7 +491,7 @@ def capture_ladder(layout: str, n: int, sessions_dir: Path | None = None) -> dic
     prefix, _ = LAYOUTS[layout]
     one = layout == "one_process"
     targets = [LADDER_ONE_PROCESS] if one else list(LADDER)
-    nvtx = [f"{Path(rung).stem}/" for rung in LADDER] if one else []
+    nvtx = LADDER_NVTX if one else []
     sessions = {}
     for mode, ncu in (("quick", NcuOptions(set_name=None, metrics=quick_metrics(), import_source=False,
                                            nvtx_include=list(nvtx))),
@@ -502,15 +515,11 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
         stem = LAYOUTS[layout][1]
         sessions = capture_ladder(layout, n, sessions_dir)
         fulls[layout] = sessions["full"]
-        manifests = {mode: json.loads((sessions[mode] / MANIFEST).read_text()) for mode in ("quick", "full")}
-        manifest = manifests["quick"]
-        with tempfile.TemporaryDirectory() as workdir:
-            reports: dict[str, list[Path]] = {}
-            reruns = rerun_seconds(manifests, Path(workdir), rounds, reports)
-            repeats = repeat_views(reports.get("full", []))
+        reruns, repeats = rerun_sessions(sessions["quick"], sessions["full"], rounds)
         values, walls, summary = compare(sessions["quick"], sessions["full"], reruns=reruns, repeats=repeats)
         summary["layout"] = layout
         if layout == "programs":
+            manifest = json.loads((sessions["quick"] / MANIFEST).read_text())
             tiled = next(c["command"] for c in manifest["captures"] if c["name"] == "matmul_tiled")
             summary["passes_by_group"] = metric_group_passes(shlex.split(tiled))
         else:
@@ -564,14 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = json.loads(args.reruns.read_text())
         reruns = doc.get("reruns", doc)
     if args.rerun > 0:
-        from profkit.session.store import MANIFEST
-
-        manifests = {mode: json.loads((Path(path) / MANIFEST).read_text())
-                     for mode, path in (("quick", args.quick_session), ("full", args.full_session))}
-        with tempfile.TemporaryDirectory() as workdir:
-            reports: dict[str, list[Path]] = {}
-            reruns = rerun_seconds(manifests, Path(workdir), args.rerun, reports)
-            repeats = repeat_views(reports.get("full", []))
+        reruns, repeats = rerun_sessions(args.quick_session, args.full_session, args.rerun)
     values, walls, summary = compare(args.quick_session, args.full_session, one_pass=floors or None, reruns=reruns,
                                      repeats=repeats)
     if args.passes is not None:
