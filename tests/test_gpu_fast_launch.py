@@ -138,7 +138,7 @@ def test_int8_layer_recorded_launches_match_the_launch_path():
     for enabled in (False, True, True):
         LaunchCache.enabled = enabled
         try:
-            codes, scales, outliers = gemm.quantize_rows(x, None, 0, gemm.padded_k(kdim), torch.float16)
+            codes, scales, outliers = gemm.quantize_rows(x, None, None, gemm.padded_k(kdim), torch.float16)
             y = torch.full((m, n), math.nan, device="cuda", dtype=torch.float16)
             gemm.int8_linear(codes, scales, weight, w_scale, outliers, empty_o, None, torch.float16, out=y)
         finally:
@@ -162,7 +162,7 @@ def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, k
         pytest.skip("the persistent TMA GEMM is for sm_90 / sm_100")
     kq_pad = gemm.padded_k(kdim - n_out)
     x = _fresh((m, kdim - n_out), torch.float16, 7)
-    codes, scales, _ = gemm.quantize_rows(x, None, 0, kq_pad, torch.float16)
+    codes, scales, _ = gemm.quantize_rows(x, None, None, kq_pad, torch.float16)
     weight = torch.randint(-127, 128, (n, kq_pad), device="cuda", dtype=torch.int8)
     w_scale = (torch.rand(n, device="cuda") * 0.01 + 0.001).half()
     outliers = _fresh((m, n_out), torch.float16, 8) * 20

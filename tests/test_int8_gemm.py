@@ -44,10 +44,16 @@ def activations(m: int, k: int, outliers: list[int], seed: int = 1) -> torch.Ten
     return x.half()
 
 
+def outlier_cols(parts, k: int):
+    """The outlier columns in slot order, as a QuantizedLinear passes them (None without outliers)."""
+    cols = gemm.column_lists(parts["column_map"], k, "cpu")[1]
+    return cols if cols.numel() else None
+
+
 def run_kernels(x, parts, bias=None):
     kq_pad = parts["weight_int8"].shape[1]
-    n_out = parts["outlier_idx"].numel()
-    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], n_out, kq_pad, torch.float16)
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], outlier_cols(parts, x.shape[1]), kq_pad,
+                                           torch.float16)
     y = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
                          parts["weight_outlier"], bias, x.dtype)
     return codes, scales, xo, y
@@ -64,7 +70,8 @@ def epilogue_reference(codes, scales, parts, xo, bias):
 
 
 @pytest.mark.parametrize("m,k,n,outliers", [(3, 67, 45, [5, 66]), (33, 128, 64, []),
-                                            (20, 160, 70, list(range(0, 160, 8)))])
+                                            (20, 160, 70, list(range(0, 160, 8))),
+                                            (9, 200, 30, list(range(1, 200, 2)))])  # > OUTLIER_BLOCK outliers
 def test_quantize_rows_matches_float64_reference(m, k, n, outliers):
     x = activations(m, k, outliers)
     _, parts = layer_parts(k, n, outliers)
@@ -88,6 +95,24 @@ def test_round_trip_error_is_at_most_half_a_step():
     step = scales.double()[:, None]
     assert ((restored - kept).abs() <= step * (0.5 + 1e-6)).all()
     assert codes.abs().max() == 127  # each row's absmax maps to +-127
+
+
+def test_quantizer_rounds_ties_away_from_zero_and_clamps_to_127():
+    """Scaled values exactly on .5 round away from zero (the rounding LLM.int8() uses), in the Triton kernel and
+    the torch fallback alike: a row whose absmax is 127 has scale 1, so each code is the rounded input."""
+    values = [0.5, 1.5, 2.5, -0.5, -2.5, 126.5, -126.5, 127.0, -3.25, 0.0]
+    want = [1, 2, 3, -1, -3, 127, -127, 127, -3, 0]
+    x = torch.tensor([values, [-v for v in values]], dtype=torch.float16)
+    k = x.shape[1]
+    parts = quantize_weight(torch.randn(8, k).half(), torch.tensor([], dtype=torch.int64), torch.float16)
+    kq_pad = parts["weight_int8"].shape[1]
+    codes, scales, _ = gemm.quantize_rows(x, parts["column_map"], None, kq_pad, torch.float16)
+    codes_t, scales_t, _ = gemm.quantize_rows_torch(x, parts["keep_idx"], parts["outlier_idx"], kq_pad,
+                                                    torch.float16)
+    for got in (codes, codes_t):
+        assert got[0, :k].tolist() == want and got[1, :k].tolist() == [-w for w in want]
+        assert (got[:, k:] == 0).all()
+    assert scales.tolist() == [1.0, 1.0] and torch.equal(scales, scales_t)
 
 
 def test_weight_round_trip_error_is_at_most_half_a_step():
@@ -181,7 +206,7 @@ def test_bfloat16_and_float32_inputs():
     weight = torch.randn(24, 64, generator=gen) * 0.05
     for x in (x32, x32.bfloat16()):
         parts = quantize_weight(weight, torch.tensor([9]), torch.float16)
-        codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], 1, 64, torch.float16)
+        codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], torch.tensor([9]), 64, torch.float16)
         y = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
                              parts["weight_outlier"], None, x.dtype)
         assert y.dtype == x.dtype
@@ -210,13 +235,20 @@ def test_poisoned_out_buffer_is_fully_written():
 def test_wrappers_reject_bad_inputs():
     _, parts = layer_parts(32, 16, [1])
     x = activations(4, 32, [1])
+    cols = outlier_cols(parts, 32)
     with pytest.raises(ValueError, match="dtype"):
-        gemm.quantize_rows(x.to(torch.int32), parts["column_map"], 1, 32, torch.float16)
+        gemm.quantize_rows(x.to(torch.int32), parts["column_map"], cols, 32, torch.float16)
     with pytest.raises(ValueError, match="column_map"):
-        gemm.quantize_rows(x, parts["column_map"][:5], 1, 32, torch.float16)
+        gemm.quantize_rows(x, parts["column_map"][:5], cols, 32, torch.float16)
+    with pytest.raises(ValueError, match="column_map"):
+        gemm.quantize_rows(x, None, cols, 32, torch.float16)
+    with pytest.raises(ValueError, match="outlier_cols"):
+        gemm.quantize_rows(x, parts["column_map"], cols.float(), 32, torch.float16)
+    with pytest.raises(ValueError, match="outlier_cols"):
+        gemm.quantize_rows(x, parts["column_map"], cols[None, :], 32, torch.float16)
     with pytest.raises(ValueError, match="multiple"):
-        gemm.quantize_rows(x, parts["column_map"], 1, 33, torch.float16)
-    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], 1, 32, torch.float16)
+        gemm.quantize_rows(x, parts["column_map"], cols, 33, torch.float16)
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], cols, 32, torch.float16)
     with pytest.raises(ValueError, match="columns"):
         gemm.int8_linear(codes[:, :16], scales, parts["weight_int8"], parts["weight_scale"], xo,
                          parts["weight_outlier"], None, torch.float16)

@@ -54,6 +54,24 @@ def test_quantized_linear_within_int8_rounding_bound(backend, m, k, n, outliers)
     assert float(err.max()) < 0.05 * float(exact.abs().max())
 
 
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_loading_another_layers_state_moves_its_outlier_columns_too(backend):
+    """load_state_dict copies into the buffers in place: the outlier columns the layer derived from its old
+    column_map (cached for the kernels) must follow the new map, not the first one."""
+    torch.manual_seed(0)
+    linear = nn.Linear(40, 12).half().requires_grad_(False)
+    x = torch.randn(5, 40)
+    x[:, [2, 17, 31]] *= 30
+    x = x.half()
+    first = QuantizedLinear.from_linear(linear, torch.tensor([2, 17]), backend=backend)
+    second = QuantizedLinear.from_linear(linear, torch.tensor([17, 31]), backend=backend)
+    want = second(x)
+    assert not torch.equal(first(x), want)  # the two outlier sets give different outputs
+    first.load_state_dict(second.state_dict())
+    assert first.column_lists()[1].tolist() == [17, 31]
+    assert torch.equal(first(x), want)
+
+
 def test_quantized_linear_validates_and_refuses_recast_buffers():
     linear = nn.Linear(16, 8).half()
     layer = QuantizedLinear.from_linear(linear, torch.tensor([], dtype=torch.int64))

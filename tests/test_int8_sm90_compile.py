@@ -79,12 +79,13 @@ def compile_tma(bm, bn, bk, stages, warps):
 
 def compile_quantize(k):
     single, block_k, block_m, warps = gemm.quantize_tile(k)
-    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "q_ptr": "*i8", "xo_ptr": "*fp16", "scale_ptr": "*fp32",
-           "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "stride_xm": "i32", "stride_xk": "constexpr",
-           "stride_qm": "i32", "stride_om": "i32", "BLOCK_M": "constexpr", "BLOCK_K": "constexpr",
-           "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr", "PAD_BLOCK": "constexpr"}
+    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "ocol_ptr": "*i64", "q_ptr": "*i8", "xo_ptr": "*fp16",
+           "scale_ptr": "*fp32", "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "N_OUT": "i32",
+           "stride_xm": "i32", "stride_xk": "constexpr", "stride_qm": "i32", "stride_om": "i32",
+           "BLOCK_M": "constexpr", "BLOCK_K": "constexpr", "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr",
+           "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
     consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
-              "HAS_OUTLIERS": True, "PAD_BLOCK": gemm.K_ALIGN}
+              "HAS_OUTLIERS": True, "PAD_BLOCK": gemm.K_ALIGN, "BLOCK_O": gemm.OUTLIER_BLOCK}
     _, _, usage = compile_sm90(gemm._quantize_rows_kernel, sig, consts, (), num_warps=warps)
     return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}

@@ -241,7 +241,7 @@ def implementations(layers: LayerImpls, full: bool) -> dict:
         if x.shape[0] <= 16:
             raise harness.Unsupported("torch._int_mm on CUDA needs M > 16")
         layer = layers.get(src, "custom")
-        codes, _, _ = gemm.quantize_rows(x, layer.column_map, layer.n_outliers,
+        codes, _, _ = gemm.quantize_rows(x, layer.column_map, layer.outlier_columns(),
                                          layer.weight_int8.shape[1], layer.outlier_dtype)
         w_t = layer.weight_int8.t()
         out = _poisoned(x.shape[0], w_t.shape[1], torch.int32, x.device)
@@ -268,7 +268,7 @@ def output_checker(layers: LayerImpls, errors: dict, configs: dict):
             ref = reference
             if name == "int_mm_ceiling":
                 layer = layers.get(src, "custom")
-                codes, _, _ = gemm.quantize_rows(x, layer.column_map, layer.n_outliers,
+                codes, _, _ = gemm.quantize_rows(x, layer.column_map, layer.outlier_columns(),
                                                  layer.weight_int8.shape[1], layer.outlier_dtype)
                 ref = codes.double() @ layer.weight_int8.double().t()
             tol = TOLERANCES[name.removesuffix("_graph")]

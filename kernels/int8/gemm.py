@@ -41,6 +41,8 @@ ROW_BLOCK_ELEMENTS = 4096
 ELEMENTS_PER_THREAD = 8
 #: The compacted int8 K dimension is padded to a multiple of this (aligned rows, even K tiles).
 K_ALIGN = 16
+#: Outlier columns the quantization kernel gathers at a time.
+OUTLIER_BLOCK = 64
 
 
 def interpreting() -> bool:
@@ -49,36 +51,41 @@ def interpreting() -> bool:
 
 
 @triton.jit
-def _round_half_away(v):
-    r = tl.floor(tl.abs(v) + 0.5)
-    return tl.where(v < 0, -r, r)
+def _int8_code(xf, inv):
+    """round(xf * inv) half away from zero, clamped to [-127, 127], as int8.
+
+    inv >= 0, so |xf * inv| = |xf| * inv exactly; truncating |xf| * inv + 0.5 (clamped first) is the
+    half-away rounding of the magnitude with one float -> int conversion (a floor, a clamp on both
+    sides and a float -> int8 conversion made the kernel issue-bound: GPU run BT)."""
+    mag = tl.minimum(tl.abs(xf) * inv + 0.5, 127.0).to(tl.int32)
+    return tl.where(xf < 0, -mag, mag).to(tl.int8)
 
 
 @triton.jit
 def _quantize_rows_kernel(
-    x_ptr, map_ptr, q_ptr, xo_ptr, scale_ptr,
-    M, K, KQ, KQ_PAD,
+    x_ptr, map_ptr, ocol_ptr, q_ptr, xo_ptr, scale_ptr,
+    M, K, KQ, KQ_PAD, N_OUT,
     stride_xm, stride_xk, stride_qm, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE_BLOCK: tl.constexpr,
-    HAS_OUTLIERS: tl.constexpr, PAD_BLOCK: tl.constexpr,
+    HAS_OUTLIERS: tl.constexpr, PAD_BLOCK: tl.constexpr, BLOCK_O: tl.constexpr,
 ):
-    """Rows [m0, m0 + BLOCK_M) of x -> int8 codes q[m, :KQ_PAD], scale[m], outliers xo[m, :|O|].
+    """Rows [m0, m0 + BLOCK_M) of x -> int8 codes q[m, :KQ_PAD], scale[m], outliers xo[m, :N_OUT].
 
     map_ptr: int16/int32 (K,), column k's destination: >= 0 its compacted int8 column, -1 - j for
-    outlier j. Unused (identity map) when HAS_OUTLIERS is False. With SINGLE_BLOCK the rows
-    are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns at a time.
+    outlier j. ocol_ptr: the N_OUT outlier columns in slot order (map[ocol[j]] == -1 - j), read
+    BLOCK_O at a time to gather the outlier values. Both unused (identity map) when HAS_OUTLIERS is
+    False. With SINGLE_BLOCK the rows are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns
+    at a time.
     """
     offs_m = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     in_m = offs_m < M
     x_rows = x_ptr + offs_m[:, None] * stride_xm
     q_rows = q_ptr + offs_m[:, None] * stride_qm
-    o_rows = xo_ptr + offs_m[:, None] * stride_om
     offs_k = tl.arange(0, BLOCK_K)
     if SINGLE_BLOCK:
         in_k = offs_k < K
         mask = in_m[:, None] & in_k[None, :]
-        x = tl.load(x_rows + offs_k[None, :] * stride_xk, mask=mask, other=0.0)
-        xf = x.to(tl.float32)
+        xf = tl.load(x_rows + offs_k[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
         if HAS_OUTLIERS:
             dest = tl.load(map_ptr + offs_k, mask=in_k, other=0).to(tl.int32)
         else:
@@ -86,11 +93,7 @@ def _quantize_rows_kernel(
         keep = mask & (dest >= 0)[None, :]
         absmax = tl.max(tl.where(keep, tl.abs(xf), 0.0), axis=1)
         inv = tl.where(absmax > 0, 127.0 / tl.maximum(absmax, 1e-30), 0.0)
-        codes = tl.minimum(tl.maximum(_round_half_away(xf * inv[:, None]), -127.0), 127.0)
-        tl.store(q_rows + dest[None, :], codes.to(tl.int8), mask=keep)
-        if HAS_OUTLIERS:
-            tl.store(o_rows + (-dest - 1)[None, :], x.to(xo_ptr.dtype.element_ty),
-                     mask=mask & (dest < 0)[None, :])
+        tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=keep)
     else:
         absmax = tl.zeros((BLOCK_M,), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
@@ -106,17 +109,21 @@ def _quantize_rows_kernel(
             kk = k0 + offs_k
             in_k = kk < K
             mask = in_m[:, None] & in_k[None, :]
-            x = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0)
+            xf = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
             if HAS_OUTLIERS:
                 dest = tl.load(map_ptr + kk, mask=in_k, other=0).to(tl.int32)
             else:
                 dest = kk
-            codes = tl.minimum(tl.maximum(_round_half_away(x.to(tl.float32) * inv[:, None]),
-                                          -127.0), 127.0)
-            tl.store(q_rows + dest[None, :], codes.to(tl.int8), mask=mask & (dest >= 0)[None, :])
-            if HAS_OUTLIERS:
-                tl.store(o_rows + (-dest - 1)[None, :], x.to(xo_ptr.dtype.element_ty),
-                         mask=mask & (dest < 0)[None, :])
+            tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=mask & (dest >= 0)[None, :])
+    if HAS_OUTLIERS:  # gathered through the outlier column list: a masked store over every column cost 20%
+        o_rows = xo_ptr + offs_m[:, None] * stride_om
+        for o0 in range(0, N_OUT, BLOCK_O):
+            offs_o = o0 + tl.arange(0, BLOCK_O)
+            in_o = offs_o < N_OUT
+            cols = tl.load(ocol_ptr + offs_o, mask=in_o, other=0)
+            o_mask = in_m[:, None] & in_o[None, :]
+            values = tl.load(x_rows + cols[None, :] * stride_xk, mask=o_mask, other=0.0)
+            tl.store(o_rows + offs_o[None, :], values.to(xo_ptr.dtype.element_ty), mask=o_mask)
     tl.store(scale_ptr + offs_m, absmax / 127.0, mask=in_m)
     offs_pad = KQ + tl.arange(0, PAD_BLOCK)
     tl.store(q_rows + offs_pad[None, :], tl.zeros([BLOCK_M, PAD_BLOCK], dtype=tl.int8),
@@ -304,7 +311,8 @@ def _int8_gemm_tma_kernel(
 
 # Launches recorded per call signature (kernels.launch): a layer called again with the same
 # shapes skips triton's per-launch Python work, which is longer than the GEMM at small M.
-_QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel, per_call=("x_ptr", "map_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
+_QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel,
+                               per_call=("x_ptr", "map_ptr", "ocol_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
 _GEMM_LAUNCH = LaunchCache(_int8_gemm_kernel, per_call=(
     "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr"))
 _GEMM_TMA_LAUNCH = LaunchCache(_int8_gemm_tma_kernel, per_call=(
@@ -379,8 +387,8 @@ def quantize_tile(k: int) -> tuple[bool, int, int, int]:
     return single, block_k, block_m, num_warps
 
 
-def _quantize_key(x, col_map, codes, outliers, scales, kq_pad: int, n_outliers: int) -> tuple:
-    return signature(x, col_map, codes, outliers, scales), kq_pad, n_outliers
+def _quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad: int, n_outliers: int) -> tuple:
+    return signature(x, col_map, ocols, codes, outliers, scales), kq_pad, n_outliers
 
 
 def _gemm_key(operands: tuple, bias) -> tuple:
@@ -401,21 +409,28 @@ def _outlier_buffer(m: int, n_outliers: int, dtype: torch.dtype, device) -> torc
     return torch.empty((m, max(8, -(-n_outliers // 8) * 8)), dtype=dtype, device=device)
 
 
-def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: int,
+def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None,
                   kq_pad: int, outlier_dtype: torch.dtype,
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token int8 quantization of x's non-outlier columns (Triton kernel 1).
 
-    x: (M, K) fp16/bf16/fp32; column_map: int16/int32 (K,) (see the kernel), or None when
-    n_outliers is 0 (identity); returns codes int8 (M, kq_pad), scales fp32 (M,), outlier
-    values (M, n_outliers) in ``outlier_dtype`` (a view of a buffer with rows padded to 8).
+    x: (M, K) fp16/bf16/fp32; column_map: int16/int32 (K,) (see the kernel) and outlier_cols: the
+    outlier columns in slot order, integer (|O|,) on x's device (``column_lists(column_map, K,
+    device)[1]``, which a QuantizedLinear caches), or outlier_cols None (no outliers, identity map).
+    Returns codes int8 (M, kq_pad), scales fp32 (M,), outlier values (M, |O|) in ``outlier_dtype``
+    (a view of a buffer with rows padded to 8).
     """
     _check_matrix("x", x, (torch.float16, torch.bfloat16, torch.float32))
     m, k = x.shape
+    n_outliers = 0 if outlier_cols is None else outlier_cols.numel()
     if n_outliers and (column_map is None or column_map.shape != (k,)
                        or column_map.dtype not in (torch.int16, torch.int32)):
         raise ValueError(f"with outliers, column_map must be int16/int32 of shape ({k},), got "
                          f"{None if column_map is None else (column_map.dtype, tuple(column_map.shape))}")
+    if n_outliers and (outlier_cols.dim() != 1 or outlier_cols.dtype not in (torch.int16, torch.int32, torch.int64)
+                       or outlier_cols.device != x.device):
+        raise ValueError(f"outlier_cols must be a 1-D integer tensor on {x.device}, got "
+                         f"{outlier_cols.dtype} {tuple(outlier_cols.shape)} on {outlier_cols.device}")
     kq = k - n_outliers
     if not 0 <= kq <= kq_pad or kq_pad % K_ALIGN:
         raise ValueError(f"need 0 <= K - n_outliers ({kq}) <= kq_pad ({kq_pad}) and kq_pad a "
@@ -426,14 +441,14 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: 
     if m == 0:
         return codes, scales, outliers[:, :n_outliers]
     single, block_k, block_m, num_warps = quantize_tile(k)
-    col_map = column_map if n_outliers else scales
+    col_map, ocols = (column_map, outlier_cols) if n_outliers else (scales, scales)
     _QUANTIZE_LAUNCH.launch(
-        _quantize_key(x, col_map, codes, outliers, scales, kq_pad, n_outliers), (triton.cdiv(m, block_m),),
-        (x, col_map, codes, outliers, scales, m, k, kq, kq_pad,
+        _quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad, n_outliers), (triton.cdiv(m, block_m),),
+        (x, col_map, ocols, codes, outliers, scales, m, k, kq, kq_pad, n_outliers,
          x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0)),
         x.device.index if x.is_cuda else None,
         BLOCK_M=block_m, BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0,
-        PAD_BLOCK=K_ALIGN, num_warps=num_warps,
+        PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK, num_warps=num_warps,
     )
     return codes, scales, outliers[:, :n_outliers]
 
@@ -512,10 +527,10 @@ class RecordedLinear:
     M = 2048 call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
 
     __slots__ = ("quantize", "gemm", "m", "kq_pad", "n", "n_outliers", "outlier_dtype", "out_dtype",
-                 "column_map", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device")
+                 "column_map", "outlier_cols", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device")
 
     @classmethod
-    def record(cls, x: torch.Tensor, column_map: torch.Tensor | None, n_outliers: int, kq_pad: int,
+    def record(cls, x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None, kq_pad: int,
                outlier_dtype: torch.dtype, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
                weight_outlier: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
                out: torch.Tensor | None) -> "RecordedLinear | None":
@@ -524,12 +539,13 @@ class RecordedLinear:
         if not x.is_cuda or x.shape[0] == 0:
             return None
         m, n = x.shape[0], weight_int8.shape[0]
+        n_outliers = 0 if outlier_cols is None else outlier_cols.numel()
         codes = torch.empty((m, kq_pad), dtype=torch.int8, device=x.device)
         scales = torch.empty((m,), dtype=torch.float32, device=x.device)
         outliers = _outlier_buffer(m, n_outliers, outlier_dtype, x.device)
         y = torch.empty((m, n), dtype=out_dtype, device=x.device) if out is None else out
-        col_map = column_map if n_outliers else scales
-        quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, codes, outliers, scales, kq_pad, n_outliers))
+        col_map, ocols = (column_map, outlier_cols) if n_outliers else (scales, scales)
+        quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad, n_outliers))
         operands = _gemm_operands(codes, weight_int8, y, scales, weight_scale, bias, outliers[:, :n_outliers],
                                   weight_outlier)
         bias_arg = operands[5]
@@ -540,7 +556,8 @@ class RecordedLinear:
         plan = cls()
         plan.quantize, plan.gemm, plan.m, plan.kq_pad, plan.n = quantize, gemm, m, kq_pad, n
         plan.n_outliers, plan.outlier_dtype, plan.out_dtype = n_outliers, outlier_dtype, out_dtype
-        plan.column_map, plan.weight_int8, plan.weight_scale = column_map, weight_int8, weight_scale
+        plan.column_map, plan.outlier_cols = column_map, outlier_cols
+        plan.weight_int8, plan.weight_scale = weight_int8, weight_scale
         plan.weight_outlier, plan.bias_arg, plan.device = weight_outlier, bias_arg, x.device
         return plan
 
@@ -554,7 +571,10 @@ class RecordedLinear:
         has_outliers = self.n_outliers > 0
         # The launchers read only the tensors' addresses: the outlier views (and, without outliers,
         # the stand-ins the normal path passes) share their base tensors' first element.
-        self.quantize((x, self.column_map if has_outliers else scales, codes, outliers, scales))
+        if has_outliers:
+            self.quantize((x, self.column_map, self.outlier_cols, codes, outliers, scales))
+        else:
+            self.quantize((x, scales, scales, codes, outliers, scales))
         self.gemm((codes, self.weight_int8, y, scales, self.weight_scale, self.bias_arg,
                    outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale))
         return y

@@ -142,7 +142,7 @@ class QuantizedLinear(nn.Module):
             column_map = column_map.to(map_dtype(in_features))
         self.register_buffer("column_map", column_map)
         self.register_buffer("bias", None if bias is None else bias.detach().to(self.outlier_dtype))
-        self._column_lists: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._column_lists: dict[torch.device, tuple[torch.Tensor | None, int, tuple[torch.Tensor, torch.Tensor]]] = {}
         self._recorded: dict[tuple, gemm.RecordedLinear | None] = {}
 
     @classmethod
@@ -164,12 +164,20 @@ class QuantizedLinear(nn.Module):
         return self.weight_outlier.shape[0]
 
     def column_lists(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(keep_idx, outlier_idx) int64 on the buffers' device, cached per device."""
-        device = self.weight_int8.device
-        if device not in self._column_lists:
-            self._column_lists[device] = gemm.column_lists(self.column_map, self.in_features,
-                                                           device)
-        return self._column_lists[device]
+        """(keep_idx, outlier_idx) int64 on the buffers' device, cached per device while column_map is the
+        same, unmodified tensor (``load_state_dict`` copies into it in place, which bumps its version)."""
+        device, cmap = self.weight_int8.device, self.column_map
+        version = -1 if cmap is None else cmap._version
+        cached = self._column_lists.get(device)
+        if cached is None or cached[0] is not cmap or cached[1] != version:
+            cached = (cmap, version, gemm.column_lists(cmap, self.in_features, device))
+            self._column_lists[device] = cached
+        return cached[2]
+
+    def outlier_columns(self) -> torch.Tensor | None:
+        """The outlier columns in slot order (int64, the buffers' device), or None without outliers:
+        what ``gemm.quantize_rows`` gathers the outlier values through."""
+        return self.column_lists()[1] if self.n_outliers else None
 
     def resolved_backend(self, device: torch.device) -> str:
         if self.backend != "auto":
@@ -196,13 +204,14 @@ class QuantizedLinear(nn.Module):
         rows = x.reshape(-1, self.in_features)
         kq_pad = self.weight_int8.shape[1]
         if self.resolved_backend(x.device) == "triton":
-            codes, scales, outliers = gemm.quantize_rows(rows, self.column_map, self.n_outliers,
+            outlier_cols = self.outlier_columns()
+            codes, scales, outliers = gemm.quantize_rows(rows, self.column_map, outlier_cols,
                                                          kq_pad, self.outlier_dtype)
             y = gemm.int8_linear(codes, scales, self.weight_int8, self.weight_scale, outliers,
                                  self.weight_outlier, self.bias, x.dtype, out=out)
             if key is not None and key not in self._recorded:
                 self._recorded[key] = gemm.RecordedLinear.record(
-                    rows, self.column_map, self.n_outliers, kq_pad, self.outlier_dtype, self.weight_int8,
+                    rows, self.column_map, outlier_cols, kq_pad, self.outlier_dtype, self.weight_int8,
                     self.weight_scale, self.weight_outlier, self.bias, x.dtype, out)
         elif out is not None:
             raise ValueError("out= is only supported by the Triton backend")
@@ -215,13 +224,14 @@ class QuantizedLinear(nn.Module):
         return y.reshape(*lead, self.out_features)
 
     def _replay_key(self, x: torch.Tensor, out: torch.Tensor | None) -> tuple:
-        """Everything a recorded call depends on: x's and out's layout and alignment, and the buffers'
-        addresses (a moved, reloaded or re-typed layer gets new buffers, hence new keys)."""
+        """Everything a recorded call depends on: x's and out's layout and alignment, the buffers'
+        addresses (a moved, reloaded or re-typed layer gets new buffers, hence new keys) and column_map's
+        version (the replay holds outlier columns derived from it)."""
         return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0,
                 None if out is None else (out.shape, out.stride(), out.dtype, out.data_ptr() % 16 == 0),
                 self.weight_int8.data_ptr(), self.weight_scale.data_ptr(), self.weight_outlier.data_ptr(),
                 None if self.bias is None else self.bias.data_ptr(),
-                None if self.column_map is None else self.column_map.data_ptr())
+                None if self.column_map is None else (self.column_map.data_ptr(), self.column_map._version))
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -118,7 +118,7 @@ def int8_layer(torch) -> None:
         x = x_all[:m]
 
         def quantize():
-            return gemm.quantize_rows(x, layer.column_map, layer.n_outliers, kq_pad, layer.outlier_dtype)
+            return gemm.quantize_rows(x, layer.column_map, layer.outlier_columns(), kq_pad, layer.outlier_dtype)
 
         codes, scales, outliers = quantize()
 
