@@ -8,8 +8,10 @@ until the last call returned, total = until the GPU finished. When host ≈ tota
 
 * fa_backward: the FlashAttention-2 backward at N = 512 and 1024 (B = 4, causal fp16), d = 64 and 128, through
   ``torch.autograd.grad`` (autograd's device thread runs the Python backward), with that thread turned off,
-  and its recorded launches called directly; SDPA's C++ backward (flash and cuDNN pinned), an empty
-  ``autograd.Function`` (the engine's round trip into Python alone) and our inference forward beside.
+  and its recorded launches called directly; SDPA's C++ backward (flash and cuDNN pinned) and our inference
+  forward beside. Three floors: a C++ node (``q * 1.5``'s MulBackward: the engine's round trip alone), an empty
+  ``autograd.Function`` (the same round trip into Python) and one returning three fresh gradient buffers (what
+  allocating, and later freeing, the gradients every backward must return adds).
 * int8_layer: QuantizedLinear (K = N = 4096, 43 outlier columns scaled 25x, bias) against fp16 nn.Linear
   at M = 16 ... 4096, with the quantization and GEMM launches alone, and the layer with the recorded
   fast path off.
@@ -71,6 +73,18 @@ def fa_backward(torch) -> None:
         def backward(ctx, do):
             return ctx.saved_tensors
 
+    class FreshGradients(torch.autograd.Function):
+        """Returns three new buffers as gradients: the engine round trip plus the allocations every backward makes."""
+
+        @staticmethod
+        def forward(ctx, q, k, v):
+            ctx.save_for_backward(q, k, v)
+            return q.clone()
+
+        @staticmethod
+        def backward(ctx, do):
+            return tuple(torch.empty_like(t) for t in ctx.saved_tensors)
+
     def sdpa(backend, q, k, v):
         with sdpa_kernel(backend):
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -83,7 +97,9 @@ def fa_backward(torch) -> None:
             outputs = {"ours": fa.flash_attention(q, k, v, True),
                        "SDPA flash": sdpa(SDPBackend.FLASH_ATTENTION, q, k, v),
                        "SDPA cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v),
-                       "empty Function": Passthrough.apply(q, k, v)}
+                       "empty Function": Passthrough.apply(q, k, v),
+                       "Function, 3 new gradients": FreshGradients.apply(q, k, v),
+                       "C++ node (MulBackward)": q * 1.5}
             with torch.no_grad():
                 o_plain, lse = fa.flash_attention_forward(q, k, v, True)
             scale = head_dim ** -0.5
@@ -91,8 +107,8 @@ def fa_backward(torch) -> None:
             print(f"{label}: ours, recorded launches called directly "
                   f"{per_call_us(lambda: fa._backward(do, q, k, v, o_plain, lse, True, scale, True), torch)}")
             for name, o in outputs.items():
-                print(f"{label}: {name} via autograd.grad "
-                      f"{per_call_us(lambda o=o: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), torch)}")
+                grad = (lambda o=o: torch.autograd.grad(o, (q, k, v), do, retain_graph=True, allow_unused=True))
+                print(f"{label}: {name} via autograd.grad {per_call_us(grad, torch)}")
             with torch.autograd.set_multithreading_enabled(False):
                 print(f"{label}: ours via autograd.grad, no device thread "
                       f"{per_call_us(lambda: torch.autograd.grad(outputs['ours'], (q, k, v), do, retain_graph=True), torch)}")
