@@ -115,7 +115,7 @@ def _quantize_rows_kernel(
             else:
                 dest = kk
             tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=mask & (dest >= 0)[None, :])
-    if HAS_OUTLIERS:  # gathered through the outlier column list: a masked store over every column cost 20%
+    if HAS_OUTLIERS:  # gathered through the outlier column list: a masked store over every column cost 18% (run BT)
         o_rows = xo_ptr + offs_m[:, None] * stride_om
         for o0 in range(0, N_OUT, BLOCK_O):
             offs_o = o0 + tl.arange(0, BLOCK_O)
