@@ -45,8 +45,8 @@ READER_TIMEOUT_S = 120  # one ncu_report child; the real reader allows 600 s, no
 # How often a mutant is drawn from each kind of source: the native .ncu-rep reader is the riskiest.
 KIND_WEIGHTS = {"ncu": 0.3, "ncu.xz": 0.1, "sqlite": 0.2, "nsys-rep": 0.05, "manifest": 0.1, "csv": 0.25}
 MIN_CSV_BYTES = 64  # an empty table is a bare newline: nothing to damage
-SESSION_TABLES = ["launches", "kernels", "rules", "source", "nsys_kernels", "nvtx", "timings", "ptxas",
-                  "crosscheck", "notes"]
+SESSION_TABLES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
+                  "timings", "ptxas", "crosscheck", "notes"]
 
 
 # ---- mutators: (bytes, rng) -> bytes -------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Callable
 
 import pandas as pd
 
+from profkit.analyse.instructions import hot_instructions, opcode_mix
 from profkit.analyse.tables import VIEWS, launch_table, view
 from profkit.analyse.join import timeline_join, weighted_summary
 from profkit.analyse.timeline import kernel_time_summary, launch_overhead, nvtx_summary
@@ -15,7 +16,9 @@ from profkit.session.store import MANIFEST, TABLES, Session, load_session, write
 
 DEFAULT_VIEWS = ["summary", "occupancy", "throughput", "coalescing", "stalls", "roofline"]
 EXTRA_TABLES = ["rules", "crosscheck", "timeline", "launch", "hotspots", "weighted", "nvtx", "ptxas", "mechanism",
-                "notes"]
+                "instructions", "opcodes", "notes"]
+PC_VIEWS = {"instructions": hot_instructions, "opcodes": opcode_mix}
+"""Per-instruction views (ncu's PC sampling): table name -> view over the stored table of that name."""
 ALL_TABLES = list(VIEWS) + [t for t in EXTRA_TABLES if t not in VIEWS]
 
 RULE_COLUMNS = ["kernel", "rule", "title", "speedup_type", "speedup_pct", "message"]
@@ -65,6 +68,8 @@ def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]
         elif name == "weighted":
             out.append(("weighted", _derived(session, "nsys_kernels",
                                              lambda k: weighted_summary(session.table("launches"), k))))
+        elif name in PC_VIEWS:
+            out.append((name, _derived(session, name, PC_VIEWS[name])))
         elif name in ("ptxas", "notes"):
             out.append((name, session.table(name)))
     return out
@@ -81,6 +86,7 @@ def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
         out = _launch_views(launch_table(report.launches), names)
         if "rules" in names:
             out.append(("rules", _rules(report.rules)))
+        out += [(name, build(getattr(report, name))) for name, build in PC_VIEWS.items() if name in names]
         if "notes" in names and report.notes:
             out.append(("notes", pd.DataFrame({"note": report.notes})))
         return out

@@ -10,8 +10,8 @@ import pandas as pd
 from profkit.analyse.crosscheck import cross_check
 from profkit.analyse.tables import kernel_table, launch_table, with_static_sass
 
-TABLE_NAMES = ["launches", "kernels", "rules", "source", "nsys_kernels", "nvtx", "timings", "ptxas",
-               "crosscheck", "notes"]
+TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
+               "timings", "ptxas", "crosscheck", "notes"]
 
 
 @dataclass
@@ -50,6 +50,8 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
         launches = launch_table(with_static_sass(report.launches, capture.sass))
         out["rules"] = _tag(report.rules, capture.name)
         out["source"] = _tag(report.source, capture.name)
+        out["instructions"] = _tag(report.instructions, capture.name)
+        out["opcodes"] = _tag(report.opcodes, capture.name)
         notes += report.notes
     nsys_kernels = pd.DataFrame()
     if capture.nsys_report is not None:

@@ -19,8 +19,8 @@ import pandas as pd
 from profkit.parse import catalog
 from profkit.parse.files import cache_dir, file_digest
 
-CACHE_VERSION = "1"
-FRAMES = ("launches", "rules", "source")
+CACHE_VERSION = "2"
+FRAMES = ("launches", "rules", "source", "instructions", "opcodes")
 
 
 def _catalog_fingerprint() -> str:

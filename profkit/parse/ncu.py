@@ -6,7 +6,11 @@ Three tables come out of a report:
   ldg128_fraction / lds128_fraction (share of executed global / shared loads that are 128-bit, from SASS);
 - rules: ncu's rule results (launch, kernel, rule, section, title, message, speedup_type, speedup_pct);
 - source: per launch and source line (file, line): instructions executed, warp-state samples (total and
-  per stall reason), excessive L2 sectors from uncoalesced global access, excessive shared wavefronts.
+  per stall reason), excessive L2 sectors from uncoalesced global access, excessive shared wavefronts;
+- instructions: per launch, its HOT_INSTRUCTIONS most-sampled SASS instructions (pc; offset, from the launch's
+  lowest PC, as cuobjdump numbers them; sass, opcode, file, line, the per-PC counters above, and kernel_samples:
+  the launch's samples over every PC);
+- opcodes: per launch and SASS opcode (modifiers kept: LDS.128, FFMA), the same counters summed.
 
 The `ncu_report` native library can take the process down on malformed input, so `load_ncu_report`
 extracts in a child process by default. The child builds plain rows (lists of dicts) and never imports
@@ -24,7 +28,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from profkit.build.ptxas import kernel_base_name
 from profkit.build.sass import HFMA_MOVE, opcode as sass_opcode
@@ -39,6 +43,8 @@ _WORKER_ERROR = 3  # the worker's exit status for a ProfkitError, pickled to std
 _NATIVE_NOISE = ("WARNING: All log messages before absl::InitializeLog()", "*** Check failure stack trace")
 LAUNCH_FRONT = ["launch", "range_index", "action_index", "kernel", "function", "mangled", "nvtx_path", "device_name"]
 RULE_COLUMNS = ["launch", "kernel", "rule", "section", "title", "message", "speedup_type", "speedup_pct"]
+HOT_INSTRUCTIONS = 25
+"""SASS instructions kept per launch in the instructions table, the most sampled first."""
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,6 +57,8 @@ class NcuReport:
     rules: pd.DataFrame
     source: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    instructions: pd.DataFrame | None = None
+    opcodes: pd.DataFrame | None = None
 
 
 def check_ncu_file(path: Path) -> None:
@@ -156,7 +164,8 @@ def _worker_error(stdout: bytes, path: Path) -> dict:
 
 
 def _to_report(path: Path, tables: dict) -> NcuReport:
-    return NcuReport(path, tables["launches"], tables["rules"], tables["source"], tables["notes"])
+    return NcuReport(path, tables["launches"], tables["rules"], tables["source"], tables["notes"],
+                     tables["instructions"], tables["opcodes"])
 
 
 def _import_ncu_report():
@@ -174,15 +183,20 @@ def extract_tables(path: Path) -> dict:
 
 
 def tables_from_rows(rows: dict) -> dict:
-    """extract_rows' plain rows -> the launches / rules / source DataFrames (and the notes)."""
+    """extract_rows' plain rows -> the launches / rules / source / instructions / opcodes DataFrames (and the
+    notes)."""
     import pandas as pd
+
+    def frame(name: str, columns: list[str]) -> pd.DataFrame:
+        return pd.DataFrame(rows[name]) if rows[name] else pd.DataFrame(columns=columns)
 
     launch_df = pd.DataFrame(rows["launches"])
     launch_df = launch_df[LAUNCH_FRONT + [c for c in launch_df.columns if c not in LAUNCH_FRONT]]
-    source_df = (pd.DataFrame(rows["source"]) if rows["source"]
-                 else pd.DataFrame(columns=["file", "line", "launch", "kernel"]))
     return {"launches": launch_df, "rules": pd.DataFrame(rows["rules"], columns=RULE_COLUMNS),
-            "source": source_df, "notes": rows["notes"]}
+            "source": frame("source", ["file", "line", "launch", "kernel"]),
+            "instructions": frame("instructions",
+                                  ["pc", "offset", "sass", "opcode", "file", "line", "launch", "kernel"]),
+            "opcodes": frame("opcodes", ["opcode", "launch", "kernel"]), "notes": rows["notes"]}
 
 
 def extract_rows(path: Path) -> dict:
@@ -204,7 +218,7 @@ def extract_rows(path: Path) -> dict:
                                "Nsight Compute's extras/python")
     if not actions:
         raise ReportError(f"{path} holds no profiled kernels (empty, truncated, or every launch was filtered out)")
-    launches, rules, sources = [], [], []
+    launches, rules, sources, instructions, opcodes = [], [], [], [], []
     missing: set[str] = set()
     known_pcs: dict = {}
     for launch, (range_idx, action_idx, action) in enumerate(actions):
@@ -217,13 +231,16 @@ def extract_rows(path: Path) -> dict:
         launches.append(row)
         rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
         sources.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _source_rows(pcs))
+        instructions.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _hot_instruction_rows(pcs))
+        opcodes.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _opcode_rows(pcs))
     candidates = {**catalog.RAW_METRICS, **catalog.STRING_METRICS}
     notes = [f"metric not in this report: {name} ({', '.join(candidates[name])})"
              for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor", "exact_"))]
     if unknown_version:
         notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
                         "metrics that version renamed read as missing")
-    return {"launches": launches, "rules": rules, "source": sources, "notes": notes}
+    return {"launches": launches, "rules": rules, "source": sources, "instructions": instructions,
+            "opcodes": opcodes, "notes": notes}
 
 
 def _metric_value(metric) -> float | str | None:
@@ -336,18 +353,39 @@ def _pc_rows(action, function: str = "", known: dict | None = None, names: set[s
     return rows
 
 
+def _counter_columns(pcs: list[dict]) -> list[str]:
+    """The per-PC counter columns present in pcs, in first-seen order."""
+    return list(dict.fromkeys(k for pc in pcs for k in pc if k not in ("pc", "sass", "file", "line")))
+
+
+def _count(pc: dict, column: str) -> float:
+    """A PC's counter, 0 where it lacks it (or reads NaN)."""
+    value = pc.get(column)
+    return 0.0 if value is None or math.isnan(value) else float(value)
+
+
+def _summed(pcs: list[dict], key: Callable[[dict], object]) -> dict[object, dict]:
+    """key -> every counter column summed over the PCs with that key (PCs whose key is None left out)."""
+    columns = _counter_columns(pcs)
+    grouped: dict[object, dict] = {}
+    for pc in pcs:
+        group = key(pc)
+        if group is None:
+            continue
+        sums = grouped.setdefault(group, dict.fromkeys(columns, 0.0))
+        for column in columns:
+            sums[column] += _count(pc, column)
+    return grouped
+
+
 def _wide_load_fractions(pcs: list[dict]) -> dict:
     """Share of executed global (LDG) and shared (LDS) loads that are 128-bit, and HFMA2 register moves."""
     out = {"ldg128_fraction": math.nan, "lds128_fraction": math.nan, "hfma_move_instructions": math.nan}
     if not any("instructions_executed" in pc for pc in pcs):
         return out
-
-    def executed(pc: dict) -> float:
-        value = pc.get("instructions_executed", 0.0)
-        return 0.0 if value is None or math.isnan(value) else value
-
-    out["hfma_move_instructions"] = float(sum(executed(pc) for pc in pcs if HFMA_MOVE.search(pc["sass"] or "")))
-    opcodes = [(sass_opcode(pc["sass"] or ""), executed(pc)) for pc in pcs]
+    out["hfma_move_instructions"] = float(sum(_count(pc, "instructions_executed") for pc in pcs
+                                              if HFMA_MOVE.search(pc["sass"] or "")))
+    opcodes = [(sass_opcode(pc["sass"] or ""), _count(pc, "instructions_executed")) for pc in pcs]
     for prefix, column in (("LDG", "ldg128_fraction"), ("LDS", "lds128_fraction")):
         total = sum(count for code, count in opcodes if code.startswith(prefix))
         if total > 0:
@@ -359,17 +397,33 @@ def _wide_load_fractions(pcs: list[dict]) -> dict:
 def _source_rows(pcs: list[dict]) -> list[dict]:
     """Per-PC counters summed per source line (file, line), sorted by file then line; a counter a PC
     lacks counts 0; stall_samples is the sum of the stall_* columns."""
-    value_cols = list(dict.fromkeys(k for pc in pcs for k in pc if k not in ("pc", "sass", "file", "line")))
-    stall_cols = [c for c in value_cols if c.startswith("stall_")]
-    grouped: dict[tuple, dict] = {}
-    for pc in pcs:
-        sums = grouped.setdefault((pc["file"], pc["line"]), dict.fromkeys(value_cols, 0.0))
-        for column in value_cols:
-            value = pc.get(column)
-            if value is not None and not math.isnan(value):
-                sums[column] += value
-    return [{"file": file, "line": line, **sums, "stall_samples": sum((sums[c] for c in stall_cols), 0.0)}
+    grouped = _summed(pcs, lambda pc: (pc["file"], pc["line"]))
+    return [{"file": file, "line": line, **sums,
+             "stall_samples": sum((v for c, v in sums.items() if c.startswith("stall_")), 0.0)}
             for (file, line), sums in sorted(grouped.items(), key=lambda item: item[0])]
+
+
+def _hot_instruction_rows(pcs: list[dict], top: int = HOT_INSTRUCTIONS) -> list[dict]:
+    """The top most-sampled instructions of one launch (sampled ones only), most sampled first; each row has
+    every counter column (0 where the PC lacks it) and kernel_samples, the launch's samples over all PCs."""
+    columns = _counter_columns(pcs)
+    if "samples" not in columns:
+        return []
+    total = sum(_count(pc, "samples") for pc in pcs)
+    start = min(pc["pc"] for pc in pcs)
+    hot = sorted((pc for pc in pcs if _count(pc, "samples") > 0), key=lambda pc: (-_count(pc, "samples"), pc["pc"]))
+    return [{"pc": pc["pc"], "offset": pc["pc"] - start, "sass": (pc["sass"] or "").strip(),
+             "opcode": sass_opcode(pc["sass"] or ""), "file": pc["file"], "line": pc["line"],
+             **{c: _count(pc, c) for c in columns}, "kernel_samples": total}
+            for pc in hot[:top]]
+
+
+def _opcode_rows(pcs: list[dict]) -> list[dict]:
+    """Per-PC counters summed per SASS opcode (with its modifiers), most executed first; PCs that never executed
+    (no SASS read) are left out."""
+    grouped = _summed(pcs, lambda pc: sass_opcode(pc["sass"] or "") or None)
+    rows = [{"opcode": code, **sums} for code, sums in grouped.items()]
+    return sorted(rows, key=lambda r: (-r.get("instructions_executed", 0.0), r["opcode"]))
 
 
 def _main(argv: list[str]) -> int:
