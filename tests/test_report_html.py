@@ -310,3 +310,12 @@ def test_bench_command_keeps_the_results_where_plotly_is_missing(tmp_path, monke
     assert result.exit_code == 0, result.output
     assert (tmp_path / "matmul.json").exists() and not (tmp_path / "benchmarks.html").exists()
     assert "profkit report --bench" in result.output
+
+
+def test_session_page_shows_opcodes_and_hottest_instructions(session_page, sessions_root, pair_session):
+    """The per-instruction section: each launch's opcode mix and most-sampled SASS, from the stored PC tables."""
+    text = session_page.read_text()
+    assert "SASS opcodes and hottest instructions" in text
+    opcodes = load_session(sessions_root / pair_session).table("opcodes")
+    top = opcodes.sort_values("samples", ascending=False).iloc[0]
+    assert f">{top['opcode']}<" in text  # the most-sampled opcode of the session is in a table cell

@@ -34,6 +34,7 @@ from plotly.offline import get_plotlyjs
 from profkit import __version__
 from profkit.analyse import roofline
 from profkit.analyse.join import timeline_join, weighted_summary
+from profkit.analyse.instructions import hot_instructions, opcode_mix
 from profkit.analyse.diff import DiffResult, human, kernel_rows
 from profkit.analyse.tables import VIEWS
 from profkit.analyse.timeline import kernel_time_summary
@@ -362,11 +363,24 @@ def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, looku
         parts.append(section(f"{anchor}-hotspots", f"Source hotspots (top {len(hot)} lines)",
                               "Lines ranked by warp stall samples (ncu source counters); source text is read from "
                               "the files as they are on disk now.", fig(plots.hotspot_figure(hot)) + table_html(hot)))
+    parts.append(_instructions_section(session, anchor))
     rules = _rules_table(session.table("rules"))
     if not rules.empty:
         parts.append(section(f"{anchor}-rules", "ncu rule findings",
                               "Nsight Compute's own guidance, highest estimated speedup first.", table_html(rules)))
     return "".join(p for p in parts if p)
+
+
+def _instructions_section(session: Session, anchor: str) -> str:
+    """Opcodes by samples and the most-sampled SASS instructions per launch ('' without PC sampling)."""
+    opcodes, hot = opcode_mix(session.table("opcodes")), hot_instructions(session.table("instructions"))
+    if opcodes.empty and hot.empty:
+        return ""
+    return section(f"{anchor}-instructions", "SASS opcodes and hottest instructions",
+                   "ncu PC sampling: a sample is one warp's state at one moment, so a share of a launch's samples "
+                   "is a share of its warps' time; 'stalls' splits an opcode's or instruction's samples by what the "
+                   "warp was waiting for (selected: issuing).",
+                   (table_html(opcodes) if not opcodes.empty else "") + (table_html(hot) if not hot.empty else ""))
 
 
 def _timeline_section(session: Session, fig, anchor: str) -> str:
