@@ -39,8 +39,8 @@ def _keys(df: pd.DataFrame) -> list[str]:
 def hot_instructions(instructions: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     """Per launch, its `top` most-sampled instructions: the SASS, its source line, its share of the launch's
     samples, how often it executed (warp-level) and what its samples were waiting for."""
-    if instructions.empty:
-        return instructions
+    if instructions is None or instructions.empty:
+        return pd.DataFrame()
     df = instructions.copy()
     df["pct_of_samples"] = 100 * _num(df, "samples") / _num(df, "kernel_samples").where(lambda s: s > 0)
     df["stalls"] = stall_mix(df)
@@ -55,8 +55,8 @@ def hot_instructions(instructions: pd.DataFrame, top: int = 10) -> pd.DataFrame:
 def opcode_mix(opcodes: pd.DataFrame, top: int = 8) -> pd.DataFrame:
     """Per launch, its `top` opcodes by samples: share of executed instructions and of samples, samples per
     thousand executions (a waiting opcode draws more than its share) and what the samples were waiting for."""
-    if opcodes.empty:
-        return opcodes
+    if opcodes is None or opcodes.empty:
+        return pd.DataFrame()
     df = opcodes.copy()
     keys = _keys(df)
     executed, samples = _num(df, "instructions_executed"), _num(df, "samples")

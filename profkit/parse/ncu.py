@@ -1,6 +1,6 @@
 """Read an Nsight Compute report (.ncu-rep) into DataFrames.
 
-Three tables come out of a report:
+Five tables come out of a report:
 - launches: one row per profiled kernel launch; identity columns (launch, kernel, function, mangled,
   nvtx_path, device_name) then the raw metrics of `catalog.RAW_METRICS` under their column names, plus
   ldg128_fraction / lds128_fraction (share of executed global / shared loads that are 128-bit, from SASS);
