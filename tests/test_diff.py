@@ -306,7 +306,7 @@ def test_cli_diff_json_shape(sessions_root):
     assert set(doc["sessions"]["a"]) == {"name", "path", "created", "gpu", "arch", "ncu", "clock_control",
                                          "cache_control", "args"}
     pair = doc["pairs"][0]
-    assert set(pair) == {"a", "b", "match", "metrics", "explanation"}
+    assert set(pair) == {"a", "b", "match", "metrics", "explanation", "opcodes"}
     assert set(pair["a"]) == {"session", *d.KEYS, "label", "launches", "note"}
     assert all(set(m) == set(d.METRIC_COLUMNS) for m in pair["metrics"])
     assert all(set(e) == {"rule", "message"} for e in pair["explanation"])

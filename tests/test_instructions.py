@@ -102,3 +102,33 @@ def test_cli_prints_the_instruction_views():
     assert result.exit_code == 0, result.output
     assert "== opcodes" in result.output and "== instructions" in result.output
     assert "FFMA" in result.output and "LDS.128" in result.output
+
+
+def test_opcode_comparison_puts_both_mixes_side_by_side():
+    from profkit.analyse.instructions import opcode_comparison
+
+    a = pd.DataFrame({"launch": [0, 0, 1], "kernel": "k", "opcode": ["FFMA", "LDG.E", "FFMA"],
+                      "instructions_executed": [60.0, 20.0, 20.0], "samples": [10.0, 30.0, 0.0],
+                      "stall_long_scoreboard": [0.0, 30.0, 0.0], "stall_selected": [10.0, 0.0, 0.0]})
+    b = pd.DataFrame({"launch": [0], "kernel": "k", "opcode": ["LDS"], "instructions_executed": [5.0],
+                      "samples": [4.0], "stall_mio_throttle": [4.0]})
+    table = opcode_comparison(a, b).set_index("opcode")
+    assert list(table.index) == ["LDS", "LDG.E", "FFMA"]  # by the larger share of samples on either side
+    assert table.loc["FFMA", "a_pct_executed"] == pytest.approx(80) and table.loc["FFMA", "b_pct_executed"] == 0
+    assert table.loc["LDG.E", "a_pct_samples"] == pytest.approx(75)
+    assert table.loc["LDG.E", "a_stalls"] == "long_scoreboard 100%" and table.loc["LDG.E", "b_stalls"] == ""
+    assert opcode_comparison(a, pd.DataFrame()).empty
+
+
+def test_diff_shows_the_instruction_mix_of_the_committed_fp32_pair():
+    """Ours vs cuBLAS in one session: both ~89% FFMA; the CLI prints the mix under the metric table."""
+    from profkit.analyse.diff import diff
+
+    result = diff("triton-matmul-fp32-n4096:matmul_kernel", "triton-matmul-fp32-n4096:sm80", root=SESSIONS)
+    mix = result.pairs[0].opcodes.set_index("opcode")
+    assert mix.index[0] == "FFMA"
+    assert 87 < mix.loc["FFMA", "a_pct_executed"] < 90 and 87 < mix.loc["FFMA", "b_pct_executed"] < 90
+    out = CliRunner().invoke(main, ["diff", "triton-matmul-fp32-n4096:matmul_kernel", "triton-matmul-fp32-n4096:sm80",
+                                    "--sessions-dir", str(SESSIONS)])
+    assert out.exit_code == 0, out.output
+    assert "== instruction mix (PC samples)" in out.output and "LDS.128" in out.output

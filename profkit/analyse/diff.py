@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from profkit.analyse.instructions import opcode_comparison
 from profkit.analyse.roofline import level_bytes
 from profkit.analyse.tables import kernel_table
 from profkit.errors import ProfkitError, UsageError
@@ -280,6 +281,21 @@ class KernelSide:
     @property
     def name(self) -> str:
         return f"{self.session.name}:{self.label}"
+
+    def opcodes(self) -> pd.DataFrame:
+        """The opcode rows (session table `opcodes`) of this kernel instance's launches; empty without PC sampling."""
+        launches, opcodes = self.session.table("launches"), self.session.table("opcodes")
+        if launches.empty or opcodes.empty or "launch" not in launches:
+            return pd.DataFrame()
+        same = pd.Series(True, index=launches.index)
+        for key in KEYS:
+            column = launches[key].fillna("").astype(str) if key in launches else pd.Series("", index=launches.index)
+            same &= column == str(self.row.get(key, ""))
+        ids = set(launches.loc[same, "launch"])
+        selected = opcodes["launch"].isin(ids)
+        if "capture" in opcodes:
+            selected &= opcodes["capture"].astype(str) == str(self.row.get("capture", ""))
+        return opcodes[selected]
 
     def identity(self) -> dict:
         ident = {"session": self.session.name}
@@ -907,6 +923,7 @@ class PairDiff:
     match: str
     metrics: pd.DataFrame
     explanation: pd.DataFrame
+    opcodes: pd.DataFrame = field(default_factory=pd.DataFrame)  # instructions.opcode_comparison
 
     @property
     def name(self) -> str:
@@ -948,7 +965,8 @@ class DiffResult:
             "comparability": self.comparability.to_dict(orient="records"),
             "pairs": [{"a": p.a.identity(), "b": p.b.identity(), "match": p.match,
                        "metrics": p.metrics.to_dict(orient="records"),
-                       "explanation": p.explanation.to_dict(orient="records")} for p in self.pairs],
+                       "explanation": p.explanation.to_dict(orient="records"),
+                       "opcodes": p.opcodes.to_dict(orient="records")} for p in self.pairs],
             "unmatched": self.unmatched.to_dict(orient="records"),
             "thresholds": list(self.thresholds),
             "violations": self.violations.to_dict(orient="records"),
@@ -1007,7 +1025,8 @@ def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = Fa
         raise UsageError(f"{session_a.name} and {session_b.name} are not comparable captures",
                          details="\n".join(f"  {m}" for m in refused["message"]),
                          hint="recapture under the same conditions, or pass --force to diff anyway")
-    pairs = [PairDiff(sa, sb, level, metric_table(sa.row, sb.row), explain(sa.row, sb.row))
+    pairs = [PairDiff(sa, sb, level, metric_table(sa.row, sb.row), explain(sa.row, sb.row),
+                      opcode_comparison(sa.opcodes(), sb.opcodes()))
              for sa, sb, level in sides]
     violations = evaluate(thresholds, [(p.name, p.a.row, p.b.row) for p in pairs])
     return DiffResult(kind, a_spec, b_spec, session_a, session_b, pairs, unmatched, report, violations,

@@ -69,3 +69,32 @@ def opcode_mix(opcodes: pd.DataFrame, top: int = 8) -> pd.DataFrame:
     cols = [*keys, "opcode", "instructions_executed", "pct_of_executed", "samples", "pct_of_samples",
             "samples_per_1k_executed", "stalls"]
     return df[[c for c in cols if c in df]].reset_index(drop=True)
+
+
+def _mix(opcodes: pd.DataFrame) -> pd.DataFrame:
+    """One kernel's opcode rows (any number of launches) -> per opcode: share of executed instructions, share of
+    samples, and the stall mix of its samples."""
+    numeric = [c for c in opcodes.columns if c not in ("capture", "launch", "kernel", "opcode")]
+    summed = opcodes.groupby("opcode")[numeric].sum(numeric_only=True)
+    executed, samples = _num(summed, "instructions_executed"), _num(summed, "samples")
+    return pd.DataFrame({"pct_executed": 100 * executed / executed.sum() if executed.sum() else float("nan"),
+                         "pct_samples": 100 * samples / samples.sum() if samples.sum() else float("nan"),
+                         "stalls": stall_mix(summed)}, index=summed.index)
+
+
+def opcode_comparison(opcodes_a: pd.DataFrame, opcodes_b: pd.DataFrame, top: int = 6) -> pd.DataFrame:
+    """Two kernels' instruction mix side by side (profkit diff): the opcodes among the `top` most sampled on
+    either side, with each side's share of executed instructions and of samples and its stall mix; an opcode
+    one side never executes reads 0%. Empty when either side has no opcode rows (no PC sampling)."""
+    if opcodes_a is None or opcodes_b is None or opcodes_a.empty or opcodes_b.empty:
+        return pd.DataFrame()
+    a, b = _mix(opcodes_a), _mix(opcodes_b)
+    chosen = list(dict.fromkeys([*a["pct_samples"].nlargest(top).index, *b["pct_samples"].nlargest(top).index]))
+    out = pd.DataFrame({"opcode": chosen})
+    for side, mix in (("a", a), ("b", b)):
+        rows = mix.reindex(chosen)
+        out[f"{side}_pct_executed"] = rows["pct_executed"].fillna(0.0).to_numpy()
+        out[f"{side}_pct_samples"] = rows["pct_samples"].fillna(0.0).to_numpy()
+        out[f"{side}_stalls"] = rows["stalls"].fillna("").to_numpy()
+    order = out[["a_pct_samples", "b_pct_samples"]].max(axis=1).sort_values(ascending=False, kind="stable").index
+    return out.loc[order].reset_index(drop=True)

@@ -100,6 +100,9 @@ def format_diff(result, full: bool = False) -> str:
         if result.kind == "kernels" or full:
             out.append(format_table(_metric_lines(pair.metrics), f"== {pair.name}", max_text=60))
             out.append("")
+            if not pair.opcodes.empty:
+                out.append(format_table(pair.opcodes, f"== instruction mix (PC samples): {pair.name}", max_text=48))
+                out.append("")
         out.append(f"== why: {pair.name}" if result.kind == "sessions" else "== why")
         out += [f"  - {m}" for m in pair.explanation["message"]] or ["  (no rule fired)"]
         out.append("")

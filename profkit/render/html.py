@@ -449,6 +449,10 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
         why = "".join(f"<li>{html.escape(m)}</li>" for m in pair.explanation["message"])
         body = (f"<h3>What changed</h3><ul class='why'>{why or '<li>no rule fired</li>'}</ul>"
                 + table_html(metrics, cell_class={"verdict": metrics["verdict"].map(VERDICT_CLASS).fillna("")}))
+        if not pair.opcodes.empty:
+            body += ("<h3>Instruction mix (ncu PC samples)</h3><p class='how'>Each side's share of executed "
+                     "instructions and of PC samples per opcode, and what those samples waited for.</p>"
+                     + table_html(pair.opcodes))
         opened = " open" if i < 3 else ""
         summary = html.escape(f"{pair.a.name} → {pair.b.name} (match: {pair.match})")
         parts.append(f"<section id='pair-{i}'><details{opened}><summary>{summary}</summary>{body}</details></section>")
