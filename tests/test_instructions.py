@@ -132,3 +132,16 @@ def test_diff_shows_the_instruction_mix_of_the_committed_fp32_pair():
                                     "--sessions-dir", str(SESSIONS)])
     assert out.exit_code == 0, out.output
     assert "== instruction mix (PC samples)" in out.output and "LDS.128" in out.output
+
+
+def test_tiling_moves_the_ladders_loads_from_global_to_shared_memory():
+    """README, matmul ladder: naive issues ~44% global loads and its FFMAs wait on them (long_scoreboard);
+    tiled issues ~42% shared loads and global loads fall to ~2% of its instructions."""
+    from profkit.analyse.diff import diff
+
+    mix = diff("ladder-n4096:matmul_naive", "ladder-n4096:matmul_tiled", root=SESSIONS).pairs[0].opcodes
+    mix = mix.set_index("opcode")
+    loads_a = mix.filter(like="LDG", axis=0)["a_pct_executed"].sum()
+    shared_b = mix.loc[[o for o in mix.index if o.startswith("LDS")], "b_pct_executed"].sum()
+    assert 40 < loads_a < 48 and mix.filter(like="LDG", axis=0)["b_pct_executed"].sum() < 3
+    assert 38 < shared_b < 46 and mix.loc["FFMA", "a_stalls"].startswith("long_scoreboard")
