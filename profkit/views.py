@@ -86,7 +86,7 @@ def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
         out = _launch_views(launch_table(report.launches), names)
         if "rules" in names:
             out.append(("rules", _rules(report.rules)))
-        out += [(name, build(getattr(report, name))) for name, build in PC_VIEWS.items() if name in names]
+        out += [(name, PC_VIEWS[name](getattr(report, name))) for name in names if name in PC_VIEWS]
         if "notes" in names and report.notes:
             out.append(("notes", pd.DataFrame({"note": report.notes})))
         return out

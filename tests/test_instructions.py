@@ -145,3 +145,11 @@ def test_tiling_moves_the_ladders_loads_from_global_to_shared_memory():
     shared_b = mix.loc[[o for o in mix.index if o.startswith("LDS")], "b_pct_executed"].sum()
     assert 40 < loads_a < 48 and mix.filter(like="LDG", axis=0)["b_pct_executed"].sum() < 3
     assert 38 < shared_b < 46 and mix.loc["FFMA", "a_stalls"].startswith("long_scoreboard")
+
+
+def test_show_reads_the_instruction_views_from_a_report_file_too():
+    result = CliRunner().invoke(main, ["show", str(SESSIONS / "ladder-n1024" / "matmul_naive.ncu-rep.xz"),
+                                       "-t", "opcodes", "-t", "instructions"])
+    assert result.exit_code == 0, result.output
+    assert result.output.index("== opcodes") < result.output.index("== instructions")  # in the order asked
+    assert "LDG.E.CONSTANT" in result.output and "long_scoreboard" in result.output
