@@ -59,6 +59,7 @@ def test_views_give_shares_and_stall_mix():
     assert len(hot) == 1 and hot.loc[0, "offset"] == "0x0010"
     assert hot.loc[0, "pct_of_samples"] == pytest.approx(100 * 9 / 16)
     assert hot.loc[0, "stalls"] == "selected 67%, dispatch_stall 33%"
+    assert hot.loc[0, "where"] == f"k.py:{0x1010 % 7}"
     mix = opcode_mix(pd.DataFrame([dict(r, launch=0, kernel="k") for r in ncu._opcode_rows(PCS)]))
     ffma = mix.set_index("opcode").loc["FFMA"]
     assert ffma["pct_of_executed"] == pytest.approx(100 * 80 / 91)

@@ -8,6 +8,8 @@ waiting for (`selected`: it was issuing). Shares of a launch's samples read as s
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 import pandas as pd
 
 from profkit.parse import catalog
@@ -32,12 +34,20 @@ def stall_mix(df: pd.DataFrame, count: int = 3) -> pd.Series:
     return pd.Series(out, index=df.index, dtype=object)
 
 
+def _where(df: pd.DataFrame) -> pd.Series:
+    """'file.py:line' per row (the file's base name), '' where the report has no source line."""
+    files = df["file"] if "file" in df else pd.Series("", index=df.index)
+    lines = _num(df, "line")
+    return pd.Series([f"{PurePath(str(f)).name}:{int(n)}" if isinstance(f, str) and f and pd.notna(n) and n >= 0
+                      else "" for f, n in zip(files, lines)], index=df.index, dtype=object)
+
+
 def _keys(df: pd.DataFrame) -> list[str]:
     return [k for k in LAUNCH_KEYS if k in df]
 
 
 def hot_instructions(instructions: pd.DataFrame, top: int = 10) -> pd.DataFrame:
-    """Per launch, its `top` most-sampled instructions: the SASS, its source line, its share of the launch's
+    """Per launch, its `top` most-sampled instructions: the SASS, its source file:line, its share of the launch's
     samples, how often it executed (warp-level) and what its samples were waiting for."""
     if instructions is None or instructions.empty:
         return pd.DataFrame()
@@ -45,10 +55,11 @@ def hot_instructions(instructions: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     df["pct_of_samples"] = 100 * _num(df, "samples") / _num(df, "kernel_samples").where(lambda s: s > 0)
     df["stalls"] = stall_mix(df)
     df["offset"] = [f"{int(v):#06x}" if pd.notna(v) else "" for v in _num(df, "offset")]
+    df["where"] = _where(df)
     keys = _keys(df)
     df = df.sort_values([*keys, "samples"], ascending=[True] * len(keys) + [False], kind="stable")
     df = df.groupby(keys, sort=False).head(top)
-    cols = [*keys, "offset", "sass", "samples", "pct_of_samples", "instructions_executed", "stalls", "line"]
+    cols = [*keys, "offset", "sass", "samples", "pct_of_samples", "instructions_executed", "stalls", "where"]
     return df[[c for c in cols if c in df]].reset_index(drop=True)
 
 
