@@ -72,6 +72,19 @@ def test_loading_another_layers_state_moves_its_outlier_columns_too(backend):
     assert torch.equal(first(x), want)
 
 
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_a_layer_built_under_inference_mode_runs(backend):
+    """Inference tensors keep no version counter: the column-list cache must not ask them for one."""
+    torch.manual_seed(0)
+    linear = nn.Linear(24, 8).half().requires_grad_(False)
+    with torch.inference_mode():
+        layer = QuantizedLinear.from_linear(linear, torch.tensor([3, 11]), backend=backend)
+        x = torch.randn(4, 24).half()
+        y = layer(x)
+    assert layer.column_map.is_inference() and y.shape == (4, 8)
+    assert torch.equal(layer(x), y)
+
+
 def test_quantized_linear_validates_and_refuses_recast_buffers():
     linear = nn.Linear(16, 8).half()
     layer = QuantizedLinear.from_linear(linear, torch.tensor([], dtype=torch.int64))

@@ -97,6 +97,14 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
     }
 
 
+def _version(t: torch.Tensor | None) -> int | None:
+    """t's in-place version counter; None for no tensor and for an inference tensor (made under
+    torch.inference_mode), which keeps none."""
+    if t is None or t.is_inference():
+        return None
+    return t._version
+
+
 class QuantizedLinear(nn.Module):
     """Drop-in for ``nn.Linear``: y = x @ W.T + b with int8 weights/activations + 16-bit outliers.
 
@@ -142,7 +150,7 @@ class QuantizedLinear(nn.Module):
             column_map = column_map.to(map_dtype(in_features))
         self.register_buffer("column_map", column_map)
         self.register_buffer("bias", None if bias is None else bias.detach().to(self.outlier_dtype))
-        self._column_lists: dict[torch.device, tuple[torch.Tensor | None, int, tuple[torch.Tensor, torch.Tensor]]] = {}
+        self._column_lists: dict[torch.device, tuple] = {}  # device -> (column_map, its version, the lists)
         self._recorded: dict[tuple, gemm.RecordedLinear | None] = {}
 
     @classmethod
@@ -167,7 +175,7 @@ class QuantizedLinear(nn.Module):
         """(keep_idx, outlier_idx) int64 on the buffers' device, cached per device while column_map is the
         same, unmodified tensor (``load_state_dict`` copies into it in place, which bumps its version)."""
         device, cmap = self.weight_int8.device, self.column_map
-        version = -1 if cmap is None else cmap._version
+        version = _version(cmap)
         cached = self._column_lists.get(device)
         if cached is None or cached[0] is not cmap or cached[1] != version:
             cached = (cmap, version, gemm.column_lists(cmap, self.in_features, device))
@@ -231,7 +239,7 @@ class QuantizedLinear(nn.Module):
                 None if out is None else (out.shape, out.stride(), out.dtype, out.data_ptr() % 16 == 0),
                 self.weight_int8.data_ptr(), self.weight_scale.data_ptr(), self.weight_outlier.data_ptr(),
                 None if self.bias is None else self.bias.data_ptr(),
-                None if self.column_map is None else (self.column_map.data_ptr(), self.column_map._version))
+                None if self.column_map is None else (self.column_map.data_ptr(), _version(self.column_map)))
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
