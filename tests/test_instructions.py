@@ -154,3 +154,14 @@ def test_show_reads_the_instruction_views_from_a_report_file_too():
     assert result.exit_code == 0, result.output
     assert result.output.index("== opcodes") < result.output.index("== instructions")  # in the order asked
     assert "LDG.E.CONSTANT" in result.output and "long_scoreboard" in result.output
+
+
+@pytest.mark.parametrize("session", sorted(p.name for p in SESSIONS.iterdir() if (p / "tables" / "opcodes.csv").exists()))
+def test_every_pc_sample_has_a_stall_reason(session):
+    """The per-reason columns add up to the samples of every opcode: no reason is missing from the per-PC
+    tables (Hopper's wgmma wait is `warpgroup_arrive` per PC, `gmma` per kernel; catalog.PC_STALL_NAMES)."""
+    opcodes = load_session(SESSIONS / session).table("opcodes")
+    if opcodes.empty:  # a --quick capture has no PC sampling
+        return
+    reasons = opcodes[[c for c in opcodes.columns if c.startswith("stall_")]].sum(axis=1)
+    assert (reasons == opcodes["samples"].fillna(0)).all()  # a launch too short to be sampled has no samples

@@ -120,6 +120,10 @@ STRING_METRICS: dict[str, list[str]] = {
 
 # Per-PC metrics for the source view (correlated by program counter).
 PC_STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
+PC_STALL_NAMES = {"gmma": "warpgroup_arrive"}
+"""Stall reasons whose PC-sampling name differs from the kernel-level one: Hopper's wgmma wait is `gmma` in
+smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio and `warpgroup_arrive` per PC (it was missing from
+the per-PC tables until this map: 55% of cuBLAS's HGMMA samples in triton-matmul-bf16-n4096)."""
 PC_METRICS = {
     "instructions_executed": "inst_executed",
     "samples": "smsp__pcsamp_sample_count",

@@ -340,7 +340,7 @@ def _pc_rows(action, function: str = "", known: dict | None = None, names: set[s
     for column, metric_name in catalog.PC_METRICS.items():
         collect(column, metric_name)
     for reason in catalog.STALL_REASONS:
-        collect(f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{reason}")
+        collect(f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{catalog.PC_STALL_NAMES.get(reason, reason)}")
     rows = []
     for pc, values in per_pc.items():
         key = (function, pc, values.get("instructions_executed", 0.0) > 0)
