@@ -52,13 +52,13 @@ def hot_instructions(instructions: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     if instructions is None or instructions.empty:
         return pd.DataFrame()
     df = instructions.copy()
+    keys = _keys(df)
+    df = df.sort_values([*keys, "samples"], ascending=[True] * len(keys) + [False], kind="stable")
+    df = df.groupby(keys, sort=False).head(top)
     df["pct_of_samples"] = 100 * _num(df, "samples") / _num(df, "kernel_samples").where(lambda s: s > 0)
     df["stalls"] = stall_mix(df)
     df["offset"] = [f"{int(v):#06x}" if pd.notna(v) else "" for v in _num(df, "offset")]
     df["where"] = _where(df)
-    keys = _keys(df)
-    df = df.sort_values([*keys, "samples"], ascending=[True] * len(keys) + [False], kind="stable")
-    df = df.groupby(keys, sort=False).head(top)
     cols = [*keys, "offset", "sass", "samples", "pct_of_samples", "instructions_executed", "stalls", "where"]
     return df[[c for c in cols if c in df]].reset_index(drop=True)
 
@@ -74,9 +74,9 @@ def opcode_mix(opcodes: pd.DataFrame, top: int = 8) -> pd.DataFrame:
     df["pct_of_executed"] = 100 * executed / executed.groupby([df[k] for k in keys]).transform("sum")
     df["pct_of_samples"] = 100 * samples / samples.groupby([df[k] for k in keys]).transform("sum")
     df["samples_per_1k_executed"] = 1e3 * samples / executed.where(executed > 0)
-    df["stalls"] = stall_mix(df)
     df = df.sort_values([*keys, "samples"], ascending=[True] * len(keys) + [False], kind="stable")
     df = df.groupby(keys, sort=False).head(top)
+    df["stalls"] = stall_mix(df)
     cols = [*keys, "opcode", "instructions_executed", "pct_of_executed", "samples", "pct_of_samples",
             "samples_per_1k_executed", "stalls"]
     return df[[c for c in cols if c in df]].reset_index(drop=True)
