@@ -19,6 +19,8 @@ EXTRA_TABLES = ["rules", "crosscheck", "timeline", "launch", "hotspots", "weight
                 "instructions", "opcodes", "notes"]
 PC_VIEWS = {"instructions": hot_instructions, "opcodes": opcode_mix}
 """Per-instruction views (ncu's PC sampling): table name -> view over the stored table of that name."""
+NO_PC_SAMPLING = ("no PC-sampling data in these reports (a --quick or --metrics capture collects none): "
+                  "profile with --set full for per-instruction tables")
 ALL_TABLES = list(VIEWS) + [t for t in EXTRA_TABLES if t not in VIEWS]
 
 RULE_COLUMNS = ["kernel", "rule", "title", "speedup_type", "speedup_pct", "message"]
@@ -69,7 +71,10 @@ def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]
             out.append(("weighted", _derived(session, "nsys_kernels",
                                              lambda k: weighted_summary(session.table("launches"), k))))
         elif name in PC_VIEWS:
-            out.append((name, _derived(session, name, PC_VIEWS[name])))
+            table = _derived(session, name, PC_VIEWS[name])
+            if table.empty and not session.table("launches").empty:
+                table = pd.DataFrame({"note": [NO_PC_SAMPLING]})
+            out.append((name, table))
         elif name in ("ptxas", "notes"):
             out.append((name, session.table(name)))
     return out

@@ -165,3 +165,9 @@ def test_every_pc_sample_has_a_stall_reason(session):
         return
     reasons = opcodes[[c for c in opcodes.columns if c.startswith("stall_")]].sum(axis=1)
     assert (reasons == opcodes["samples"].fillna(0)).all()  # a launch too short to be sampled has no samples
+
+
+def test_a_quick_session_says_why_it_has_no_instruction_tables():
+    result = CliRunner().invoke(main, ["show", str(SESSIONS / "ladder-quick-n4096"), "-t", "opcodes"])
+    assert result.exit_code == 0, result.output
+    assert "no PC-sampling data" in result.output and "--set full" in result.output

@@ -7,6 +7,8 @@ import math
 import pandas as pd
 
 MAX_TEXT = 48
+WHOLE_TEXT = {"note"}
+"""Columns of sentences (capture notes) printed whole: a shortened note loses what it says."""
 
 
 def _fmt_number(value: float) -> str:
@@ -39,7 +41,8 @@ def format_table(df: pd.DataFrame, title: str = "", max_text: int = MAX_TEXT) ->
     cells = []
     for col in df.columns:
         numeric = pd.api.types.is_numeric_dtype(df[col]) and not pd.api.types.is_bool_dtype(df[col])
-        values = [_fmt_number(v) if numeric else _fmt_text(v, max_text) for v in df[col]]
+        width = 10 ** 6 if col in WHOLE_TEXT else max_text
+        values = [_fmt_number(v) if numeric else _fmt_text(v, width) for v in df[col]]
         cells.append((str(col), values, numeric))
     widths = [max(len(name), *(len(v) for v in values)) for name, values, _ in cells]
     header = "  ".join(name.rjust(w) if num else name.ljust(w) for (name, _, num), w in zip(cells, widths))
