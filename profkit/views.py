@@ -49,6 +49,11 @@ def _derived(session: Session, table: str, build: Callable[[pd.DataFrame], pd.Da
                           hint=f"re-derive it from the reports: profkit show --rebuild {session.path}") from exc
 
 
+def _pc_view(table: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    """A per-instruction view, or the reason it is empty when the reports hold kernels but no PC sampling."""
+    return pd.DataFrame({"note": [NO_PC_SAMPLING]}) if table.empty and not launches.empty else table
+
+
 def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
     session = load_session(path)
     out = _launch_views(session.table("launches"), names)
@@ -71,10 +76,7 @@ def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]
             out.append(("weighted", _derived(session, "nsys_kernels",
                                              lambda k: weighted_summary(session.table("launches"), k))))
         elif name in PC_VIEWS:
-            table = _derived(session, name, PC_VIEWS[name])
-            if table.empty and not session.table("launches").empty:
-                table = pd.DataFrame({"note": [NO_PC_SAMPLING]})
-            out.append((name, table))
+            out.append((name, _pc_view(_derived(session, name, PC_VIEWS[name]), session.table("launches"))))
         elif name in ("ptxas", "notes"):
             out.append((name, session.table(name)))
     return out
@@ -91,7 +93,8 @@ def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
         out = _launch_views(launch_table(report.launches), names)
         if "rules" in names:
             out.append(("rules", _rules(report.rules)))
-        out += [(name, PC_VIEWS[name](getattr(report, name))) for name in names if name in PC_VIEWS]
+        out += [(name, _pc_view(PC_VIEWS[name](getattr(report, name)), report.launches))
+                for name in names if name in PC_VIEWS]
         if "notes" in names and report.notes:
             out.append(("notes", pd.DataFrame({"note": report.notes})))
         return out

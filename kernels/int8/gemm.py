@@ -387,6 +387,12 @@ def quantize_tile(k: int) -> tuple[bool, int, int, int]:
     return single, block_k, block_m, num_warps
 
 
+def _map_operands(column_map, outlier_cols, n_outliers: int, scales) -> tuple:
+    """The quantization kernel's map_ptr and ocol_ptr: without outliers the kernel never reads them and a live
+    buffer (scales) stands in for both."""
+    return (column_map, outlier_cols) if n_outliers else (scales, scales)
+
+
 def _quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad: int, n_outliers: int) -> tuple:
     return signature(x, col_map, ocols, codes, outliers, scales), kq_pad, n_outliers
 
@@ -441,7 +447,7 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
     if m == 0:
         return codes, scales, outliers[:, :n_outliers]
     single, block_k, block_m, num_warps = quantize_tile(k)
-    col_map, ocols = (column_map, outlier_cols) if n_outliers else (scales, scales)
+    col_map, ocols = _map_operands(column_map, outlier_cols, n_outliers, scales)
     _QUANTIZE_LAUNCH.launch(
         _quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad, n_outliers), (triton.cdiv(m, block_m),),
         (x, col_map, ocols, codes, outliers, scales, m, k, kq, kq_pad, n_outliers,
@@ -544,7 +550,7 @@ class RecordedLinear:
         scales = torch.empty((m,), dtype=torch.float32, device=x.device)
         outliers = _outlier_buffer(m, n_outliers, outlier_dtype, x.device)
         y = torch.empty((m, n), dtype=out_dtype, device=x.device) if out is None else out
-        col_map, ocols = (column_map, outlier_cols) if n_outliers else (scales, scales)
+        col_map, ocols = _map_operands(column_map, outlier_cols, n_outliers, scales)
         quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad, n_outliers))
         operands = _gemm_operands(codes, weight_int8, y, scales, weight_scale, bias, outliers[:, :n_outliers],
                                   weight_outlier)
@@ -571,10 +577,8 @@ class RecordedLinear:
         has_outliers = self.n_outliers > 0
         # The launchers read only the tensors' addresses: the outlier views (and, without outliers,
         # the stand-ins the normal path passes) share their base tensors' first element.
-        if has_outliers:
-            self.quantize((x, self.column_map, self.outlier_cols, codes, outliers, scales))
-        else:
-            self.quantize((x, scales, scales, codes, outliers, scales))
+        self.quantize((x, *_map_operands(self.column_map, self.outlier_cols, self.n_outliers, scales), codes,
+                       outliers, scales))
         self.gemm((codes, self.weight_int8, y, scales, self.weight_scale, self.bias_arg,
                    outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale))
         return y

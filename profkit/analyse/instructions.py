@@ -70,9 +70,8 @@ def opcode_mix(opcodes: pd.DataFrame, top: int = 8) -> pd.DataFrame:
         return pd.DataFrame()
     df = opcodes.copy()
     keys = _keys(df)
+    df = _with_shares(df, keys)
     executed, samples = _num(df, "instructions_executed"), _num(df, "samples")
-    df["pct_of_executed"] = 100 * executed / executed.groupby([df[k] for k in keys]).transform("sum")
-    df["pct_of_samples"] = 100 * samples / samples.groupby([df[k] for k in keys]).transform("sum")
     df["samples_per_1k_executed"] = 1e3 * samples / executed.where(executed > 0)
     df = df.sort_values([*keys, "samples"], ascending=[True] * len(keys) + [False], kind="stable")
     df = df.groupby(keys, sort=False).head(top)
@@ -82,15 +81,24 @@ def opcode_mix(opcodes: pd.DataFrame, top: int = 8) -> pd.DataFrame:
     return df[[c for c in cols if c in df]].reset_index(drop=True)
 
 
+def _with_shares(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """df plus pct_of_executed and pct_of_samples: each row's share of its launch's (the rows sharing `keys`;
+    all rows without keys) executed instructions and samples."""
+    out = df.copy()
+    for column, share in (("instructions_executed", "pct_of_executed"), ("samples", "pct_of_samples")):
+        values = _num(out, column)
+        total = values.groupby([out[k] for k in keys]).transform("sum") if keys else values.sum()
+        out[share] = 100 * values / total
+    return out
+
+
 def _mix(opcodes: pd.DataFrame) -> pd.DataFrame:
     """One kernel's opcode rows (any number of launches) -> per opcode: share of executed instructions, share of
     samples, and the stall mix of its samples."""
     numeric = [c for c in opcodes.columns if c not in ("capture", "launch", "kernel", "opcode")]
-    summed = opcodes.groupby("opcode")[numeric].sum(numeric_only=True)
-    executed, samples = _num(summed, "instructions_executed"), _num(summed, "samples")
-    return pd.DataFrame({"pct_executed": 100 * executed / executed.sum() if executed.sum() else float("nan"),
-                         "pct_samples": 100 * samples / samples.sum() if samples.sum() else float("nan"),
-                         "stalls": stall_mix(summed)}, index=summed.index)
+    summed = _with_shares(opcodes.groupby("opcode")[numeric].sum(numeric_only=True), [])
+    summed["stalls"] = stall_mix(summed)
+    return summed[["pct_of_executed", "pct_of_samples", "stalls"]]
 
 
 def opcode_comparison(opcodes_a: pd.DataFrame, opcodes_b: pd.DataFrame, top: int = 6) -> pd.DataFrame:
@@ -100,12 +108,12 @@ def opcode_comparison(opcodes_a: pd.DataFrame, opcodes_b: pd.DataFrame, top: int
     if opcodes_a is None or opcodes_b is None or opcodes_a.empty or opcodes_b.empty:
         return pd.DataFrame()
     a, b = _mix(opcodes_a), _mix(opcodes_b)
-    chosen = list(dict.fromkeys([*a["pct_samples"].nlargest(top).index, *b["pct_samples"].nlargest(top).index]))
+    chosen = list(dict.fromkeys([*a["pct_of_samples"].nlargest(top).index, *b["pct_of_samples"].nlargest(top).index]))
     out = pd.DataFrame({"opcode": chosen})
     for side, mix in (("a", a), ("b", b)):
         rows = mix.reindex(chosen)
-        out[f"{side}_pct_executed"] = rows["pct_executed"].fillna(0.0).to_numpy()
-        out[f"{side}_pct_samples"] = rows["pct_samples"].fillna(0.0).to_numpy()
+        out[f"{side}_pct_executed"] = rows["pct_of_executed"].fillna(0.0).to_numpy()
+        out[f"{side}_pct_samples"] = rows["pct_of_samples"].fillna(0.0).to_numpy()
         out[f"{side}_stalls"] = rows["stalls"].fillna("").to_numpy()
     order = out[["a_pct_samples", "b_pct_samples"]].max(axis=1).sort_values(ascending=False, kind="stable").index
     return out.loc[order].reset_index(drop=True)
