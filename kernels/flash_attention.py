@@ -76,9 +76,15 @@ def _program_tile(N_CTX, H, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
     head's K and V in L2; REVERSE numbers the tiles from the end (causal forward and dQ: the
     longest rows start first, which shortens the tail).
     """
+    return _tile_of(tl.program_id(0), N_CTX, H, BLOCK, REVERSE)
+
+
+@triton.jit
+def _tile_of(pid, N_CTX, H, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
+    """_program_tile for program number pid of a grid (or of one part of a grid, numbered from 0)."""
     num_tiles = tl.cdiv(N_CTX, BLOCK)
-    off_hz = tl.program_id(0) // num_tiles
-    tile = tl.program_id(0) % num_tiles
+    off_hz = pid // num_tiles
+    tile = pid % num_tiles
     if REVERSE:
         tile = num_tiles - 1 - tile
     return (off_hz // H).to(tl.int64), (off_hz % H).to(tl.int64), off_hz, tile * BLOCK
@@ -263,16 +269,18 @@ def _attn_bwd_preprocess(O, DO, Delta, DQ_ACC,
 
 
 @triton.jit
-def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
-                         stride_qm, stride_qd, stride_dom, stride_dod,
+def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, o_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
+                         stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
                          offs_n, lo, hi, qk_scale, N_CTX,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                          CAUSAL_MASK: tl.constexpr, PAD_MASK: tl.constexpr,
-                         FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr):
+                         FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr, DELTA_FROM_O: tl.constexpr):
     """Accumulate dK, dV of one key block over the query blocks starting in [lo, hi).
 
     Works on the transposed tile P^T (keys x queries) so dV += P^T dO and dK += dS^T Q are plain
     dots. Padded query rows load lse = +inf, hence P = 0 and they contribute nothing.
+    DELTA_FROM_O: each query block's delta = rowsum(dO * O) is computed here from O (o_base), else loaded from
+    delta_base.
     FUSE_DQ: also add this key block's share of dQ^T, K^T dS^T (HEAD_DIM x BLOCK_M, unscaled), into
     the fp32 accumulator: a TMA reduce-add through the descriptor dq_sink at row dq_row0 (DQ_TMA), else
     atomic adds through the pointer dq_sink (row stride N_PAD).
@@ -297,9 +305,18 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq
             p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
         if PAD_MASK:
             do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
-            delta = tl.load(delta_base + offs_m, mask=row_ok, other=0.0)
         else:
             do = tl.load(do_ptrs)
+        if DELTA_FROM_O:
+            o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
+            if PAD_MASK:
+                o = tl.load(o_ptrs, mask=row_ok[:, None], other=0.0)
+            else:
+                o = tl.load(o_ptrs)
+            delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+        elif PAD_MASK:
+            delta = tl.load(delta_base + offs_m, mask=row_ok, other=0.0)
+        else:
             delta = tl.load(delta_base + offs_m)
         dv = tl.dot(p_t.to(do.dtype), do, dv)
         dp_t = tl.dot(v, tl.trans(do))
@@ -316,34 +333,33 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq
 
 
 @triton.jit
-def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
-                   stride_qz, stride_qh, stride_qm, stride_qd,
-                   stride_kz, stride_kh, stride_kn, stride_kd,
-                   stride_vz, stride_vh, stride_vn, stride_vd,
-                   stride_doz, stride_doh, stride_dom, stride_dod,
-                   stride_dkz, stride_dkh, stride_dkn, stride_dkd,
-                   stride_dvz, stride_dvh, stride_dvn, stride_dvd,
-                   H, N_CTX, N_PAD,
-                   HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
-                   FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """One program = one BLOCK_N block of keys of one (batch, head), looping over query blocks.
-
-    Grid (cdiv(N, BLOCK_N) * B * H,), key blocks fastest; the first blocks of a head have the
-    most query rows to visit under causal masking, so they start first. Requires
-    BLOCK_N % BLOCK_M == 0. Causal: only query rows at or below the block's first key are
-    visited; the BLOCK_N rows on the diagonal are masked, the rest only at the padded end.
-    FUSE_DQ: dQ is summed here too, in fp32, into DQ_ACC ((B*H*HEAD_DIM, N_PAD), transposed,
-    cleared by the preprocess), so no second kernel recomputes P and dP for it.
-    """
-    off_z, off_h, off_hz, start_n = _program_tile(N_CTX, H, BLOCK_N, False)
+def _dkdv_tile(Q, K, V, O, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
+               stride_qz, stride_qh, stride_qm, stride_qd,
+               stride_kz, stride_kh, stride_kn, stride_kd,
+               stride_vz, stride_vh, stride_vn, stride_vd,
+               stride_oz, stride_oh, stride_om, stride_od,
+               stride_doz, stride_doh, stride_dom, stride_dod,
+               stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+               stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+               off_z, off_h, off_hz, start_n, heads_total, N_CTX, N_PAD,
+               HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+               FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr, DELTA_FROM_O: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dK and dV of the BLOCK_N keys from start_n of head off_hz, looping over query blocks (see _attn_bwd_dkdv).
+    Causal: only query rows at or below the block's first key are visited; the BLOCK_N rows on the diagonal are
+    masked, the rest only at the padded end. DELTA_FROM_O: delta from O and dO here (O and its strides are
+    used), else from Delta; FUSE_DQ: dQ added into DQ_ACC (heads_total heads)."""
     q_base = Q + off_z * stride_qz + off_h * stride_qh
     do_base = DO + off_z * stride_doz + off_h * stride_doh
     lse_base = LSE + off_hz.to(tl.int64) * N_CTX
-    delta_base = Delta + off_hz.to(tl.int64) * N_CTX
+    if DELTA_FROM_O:
+        o_base = O + off_z * stride_oz + off_h * stride_oh
+        delta_base = o_base  # unused
+    else:
+        delta_base = Delta + off_hz.to(tl.int64) * N_CTX
+        o_base = delta_base  # unused
     dq_row0 = off_hz * HEAD_DIM
     if FUSE_DQ and DQ_TMA:
-        heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_N)
         dq_sink = tl.make_tensor_descriptor(DQ_ACC, shape=[heads_total * HEAD_DIM, N_CTX], strides=[N_PAD, 1],
                                             block_shape=[HEAD_DIM, BLOCK_M])
     elif FUSE_DQ:
@@ -364,37 +380,37 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * _LOG2E
 
-    if CAUSAL:
-        if BLOCK_SKIP:
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
-                                          stride_qm, stride_qd, stride_dom, stride_dod,
-                                          offs_n, start_n, tl.minimum(start_n + BLOCK_N, N_CTX),
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True, FUSE_DQ, DQ_TMA)
-            below = start_n + BLOCK_N
-            m_full = tl.maximum((N_CTX // BLOCK_M) * BLOCK_M, below)
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
-                                          stride_qm, stride_qd, stride_dom, stride_dod,
-                                          offs_n, below, m_full,
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False, FUSE_DQ, DQ_TMA)
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
-                                          stride_qm, stride_qd, stride_dom, stride_dod,
-                                          offs_n, m_full, N_CTX,
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True, FUSE_DQ, DQ_TMA)
-        else:
-            dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
-                                          stride_qm, stride_qd, stride_dom, stride_dod,
-                                          offs_n, 0, N_CTX,
-                                          qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, True, FUSE_DQ, DQ_TMA)
+    # Query-row ranges [lo, hi) and their masks (causal diagonal, padded end), one inner loop each.
+    if CAUSAL and BLOCK_SKIP:
+        below = start_n + BLOCK_N
+        m_full = tl.maximum((N_CTX // BLOCK_M) * BLOCK_M, below)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, o_base, lse_base, delta_base, dq_sink, dq_row0,
+                                      N_PAD, stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
+                                      offs_n, start_n, tl.minimum(below, N_CTX), qk_scale, N_CTX,
+                                      HEAD_DIM, BLOCK_M, True, True, FUSE_DQ, DQ_TMA, DELTA_FROM_O)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, o_base, lse_base, delta_base, dq_sink, dq_row0,
+                                      N_PAD, stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
+                                      offs_n, below, m_full, qk_scale, N_CTX,
+                                      HEAD_DIM, BLOCK_M, False, False, FUSE_DQ, DQ_TMA, DELTA_FROM_O)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, o_base, lse_base, delta_base, dq_sink, dq_row0,
+                                      N_PAD, stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
+                                      offs_n, m_full, N_CTX, qk_scale, N_CTX,
+                                      HEAD_DIM, BLOCK_M, False, True, FUSE_DQ, DQ_TMA, DELTA_FROM_O)
+    elif CAUSAL:
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, o_base, lse_base, delta_base, dq_sink, dq_row0,
+                                      N_PAD, stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
+                                      offs_n, 0, N_CTX, qk_scale, N_CTX,
+                                      HEAD_DIM, BLOCK_M, True, True, FUSE_DQ, DQ_TMA, DELTA_FROM_O)
     else:
         m_full = (N_CTX // BLOCK_M) * BLOCK_M
-        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
-                                      stride_qm, stride_qd, stride_dom, stride_dod,
-                                      offs_n, 0, m_full,
-                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False, FUSE_DQ, DQ_TMA)
-        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, dq_sink, dq_row0, N_PAD,
-                                      stride_qm, stride_qd, stride_dom, stride_dod,
-                                      offs_n, m_full, N_CTX,
-                                      qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True, FUSE_DQ, DQ_TMA)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, o_base, lse_base, delta_base, dq_sink, dq_row0,
+                                      N_PAD, stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
+                                      offs_n, 0, m_full, qk_scale, N_CTX,
+                                      HEAD_DIM, BLOCK_M, False, False, FUSE_DQ, DQ_TMA, DELTA_FROM_O)
+        dk, dv = _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, o_base, lse_base, delta_base, dq_sink, dq_row0,
+                                      N_PAD, stride_qm, stride_qd, stride_dom, stride_dod, stride_om, stride_od,
+                                      offs_n, m_full, N_CTX, qk_scale, N_CTX,
+                                      HEAD_DIM, BLOCK_M, False, True, FUSE_DQ, DQ_TMA, DELTA_FROM_O)
 
     dk = dk * sm_scale
     tl.store(DK + off_z * stride_dkz + off_h * stride_dkh
@@ -403,6 +419,40 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
     tl.store(DV + off_z * stride_dvz + off_h * stride_dvh
              + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
              dv.to(DV.dtype.element_ty), mask=key_ok)
+
+
+@triton.jit
+def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
+                   stride_qz, stride_qh, stride_qm, stride_qd,
+                   stride_kz, stride_kh, stride_kn, stride_kd,
+                   stride_vz, stride_vh, stride_vn, stride_vd,
+                   stride_doz, stride_doh, stride_dom, stride_dod,
+                   stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+                   stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+                   H, N_CTX, N_PAD,
+                   HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+                   FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One program = one BLOCK_N block of keys of one (batch, head), looping over query blocks.
+
+    Grid (cdiv(N, BLOCK_N) * B * H,), key blocks fastest; the first blocks of a head have the
+    most query rows to visit under causal masking, so they start first. Requires
+    BLOCK_N % BLOCK_M == 0. Reads delta from Delta (written by the dQ kernel or the preprocess).
+    FUSE_DQ: dQ is summed here too, in fp32, into DQ_ACC ((B*H*HEAD_DIM, N_PAD), transposed,
+    cleared by the preprocess), so no second kernel recomputes P and dP for it.
+    """
+    off_z, off_h, off_hz, start_n = _program_tile(N_CTX, H, BLOCK_N, False)
+    heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_N)
+    _dkdv_tile(Q, K, V, None, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
+               stride_qz, stride_qh, stride_qm, stride_qd,
+               stride_kz, stride_kh, stride_kn, stride_kd,
+               stride_vz, stride_vh, stride_vn, stride_vd,
+               0, 0, 0, 0,
+               stride_doz, stride_doh, stride_dom, stride_dod,
+               stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+               stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+               off_z, off_h, off_hz, start_n, heads_total, N_CTX, N_PAD,
+               HEAD_DIM, CAUSAL, BLOCK_SKIP, FUSE_DQ, DQ_TMA, False, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -463,27 +513,20 @@ def _attn_bwd_dq_inner(dq, q, do, lse2, delta, k_base, v_base,
 
 
 @triton.jit
-def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
-                 stride_qz, stride_qh, stride_qm, stride_qd,
-                 stride_kz, stride_kh, stride_kn, stride_kd,
-                 stride_vz, stride_vh, stride_vn, stride_vd,
-                 stride_oz, stride_oh, stride_om, stride_od,
-                 stride_doz, stride_doh, stride_dom, stride_dod,
-                 stride_dqz, stride_dqh, stride_dqm, stride_dqd,
-                 H, N_CTX,
-                 HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
-                 TMA_OK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 USE_TMA: tl.constexpr):
-    """One program = one BLOCK_M tile of queries, looping over key blocks like the forward.
-
-    Grid (cdiv(N, BLOCK_M) * B * H,), causal tiles in reverse order, as in the forward.
-    Requires BLOCK_M % BLOCK_N == 0. Computes delta = rowsum(dO * O) of its rows itself and stores it
-    for the dK/dV kernel launched after it (the split backward has no preprocess launch).
-    TMA_OK and USE_TMA as in the forward: K and V then come through tensor descriptors.
-    """
-    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
+def _dq_tile(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
+             stride_qz, stride_qh, stride_qm, stride_qd,
+             stride_kz, stride_kh, stride_kn, stride_kd,
+             stride_vz, stride_vh, stride_vn, stride_vd,
+             stride_oz, stride_oh, stride_om, stride_od,
+             stride_doz, stride_doh, stride_dom, stride_dod,
+             stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+             off_z, off_h, off_hz, start_m, heads_total, N_CTX,
+             HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr, STORE_DELTA: tl.constexpr):
+    """dQ of the BLOCK_M queries from start_m of head off_hz, looping over key blocks (see _attn_bwd_dq). Computes
+    its rows' delta = rowsum(dO * O) and, with STORE_DELTA, stores it in Delta. USE_TMA: K and V through
+    (heads_total, N_CTX, HEAD_DIM) descriptors (contiguous inputs)."""
     if USE_TMA:
-        heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_M)
         k_base = tl.make_tensor_descriptor(K, shape=[heads_total, N_CTX, HEAD_DIM],
                                            strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, BLOCK_N, HEAD_DIM])
         v_base = tl.make_tensor_descriptor(V, shape=[heads_total, N_CTX, HEAD_DIM],
@@ -505,7 +548,8 @@ def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
                 + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
                 mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
-    tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
+    if STORE_DELTA:
+        tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
     lse2 = tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, mask=row_ok,
                    other=float("inf")) * _LOG2E
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
@@ -543,6 +587,88 @@ def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
+
+
+@triton.jit
+def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
+                 stride_qz, stride_qh, stride_qm, stride_qd,
+                 stride_kz, stride_kh, stride_kn, stride_kd,
+                 stride_vz, stride_vh, stride_vn, stride_vd,
+                 stride_oz, stride_oh, stride_om, stride_od,
+                 stride_doz, stride_doh, stride_dom, stride_dod,
+                 stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+                 H, N_CTX,
+                 HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+                 TMA_OK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 USE_TMA: tl.constexpr):
+    """One program = one BLOCK_M tile of queries, looping over key blocks like the forward.
+
+    Grid (cdiv(N, BLOCK_M) * B * H,), causal tiles in reverse order, as in the forward.
+    Requires BLOCK_M % BLOCK_N == 0. Computes delta = rowsum(dO * O) of its rows itself and stores it
+    for the dK/dV kernel launched after it (the split backward has no preprocess launch).
+    TMA_OK and USE_TMA as in the forward: K and V then come through tensor descriptors.
+    """
+    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
+    heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_M)
+    _dq_tile(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
+             stride_qz, stride_qh, stride_qm, stride_qd,
+             stride_kz, stride_kh, stride_kn, stride_kd,
+             stride_vz, stride_vh, stride_vn, stride_vd,
+             stride_oz, stride_oh, stride_om, stride_od,
+             stride_doz, stride_doh, stride_dom, stride_dod,
+             stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+             off_z, off_h, off_hz, start_m, heads_total, N_CTX,
+             HEAD_DIM, CAUSAL, BLOCK_SKIP, BLOCK_M, BLOCK_N, USE_TMA, True)
+
+
+@triton.jit
+def _attn_bwd_single(Q, K, V, O, DO, DQ, DK, DV, LSE, sm_scale,
+                     stride_qz, stride_qh, stride_qm, stride_qd,
+                     stride_kz, stride_kh, stride_kn, stride_kd,
+                     stride_vz, stride_vh, stride_vn, stride_vd,
+                     stride_oz, stride_oh, stride_om, stride_od,
+                     stride_doz, stride_doh, stride_dom, stride_dod,
+                     stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+                     stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+                     stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+                     H, N_CTX,
+                     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The whole backward in one launch: the dK/dV programs of _attn_bwd_dkdv (BLOCK_N keys stepping over BLOCK_M
+    query rows), then the dQ programs of _attn_bwd_dq with the mirrored tile (BLOCK_N queries stepping over BLOCK_M
+    keys). Both compute delta = rowsum(dO * O) where they need it, so nothing passes between them: no delta
+    buffer, no ordering, one launch instead of two (short backwards are bound by host time per launch).
+
+    Grid (2 * cdiv(N, BLOCK_N) * B * H,); requires BLOCK_N % BLOCK_M == 0.
+    """
+    tiles = tl.cdiv(N_CTX, BLOCK_N)
+    heads_total = tl.num_programs(0) // (2 * tiles)
+    pid = tl.program_id(0)
+    if pid < tiles * heads_total:
+        off_z, off_h, off_hz, start_n = _tile_of(pid, N_CTX, H, BLOCK_N, False)
+        _dkdv_tile(Q, K, V, O, DO, DK, DV, LSE, None, None, sm_scale,
+                   stride_qz, stride_qh, stride_qm, stride_qd,
+                   stride_kz, stride_kh, stride_kn, stride_kd,
+                   stride_vz, stride_vh, stride_vn, stride_vd,
+                   stride_oz, stride_oh, stride_om, stride_od,
+                   stride_doz, stride_doh, stride_dom, stride_dod,
+                   stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+                   stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+                   off_z, off_h, off_hz, start_n, heads_total, N_CTX, 0,
+                   HEAD_DIM, CAUSAL, BLOCK_SKIP, False, False, True, BLOCK_M, BLOCK_N)
+    else:
+        off_z, off_h, off_hz, start_m = _tile_of(pid - tiles * heads_total, N_CTX, H, BLOCK_N, CAUSAL)
+        _dq_tile(Q, K, V, O, DO, DQ, LSE, None, sm_scale,
+                 stride_qz, stride_qh, stride_qm, stride_qd,
+                 stride_kz, stride_kh, stride_kn, stride_kd,
+                 stride_vz, stride_vh, stride_vn, stride_vd,
+                 stride_oz, stride_oh, stride_om, stride_od,
+                 stride_doz, stride_doh, stride_dom, stride_dod,
+                 stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+                 off_z, off_h, off_hz, start_m, heads_total, N_CTX,
+                 HEAD_DIM, CAUSAL, BLOCK_SKIP, BLOCK_N, BLOCK_M, False, False)
+
+
 # --------------------------------------------------------------------------------------------------
 # Autotuning
 # --------------------------------------------------------------------------------------------------
@@ -576,6 +702,12 @@ _SEARCH_SPACE = {
         128: [((32, 128), 8, (2, 3)), ((16, 128), 8, (2, 3)), ((32, 64), 8, (2, 3)),
               ((64, 64), 8, (2,))],
     },
+    # The one-launch backward (_attn_bwd_single): a dK/dV tile (BLOCK_M query rows per step over BLOCK_N keys), its
+    # dQ programs the mirror image (BLOCK_N queries stepping over BLOCK_M keys), one num_warps for both.
+    "single": {
+        64: [((64, 64), 4, (2, 3)), ((32, 64), 4, (2, 3)), ((32, 128), 8, (2,)), ((64, 128), 8, (2,))],
+        128: [((32, 128), 8, (2, 3)), ((16, 128), 8, (2,)), ((32, 64), 4, (2,)), ((64, 64), 8, (2,))],
+    },
     "dq": {
         64: [((128, 32), 4, (2, 3)), ((128, 32), 8, (2, 3)), ((128, 64), 8, (2, 3)),
              ((64, 32), 4, (2,)), ((64, 64), 4, (2,))],
@@ -602,6 +734,7 @@ _INTERPRET_BLOCKS = {
     "fwd": {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": False},
     "dkdv": {"BLOCK_M": 16, "BLOCK_N": 32},
     "dkdvq": {"BLOCK_M": 16, "BLOCK_N": 32},
+    "single": {"BLOCK_M": 16, "BLOCK_N": 32},
     "dq": {"BLOCK_M": 32, "BLOCK_N": 16, "USE_TMA": False},
 }
 # Autotuning runs on the GPU unless PROFKIT_FA_AUTOTUNE=0, which launches each kernel with the
@@ -611,13 +744,13 @@ _TIME_VARIANTS = _AUTOTUNE
 """Whether an eligible forward times its variants (``_pick_forward``); off with autotuning."""
 _AUTOTUNE_KEY = ["N_CTX", "HEAD_DIM", "CAUSAL", "BLOCK_SKIP"]  # Triton adds every tensor's dtype
 _AUTOTUNE_KEYS = {"fwd": _AUTOTUNE_KEY + ["TMA_OK"], "dkdv": _AUTOTUNE_KEY, "dkdvq": _AUTOTUNE_KEY + ["DQ_TMA"],
-                  "dq": _AUTOTUNE_KEY + ["TMA_OK"]}
+                  "dq": _AUTOTUNE_KEY + ["TMA_OK"], "single": _AUTOTUNE_KEY}
 _RESET_TO_ZERO = {"dkdvq": ["DQ_ACC"]}  # the fused kernel adds into DQ_ACC: cleared before every timed config
 _PREPROCESS_BLOCK_M = 32 if _INTERPRET else 128
 
 
 def autotune_configs(kernel: str, head_dim: int, tma: bool = False) -> list[triton.Config]:
-    """The sm_90 search space of one kernel ("fwd", "dkdv", "dkdvq" or "dq") for one head_dim; with tma,
+    """The sm_90 search space of one kernel ("fwd", "dkdv", "dkdvq", "dq" or "single") for one head_dim; with tma,
     the descriptor configs of the kernels that have them (fwd, dq) too (the first config is always a pointer one).
 
     Every config keeps the outer tile (the one a program owns) a multiple of the inner one it
@@ -663,6 +796,7 @@ _attn_fwd_tuned = _autotuned("fwd")(_attn_fwd)
 _attn_bwd_dkdv_tuned = _autotuned("dkdv")(_attn_bwd_dkdv)
 _attn_bwd_dq_tuned = _autotuned("dq")(_attn_bwd_dq)
 _attn_bwd_dkdvq_tuned = _autotuned("dkdvq")(_attn_bwd_dkdv)
+_attn_bwd_single_tuned = _autotuned("single")(_attn_bwd_single)
 
 # Launches recorded per call signature (kernels.launch): repeated calls skip triton's per-launch
 # Python work (tens of microseconds each, four launches per forward+backward), which otherwise
@@ -674,6 +808,8 @@ _DKDV_LAUNCH = LaunchCache(_attn_bwd_dkdv_tuned,
 _DKDVQ_LAUNCH = LaunchCache(_attn_bwd_dkdvq_tuned,
                             per_call=("Q", "K", "V", "DO", "DK", "DV", "LSE", "Delta", "DQ_ACC", "sm_scale"))
 _DQ_LAUNCH = LaunchCache(_attn_bwd_dq_tuned, per_call=("Q", "K", "V", "O", "DO", "DQ", "LSE", "Delta", "sm_scale"))
+_SINGLE_LAUNCH = LaunchCache(_attn_bwd_single_tuned,
+                             per_call=("Q", "K", "V", "O", "DO", "DQ", "DK", "DV", "LSE", "sm_scale"))
 _CONVERT_LAUNCH = LaunchCache(_attn_bwd_dq_convert, per_call=("DQ_ACC", "DQ", "sm_scale"))
 _CONVERT_BLOCK_M = 32 if _INTERPRET else 64
 _SM90_LAUNCH = (LaunchCache(sm90.attn_fwd_sm90, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
@@ -689,12 +825,12 @@ tuple and the launch keywords: at N = 1024, d=64 a forward cost 62 µs of host t
 launch itself, while the kernel takes 27 µs (GPU run O)."""
 _BWD_REPLAYS: dict = {}
 """``_backward_key`` (the forward's layout key and do's layout, or the six tensors' signatures and the flags; then
-fused) -> the backward's recorded launches (split: dQ, dK/dV and whether dQ reads through TMA descriptors; fused:
-preprocess, dK/dV, conversion). A backward runs in autograd's device thread, where the host time of the Python
-path adds to the engine's own: at N = 512, d=64 a backward through torch.autograd.grad cost 124 µs of host time,
-49 µs of it in ``_backward`` and 55 µs the engine's round trip into any Python backward (``python -m
-profkit.bench.host_probe fa_backward``, GPU run AV). The replay skips the ten-tensor key, the grid closures, the
-launch keywords and three cache lookups."""
+the variant) -> the backward's recorded launches (split: dQ, dK/dV and whether dQ reads through TMA descriptors;
+fused: preprocess, dK/dV, conversion; single: its one launch). A backward runs in autograd's device thread, where
+the host time of the Python path adds to the engine's own: at N = 512, d=64 a backward through
+torch.autograd.grad cost 124 µs of host time, 49 µs of it in ``_backward`` and 55 µs the engine's round trip into
+any Python backward (``python -m profkit.bench.host_probe fa_backward``, GPU run AV). The replay skips the
+ten-tensor key, the grid closures, the launch keywords and three cache lookups."""
 
 
 def _fixed_launch(kernel: str, head_dim: int) -> dict:
@@ -927,12 +1063,16 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
     return _INTERPRET or _device_tma(tensors[0])
 
 
-BACKWARD_VARIANTS = ("split", "fused")
-"""How the backward can run. "split" (the default): a dQ kernel over query tiles, then dK/dV over key blocks, each
-recomputing P and dP (seven matmuls per block pair). "fused": dQ added, in fp32, from the dK/dV kernel (five
+BACKWARD_VARIANTS = ("split", "fused", "single")
+"""How the backward can run. "split" (the default above SINGLE_MAX_SEQ): a dQ kernel over query tiles, then dK/dV over
+key blocks, each recomputing P and dP (seven matmuls per block pair). "single" (the default up to SINGLE_MAX_SEQ):
+the same programs in one launch, each computing the delta it needs from O and dO (one launch and one buffer less
+of host time, an O load per dK/dV step more on the GPU). "fused": dQ added, in fp32, from the dK/dV kernel (five
 matmuls, then a conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ
 is not bitwise reproducible); on the H200 it ran at 0.84-0.96x the split backward's speed for N >= 2048 (GPU run
 AJ; its 8-warp tiles need 255 registers, one CTA per SM), hence opt-in."""
+SINGLE_MAX_SEQ = 1024
+"""The longest sequence whose backward runs "single" by default."""
 _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
 """PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> picks the backward of every call that does not name one."""
 
@@ -943,9 +1083,10 @@ def _reduce_with_tma(q: torch.Tensor) -> bool:
     return not _INTERPRET and _device_tma(q)
 
 
-def _backward_variant(variant: str | None) -> str:
-    """The variant a backward runs: the caller's, else PROFKIT_FA_BWD, else "split"."""
-    variant = variant or _BWD_VARIANT or BACKWARD_VARIANTS[0]
+def _backward_variant(variant: str | None, seq: int) -> str:
+    """The variant a backward of length seq runs: the caller's, else PROFKIT_FA_BWD, else "single" up to
+    SINGLE_MAX_SEQ and "split" above."""
+    variant = variant or _BWD_VARIANT or ("single" if seq <= SINGLE_MAX_SEQ else "split")
     if variant not in BACKWARD_VARIANTS:
         raise ValueError(f"backward variant {variant!r} (PROFKIT_FA_BWD); expected one of "
                          f"{', '.join(BACKWARD_VARIANTS)}")
@@ -959,12 +1100,36 @@ def _dq_accumulator(q: torch.Tensor) -> torch.Tensor:
     return torch.empty((batch * heads * head_dim, triton.cdiv(seq, 4) * 4), device=q.device, dtype=torch.float32)
 
 
-def _backward_key(do, q, k, v, o, lse, causal: bool, block_skip: bool, fused: bool, layout: tuple | None) -> tuple:
-    """The _BWD_REPLAYS key of a backward (its last item is ``fused``): the forward's layout key and do's layout
+def _backward_key(do, q, k, v, o, lse, causal: bool, block_skip: bool, variant: str, layout: tuple | None) -> tuple:
+    """The _BWD_REPLAYS key of a backward (its last item is the variant): the forward's layout key and do's layout
     when the caller has the former, else the six tensors' signatures and the flags."""
     if layout is not None:
-        return "forward layout", layout, do.dtype, do.stride(), do.data_ptr() % 16 == 0, fused
-    return signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), fused
+        return "forward layout", layout, do.dtype, do.stride(), do.data_ptr() % 16 == 0, variant
+    return signature(do, q, k, v, o, lse), bool(causal), bool(block_skip), variant
+
+
+def _replay_backward(replay: tuple, variant: str, do, q, k, v, o, lse, sm_scale: float):
+    """Run a backward's recorded launches (see _BWD_REPLAYS) into fresh gradients."""
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if variant == "single":
+        replay[0]((q, k, v, o, do, dq, dk, dv, lse, sm_scale))
+        return dq, dk, dv
+    delta = torch.empty_like(lse)
+    if variant == "fused":
+        preprocess, dkdv, convert = replay
+        acc = _dq_accumulator(q)
+        if _reduce_with_tma(q):
+            triton.set_allocator(_tma_workspace)
+        preprocess((o, do, delta, acc))
+        dkdv((q, k, v, do, dk, dv, lse, delta, acc, sm_scale))
+        convert((acc, dq, sm_scale))
+    else:
+        dq_launch, dkdv, dq_tma = replay
+        if dq_tma:
+            triton.set_allocator(_tma_workspace)
+        dq_launch((q, k, v, o, do, dq, lse, delta, sm_scale))
+        dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
+    return dq, dk, dv
 
 
 def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None,
@@ -972,42 +1137,27 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     """Launch the backward; returns dq, dk, dv in the input dtype.
 
     variant (BACKWARD_VARIANTS; default ``_backward_variant``): split launches the dQ kernel (which also writes
-    delta), then dK/dV; fused launches the preprocess (delta, clearing the dQ accumulator), dK/dV with dQ added,
-    and the dQ conversion.
+    delta), then dK/dV; single launches both kinds of program in one grid; fused launches the preprocess (delta,
+    clearing the dQ accumulator), dK/dV with dQ added, and the dQ conversion.
     out: optional preallocated (dq, dk, dv), as for _forward.
     layout: the ``_layout_key`` of the forward that made o and lse (the autograd path). o and lse are then that
     forward's fresh buffers, whose layouts follow from q's, so the replay key needs only do's layout besides.
     """
-    fused = _backward_variant(variant) == "fused"
-    short_key = (_backward_key(do, q, k, v, o, lse, causal, block_skip, fused, layout)
+    batch, heads, seq, head_dim = q.shape
+    variant = _backward_variant(variant, seq)
+    short_key = (_backward_key(do, q, k, v, o, lse, causal, block_skip, variant, layout)
                  if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
     if replay is not None and replay_allowed(q.device.index):
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        delta = torch.empty_like(lse)
-        if fused:
-            preprocess, dkdv, convert = replay
-            acc = _dq_accumulator(q)
-            if _reduce_with_tma(q):
-                triton.set_allocator(_tma_workspace)
-            preprocess((o, do, delta, acc))
-            dkdv((q, k, v, do, dk, dv, lse, delta, acc, sm_scale))
-            convert((acc, dq, sm_scale))
-        else:
-            dq_launch, dkdv, dq_tma = replay
-            if dq_tma:
-                triton.set_allocator(_tma_workspace)
-            dq_launch((q, k, v, o, do, dq, lse, delta, sm_scale))
-            dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
-        return dq, dk, dv
+        return _replay_backward(replay, variant, do, q, k, v, o, lse, sm_scale)
+    fused = variant == "fused"
     tma = fused and _reduce_with_tma(q)
-    dq_tma = not fused and _tma_ok(k, v)  # the split dQ kernel may read K and V through descriptors
-    batch, heads, seq, head_dim = q.shape
+    dq_tma = variant == "split" and _tma_ok(k, v)  # the split dQ kernel may read K and V through descriptors
     if out is None:
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     else:
         dq, dk, dv = out
-    delta = torch.empty_like(lse)
+    delta = torch.empty_like(lse) if variant != "single" else None
     acc = _dq_accumulator(q) if fused else None
     n_pad = acc.shape[1] if fused else 0
 
@@ -1020,7 +1170,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     flags = dict(HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip))
     device = q.device.index if q.is_cuda else None
     key = (signature(*(t for t in (do, q, k, v, o, lse, dq, dk, dv, delta, acc) if t is not None)),
-           bool(causal), bool(block_skip), fused)
+           bool(causal), bool(block_skip), variant)
     if tma or dq_tma:  # device-built descriptors live in a workspace the launcher allocates
         triton.set_allocator(_tma_workspace)
 
@@ -1032,7 +1182,14 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
             device, **flags, FUSE_DQ=fused, DQ_TMA=tma, **_fixed_launch("dkdvq" if fused else "dkdv", head_dim))
 
     with _device_scope(q):
-        if fused:
+        if variant == "single":
+            _SINGLE_LAUNCH.launch(
+                key, lambda meta: (2 * triton.cdiv(seq, meta["BLOCK_N"]) * batch * heads,),
+                (q, k, v, o, do, dq, dk, dv, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
+                 *_strides(do), *_strides(dq), *_strides(dk), *_strides(dv), heads, seq),
+                device, **flags, **_fixed_launch("single", head_dim))
+            caches = (_SINGLE_LAUNCH,)
+        elif fused:
             _PRE_LAUNCH.launch(
                 key, (triton.cdiv(seq, _PREPROCESS_BLOCK_M) * batch * heads,),
                 (o, do, delta, acc, *_strides(o), *_strides(do), heads, seq, n_pad), device,
@@ -1056,7 +1213,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
         # alignment follow from short_key, so the recorded launches serve every later call.
         entries = tuple(cache.get(key) for cache in caches)
         if all(e is not None for e in entries):
-            _BWD_REPLAYS[short_key] = entries if fused else (*entries, dq_tma)
+            _BWD_REPLAYS[short_key] = entries if variant != "split" else (*entries, dq_tma)
     return dq, dk, dv
 
 
@@ -1093,10 +1250,15 @@ def _attention_grads(ctx, do):
 _once_differentiable_grads = torch.autograd.function.once_differentiable(_attention_grads)
 
 
-def _fused_backward_attention(q, k, v, causal: bool):
-    """flash_attention (default scale, block skipping) with the fused backward: the benchmark's fa2_bwd_fused row
-    and the profile workload's fa2_bwd_fused range."""
-    return FlashAttentionFunction.apply(q, k, v, causal, _resolve_scale(None, q.shape[-1]), True, "fused")
+def _variant_attention(variant: str):
+    """attention(q, k, v, causal): flash_attention (default scale, block skipping) with the named backward variant,
+    for the benchmark's fa2_bwd_<variant> rows and the profile workload's fa2_bwd_fused range."""
+    def attention(q, k, v, causal: bool):
+        return FlashAttentionFunction.apply(q, k, v, causal, _resolve_scale(None, q.shape[-1]), True, variant)
+    return attention
+
+
+_fused_backward_attention = _variant_attention("fused")
 
 
 def _tl_forward(q, k, v, causal: bool) -> torch.Tensor:
@@ -1186,14 +1348,14 @@ TIMED = {
 }
 
 
-def bench_cases(quick: bool = False) -> list:
+def bench_cases(quick: bool = False, seqs=None) -> list:
     """The benchmark grid: causal fp16, d=64 (B=4, H=8) and d=128 (B=4, H=16), fwd and bwd,
-    N in BENCH_SEQS (QUICK_SEQS when quick); FLOPs and bytes from profkit.bench.flops."""
+    N in seqs (default BENCH_SEQS, QUICK_SEQS when quick); FLOPs and bytes from profkit.bench.flops."""
     from profkit.bench import flops, harness
 
     cases = []
     for head_dim, batch, heads in BENCH_SHAPES:
-        for seq in (QUICK_SEQS if quick else BENCH_SEQS):
+        for seq in seqs or (QUICK_SEQS if quick else BENCH_SEQS):
             for direction in ("fwd", "bwd"):
                 cases.append(harness.Case(
                     workload=WORKLOAD,
@@ -1255,8 +1417,9 @@ def attention_impls() -> dict:
         "fa2_triton": lambda q, k, v, causal: flash_attention(q, k, v, causal=causal),
         # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
         "fa2_tl_fwd": _tl_forward,
-        # The fused backward beside fa2_triton's split one (backward cases only).
-        "fa2_bwd_fused": _fused_backward_attention,
+        # Every backward variant beside fa2_triton's default one (backward cases only; the split and one-launch
+        # rows only at the lengths where fa2_triton runs the other).
+        **{f"fa2_bwd_{variant}": _variant_attention(variant) for variant in BACKWARD_VARIANTS},
         "sdpa_default": _sdpa_call(None),
         "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
@@ -1294,11 +1457,13 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
 
     def factory(case):
         causal = case.params["causal"]
-        q, k, v, do = inputs.get(case)
         if name == "fa2_tl_fwd" and case.params["direction"] != "fwd":
             raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
         if name.startswith("fa2_bwd_") and case.params["direction"] != "bwd":
             raise harness.Unsupported("backward only (its forward is fa2_triton's)")
+        if name.startswith("fa2_bwd_") and name[len("fa2_bwd_"):] == _backward_variant(None, case.params["seq"]):
+            raise harness.Unsupported("fa2_triton's backward at this length (the default variant)")
+        q, k, v, do = inputs.get(case)
         try:  # compile, autotune and record the launches; the poison check below replays them
             o = attention(q, k, v, causal)
             if case.params["direction"] == "bwd":
@@ -1424,7 +1589,7 @@ def _memory_row(name: str, attention, params: dict, direction: str) -> dict:
     return row
 
 
-_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), "fa2_bwd_fused": ("fwd+bwd",)}
+_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), **{f"fa2_bwd_{variant}": ("fwd+bwd",) for variant in BACKWARD_VARIANTS}}
 """What the one-direction rows of attention_impls() measure in the memory table."""
 
 
@@ -1451,26 +1616,27 @@ def memory_table(seqs=BENCH_SEQS, shapes=BENCH_SHAPES):
     return pd.DataFrame(rows)
 
 
-def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=None):
     """Time ours vs SDPA (default, flash pinned, cuDNN pinned), fwd and bwd; measure peak memory.
 
     Writes <out_dir>/flash_attention.json|csv (timings, with ratio_vs_baseline against SDPA's
     default backend and ratio_vs_sdpa_flash) and flash_attention_memory.json|csv, prints both
     and returns the timing table. The memory table is measured first, before the harness
     allocates its L2-flush buffer. Our kernels are first run once into NaN-poisoned outputs,
-    and every case's outputs are checked against SDPA's default (CHECK_TOL).
+    and every case's outputs are checked against SDPA's default (CHECK_TOL). seqs: the lengths to run (default
+    BENCH_SEQS, QUICK_SEQS when quick).
     """
     import pandas as pd
 
     from profkit.bench import flops, harness
 
     harness.require_cuda("kernels.flash_attention.bench")
-    seqs = QUICK_SEQS if quick else BENCH_SEQS
+    seqs = tuple(seqs or (QUICK_SEQS if quick else BENCH_SEQS))
     memory = memory_table(seqs)
 
     inputs = _CaseInputs()
     impls = {name: _impl_factory(name, fn, inputs) for name, fn in attention_impls().items()}
-    cases = bench_cases(quick)
+    cases = bench_cases(seqs=seqs)
     rounds = 2 if quick else 3
     df = harness.compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
     # Short sequences again with every call replayed from a CUDA graph: the kernels alone, so
@@ -1646,12 +1812,13 @@ def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m kernels.flash_attention bench [--quick] | profile [--n N] [--d D] [--non-causal] | power [--n N]"""
+    """python -m kernels.flash_attention bench [--quick] [--seqs N ...] | profile [--n N] [--d D] [--non-causal] | power [--n N]"""
     parser = argparse.ArgumentParser(prog="python -m kernels.flash_attention",
                                      description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     bench_cmd = commands.add_parser("bench", help="benchmark vs SDPA and write reports")
     bench_cmd.add_argument("--quick", action="store_true", help=f"only N in {QUICK_SEQS}")
+    bench_cmd.add_argument("--seqs", type=int, nargs="+", help=f"these N only (default {BENCH_SEQS})")
     bench_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     profile_cmd = commands.add_parser("profile", help="run the NVTX-ranged profiling workload")
     profile_cmd.add_argument("--n", type=int, default=4096, help="sequence length")
@@ -1663,7 +1830,9 @@ def main(argv: list[str] | None = None) -> int:
     power_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     args = parser.parse_args(argv)
     if args.command == "bench":
-        bench(args.out_dir, quick=args.quick)
+        if args.seqs and min(args.seqs) < 1:
+            parser.error(f"--seqs must be positive, got {args.seqs}")
+        bench(args.out_dir, quick=args.quick, seqs=args.seqs)
     elif args.command == "power":
         power_probe(seq=args.n, out_dir=args.out_dir)
     else:

@@ -178,12 +178,15 @@ BACKWARD_CASES = [LONG[0], LONG[1], LONG[2], LONG[5], SHORT[3], (1, 2, 77, 128, 
                          ids=[case_id(c) for c in BACKWARD_CASES])
 def test_backward_variants_match_float64_reference(batch, heads, seq, head_dim, causal, dtype, layout, sm_scale,
                                                    variant, seed):
-    """Both backwards, dQ from its own kernel or added in fp32 from the dK/dV kernel (atomics under the
-    interpreter, TMA reduce on sm_90), give dQ, dK, dV within the gradient tolerance of float64."""
+    """Every backward, dQ from its own kernel (split), from its own programs in the dK/dV launch (single) or added
+    in fp32 from the dK/dV kernel (fused: atomics under the interpreter, TMA reduce on sm_90), writes every element
+    of NaN-filled gradients and gives dQ, dK, dV within the gradient tolerance of float64."""
     q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, layout)
     scale = fa._resolve_scale(sm_scale, head_dim)
     o, lse = fa.flash_attention_forward(q, k, v, causal=causal, sm_scale=sm_scale)
-    got = dict(zip(("dq", "dk", "dv"), fa._backward(do, q, k, v, o, lse, causal, scale, True, variant=variant)))
+    grads = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+    fa._backward(do, q, k, v, o, lse, causal, scale, True, out=grads, variant=variant)
+    got = dict(zip(("dq", "dk", "dv"), grads))
     ref = run_reference(q, k, v, do, causal, sm_scale)
     tol = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
     for name in ("dq", "dk", "dv"):
@@ -242,17 +245,19 @@ def test_backward_key_from_the_forward_layout():
     are that forward's fresh buffers), then the variant; without a layout key, all six tensors' signatures."""
     q, k, v, do = (torch.randn(2, 3, 40, 64).half() for _ in range(4))
     layout = fa._layout_key(q, k, v, True, True, True)
-    key = fa._backward_key(do, q, k, v, None, None, True, True, False, layout)
-    assert fa._backward_key(torch.randn(2, 3, 40, 64).half(), q, k, v, None, None, True, True, False, layout) == key
-    assert fa._backward_key(do, q, k, v, None, None, True, True, True, layout)[-1] is True and key[-1] is False
+    key = fa._backward_key(do, q, k, v, None, None, True, True, "split", layout)
+    assert fa._backward_key(torch.randn(2, 3, 40, 64).half(), q, k, v, None, None, True, True, "split", layout) == key
+    assert key[-1] == "split"
+    assert {fa._backward_key(do, q, k, v, None, None, True, True, variant, layout)[-1]
+            for variant in fa.BACKWARD_VARIANTS} == set(fa.BACKWARD_VARIANTS)
     unaligned = torch.randn(2 * 3 * 40 * 64 + 1).half()[1:].view(2, 3, 40, 64)
     for other in (do.transpose(1, 2).contiguous().transpose(1, 2), do.bfloat16(), unaligned):
-        assert fa._backward_key(other, q, k, v, None, None, True, True, False, layout) != key
-    assert fa._backward_key(do, q, k, v, None, None, True, True, False,
+        assert fa._backward_key(other, q, k, v, None, None, True, True, "split", layout) != key
+    assert fa._backward_key(do, q, k, v, None, None, True, True, "split",
                             fa._layout_key(q, k, v, False, True, True)) != key
     o, lse = torch.empty_like(q), torch.empty(q.shape[:3])
-    plain = fa._backward_key(do, q, k, v, o, lse, True, True, False, None)
-    assert plain == (signature(do, q, k, v, o, lse), True, True, False)
+    plain = fa._backward_key(do, q, k, v, o, lse, True, True, "single", None)
+    assert plain == (signature(do, q, k, v, o, lse), True, True, "single")
 
 
 def test_dq_accumulator_rows_are_tma_aligned():
@@ -264,16 +269,39 @@ def test_dq_accumulator_rows_are_tma_aligned():
 
 
 def test_backward_variant_choice(monkeypatch):
-    """A caller's variant wins, then PROFKIT_FA_BWD (checked), then the split backward."""
+    """A caller's variant wins, then PROFKIT_FA_BWD (checked), then the one-launch backward up to SINGLE_MAX_SEQ
+    and the split one above."""
     for variant in fa.BACKWARD_VARIANTS:
-        assert fa._backward_variant(variant) == variant
+        assert fa._backward_variant(variant, 100) == variant
     monkeypatch.setattr(fa, "_BWD_VARIANT", "fused")
-    assert fa._backward_variant(None) == "fused" and fa._backward_variant("split") == "split"
+    assert fa._backward_variant(None, 100) == "fused" and fa._backward_variant("split", 100) == "split"
     monkeypatch.setattr(fa, "_BWD_VARIANT", "both")
     with pytest.raises(ValueError, match="PROFKIT_FA_BWD"):
-        fa._backward_variant(None)
+        fa._backward_variant(None, 100)
     monkeypatch.setattr(fa, "_BWD_VARIANT", "")
-    assert fa._backward_variant(None) == "split"
+    assert fa._backward_variant(None, 1) == fa._backward_variant(None, fa.SINGLE_MAX_SEQ) == "single"
+    assert fa._backward_variant(None, fa.SINGLE_MAX_SEQ + 1) == "split"
+
+
+def test_autograd_backward_follows_the_default_variant(monkeypatch, seed):
+    """flash_attention's backward runs the default variant for its length (one launch when short, split above
+    SINGLE_MAX_SEQ: lowered here so the interpreter stays fast), with gradients matching float64 either way."""
+    launched = []
+    for cache in ("_SINGLE_LAUNCH", "_DQ_LAUNCH"):
+        real = getattr(fa, cache)
+        monkeypatch.setattr(fa, cache, SimpleNamespace(
+            launch=lambda *a, real=real, name=cache, **kw: launched.append(name) or real.launch(*a, **kw),
+            get=real.get))
+    monkeypatch.setattr(fa, "SINGLE_MAX_SEQ", 40)
+    for seq, expected in ((40, "_SINGLE_LAUNCH"), (41, "_DQ_LAUNCH")):
+        q, k, v, do = make_inputs((1, 2, seq, 64), torch.float16, seed, "bhsd")
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        launched.clear()
+        grads = torch.autograd.grad(fa.flash_attention(q, k, v, causal=True), (q, k, v), do)
+        assert launched == [expected], (seq, launched)
+        ref = run_reference(q, k, v, do, True)
+        for name, got in zip(("dq", "dk", "dv"), grads):
+            assert scaled_error(got, ref[name]) <= GRAD_TOL_U * UNIT_ROUNDOFF[torch.float16], (seq, name)
 
 
 TMA_CASES = [(1, 2, 45, 128, True, torch.float16, "bhsd"), (2, 1, 100, 64, False, torch.bfloat16, "bhsd"),
@@ -576,6 +604,7 @@ def test_rejects_non_positive_scale():
 
 @pytest.mark.parametrize("kernel,outer,inner", [("fwd", "BLOCK_M", "BLOCK_N"),
                                                 ("dkdv", "BLOCK_N", "BLOCK_M"),
+                                                ("single", "BLOCK_N", "BLOCK_M"),
                                                 ("dq", "BLOCK_M", "BLOCK_N")])
 def test_tiles_keep_the_causal_split_aligned(kernel, outer, inner):
     """The causal loop split starts the diagonal stage on an inner-block boundary, so every tile
@@ -623,9 +652,10 @@ def test_add_ratio_vs_holds_graph_rows_against_the_graph_baseline():
     assert lone["ratio_vs_flash"].isna().all()
 
 
-@pytest.mark.parametrize("quick,seqs", [(False, fa.BENCH_SEQS), (True, fa.QUICK_SEQS)])
-def test_bench_cases_cover_the_grid_with_causal_flops(quick, seqs):
-    cases = fa.bench_cases(quick)
+@pytest.mark.parametrize("quick,chosen,seqs", [(False, None, fa.BENCH_SEQS), (True, None, fa.QUICK_SEQS),
+                                               (True, (512, 777), (512, 777))])
+def test_bench_cases_cover_the_grid_with_causal_flops(quick, chosen, seqs):
+    cases = fa.bench_cases(quick, seqs=chosen)
     assert len(cases) == len(fa.BENCH_SHAPES) * len(seqs) * 2
     assert len({c.label for c in cases}) == len(cases)
     for case in cases:
@@ -634,6 +664,31 @@ def test_bench_cases_cover_the_grid_with_causal_flops(quick, seqs):
         assert p["batch"] * p["heads"] == {64: 32, 128: 64}[p["head_dim"]]
         full = 4.0 * p["batch"] * p["heads"] * p["seq"] ** 2 * p["head_dim"]
         assert case.flops == full / 2 * (2.5 if p["direction"] == "bwd" else 1.0)
+
+
+def test_variant_rows_time_each_backward_once(monkeypatch):
+    """The fa2_bwd_<variant> rows skip forward cases and the length where their variant is fa2_triton's own
+    backward (no case is timed twice), before any input is made; the others reach the inputs."""
+    from profkit.bench import harness
+
+    monkeypatch.setattr(fa, "_BWD_VARIANT", "")
+
+    class NoInputs:
+        def get(self, case):
+            raise LookupError("inputs requested")
+
+    impls = fa.attention_impls()
+    assert {f"fa2_bwd_{variant}" for variant in fa.BACKWARD_VARIANTS} <= set(impls)
+    cases = {(c.params["direction"], c.params["seq"]): c for c in fa.bench_cases(seqs=(512, 4096))}
+    for variant in fa.BACKWARD_VARIANTS:
+        factory = fa._impl_factory(f"fa2_bwd_{variant}", impls[f"fa2_bwd_{variant}"], NoInputs())
+        with pytest.raises(harness.Unsupported, match="backward only"):
+            factory(cases["fwd", 512])
+        for seq in (512, 4096):
+            default = fa._backward_variant(None, seq) == variant
+            with pytest.raises(harness.Unsupported if default else LookupError):
+                factory(cases["bwd", seq])
+    assert fa._backward_variant(None, 512) == "single" and fa._backward_variant(None, 4096) == "split"
 
 
 SM90_SCRIPT = r"""
@@ -693,6 +748,9 @@ for d in fa.SUPPORTED_HEAD_DIMS:  # dK/dV with dQ reduced through TMA: every con
     for config in fa.autotune_configs("dkdvq", d):
         results[f"dkdvq d={d} {config.kwargs['BLOCK_M']}x{config.kwargs['BLOCK_N']} w{config.num_warps} "
                 f"s{config.num_stages}"] = compile_kernel(fa._attn_bwd_dkdv, d, config, FUSE_DQ=True, DQ_TMA=True)
+    for config in fa.autotune_configs("single", d):  # the one-launch backward: every config
+        results[f"single d={d} {config.kwargs['BLOCK_M']}x{config.kwargs['BLOCK_N']} w{config.num_warps} "
+                f"s{config.num_stages}"] = compile_kernel(fa._attn_bwd_single, d, config)
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernels import flash_attention_sm90 as sm90
 def compile_sm90(head_dim, causal, paired):
@@ -740,7 +798,9 @@ def test_kernels_compile_for_hopper():
                           capture_output=True, text=True, env=env, timeout=300, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len([n for n in results if not n.startswith(("fwd-tma", "dq-tma", "fwd-sm90", "dkdvq"))]) == 6
+    assert len([n for n in results if not n.startswith(("fwd-tma", "dq-tma", "fwd-sm90", "dkdvq", "single"))]) == 6
+    assert len([n for n in results if n.startswith("single")]) == sum(
+        len(fa.autotune_configs("single", d)) for d in fa.SUPPORTED_HEAD_DIMS)
     assert any("fwd-tma" in n for n in results) and len([n for n in results if "fwd-sm90" in n]) == 6
     assert len([n for n in results if n.startswith("dq-tma")]) == sum(
         c.kwargs["USE_TMA"] for d in fa.SUPPORTED_HEAD_DIMS for c in fa.autotune_configs("dq", d, tma=True))

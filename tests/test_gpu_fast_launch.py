@@ -37,7 +37,7 @@ def test_matmul_recorded_launch_matches_reference_on_new_inputs(m, n, k, dtype, 
         assert relative_error(fresh, reference) <= tol
 
 
-@pytest.mark.parametrize("variant", ["split", "fused"])
+@pytest.mark.parametrize("variant", ["split", "fused", "single"])
 def test_flash_attention_recorded_launches_match_the_launch_path(variant, monkeypatch):
     from kernels import flash_attention as fa
     from kernels.launch import LaunchCache
@@ -58,10 +58,10 @@ def test_flash_attention_recorded_launches_match_the_launch_path(variant, monkey
         finally:
             LaunchCache.enabled = True
         results.setdefault(enabled, []).append((o.detach(), *grads))
-    last = fa._CONVERT_LAUNCH if variant == "fused" else fa._DQ_LAUNCH
+    last = {"fused": fa._CONVERT_LAUNCH, "split": fa._DQ_LAUNCH, "single": fa._SINGLE_LAUNCH}[variant]
     forward_launches = len(fa._FWD_LAUNCH) + (len(fa._SM90_LAUNCH) if fa._SM90_LAUNCH is not None else 0)
     assert forward_launches >= 1 and len(last) >= 1  # the Triton or (sm_90) the Gluon forward was recorded
-    assert any(fused == (variant == "fused") for *_, fused in fa._BWD_REPLAYS), "the backward was not recorded for replay"
+    assert any(key[-1] == variant for key in fa._BWD_REPLAYS), "the backward was not recorded for replay"
     for replay in results[True]:  # the second backward ran the recorded replay (fa._BWD_REPLAYS)
         for name, got, want in zip(("o", "dq", "dk", "dv"), replay, results[False][0]):
             if name == "dq" and variant == "fused":  # fp32 adds in a varying order, then rounded to fp16

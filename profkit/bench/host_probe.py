@@ -7,8 +7,8 @@ Each figure is (host µs, total µs) per call over 300 back-to-back calls after 
 until the last call returned, total = until the GPU finished. When host ≈ total, the loop is host-bound.
 
 * fa_backward: the FlashAttention-2 backward at N = 512 and 1024 (B = 4, causal fp16), d = 64 and 128, through
-  ``torch.autograd.grad`` (autograd's device thread runs the Python backward), with that thread turned off,
-  and its recorded launches called directly; SDPA's C++ backward (flash and cuDNN pinned) and our inference
+  ``torch.autograd.grad`` (autograd's device thread runs the Python backward; the default variant, then the split
+  and one-launch variants by name), with that thread turned off, and the recorded launches called directly; SDPA's C++ backward (flash and cuDNN pinned) and our inference
   forward beside. Three floors: a C++ node (``q * 1.5``'s MulBackward: the engine's round trip alone), an empty
   ``autograd.Function`` (the same round trip into Python) and one returning three fresh gradient buffers (what
   allocating, and later freeing, the gradients every backward must return adds).
@@ -89,7 +89,10 @@ def fa_backward(torch) -> None:
             q, k, v, do = (torch.randn(4, heads, seq, head_dim, device="cuda", dtype=torch.float16) for _ in range(4))
             for t in (q, k, v):
                 t.requires_grad_(True)
+            scale = head_dim ** -0.5
             outputs = {"ours": fa.flash_attention(q, k, v, True),
+                       **{f"ours, {variant} backward": fa.FlashAttentionFunction.apply(q, k, v, True, scale, True, variant)
+                          for variant in ("split", "single")},
                        "SDPA flash": sdpa(SDPBackend.FLASH_ATTENTION, q, k, v),
                        "SDPA cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v),
                        "empty Function": Passthrough.apply(q, k, v),
@@ -97,10 +100,12 @@ def fa_backward(torch) -> None:
                        "C++ node (MulBackward)": q * 1.5}
             with torch.no_grad():
                 o_plain, lse = fa.flash_attention_forward(q, k, v, True)
-            scale = head_dim ** -0.5
             label = f"d={head_dim} N={seq}"
-            print(f"{label}: ours, recorded launches called directly "
-                  f"{per_call_us(lambda: fa._backward(do, q, k, v, o_plain, lse, True, scale, True), torch)}")
+            for variant in ("split", "single"):
+                direct = (lambda variant=variant: fa._backward(do, q, k, v, o_plain, lse, True, scale, True,
+                                                               variant=variant))
+                print(f"{label}: ours, {variant} backward's recorded launches called directly "
+                      f"{per_call_us(direct, torch)}")
             for name, o in outputs.items():
                 grad = (lambda o=o: torch.autograd.grad(o, (q, k, v), do, retain_graph=True, allow_unused=True))
                 print(f"{label}: {name} via autograd.grad {per_call_us(grad, torch)}")
