@@ -1682,11 +1682,12 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
-    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (2 kernels: dQ, which also writes delta,
-    then dK/dV), the fused backward "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion), SDPA
-    (default backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot) forward "fa2_fwd_tl" (the
-    same as fa2_fwd where the Gluon sm_90 kernel does not apply) and that kernel with block skipping off
-    "fa2_fwd_noskip" (the skipping measured on one kernel). Then ``loop`` back-to-back forwards each (no
+    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (its default variant for n), SDPA (default
+    backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot) forward "fa2_fwd_tl" (the same as
+    fa2_fwd where the Gluon sm_90 kernel does not apply), that kernel with block skipping off "fa2_fwd_noskip" (the
+    skipping measured on one kernel), and every backward variant by name: "fa2_bwd_split" (2 kernels: dQ, which
+    also writes delta, then dK/dV), "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion) and
+    "fa2_bwd_single" (1 kernel). Then ``loop`` back-to-back forwards each (no
     synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
     show the host launch cost against kernel time (``profkit show -t launch``). fp16, B=4 and
     H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
@@ -1719,7 +1720,8 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
             torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
             triton_forward()
             flash_attention(q, k, v, causal, block_skip=False)
-            torch.autograd.grad(_fused_backward_attention(q, k, v, causal), (q, k, v), do)
+            for variant in BACKWARD_VARIANTS:
+                torch.autograd.grad(_variant_attention(variant)(q, k, v, causal), (q, k, v), do)
         torch.cuda.synchronize()
 
     # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
@@ -1740,9 +1742,11 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
     timed("fa2_fwd_tl", triton_forward)
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
-    o_fused = _fused_backward_attention(q, k, v, causal)
-    timed("fa2_bwd_fused", lambda: torch.autograd.grad(o_fused, (q, k, v), do))
-    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip", "fa2_bwd_fused"]
+    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip"]
+    for variant in BACKWARD_VARIANTS:
+        o_variant = _variant_attention(variant)(q, k, v, causal)
+        timed(f"fa2_bwd_{variant}", lambda: torch.autograd.grad(o_variant, (q, k, v), do))
+        ranges.append(f"fa2_bwd_{variant}")
     if loop:
         with torch.no_grad():
             for name, attention in (("fa2_fwd_loop", flash_attention), ("sdpa_fwd_loop", sdpa)):
