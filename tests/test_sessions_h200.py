@@ -326,3 +326,21 @@ def test_fused_backward_against_cudnn_in_profkit_diff():
     assert fused_vs_cudnn["duration"]["ratio"] < 0.8  # cuDNN's time over ours
     assert fused_vs_cudnn["global_load_requests"]["a"] > 10 * fused_vs_cudnn["global_load_requests"]["b"]
     assert fused_vs_cudnn["bank_conflicts"]["a"] > 5 * fused_vs_cudnn["bank_conflicts"]["b"]
+
+
+def test_one_launch_backward_does_the_split_pairs_matmuls_in_less_time():
+    """sessions/fa2-n1024-d64-bwd (one ncu capture at N = 1024, where fa2_bwd is the one-launch backward): its one
+    kernel (dK/dV and dQ programs in one grid, the dQ tile the dK/dV tile mirrored) executes exactly the tensor
+    FLOPs of the split pair in the same capture, moves less DRAM (no delta buffer written and read back) and takes
+    less time than the two split kernels together, and than cuDNN's three kernels."""
+    launches = load_session(SESSIONS / "fa2-n1024-d64-bwd").table("launches")
+    single = launches[launches["nvtx_path"] == "fa2_bwd"]
+    split = launches[launches["nvtx_path"] == "fa2_bwd_split"].set_index("kernel")
+    cudnn = launches[launches["nvtx_path"] == "sdpa_bwd"]
+    assert list(single["kernel"]) == ["_attn_bwd_single"]
+    assert list(split.index) == ["_attn_bwd_dq", "_attn_bwd_dkdv"] and len(cudnn) == 3
+    one = single.iloc[0]
+    assert one["tensor_flops"] == pytest.approx(split["tensor_flops"].sum(), rel=1e-3)
+    assert one["duration_us"] < 0.9 * split["duration_us"].sum()
+    assert one["duration_us"] < cudnn["duration_us"].sum()
+    assert one["dram_bytes"] < 0.7 * split["dram_bytes"].sum()
