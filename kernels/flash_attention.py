@@ -1064,15 +1064,19 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
 
 
 BACKWARD_VARIANTS = ("split", "fused", "single")
-"""How the backward can run. "split" (the default above SINGLE_MAX_SEQ): a dQ kernel over query tiles, then dK/dV over
-key blocks, each recomputing P and dP (seven matmuls per block pair). "single" (the default up to SINGLE_MAX_SEQ):
-the same programs in one launch, each computing the delta it needs from O and dO (one launch and one buffer less
-of host time, an O load per dK/dV step more on the GPU). "fused": dQ added, in fp32, from the dK/dV kernel (five
+"""How the backward can run. "split" (the default above SINGLE_MAX_WORK): a dQ kernel over query tiles, then dK/dV
+over key blocks, each recomputing P and dP (seven matmuls per block pair). "single" (the default up to
+SINGLE_MAX_WORK): the same programs in one launch, each computing the delta it needs from O and dO (one launch and one
+buffer less of host time, an O load per dK/dV step more on the GPU). "fused": dQ added, in fp32, from the dK/dV kernel (five
 matmuls, then a conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ
 is not bitwise reproducible); on the H200 it ran at 0.84-0.96x the split backward's speed for N >= 2048 (GPU run
 AJ; its 8-warp tiles need 255 registers, one CTA per SM), hence opt-in."""
-SINGLE_MAX_SEQ = 1024
-"""The longest sequence whose backward runs "single" by default."""
+SINGLE_MAX_WORK = 1 << 31
+"""The most work (``_backward_work``) whose backward runs "single" by default. Measured on the H200 (GPU run CD,
+CUDA-graph times, L2 flushed; d = 64 / 128, B*H = 32 / 128 / 512, N = 512 / 1024 / 2048, causal and not): the one
+launch took 0.85-0.99x the split pair's GPU time for causal work up to 2^31, 0.96-1.21x at 2^32 and 1.05-1.20x above,
+and 1.09-1.16x for full attention up to 2^31, where the split pair's ~30-100 us are below the ~150 us of host time
+an autograd backward costs, so the launch it saves counts more (run BY: 146-160 us a call against 166-186 split)."""
 _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
 """PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> picks the backward of every call that does not name one."""
 
@@ -1083,10 +1087,16 @@ def _reduce_with_tma(q: torch.Tensor) -> bool:
     return not _INTERPRET and _device_tma(q)
 
 
-def _backward_variant(variant: str | None, seq: int) -> str:
-    """The variant a backward of length seq runs: the caller's, else PROFKIT_FA_BWD, else "single" up to
-    SINGLE_MAX_SEQ and "split" above."""
-    variant = variant or _BWD_VARIANT or ("single" if seq <= SINGLE_MAX_SEQ else "split")
+def _backward_work(shape, causal: bool) -> int:
+    """batch * heads * N^2 * head_dim, halved when causal: what a backward's time grows with."""
+    batch, heads, seq, head_dim = shape
+    return batch * heads * seq * seq * head_dim // (2 if causal else 1)
+
+
+def _backward_variant(variant: str | None, shape, causal: bool) -> str:
+    """The variant a backward of q's shape runs: the caller's, else PROFKIT_FA_BWD, else "single" up to
+    SINGLE_MAX_WORK and "split" above."""
+    variant = variant or _BWD_VARIANT or ("single" if _backward_work(shape, causal) <= SINGLE_MAX_WORK else "split")
     if variant not in BACKWARD_VARIANTS:
         raise ValueError(f"backward variant {variant!r} (PROFKIT_FA_BWD); expected one of "
                          f"{', '.join(BACKWARD_VARIANTS)}")
@@ -1144,7 +1154,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     forward's fresh buffers, whose layouts follow from q's, so the replay key needs only do's layout besides.
     """
     batch, heads, seq, head_dim = q.shape
-    variant = _backward_variant(variant, seq)
+    variant = _backward_variant(variant, q.shape, causal)
     short_key = (_backward_key(do, q, k, v, o, lse, causal, block_skip, variant, layout)
                  if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
@@ -1418,7 +1428,7 @@ def attention_impls() -> dict:
         # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
         "fa2_tl_fwd": _tl_forward,
         # Every backward variant beside fa2_triton's default one (backward cases only; the split and one-launch
-        # rows only at the lengths where fa2_triton runs the other).
+        # rows only where fa2_triton runs the other).
         **{f"fa2_bwd_{variant}": _variant_attention(variant) for variant in BACKWARD_VARIANTS},
         "sdpa_default": _sdpa_call(None),
         "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
@@ -1461,8 +1471,9 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
             raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
         if name.startswith("fa2_bwd_") and case.params["direction"] != "bwd":
             raise harness.Unsupported("backward only (its forward is fa2_triton's)")
-        if name.startswith("fa2_bwd_") and name[len("fa2_bwd_"):] == _backward_variant(None, case.params["seq"]):
-            raise harness.Unsupported("fa2_triton's backward at this length (the default variant)")
+        shape = tuple(case.params[key] for key in ("batch", "heads", "seq", "head_dim"))
+        if name.startswith("fa2_bwd_") and name[len("fa2_bwd_"):] == _backward_variant(None, shape, causal):
+            raise harness.Unsupported("fa2_triton's backward at this shape (the default variant)")
         q, k, v, do = inputs.get(case)
         try:  # compile, autotune and record the launches; the poison check below replays them
             o = attention(q, k, v, causal)

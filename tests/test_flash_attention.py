@@ -269,30 +269,35 @@ def test_dq_accumulator_rows_are_tma_aligned():
 
 
 def test_backward_variant_choice(monkeypatch):
-    """A caller's variant wins, then PROFKIT_FA_BWD (checked), then the one-launch backward up to SINGLE_MAX_SEQ
-    and the split one above."""
+    """A caller's variant wins, then PROFKIT_FA_BWD (checked), then the one-launch backward up to SINGLE_MAX_WORK
+    (B*H*N^2*d, halved when causal) and the split one above."""
+    small = (1, 2, 100, 64)
     for variant in fa.BACKWARD_VARIANTS:
-        assert fa._backward_variant(variant, 100) == variant
+        assert fa._backward_variant(variant, small, True) == variant
     monkeypatch.setattr(fa, "_BWD_VARIANT", "fused")
-    assert fa._backward_variant(None, 100) == "fused" and fa._backward_variant("split", 100) == "split"
+    assert fa._backward_variant(None, small, True) == "fused" and fa._backward_variant("split", small, True) == "split"
     monkeypatch.setattr(fa, "_BWD_VARIANT", "both")
     with pytest.raises(ValueError, match="PROFKIT_FA_BWD"):
-        fa._backward_variant(None, 100)
+        fa._backward_variant(None, small, True)
     monkeypatch.setattr(fa, "_BWD_VARIANT", "")
-    assert fa._backward_variant(None, 1) == fa._backward_variant(None, fa.SINGLE_MAX_SEQ) == "single"
-    assert fa._backward_variant(None, fa.SINGLE_MAX_SEQ + 1) == "split"
+    assert fa._backward_work((4, 8, 1024, 64), True) == 4 * 8 * 1024 ** 2 * 64 // 2 == fa.SINGLE_MAX_WORK // 2
+    assert fa._backward_variant(None, (1, 1, 1, 64), False) == "single"
+    assert fa._backward_variant(None, (4, 8, 1024, 64), True) == fa._backward_variant(None, (4, 8, 1024, 64), False) == "single"
+    assert fa._backward_variant(None, (4, 8, 1025, 64), False) == "split"  # just over 2^31
+    assert fa._backward_variant(None, (4, 16, 1024, 128), True) == fa._backward_variant(None, (4, 32, 1024, 64), True) == "split"
+    assert fa._backward_variant(None, (4, 8, 2048, 64), True) == "split"
 
 
 def test_autograd_backward_follows_the_default_variant(monkeypatch, seed):
-    """flash_attention's backward runs the default variant for its length (one launch when short, split above
-    SINGLE_MAX_SEQ: lowered here so the interpreter stays fast), with gradients matching float64 either way."""
+    """flash_attention's backward runs the default variant for its shape (one launch when small, split above
+    SINGLE_MAX_WORK: lowered here so the interpreter stays fast), with gradients matching float64 either way."""
     launched = []
     for cache in ("_SINGLE_LAUNCH", "_DQ_LAUNCH"):
         real = getattr(fa, cache)
         monkeypatch.setattr(fa, cache, SimpleNamespace(
             launch=lambda *a, real=real, name=cache, **kw: launched.append(name) or real.launch(*a, **kw),
             get=real.get))
-    monkeypatch.setattr(fa, "SINGLE_MAX_SEQ", 40)
+    monkeypatch.setattr(fa, "SINGLE_MAX_WORK", fa._backward_work((1, 2, 40, 64), True))
     for seq, expected in ((40, "_SINGLE_LAUNCH"), (41, "_DQ_LAUNCH")):
         q, k, v, do = make_inputs((1, 2, seq, 64), torch.float16, seed, "bhsd")
         q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
@@ -667,7 +672,7 @@ def test_bench_cases_cover_the_grid_with_causal_flops(quick, chosen, seqs):
 
 
 def test_variant_rows_time_each_backward_once(monkeypatch):
-    """The fa2_bwd_<variant> rows skip forward cases and the length where their variant is fa2_triton's own
+    """The fa2_bwd_<variant> rows skip forward cases and the shapes where their variant is fa2_triton's own
     backward (no case is timed twice), before any input is made; the others reach the inputs."""
     from profkit.bench import harness
 
@@ -679,16 +684,21 @@ def test_variant_rows_time_each_backward_once(monkeypatch):
 
     impls = fa.attention_impls()
     assert {f"fa2_bwd_{variant}" for variant in fa.BACKWARD_VARIANTS} <= set(impls)
-    cases = {(c.params["direction"], c.params["seq"]): c for c in fa.bench_cases(seqs=(512, 4096))}
+    cases = fa.bench_cases(seqs=(512, 4096))
+    defaults = set()
     for variant in fa.BACKWARD_VARIANTS:
         factory = fa._impl_factory(f"fa2_bwd_{variant}", impls[f"fa2_bwd_{variant}"], NoInputs())
-        with pytest.raises(harness.Unsupported, match="backward only"):
-            factory(cases["fwd", 512])
-        for seq in (512, 4096):
-            default = fa._backward_variant(None, seq) == variant
-            with pytest.raises(harness.Unsupported if default else LookupError):
-                factory(cases["bwd", seq])
-    assert fa._backward_variant(None, 512) == "single" and fa._backward_variant(None, 4096) == "split"
+        for case in cases:
+            p = case.params
+            if p["direction"] == "fwd":
+                with pytest.raises(harness.Unsupported, match="backward only"):
+                    factory(case)
+                continue
+            default = fa._backward_variant(None, (p["batch"], p["heads"], p["seq"], p["head_dim"]), True)
+            defaults.add((p["seq"], default))
+            with pytest.raises(harness.Unsupported if default == variant else LookupError):
+                factory(case)
+    assert defaults == {(512, "single"), (4096, "split")}
 
 
 SM90_SCRIPT = r"""
