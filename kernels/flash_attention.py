@@ -1074,9 +1074,10 @@ AJ; its 8-warp tiles need 255 registers, one CTA per SM), hence opt-in."""
 SINGLE_MAX_WORK = 1 << 31
 """The most work (``_backward_work``) whose backward runs "single" by default. Measured on the H200 (GPU run CD,
 CUDA-graph times, L2 flushed; d = 64 / 128, B*H = 32 / 128 / 512, N = 512 / 1024 / 2048, causal and not): the one
-launch took 0.85-0.99x the split pair's GPU time for causal work up to 2^31, 0.96-1.21x at 2^32 and 1.05-1.20x above,
-and 1.09-1.16x for full attention up to 2^31, where the split pair's ~30-100 us are below the ~150 us of host time
-an autograd backward costs, so the launch it saves counts more (run BY: 146-160 us a call against 166-186 split)."""
+launch took 0.85-1.01x the split pair's GPU time for causal work up to 2^31, 0.96-1.08x at 2^32 and 0.99-1.20x above,
+and 0.96-1.16x for full attention up to 2^31 (1.08-1.22x above), where the split pair's 29-96 us are below the
+~150 us of host time an autograd backward costs, so the launch it saves counts more (run BY: 146-160 us a call
+against 166-186 split)."""
 _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
 """PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> picks the backward of every call that does not name one."""
 
