@@ -350,3 +350,84 @@ def test_whole_session_diff_lists_unmatched(sessions_root, pair_session):
     assert result.unmatched["kernel"].str.contains("tiled").all()
     out = run("diff", pair_session, "without-tiled", "--sessions-dir", str(sessions_root))
     assert out.exit_code == 0 and "== kernel pairs" in out.output and "== unmatched kernels" in out.output
+
+
+# ------------------------------------------------------------------------------------------------ --sum
+
+COMMITTED = Path(__file__).resolve().parents[1] / "sessions"
+SHORT_BWD = "fa2-n1024-d64-bwd"
+
+
+def _short_backward_rows() -> pd.DataFrame:
+    return d.kernel_rows(load_session(COMMITTED / SHORT_BWD).table("launches"))
+
+
+def test_summed_row_adds_counters_and_rederives_every_rate():
+    """The split backward's two kernels (one H200 capture) as one row: counters and GPU time add up, throughput,
+    bandwidth, intensity and sectors per request are recomputed from the sums, stall cycles per issue and hit
+    rates are weighted by what they are a fraction of, registers are the larger."""
+    rows = _short_backward_rows()
+    split = rows[rows["nvtx_path"] == "fa2_bwd_split"]
+    assert len(split) == 2 and (split["launches"] == 1).all()
+    one = d.summed_row(split)
+    for column in ("duration_us", "total_flops", "tensor_flops", "dram_bytes", "l2_bytes", "instructions_executed",
+                   "global_load_requests", "bank_conflicts", "waves_per_sm"):
+        assert one[column] == pytest.approx(split[column].sum(), rel=1e-9), column
+    assert one["achieved_tflops"] == pytest.approx(one["total_flops"] / one["duration_us"] / 1e6, rel=1e-9)
+    assert one["dram_gbps"] == pytest.approx(one["dram_bytes"] / one["duration_us"] / 1e3, rel=1e-9)
+    assert one["dram_flop_per_byte"] == pytest.approx(one["total_flops"] / one["dram_bytes"], rel=1e-9)
+    assert one["ld_sectors_per_request"] == pytest.approx(
+        split["global_load_sectors"].sum() / split["global_load_requests"].sum(), rel=1e-9)
+    by_instructions = (split["stall_total"] * split["instructions_executed"]).sum() / split["instructions_executed"].sum()
+    assert one["stall_total"] == pytest.approx(by_instructions, rel=1e-9)
+    by_sectors = (split["l2_hit_pct"] * split["l2_sectors"]).sum() / split["l2_sectors"].sum()
+    assert one["l2_hit_pct"] == pytest.approx(by_sectors, rel=1e-9)
+    by_time = (split["tensor_pipe_pct"] * split["duration_us"]).sum() / split["duration_us"].sum()
+    assert one["tensor_pipe_pct"] == pytest.approx(by_time, rel=1e-9)
+    assert one["registers_per_thread"] == split["registers_per_thread"].max() and one["launches"] == 2
+    assert one["kernel"] == " + ".join(split["kernel"]) and one["nvtx_path"] == "fa2_bwd_split"
+
+
+def test_summed_row_of_one_instance_counts_its_launches():
+    """One kernel row stands for its median launch; summed, three launches are three times the work at the same
+    rates."""
+    row = _short_backward_rows().query("nvtx_path == 'fa2_bwd'").assign(launches=3)
+    one = d.summed_row(row)
+    alone = row.iloc[0]
+    for column in ("duration_us", "total_flops", "dram_bytes", "instructions_executed"):
+        assert one[column] == pytest.approx(3 * alone[column], rel=1e-9), column
+    for column in ("achieved_tflops", "dram_gbps", "tensor_pipe_pct", "stall_total", "l2_hit_pct",
+                   "ld_sectors_per_request", "registers_per_thread"):
+        assert one[column] == pytest.approx(alone[column], rel=1e-9), column
+
+
+def test_diff_sum_compares_whole_nvtx_ranges():
+    """`profkit diff --sum`: the one-launch backward against the split pair, both whole ranges: the same tensor
+    FLOPs, the pair's GPU time and DRAM bytes added up, both kernels' PC samples in the instruction mix."""
+    result = d.diff(f"{SHORT_BWD}:^fa2_bwd$", f"{SHORT_BWD}:fa2_bwd_split", root=COMMITTED, summed=True)
+    pair = result.pairs[0]
+    assert list(pair.b.members["kernel"]) == ["_attn_bwd_dkdv", "_attn_bwd_dq"] and pair.a.members is not None
+    metrics = pair.metrics.set_index("key")
+    split = _short_backward_rows().query("nvtx_path == 'fa2_bwd_split'")
+    assert metrics.loc["duration", "b"] == pytest.approx(split["duration_us"].sum())
+    assert metrics.loc["duration", "verdict"] == "worse" and metrics.loc["dram_bytes", "ratio"] > 1.4
+    assert pair.a.row["tensor_flops"] == pytest.approx(pair.b.row["tensor_flops"], rel=1e-3)
+    assert pair.b.identity()["summed"] == list(pair.b.members["label"]) and "summed: 2 kernel" in pair.b.note
+    opcodes_b = pair.b.opcodes()
+    launches = load_session(COMMITTED / SHORT_BWD).table("launches")
+    split_launches = set(launches.loc[launches["nvtx_path"] == "fa2_bwd_split", "launch"])
+    assert set(opcodes_b["launch"]) == split_launches and len(split_launches) == 2
+    busiest = d.diff(f"{SHORT_BWD}:^fa2_bwd$", f"{SHORT_BWD}:fa2_bwd_split", root=COMMITTED).pairs[0]
+    assert busiest.b.members is None and busiest.b.row["kernel"] == "_attn_bwd_dkdv"
+
+
+def test_cli_diff_sum_and_its_refusal_for_two_sessions():
+    out = run("diff", f"{SHORT_BWD}:^fa2_bwd$", f"{SHORT_BWD}:fa2_bwd_split", "--sum", "--sessions-dir",
+              str(COMMITTED))
+    assert out.exit_code == 0, out.output
+    assert "_attn_bwd_dkdv [fa2_bwd_split] + _attn_bwd_dq [fa2_bwd_split]" in out.output
+    assert "summed: 2 kernel instance(s), 2 launch(es)" in out.output
+    sessions = run("diff", SHORT_BWD, "fa2-n4096-d64-bwd", "--sum", "--sessions-dir", str(COMMITTED))
+    assert sessions.exit_code == 2 and "--sum adds up the kernels a pattern matches" in sessions.output
+    report = run("report", "--sum", SHORT_BWD, "--sessions-dir", str(COMMITTED))
+    assert report.exit_code == 2 and "--sum applies to --diff" in report.output

@@ -4,6 +4,7 @@ The steps, each a function over DataFrames:
   resolve      A and B name kernels (a regex or short name matched against the kernel name, NVTX path and
                capture name, optionally `session:pattern`) or whole sessions
   kernel_rows  one row per kernel instance of a session (median over its launches)
+  summed_row   with --sum, every launch a side's pattern matches as one row (an NVTX range's kernels)
   metric_table the core metrics side by side: delta, ratio, and better/worse from each metric's declared
                good direction (METRICS)
   explain      rules over the counters; a rule speaks only when its condition holds on the numbers
@@ -25,7 +26,7 @@ import pandas as pd
 
 from profkit.analyse.instructions import opcode_comparison
 from profkit.analyse.roofline import level_bytes
-from profkit.analyse.tables import kernel_table
+from profkit.analyse.tables import kernel_table, launch_table
 from profkit.errors import ProfkitError, UsageError
 from profkit.parse import catalog
 from profkit.session.store import MANIFEST, Session, list_sessions, load_session, sessions_root
@@ -237,19 +238,13 @@ def kernel_labels(rows: pd.DataFrame) -> pd.Series:
     return labels
 
 
-def kernel_rows(launches: pd.DataFrame) -> pd.DataFrame:
-    """One row per kernel instance (capture, kernel, grid, block, NVTX path) of a session's launches table.
+_DIFF_COLUMNS = ("l2_bytes", "l1_bytes", "smem_per_block_bytes", "stall_total", "total_us")
 
-    Numbers are medians over the instance's launches (tables.kernel_table). Added columns: l2_bytes and
-    l1_bytes (roofline.level_bytes), smem_per_block_bytes (static + dynamic), stall_total (the sum of all
-    stall reasons: warp cycles per issued instruction), total_us (launches × median duration) and label.
-    """
-    if launches is None or launches.empty or "kernel" not in launches:
-        return pd.DataFrame(columns=[*KEYS, "launches", "label"])
-    df = launches.copy()
-    for key in KEYS:
-        df[key] = df[key].fillna("").astype(str) if key in df else ""
-    rows = kernel_table(df, tuple(KEYS))
+
+def _with_diff_columns(rows: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows plus what the diff reads beyond the launch table: l2_bytes and l1_bytes (roofline.level_bytes),
+    smem_per_block_bytes (static + dynamic), stall_total (the sum of all stall reasons: warp cycles per issued
+    instruction) and total_us (launches × median duration)."""
     traffic = level_bytes(rows)
     rows["l2_bytes"] = traffic["l2_bytes"]
     rows["l1_bytes"] = traffic["l1_bytes"]
@@ -259,8 +254,83 @@ def kernel_rows(launches: pd.DataFrame) -> pd.DataFrame:
     rows["stall_total"] = rows[stall_cols].sum(axis=1, min_count=1) if stall_cols else np.nan
     duration = pd.to_numeric(rows["duration_us"], errors="coerce") if "duration_us" in rows else np.nan
     rows["total_us"] = rows["launches"] * duration
+    return rows
+
+
+def kernel_rows(launches: pd.DataFrame) -> pd.DataFrame:
+    """One row per kernel instance (capture, kernel, grid, block, NVTX path) of a session's launches table.
+
+    Numbers are medians over the instance's launches (tables.kernel_table), plus ``_with_diff_columns`` and label.
+    """
+    if launches is None or launches.empty or "kernel" not in launches:
+        return pd.DataFrame(columns=[*KEYS, "launches", "label"])
+    df = launches.copy()
+    for key in KEYS:
+        df[key] = df[key].fillna("").astype(str) if key in df else ""
+    rows = _with_diff_columns(kernel_table(df, tuple(KEYS)))
     rows["label"] = kernel_labels(rows)
     return rows
+
+
+# Raw launch counters (parse.ncu) that add up over launches; the rest of a summed row is re-derived from them
+# (tables.launch_table), averaged with the weight it is a fraction of (stall reasons, cycles per issued instruction:
+# by instructions; 128-bit load fractions by their load instructions; hit rates by their sectors; instructions per
+# cycle by cycles; other rates, percentages, clocks and peaks: by GPU time) or the largest (per-thread and
+# per-block resources). A counter some of the rows lack is unknown for the sum.
+_ADDITIVE = re.compile(r"^(duration_ns|instructions_executed|hfma_move_instructions|waves_per_sm)$|_bytes$|_sectors"
+                       r"|_requests$|_instructions$|_wavefronts|^bank_conflicts_|^exact_|^tensor_ops_")
+_LARGEST = {"registers_per_thread", "static_smem_bytes", "dynamic_smem_bytes"}
+_WEIGHTED_BY = {"ldg128_fraction": "global_load_instructions", "lds128_fraction": "shared_load_instructions",
+                "l2_hit_pct": "l2_sectors", "l1_hit_pct": "global_load_sectors",
+                **{f"stall_{reason}": "instructions_executed" for reason in catalog.STALL_REASONS}}
+
+
+def summed_row(rows: pd.DataFrame) -> pd.Series:
+    """Every launch of the kernel rows `rows` (each a median launch × its launch count) as one row: counters summed,
+    then every derived column (FLOPs, bytes, TFLOP/s, GB/s, intensities, sectors per request, ...) recomputed from
+    the sums as for one launch; stall reasons weighted by instructions, other rates by GPU time; registers and
+    shared memory the largest; names joined with " + ". What `profkit diff --sum` compares: the whole of an NVTX
+    range (a backward's two kernels against another's one), not its busiest kernel."""
+    weight = pd.to_numeric(rows["launches"], errors="coerce").fillna(1).to_numpy()
+
+    def total(column: str) -> np.ndarray:
+        """Each row's share of the sum of column (its launches × its median); zeros where unknown."""
+        values = pd.to_numeric(rows[column], errors="coerce") if column in rows else pd.Series(0.0, index=rows.index)
+        return values.fillna(0).to_numpy() * weight
+
+    def mean(values: pd.Series, by: np.ndarray) -> float:
+        ok = values.notna().to_numpy() & (by > 0)
+        return float(np.average(values[ok], weights=by[ok])) if ok.any() else np.nan
+
+    derived = set(launch_table(pd.DataFrame([{"kernel": ""}])).columns) | set(_DIFF_COLUMNS)
+    raw = {}
+    for column in rows.columns:
+        if column in KEYS or column in derived or column in ("launches", "label", "duration_us_min", "duration_us_max"):
+            continue
+        values = rows[column]
+        if not pd.api.types.is_numeric_dtype(values):
+            raw[column] = " + ".join(dict.fromkeys(str(v) for v in values if str(v) not in ("", "nan")))
+        elif column in _LARGEST:
+            raw[column] = values.max()
+        elif column in _WEIGHTED_BY:  # before the counters: stall_no_instructions is a rate
+            raw[column] = mean(values, total(_WEIGHTED_BY[column]))
+        elif _ADDITIVE.search(column) and not column.startswith(("peak_", "device_")):
+            raw[column] = float(total(column).sum()) if values.notna().all() else np.nan
+        elif column.endswith("_per_cycle") and not column.startswith("peak_"):
+            raw[column] = mean(values, total("duration_ns") * total("smsp_cycles_per_second") / weight)
+        else:
+            raw[column] = mean(values, total("duration_ns"))
+    one = launch_table(pd.DataFrame([raw]))
+    for key in KEYS:
+        one[key] = " + ".join(dict.fromkeys(str(v) for v in rows[key])) if key in rows else ""
+    one["launches"] = int(weight.sum())
+    for bound in ("duration_us_min", "duration_us_max"):
+        if bound in rows:
+            one[bound] = float((pd.to_numeric(rows[bound], errors="coerce").fillna(0).to_numpy() * weight).sum())
+    one = _with_diff_columns(one)
+    one["total_us"] = one["duration_us"]
+    one["label"] = " + ".join(rows["label"]) if "label" in rows else one["kernel"]
+    return one.iloc[0]
 
 
 # -------------------------------------------------------------------------------------------- resolution
@@ -268,11 +338,13 @@ def kernel_rows(launches: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class KernelSide:
-    """One side of a kernel diff: the session it came from, its kernel row, and how it was chosen."""
+    """One side of a kernel diff: the session it came from, its kernel row, and how it was chosen. members: the
+    kernel rows a summed row (``summed_row``) adds up; None for one kernel instance."""
 
     session: Session
     row: pd.Series
     note: str = ""
+    members: pd.DataFrame | None = None
 
     @property
     def label(self) -> str:
@@ -283,24 +355,32 @@ class KernelSide:
         return f"{self.session.name}:{self.label}"
 
     def opcodes(self) -> pd.DataFrame:
-        """The opcode rows (session table `opcodes`) of this kernel instance's launches; empty without PC sampling."""
+        """The opcode rows (session table `opcodes`) of this side's launches (every member's, for a summed row);
+        empty without PC sampling."""
         launches, opcodes = self.session.table("launches"), self.session.table("opcodes")
         if launches.empty or opcodes.empty or "launch" not in launches:
             return pd.DataFrame()
-        same = pd.Series(True, index=launches.index)
-        for key in KEYS:
-            column = launches[key].fillna("").astype(str) if key in launches else pd.Series("", index=launches.index)
-            same &= column == str(self.row.get(key, ""))
+        rows = self.members if self.members is not None else pd.DataFrame([self.row])
+        same = pd.Series(False, index=launches.index)
+        for _, row in rows.iterrows():
+            this = pd.Series(True, index=launches.index)
+            for key in KEYS:
+                column = (launches[key].fillna("").astype(str) if key in launches
+                          else pd.Series("", index=launches.index))
+                this &= column == str(row.get(key, ""))
+            same |= this
         ids = set(launches.loc[same, "launch"])
         selected = opcodes["launch"].isin(ids)
         if "capture" in opcodes:
-            selected &= opcodes["capture"].astype(str) == str(self.row.get("capture", ""))
+            selected &= opcodes["capture"].astype(str).isin({str(c) for c in rows["capture"]})
         return opcodes[selected]
 
     def identity(self) -> dict:
         ident = {"session": self.session.name}
         ident.update({key: str(self.row.get(key, "")) for key in KEYS})
         ident.update(label=self.label, launches=int(_num(self.row.get("launches")) or 0), note=self.note)
+        if self.members is not None:
+            ident["summed"] = [str(label) for label in self.members["label"]]
         return ident
 
 
@@ -337,11 +417,16 @@ def matching_rows(rows: pd.DataFrame, pattern: str) -> pd.DataFrame:
     return exact if not exact.empty else found
 
 
-def pick_kernel(session: Session, rows: pd.DataFrame, pattern: str) -> KernelSide:
-    """One kernel among the matches: the only one, else the one with the most GPU time (noted)."""
+def pick_kernel(session: Session, rows: pd.DataFrame, pattern: str, summed: bool = False) -> KernelSide:
+    """One kernel among the matches: the only one, else the one with the most GPU time (noted); with summed, every
+    match as one row (``summed_row``)."""
     if rows.empty:
         raise UsageError(f"no kernel in session {session.name} matches {pattern!r}")
     ordered = rows.sort_values("total_us", ascending=False, na_position="last")
+    if summed:
+        note = (f"summed: {len(ordered)} kernel instance(s), {int(ordered['launches'].sum())} launch(es) matching "
+                f"{pattern!r} in {session.name}")
+        return KernelSide(session, summed_row(ordered), note, members=ordered)
     chosen = ordered.iloc[0]
     note = ""
     if len(ordered) > 1:
@@ -378,8 +463,9 @@ def _no_match(spec: str, pattern: str, pinned: Session | None, sessions: list[Se
     return UsageError(f"no kernel matches {shown!r} {where}", hint=hint)
 
 
-def resolve(a_spec: str, b_spec: str, root: Path | None = None):
+def resolve(a_spec: str, b_spec: str, root: Path | None = None, summed: bool = False):
     """("sessions", session_a, session_b) when A and B both name sessions, else ("kernels", side_a, side_b).
+    summed: each side is every kernel its pattern matches, added up (``summed_row``), not the busiest one.
 
     A bare pattern is looked up in the sessions under root, newest first; when both A and B are bare
     patterns the newest session holding both wins, else each side takes the newest session holding it.
@@ -397,7 +483,7 @@ def resolve(a_spec: str, b_spec: str, root: Path | None = None):
             rows = _session_rows(session, cache)
             ma, mb = matching_rows(rows, pa), matching_rows(rows, pb)
             if not ma.empty and not mb.empty:
-                return "kernels", pick_kernel(session, ma, pa), pick_kernel(session, mb, pb)
+                return "kernels", pick_kernel(session, ma, pa, summed), pick_kernel(session, mb, pb, summed)
     sides = []
     for session, pattern, spec in ((sa, pa, a_spec), (sb, pb, b_spec)):
         pool = [session] if session is not None else sessions
@@ -405,7 +491,7 @@ def resolve(a_spec: str, b_spec: str, root: Path | None = None):
         for candidate in pool:
             found = matching_rows(_session_rows(candidate, cache), pattern)
             if not found.empty:
-                side = pick_kernel(candidate, found, pattern)
+                side = pick_kernel(candidate, found, pattern, summed)
                 break
         if side is None:
             raise _no_match(spec, pattern, session, pool, cache, root)
@@ -995,16 +1081,20 @@ def _clean(value):
 
 
 def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = False,
-         fail_if: tuple[str, ...] | list[str] = ()) -> DiffResult:
-    """Resolve A and B, check they are comparable, and diff every kernel pair.
+         fail_if: tuple[str, ...] | list[str] = (), summed: bool = False) -> DiffResult:
+    """Resolve A and B, check they are comparable, and diff every kernel pair (summed: each side every kernel its
+    pattern matches, added up, e.g. an NVTX range's launches; kernel patterns only).
 
     Raises UsageError for a malformed --fail-if (before any work), for unknown names, and for captures that
     differ in a "refuse" field of COMPARABILITY unless force. Violations are returned, not raised: the CLI
     prints the diff first and then fails.
     """
     thresholds = [parse_threshold(text) for text in fail_if]
-    kind, a, b = resolve(a_spec, b_spec, root)
+    kind, a, b = resolve(a_spec, b_spec, root, summed)
     unmatched = pd.DataFrame(columns=["side", *KEYS, "label"])
+    if kind == "sessions" and summed:
+        raise UsageError("--sum adds up the kernels a pattern matches; A and B name two whole sessions",
+                         hint="name kernels or NVTX ranges, e.g. SESSION:range_a SESSION:range_b")
     if kind == "sessions":
         session_a, session_b = a, b
         rows_a, rows_b = kernel_rows(a.table("launches")), kernel_rows(b.table("launches"))

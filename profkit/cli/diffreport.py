@@ -128,19 +128,23 @@ def format_diff(result, full: bool = False) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole diff as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the metric table(s) as CSV.")
 @click.option("--full", is_flag=True, help="Session diffs: print every pair's full metric table.")
+@click.option("--sum", "summed", is_flag=True, help="Add up every kernel each pattern matches (all of an NVTX "
+                                                   "range's launches) instead of taking the one with the most "
+                                                   "GPU time.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json: bool, as_csv: bool, full: bool,
-                 sessions_dir: str | None) -> None:
+                 summed: bool, sessions_dir: str | None) -> None:
     """Compare kernel A with kernel B, or session A with session B.
 
     A and B are kernel patterns (a short name or regex matched against kernel names, NVTX paths and capture
-    names; the newest session holding them), SESSION:PATTERN, or two session names.
+    names; the newest session holding them), SESSION:PATTERN, or two session names. A pattern that matches several
+    kernels means the one with the most GPU time, or with --sum all of them added up.
     """
     from profkit.analyse.diff import ThresholdViolated, diff
 
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
-    result = diff(a, b, root=_root(sessions_dir), force=force, fail_if=fail_if)
+    result = diff(a, b, root=_root(sessions_dir), force=force, fail_if=fail_if, summed=summed)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1, ensure_ascii=False))
     elif as_csv:
@@ -163,6 +167,7 @@ def _slug(text: str) -> str:
               help="HTML file (default: reports/<sessions>.html or reports/diff-<A>-<B>.html).")
 @click.option("--diff", "diff_specs", nargs=2, default=None, metavar="A B", help="A diff report of A and B.")
 @click.option("--force", is_flag=True, help="With --diff: diff captures that are not comparable.")
+@click.option("--sum", "summed", is_flag=True, help="With --diff: add up every kernel each pattern matches.")
 @click.option("--examples", is_flag=True, help="Regenerate the committed examples in --out-dir: the ladder "
                                                "sessions, and the diffs naive→tiled and tiled→regtile.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
@@ -175,7 +180,7 @@ def _slug(text: str) -> str:
 @click.option("--title", default=None, help="Page title.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str, str] | None, force: bool,
-           examples: bool, out_dir: str, bench_dir: str | None, top_lines: int, title: str | None,
+           summed: bool, examples: bool, out_dir: str, bench_dir: str | None, top_lines: int, title: str | None,
            sessions_dir: str | None) -> None:
     """Write one self-contained HTML report (plotly embedded, opens offline) for SESSIONS and/or a --diff,
     or for the benchmark results of --bench."""
@@ -208,7 +213,9 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
         if session is None:
             raise UsageError(f"no session {name!r}", hint="`profkit sessions` lists them")
         loaded.append(session)
-    result = diff(*diff_specs, root=root, force=force) if diff_specs else None
+    if summed and not diff_specs:
+        raise UsageError("--sum applies to --diff A B")
+    result = diff(*diff_specs, root=root, force=force, summed=summed) if diff_specs else None
     if output is None:
         stem = (f"diff-{_slug(diff_specs[0])}-{_slug(diff_specs[1])}" if diff_specs
                 else "+".join(_slug(s.name) for s in loaded))
