@@ -8,6 +8,7 @@ from typing import Callable
 import pandas as pd
 
 from profkit.analyse.instructions import hot_instructions, opcode_mix
+from profkit.analyse.ranges import range_totals
 from profkit.analyse.tables import VIEWS, launch_table, view
 from profkit.analyse.join import timeline_join, weighted_summary
 from profkit.analyse.timeline import kernel_time_summary, launch_overhead, nvtx_summary
@@ -15,8 +16,8 @@ from profkit.errors import ReportError, UsageError
 from profkit.session.store import MANIFEST, TABLES, Session, load_session, write_manifest
 
 DEFAULT_VIEWS = ["summary", "occupancy", "throughput", "coalescing", "stalls", "roofline"]
-EXTRA_TABLES = ["rules", "crosscheck", "timeline", "launch", "hotspots", "weighted", "nvtx", "ptxas", "mechanism",
-                "instructions", "opcodes", "notes"]
+EXTRA_TABLES = ["rules", "crosscheck", "timeline", "launch", "hotspots", "weighted", "nvtx", "ranges", "ptxas",
+                "mechanism", "instructions", "opcodes", "notes"]
 PC_VIEWS = {"instructions": hot_instructions, "opcodes": opcode_mix}
 """Per-instruction views (ncu's PC sampling): table name -> view over the stored table of that name."""
 NO_PC_SAMPLING = ("no PC-sampling data in these reports (a --quick or --metrics capture collects none): "
@@ -67,6 +68,8 @@ def session_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]
             out.append(("timeline", _derived(session, "nsys_kernels", kernel_time_summary)))
         elif name == "nvtx":
             out.append(("nvtx", _derived(session, "nvtx", nvtx_summary)))
+        elif name == "ranges":
+            out.append(("ranges", _derived(session, "launches", range_totals)))
         elif name == "launch":
             out.append(("launch", _derived(session, "nsys_kernels", launch_overhead)))
         elif name == "hotspots":
@@ -90,7 +93,10 @@ def file_views(path: Path, names: list[str]) -> list[tuple[str, pd.DataFrame]]:
         from profkit.parse.ncu import load_ncu_report
 
         report = load_ncu_report(path)
-        out = _launch_views(launch_table(report.launches), names)
+        launches = launch_table(report.launches)
+        out = _launch_views(launches, names)
+        if "ranges" in names:
+            out.append(("ranges", range_totals(launches)))
         if "rules" in names:
             out.append(("rules", _rules(report.rules)))
         out += [(name, _pc_view(PC_VIEWS[name](getattr(report, name)), report.launches))

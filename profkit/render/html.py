@@ -35,6 +35,7 @@ from profkit import __version__
 from profkit.analyse import roofline
 from profkit.analyse.join import timeline_join, weighted_summary
 from profkit.analyse.instructions import hot_instructions, opcode_mix
+from profkit.analyse.ranges import range_totals
 from profkit.analyse.diff import DiffResult, human, kernel_rows
 from profkit.analyse.tables import VIEWS
 from profkit.analyse.timeline import kernel_time_summary
@@ -357,6 +358,7 @@ def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, looku
                               fig(plots.crosscheck_figure(cc)) + table_html(cc[[c for c in CROSSCHECK_COLUMNS
                                                                                  if c in cc]])))
     parts.append(_timeline_section(session, fig, anchor))
+    parts.append(_ranges_section(session, anchor))
     parts.append(_where_time_goes_section(session, anchor))
     hot = hotspot_table(session.table("source"), lookup, top=top_lines)
     if not hot.empty:
@@ -369,6 +371,17 @@ def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, looku
         parts.append(section(f"{anchor}-rules", "ncu rule findings",
                               "Nsight Compute's own guidance, highest estimated speedup first.", table_html(rules)))
     return "".join(p for p in parts if p)
+
+
+def _ranges_section(session: Session, anchor: str) -> str:
+    """Per-NVTX-range totals of the profiled launches ('' unless the capture has several ranges)."""
+    totals = range_totals(session.table("launches"))
+    if len(totals) < 2 or not (totals["nvtx_path"].astype(str) != "").any():
+        return ""
+    return section(f"{anchor}-ranges", "NVTX ranges (ncu totals)",
+                   "Each range's profiled kernels added up: GPU time, FLOPs and DRAM bytes summed, throughput, "
+                   "bandwidth, L2 hit rate, tensor-pipe use and stall cycles per issued instruction re-derived from "
+                   "the sums (what `profkit diff --sum` compares).", table_html(totals))
 
 
 def _instructions_section(session: Session, anchor: str) -> str:
