@@ -1064,13 +1064,13 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
 
 
 BACKWARD_VARIANTS = ("split", "fused", "single")
-"""How the backward can run. "split" (the default above SINGLE_MAX_WORK): a dQ kernel over query tiles, then dK/dV
-over key blocks, each recomputing P and dP (seven matmuls per block pair). "single" (the default up to
-SINGLE_MAX_WORK): the same programs in one launch, each computing the delta it needs from O and dO (one launch and one
-buffer less of host time, an O load per dK/dV step more on the GPU). "fused": dQ added, in fp32, from the dK/dV kernel (five
-matmuls, then a conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ
-is not bitwise reproducible); on the H200 it ran at 0.84-0.96x the split backward's speed for N >= 2048 (GPU run
-AJ; its 8-warp tiles need 255 registers, one CTA per SM), hence opt-in."""
+"""How the backward can run. "split" (the default above SINGLE_MAX_WORK): a dQ kernel over query tiles, then dK/dV over
+key blocks, each recomputing P and dP (seven matmuls per block pair). "single" (the default up to SINGLE_MAX_WORK):
+the same programs in one launch, each computing the delta it needs from O and dO (one launch and one buffer less of
+host time, an O load per dK/dV step more on the GPU). "fused": dQ added, in fp32, from the dK/dV kernel (five
+matmuls, then a conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ is
+not bitwise reproducible); on the H200 it ran at 0.84-0.96x the split backward's speed for N >= 2048 (GPU run AJ; its
+8-warp tiles need 255 registers, one CTA per SM), hence opt-in."""
 SINGLE_MAX_WORK = 1 << 31
 """The most work (``_backward_work``) whose backward runs "single" by default. Measured on the H200 (GPU run CD,
 CUDA-graph times, L2 flushed; d = 64 / 128, B*H = 32 / 128 / 512, N = 512 / 1024 / 2048, causal and not): the one
@@ -1828,7 +1828,8 @@ def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m kernels.flash_attention bench [--quick] [--seqs N ...] | profile [--n N] [--d D] [--non-causal] | power [--n N]"""
+    """python -m kernels.flash_attention bench [--quick] [--seqs N ...] | profile [--n N] [--d D] [--non-causal]
+    | power [--n N]"""
     parser = argparse.ArgumentParser(prog="python -m kernels.flash_attention",
                                      description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)

@@ -16,6 +16,7 @@ The steps, each a function over DataFrames:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -285,6 +286,12 @@ _WEIGHTED_BY = {"ldg128_fraction": "global_load_instructions", "lds128_fraction"
                 **{f"stall_{reason}": "instructions_executed" for reason in catalog.STALL_REASONS}}
 
 
+@functools.cache
+def _derived_columns() -> frozenset:
+    """The columns tables.launch_table and _with_diff_columns compute (a summed row re-derives them)."""
+    return frozenset(launch_table(pd.DataFrame([{"kernel": ""}])).columns) | frozenset(_DIFF_COLUMNS)
+
+
 def summed_row(rows: pd.DataFrame) -> pd.Series:
     """Every launch of the kernel rows `rows` (each a median launch × its launch count) as one row: counters summed,
     then every derived column (FLOPs, bytes, TFLOP/s, GB/s, intensities, sectors per request, ...) recomputed from
@@ -302,7 +309,7 @@ def summed_row(rows: pd.DataFrame) -> pd.Series:
         ok = values.notna().to_numpy() & (by > 0)
         return float(np.average(values[ok], weights=by[ok])) if ok.any() else np.nan
 
-    derived = set(launch_table(pd.DataFrame([{"kernel": ""}])).columns) | set(_DIFF_COLUMNS)
+    derived = _derived_columns()
     raw = {}
     for column in rows.columns:
         if column in KEYS or column in derived or column in ("launches", "label", "duration_us_min", "duration_us_max"):
@@ -326,7 +333,7 @@ def summed_row(rows: pd.DataFrame) -> pd.Series:
     one["launches"] = int(weight.sum())
     for bound in ("duration_us_min", "duration_us_max"):
         if bound in rows:
-            one[bound] = float((pd.to_numeric(rows[bound], errors="coerce").fillna(0).to_numpy() * weight).sum())
+            one[bound] = float(total(bound).sum())
     one = _with_diff_columns(one)
     one["total_us"] = one["duration_us"]
     one["label"] = " + ".join(rows["label"]) if "label" in rows else one["kernel"]
@@ -361,14 +368,10 @@ class KernelSide:
         if launches.empty or opcodes.empty or "launch" not in launches:
             return pd.DataFrame()
         rows = self.members if self.members is not None else pd.DataFrame([self.row])
-        same = pd.Series(False, index=launches.index)
-        for _, row in rows.iterrows():
-            this = pd.Series(True, index=launches.index)
-            for key in KEYS:
-                column = (launches[key].fillna("").astype(str) if key in launches
-                          else pd.Series("", index=launches.index))
-                this &= column == str(row.get(key, ""))
-            same |= this
+        wanted = {tuple(str(row.get(key, "")) for key in KEYS) for _, row in rows.iterrows()}
+        keys = pd.DataFrame({key: launches[key].fillna("").astype(str) if key in launches else ""
+                             for key in KEYS}, index=launches.index)
+        same = pd.Series([tuple(k) in wanted for k in keys.itertuples(index=False)], index=launches.index, dtype=bool)
         ids = set(launches.loc[same, "launch"])
         selected = opcodes["launch"].isin(ids)
         if "capture" in opcodes:

@@ -8,8 +8,8 @@ until the last call returned, total = until the GPU finished. When host ≈ tota
 
 * fa_backward: the FlashAttention-2 backward at N = 512 and 1024 (B = 4, causal fp16), d = 64 and 128, through
   ``torch.autograd.grad`` (autograd's device thread runs the Python backward; the default variant, then the split
-  and one-launch variants by name), with that thread turned off, and the recorded launches called directly; SDPA's C++ backward (flash and cuDNN pinned) and our inference
-  forward beside. Three floors: a C++ node (``q * 1.5``'s MulBackward: the engine's round trip alone), an empty
+  and one-launch variants by name), with that thread turned off, and the recorded launches called directly; SDPA's
+  C++ backward (flash and cuDNN pinned) and our inference forward beside. Three floors: a C++ node (``q * 1.5``'s MulBackward: the engine's round trip alone), an empty
   ``autograd.Function`` (the same round trip into Python) and one returning three fresh gradient buffers (what
   allocating, and later freeing, the gradients every backward must return adds).
 * int8_layer: QuantizedLinear (K = N = 4096, 43 outlier columns scaled 25x, bias) against fp16 nn.Linear
