@@ -15,6 +15,10 @@ Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order:
   looping over tiles, TMA tensor descriptors built on the device (``tl.make_tensor_descriptor``)
   and a flattened tile x K loop so the next tile's loads overlap this tile's epilogue.
 
+With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles go to a third
+kernel, ``kernels.matmul_sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
+Triton cannot express).
+
 Layout of the file, top to bottom: the jitted kernels, the autotune configs (built by
 ``matmul_configs``), the host wrapper ``matmul`` and the float64 reference, then the benchmark
 (``bench``), the profiling workload (``profile_workload``) and the command line:
@@ -36,6 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import matmul_sm90
 from kernels.launch import LaunchCache, signature
 from kernels.tuning import autotune, tuned_for
 
@@ -181,6 +186,10 @@ def matmul_kernel_tma_persistent(
 
 PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
 """Autotuned launch paths; ``select_path`` picks one per call."""
+
+CLUSTER_PATH = "cluster"
+"""bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles: ``kernels.matmul_sm90`` (Gluon,
+2-CTA clusters, TMA multicast; one fixed config, not autotuned)."""
 
 SKINNY_MAX = 32
 """Problems with min(M, N) at or below this use the skinny configs (small tiles, long K steps)."""
@@ -382,13 +391,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     TRITON_INTERPRET=1 with a fixed 16x16x16 tile. Raises ValueError for bad operands.
 
     A call with the same signature as an earlier one (see ``_launch_key``) reuses its validated,
-    autotuned and compiled launch directly (kernels.launch).
+    autotuned and compiled launch directly (kernels.launch). Large bf16/fp16 problems on sm_90 go to
+    ``kernels.matmul_sm90`` when this triton has Gluon's multi-CTA API (``CLUSTER_PATH``).
     """
     try:
         key = _launch_key(a, b, precision, out)
         path = _READY.get(key)
     except (AttributeError, TypeError):  # not tensors: the checks below say what is wrong
         key, path = None, None
+    if path == CLUSTER_PATH:
+        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
+        return matmul_sm90.launch(a, b, c)
     if path is not None:
         # Recorded and still usable (fast path on, no launch hook installed since), and the tensors'
         # GPU is the current one (the recorded launcher runs in the current context).
@@ -419,6 +432,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
                             UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
         return c
 
+    if matmul_sm90.eligible(a, b, c):
+        if key is not None:
+            _READY[key] = CLUSTER_PATH
+        return matmul_sm90.launch(a, b, c)
     device = a.device.index if a.device.index is not None else torch.cuda.current_device()
     path = select_path(m, n, a.element_size(), precision, _tma_eligible(a, b, c))
     if path == "tma":
@@ -583,8 +600,11 @@ def _checker(inputs: _Inputs, chosen: dict[str, str | None]):
     def check(case, outputs):
         a, b = inputs.get(case)
         p = case.params
-        path = select_path(p["m"], p["n"], a.element_size(), p["precision"], _tma_eligible(a, b, None))
-        chosen[case.label] = f"{path}: {tuned_config(path, p['m'], p['n'], p['k'], a.dtype)}"
+        if matmul_sm90.eligible(a, b, a.new_empty((p["m"], p["n"]))):
+            chosen[case.label] = f"{CLUSTER_PATH}: {matmul_sm90.CONFIG}"
+        else:
+            path = select_path(p["m"], p["n"], a.element_size(), p["precision"], _tma_eligible(a, b, None))
+            chosen[case.label] = f"{path}: {tuned_config(path, p['m'], p['n'], p['k'], a.dtype)}"
         reference = matmul_reference(a, b)
         tol = tolerance(a.dtype, p["precision"], p["k"])
         for name, out in outputs.items():
