@@ -25,8 +25,10 @@ stages with a split or register epilogue 0.94-0.97x at 4096^3, BLOCK_K 32 with 6
 clusters (both operands multicast) 0.64x. ``kernels.matmul`` uses this kernel when ``eligible``.
 
 Limits (``eligible``): an sm_90 GPU, triton with Gluon's multi-CTA API, bf16 or fp16, row-major operands with
-16-byte aligned bases and row strides (TMA), and at least one full wave of 256 x 256 tiles (below that the
-one-CTA kernel's smaller tiles fill the GPU better). Any M, N, K past that: TMA zero-fills reads past the
+16-byte aligned bases and row strides (TMA), at least one full wave of 256 x 256 tiles (below that the one-CTA
+kernel's smaller tiles fill the GPU better) and ``MIN_FLOPS`` of work. Descriptors are built on the host: built
+on the device (``tma.make_tensor_descriptor``, which would let ``kernels.launch`` record the launch) the same
+kernel ran 0.68x cuBLAS at 4096^3 in GPU run CL. Any M, N, K past that: TMA zero-fills reads past the
 edges and clips the stores.
 """
 
@@ -36,15 +38,13 @@ import functools
 import inspect
 
 import torch
-import triton
-
-from kernels.launch import LaunchCache, signature
 
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError:  # a triton without Gluon
     gluon = None
 
@@ -57,6 +57,10 @@ CONFIG = dict(BLOCK_N=256, BLOCK_K=64, GROUP_M=8, STAGES=3)
 """The one config: 3 stages of (64 + 64) x 64 A rows and a 64 x 256 B tile (48 KB) plus a 2 x 64 x 256 epilogue
 buffer, 208 KB of shared memory per CTA; the fastest of the shapes measured (module docstring)."""
 NUM_CTAS = 2
+MIN_FLOPS = 2 ** 36
+"""Smallest problem (2*M*N*K) sent here, ~100 us of tensor-core work: a launch costs ~100 us of host time (three
+host descriptors and triton 3.9's launch path), which at 4096 x 4096 x 512 made the eager call 0.28x cuBLAS
+while the kernel alone ran 0.97x (GPU run CK, CUDA-graph rows)."""
 CONSUMER_REGS = 232
 LOADER_REGS = 40
 
@@ -138,25 +142,15 @@ if gluon is not None:
         tma.store_wait(0)
 
     @gluon.jit
-    def matmul_cluster_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-                              BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-                              STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
-        """C(M, N) = A(M, K) @ B(K, N), row-major with unit column strides; launch with num_warps=4, num_ctas=2
-        and a grid of at most one cluster per two SMs. The descriptors are built on the device (records in the
-        workspace ``triton.set_allocator`` provides), so a launch takes plain pointers and a recorded launch
-        (``kernels.launch``) replays it."""
-        dtype: gl.constexpr = c_ptr.dtype.element_ty
-        PIECE_M: gl.constexpr = 2 * 64
-        # A and C rows split over the pair (CTA bit -> row 64 of each 128-row piece), B broadcast to both.
-        a_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([PIECE_M, BLOCK_K], dtype, cga_layout=[[1, 0]])
-        b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_K, BLOCK_N], dtype, cga_layout=[[0, 0]])
-        c_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([PIECE_M, BLOCK_N], dtype, cga_layout=[[1, 0]])
-        a_desc = tma.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [PIECE_M, BLOCK_K], a_layout)
-        b_desc = tma.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N], b_layout)
-        c_desc = tma.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [PIECE_M, BLOCK_N], c_layout)
-        a_smem = gl.allocate_shared_memory(dtype, [2 * STAGES, PIECE_M, BLOCK_K], a_layout)
-        b_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_layout)
-        c_smem = gl.allocate_shared_memory(dtype, [2, PIECE_M, BLOCK_N], c_layout)
+    def matmul_cluster_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                              GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                              LOADER_REGS: gl.constexpr):
+        """C(M, N) = A(M, K) @ B(K, N) through host descriptors with the cluster layouts of ``layouts``; launch
+        with num_warps=4, num_ctas=2 and a grid of at most one cluster per two SMs."""
+        PIECE_M: gl.constexpr = a_desc.block_shape[0]
+        a_smem = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES, PIECE_M, BLOCK_K], a_desc.layout)
+        b_smem = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+        c_smem = gl.allocate_shared_memory(c_desc.dtype, [2, PIECE_M, BLOCK_N], c_desc.layout)
         full = mbarrier.allocate_mbarrier(batch=STAGES)
         empty_a = mbarrier.allocate_mbarrier(batch=STAGES)  # one per CTA
         empty_b = mbarrier.allocate_mbarrier(batch=STAGES, two_ctas=True)  # one per pair, in the lead CTA
@@ -184,6 +178,19 @@ def available() -> bool:
     allocate = getattr(getattr(mbarrier, "allocate_mbarrier", None), "fn", None)
     return (load is not None and "multicast" in inspect.signature(load).parameters
             and allocate is not None and "two_ctas" in inspect.signature(allocate).parameters)
+
+
+def block_shapes(config: dict = CONFIG) -> tuple[list[int], list[int], list[int]]:
+    """Cluster-level TMA boxes of A, B and C (each CTA moves half of A's and C's rows, all of B)."""
+    return [PIECE, config["BLOCK_K"]], [config["BLOCK_K"], config["BLOCK_N"]], [PIECE, config["BLOCK_N"]]
+
+
+def layouts(dtype, config: dict = CONFIG):
+    """Shared layouts of A, B, C (gl dtype): A and C rows split over the pair (CTA bit -> row 64), B broadcast."""
+    sa, sb, sc = block_shapes(config)
+    return (gl.NVMMASharedLayout.get_default_for(sa, dtype, cga_layout=[[1, 0]]),
+            gl.NVMMASharedLayout.get_default_for(sb, dtype, cga_layout=[[0, 0]]),
+            gl.NVMMASharedLayout.get_default_for(sc, dtype, cga_layout=[[1, 0]]))
 
 
 def tiles(m: int, n: int, config: dict = CONFIG) -> int:
@@ -219,34 +226,22 @@ def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
         return False
     m, k = a.shape
     n = b.shape[1]
-    if k == 0 or tiles(m, n) < num_sms // NUM_CTAS:
+    if k == 0 or tiles(m, n) < num_sms // NUM_CTAS or 2 * m * n * k < MIN_FLOPS:
         return False
     return all(_tma_ready(t) for t in (a, b, c))
 
 
-def _args(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple:
-    m, k = a.shape
-    return (a, b, c, m, b.shape[1], k, a.stride(0), b.stride(0), c.stride(0))
-
-
-_LAUNCHES = LaunchCache(matmul_cluster_kernel, per_call=("a_ptr", "b_ptr", "c_ptr")) if gluon is not None else None
-"""Launches recorded per call signature (kernels.launch): a repeated call skips triton's per-launch Python work,
-which at 4096 x 4096 x 512 costs more than the kernel."""
-
-
 def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """c = a @ b with matmul_cluster_kernel (the caller checks ``eligible``); returns c."""
-    from kernels.matmul import _tma_workspace
-
+    m, k = a.shape
+    n = b.shape[1]
+    la, lb, lc = layouts(gl.bfloat16 if a.dtype == torch.bfloat16 else gl.float16)
+    sa, sb, sc = block_shapes()
+    descs = (TensorDescriptor.from_tensor(a, sa, la), TensorDescriptor.from_tensor(b, sb, lb),
+             TensorDescriptor.from_tensor(c, sc, lc))
     device = a.device.index if a.device.index is not None else torch.cuda.current_device()
-    triton.set_allocator(_tma_workspace)  # the device-built descriptors' records
-    key = (device, signature(a, b, c))
-    recorded = _LAUNCHES.get(key)
-    if recorded is not None and device == torch.cuda.current_device():
-        recorded((a, b, c))
-        return c
-    m, n = a.shape[0], b.shape[1]
     with torch.cuda.device(device):
-        _LAUNCHES.launch(key, grid(m, n, _device(device)[1]), _args(a, b, c), device, **CONFIG,
-                         CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, num_warps=4, num_ctas=NUM_CTAS)
+        matmul_cluster_kernel[grid(m, n, _device(device)[1])](
+            *descs, m, n, k, **CONFIG, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
+            num_warps=4, num_ctas=NUM_CTAS)
     return c

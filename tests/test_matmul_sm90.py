@@ -24,21 +24,21 @@ COMPILE_SCRIPT = r"""
 import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernels import matmul_sm90 as sm90
 
 results = {}
-for name, ptx_type in (("bf16", "bf16"), ("fp16", "f16")):
-    # the launch-time specialisation of contiguous 4096 x 4096 operands: 16-divisible pointers and ints
-    sig = {"a_ptr": f"*{name}", "b_ptr": f"*{name}", "c_ptr": f"*{name}"}
+for name, dtype, ptx_type in (("bf16", gl.bfloat16, "bf16"), ("fp16", gl.float16, "f16")):
+    la, lb, lc = sm90.layouts(dtype)
+    sa, sb, sc = (",".join(map(str, s)) for s in sm90.block_shapes())
+    sig = {"a_desc": f"tensordesc<{name}[{sa}],{la!r}>", "b_desc": f"tensordesc<{name}[{sb}],{lb!r}>",
+           "c_desc": f"tensordesc<{name}[{sc}],{lc!r}>", "M": "i32", "N": "i32", "K": "i32"}
     fn = sm90.matmul_cluster_kernel
-    for arg in fn.arg_names[3:9]:
-        sig[arg] = "i32"
-    for arg in fn.arg_names[9:]:
+    for arg in fn.arg_names[len(sig):]:
         sig[arg] = "constexpr"
     consts = dict(sm90.CONFIG, CONSUMER_REGS=sm90.CONSUMER_REGS, LOADER_REGS=sm90.LOADER_REGS)
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(9)}
-    kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+    kernel = triton.compile(GluonASTSource(fn, sig, consts), target=GPUTarget("cuda", 90, 32),
                             options={"num_warps": 4, "num_ctas": sm90.NUM_CTAS})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"]); f.flush()
@@ -64,8 +64,7 @@ print(json.dumps(results))
                     reason="triton's bundled NVIDIA ptxas/cuobjdump are missing")
 def test_kernel_compiles_for_hopper_with_multicast():
     """sm_90 code, ahead of time (no GPU): a 2-CTA cluster; per K step each CTA loads its two 64-row A boxes by
-    plain TMA and the B tile arrives by multicast (64-column boxes, 4 per tile), which only the lead CTA issues
-    (a %cluster_ctarank test); each CTA's barrier expects
+    plain TMA and the B tile arrives by multicast (64-column boxes, 4 per tile); each CTA's barrier expects
     2 x 64 x 64 + 64 x 256 elements of 2 bytes; consumers arrive on the lead CTA's barrier remotely; bf16 / fp16
     wgmmas; no spills; at most 227 KiB of shared memory. A subprocess: the module must be imported without
     TRITON_INTERPRET."""
@@ -90,8 +89,9 @@ def test_kernel_compiles_for_hopper_with_multicast():
         assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"
 
 
-def test_tiles_and_grid():
-    """256 x 256 cluster tiles; one cluster per two SMs, fewer for fewer tiles."""
+def test_tiles_grid_and_boxes():
+    """256 x 256 cluster tiles; one cluster per two SMs, fewer for fewer tiles; A and C boxes of 128 logical rows
+    (64 per CTA), B boxes of the whole BLOCK_K x BLOCK_N tile."""
     assert sm90.CLUSTER_M == 256 and sm90.CONFIG["BLOCK_N"] == 256
     assert sm90.tiles(4096, 4096) == 256
     assert sm90.tiles(4097, 4096) == 17 * 16
@@ -99,6 +99,18 @@ def test_tiles_and_grid():
     assert sm90.grid(4096, 4096, 132) == (66,)
     assert sm90.grid(777, 1032, 132) == (4 * 5,)
     assert sm90.grid(8, 8, 132) == (1,)
+    assert 2 * 4096 ** 3 >= sm90.MIN_FLOPS > 2 * 4096 * 4096 * 512
+    assert sm90.block_shapes() == ([128, 64], [64, 256], [128, 256])
+
+
+@pytest.mark.skipif(not sm90.available(), reason="this triton has no Gluon multi-CTA API (triton >= 3.9)")
+def test_layouts_split_a_and_c_rows_and_broadcast_b():
+    from triton.experimental.gluon import language as gl
+
+    la, lb, lc = sm90.layouts(gl.bfloat16)
+    assert [list(v) for v in la.cga_layout] == [[1, 0]]
+    assert [list(v) for v in lb.cga_layout] == [[0, 0]]
+    assert [list(v) for v in lc.cga_layout] == [[1, 0]]
 
 
 def test_not_eligible_off_gpu_or_in_float32():
@@ -114,7 +126,7 @@ def _sm90_gpu() -> bool:
 
 @pytest.mark.skipif(not _sm90_gpu(), reason="needs an sm_90 GPU and triton >= 3.9")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("shape", [(2100, 2060, 520), (2304, 2304, 4104), (4096, 4096, 64)])
+@pytest.mark.parametrize("shape", [(2100, 2056, 16392), (2304, 2312, 13000), (4104, 4096, 4104)])
 def test_matches_float64_on_the_gpu(dtype, shape):
     """Odd M, N and K (TMA zero-fills the edges, clips the stores), into a NaN-filled C; through ``launch`` and
     through ``matmul`` (which must pick this kernel, then replay the choice)."""
@@ -137,9 +149,11 @@ def test_matches_float64_on_the_gpu(dtype, shape):
 
 @pytest.mark.skipif(not _sm90_gpu(), reason="needs an sm_90 GPU and triton >= 3.9")
 def test_small_or_misaligned_problems_keep_the_one_cta_kernels():
-    """Under a wave of cluster tiles, or a row stride TMA cannot take, ``matmul`` does not use the cluster kernel."""
+    """Under a wave of cluster tiles, under MIN_FLOPS, or a row stride TMA cannot take: not the cluster kernel."""
     a = torch.randn(1024, 1024, device="cuda").bfloat16()
     assert not sm90.eligible(a, a, torch.empty_like(a))
+    a, b = torch.randn(4096, 512, device="cuda").bfloat16(), torch.randn(512, 4096, device="cuda").bfloat16()
+    assert not sm90.eligible(a, b, torch.empty(4096, 4096, device="cuda").bfloat16())
     odd = torch.randn(4096, 4100, device="cuda").bfloat16()[:, :4099]
     assert not sm90.eligible(odd, torch.randn(4099, 4096, device="cuda").bfloat16(),
                              torch.empty(4096, 4096, device="cuda").bfloat16())

@@ -86,6 +86,9 @@ def test_empty_dimensions():
     (torch.randn(4, 5), torch.randn(5, 3), {"out": torch.empty(4, 3).half()}, "out must be torch.float32"),
 ])
 def test_bad_operands_raise_value_error(a, b, kwargs, message):
+    if not mm._interpreting() and torch.cuda.is_available():  # compiled kernels take CUDA tensors only
+        a, b = (t.cuda() if t.device.type == "cpu" else t for t in (a, b))
+        kwargs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     with pytest.raises(ValueError, match=message):
         mm.matmul(a, b, **kwargs)
 
