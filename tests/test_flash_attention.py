@@ -28,13 +28,12 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import random  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from offline_compile import run_compile_script  # noqa: E402
 import torch  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
@@ -799,15 +798,7 @@ def test_kernels_compile_for_hopper():
     no register spills and at most 227 KiB of shared memory for each kernel's default config
     (the interpreter tests check the math, not this). A subprocess, because the module must be
     imported without TRITON_INTERPRET."""
-    repo = pathlib.Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
-    env["PROFKIT_FA_AUTOTUNE"] = "0"
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    proc = subprocess.run([sys.executable, "-c", SM90_SCRIPT, str(TRITON_BIN / "cuobjdump")],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=repo)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = run_compile_script(SM90_SCRIPT, TRITON_BIN / "cuobjdump", {"PROFKIT_FA_AUTOTUNE": "0"})
     assert len([n for n in results if not n.startswith(("fwd-tma", "dq-tma", "fwd-sm90", "dkdvq", "single"))]) == 6
     assert len([n for n in results if n.startswith("single")]) == sum(
         len(fa.autotune_configs("single", d)) for d in fa.SUPPORTED_HEAD_DIMS)

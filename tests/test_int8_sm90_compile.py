@@ -5,13 +5,10 @@ big-tile config the H200 benchmark depends on: int8 wgmma in the main loop, the 
 outlier product, no register spills, shared memory within the 227 KiB an sm_90 block may use.
 It runs in a subprocess because the kernels must be imported without TRITON_INTERPRET.
 """
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+from offline_compile import run_compile_script
 
 triton = pytest.importorskip("triton")
 BIN = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -100,13 +97,7 @@ print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
 @pytest.mark.skipif(not (BIN / "ptxas").exists() or not (BIN / "cuobjdump").exists(),
                     reason="triton's bundled NVIDIA ptxas/cuobjdump are missing")
 def test_gemm_kernel_compiles_for_hopper():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(BIN / "cuobjdump")],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_compile_script(SCRIPT, BIN / "cuobjdump")
     large, small = result["large"], result["small"]
     assert large["wgmma_s8"] and large["wgmma_f16"]  # int8 main loop + fp16 outlier product
     assert small["mma_s8"]  # BLOCK_M = 16 is below one warpgroup: mma.sync

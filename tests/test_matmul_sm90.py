@@ -5,15 +5,11 @@ each CTA's barrier expects, no spills, shared memory within 227 KiB) and its til
 an sm_90 GPU with triton >= 3.9: results against float64 on odd shapes, through ``launch`` and ``matmul``.
 """
 
-import json
-import os
 import pathlib
-import re
-import subprocess
-import sys
 
 import pytest
 import torch
+from offline_compile import run_compile_script
 
 from kernels import matmul as mm
 from kernels import matmul_sm90 as sm90
@@ -68,14 +64,7 @@ def test_kernel_compiles_for_hopper_with_multicast():
     2 x 64 x 64 + 64 x 256 elements of 2 bytes; consumers arrive on the lead CTA's barrier remotely; bf16 / fp16
     wgmmas; no spills; at most 227 KiB of shared memory. A subprocess: the module must be imported without
     TRITON_INTERPRET."""
-    repo = pathlib.Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), env.get("PYTHONPATH")]))
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    proc = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT, str(TRITON_BIN / "cuobjdump")],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=repo)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = run_compile_script(COMPILE_SCRIPT, TRITON_BIN / "cuobjdump")
     assert set(results) == {"bf16", "fp16"}
     block_k, block_n = sm90.CONFIG["BLOCK_K"], sm90.CONFIG["BLOCK_N"]
     for name, r in results.items():
