@@ -15,7 +15,7 @@ Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order:
   looping over tiles, TMA tensor descriptors built on the device (``tl.make_tensor_descriptor``)
   and a flattened tile x K loop so the next tile's loads overlap this tile's epilogue.
 
-With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles go to a third
+With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles and 2^36 FLOPs go to a third
 kernel, ``kernels.matmul_sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
 Triton cannot express).
 
@@ -188,8 +188,8 @@ PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
 """Autotuned launch paths; ``select_path`` picks one per call."""
 
 CLUSTER_PATH = "cluster"
-"""bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles: ``kernels.matmul_sm90`` (Gluon,
-2-CTA clusters, TMA multicast; one fixed config, not autotuned)."""
+"""bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles and ``matmul_sm90.MIN_FLOPS``:
+``kernels.matmul_sm90`` (Gluon, 2-CTA clusters, TMA multicast; one fixed config, not autotuned)."""
 
 SKINNY_MAX = 32
 """Problems with min(M, N) at or below this use the skinny configs (small tiles, long K steps)."""
