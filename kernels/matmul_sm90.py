@@ -20,9 +20,10 @@ triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers).
 Measured on the H200 (GPU runs CG, CH2, CH3: triton 3.9 ``do_bench`` medians, L2 flushed, three interleaved
 rounds with cuBLAS and ``kernels.matmul``'s one-CTA persistent kernel): 1.000 / 1.000 / 1.002x cuBLAS at 4096^3
 (the one-CTA kernel 0.973 / 0.986 / 0.963x), 1.026 / 0.974 / 1.012x at 8192^3 (1.012 / 1.007 / 1.002x) and
-0.959 / 0.918 / 0.931x at 2048^3 (0.946 / 0.909 / 0.944x). Other shapes of the same kernel were slower: 4
-stages with a split or register epilogue 0.94-0.97x at 4096^3, BLOCK_K 32 with 6 stages 0.983x, and 2 x 2
-clusters (both operands multicast) 0.64x. ``kernels.matmul`` uses this kernel when ``eligible``.
+0.959 / 0.918 / 0.931x at 2048^3 (0.946 / 0.909 / 0.944x); run CN (five rounds): 1.024 / 1.016x at 4096^3 /
+8192^3. Other shapes of the same kernel were slower: 4 stages with a split or register epilogue 0.94-0.97x at
+4096^3, BLOCK_K 32 with 6 stages 0.983x, 2 x 2 clusters (both operands multicast) 0.64x; or no better: a
+double-buffered epilogue in four column pieces, 3 or 4 stages, 1.028 / 1.026x at 4096^3 (run CN). ``kernels.matmul`` uses this kernel when ``eligible``.
 
 Limits (``eligible``): an sm_90 GPU, triton with Gluon's multi-CTA API, bf16 or fp16, row-major operands with
 16-byte aligned bases and row strides (TMA), at least one full wave of 256 x 256 tiles (below that the one-CTA
