@@ -283,6 +283,29 @@ def check_nsys(host: Host) -> list[Check]:
     return rows
 
 
+# ---- triton ----------------------------------------------------------------------------------------------------
+
+CLUSTER_MATMUL_TRITON = (3, 9)
+"""The first triton whose Gluon has multi-CTA clusters and multicast TMA loads (kernels/matmul_sm90.py)."""
+
+
+def check_triton(host: Host, gpu: GpuFacts) -> Check:
+    """Row "triton": whether the kernels/ workloads can run, and which matmul kernel bf16 gets on this GPU. Only
+    those workloads need triton (.cu targets and other programs profile without it), so this row never fails."""
+    try:
+        version = host.module_version("triton")
+    except ImportError as exc:
+        return Check("triton", WARN, f"triton does not import ({exc}): the kernels/ workloads cannot run; .cu targets "
+                     "and other programs still profile", "pip install triton")
+    if _version(version)[:2] >= CLUSTER_MATMUL_TRITON:
+        return Check("triton", OK, f"triton {version}: Gluon multi-CTA clusters available (kernels/matmul_sm90.py)")
+    if gpu.compute_capability.startswith("9."):
+        return Check("triton", WARN, f"triton {version}: kernels.matmul runs bf16/fp16 on its one-CTA TMA kernel; the "
+                     "2-CTA cluster kernel with TMA multicast (kernels/matmul_sm90.py) needs triton >= 3.9",
+                     "pip install 'triton>=3.9', or put a triton 3.9 first on PYTHONPATH (README: the H200 recipe)")
+    return Check("triton", OK, f"triton {version}")
+
+
 # ---- all together ---------------------------------------------------------------------------------------------
 
 def diagnose(host: Host | None = None, *, probe: bool = True) -> list[Check]:
@@ -298,6 +321,7 @@ def diagnose(host: Host | None = None, *, probe: bool = True) -> list[Check]:
     rows.append(counters)
     rows.append(check_ncu_report(host, ncu_version))
     rows += check_nsys(host)
+    rows.append(check_triton(host, gpu))
     return rows
 
 

@@ -58,7 +58,8 @@ STATUS_USER = "Name:\tpython3\nCapEff:\t0000000000000000\n"
 
 
 def fake_host(*, tools=("nvidia-smi", "nvcc", "ncu", "nsys"), outputs=None, libs=True, params="",
-              status=STATUS_ROOT, ncu_report="2026.3.1", nsys_path="/usr/local/bin/nsys", euid=0) -> Host:
+              status=STATUS_ROOT, ncu_report="2026.3.1", nsys_path="/usr/local/bin/nsys", euid=0,
+              triton="3.9.0") -> Host:
     """A Host whose tools print what the real ones print on an H200 box; `outputs` overrides by tool + first arg."""
     paths = {name: (nsys_path if name == "nsys" else f"/usr/local/bin/{name}") for name in tools}
     canned = {("nvidia-smi", "--query-gpu=name,compute_cap,driver_version"): (0, SMI_QUERY),
@@ -72,9 +73,10 @@ def fake_host(*, tools=("nvidia-smi", "nvcc", "ncu", "nsys"), outputs=None, libs
         return process.Completed(list(args), code, text, "")
 
     def module_version(name):
-        if ncu_report is None:
-            raise ImportError("No module named 'ncu_report'")
-        return ncu_report
+        version = triton if name == "triton" else ncu_report
+        if version is None:
+            raise ImportError(f"No module named '{name}'")
+        return version
 
     files = {"/proc/driver/nvidia/params": params, "/proc/self/status": status}
     return Host(which=paths.get, run=run, load_library=lambda name: libs, read_file=files.get,
@@ -265,3 +267,19 @@ def test_the_probe_without_a_driver_says_so():
     out = subprocess.run([sys.executable, "-m", "profkit.capture.probe"], capture_output=True, text=True,
                          env={**os.environ})
     assert out.returncode == 1 and "cannot load libcuda.so.1" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_triton_row_says_which_matmul_kernel_bf16_gets():
+    """triton >= 3.9 on the H200: the cluster kernel is available; 3.6 on an sm_90 GPU: a warning naming what it
+    lacks, with the fix; 3.6 off Hopper: nothing to say; no triton: a warning (kernels/ cannot run) that does not
+    stop profiling."""
+    row = rows_by_check(diagnose(fake_host(triton="3.9.0")))["triton"]
+    assert row.status == OK and "multi-CTA" in row.detail and "3.9.0" in row.detail
+    row = rows_by_check(diagnose(fake_host(triton="3.6.0")))["triton"]
+    assert row.status == WARN and "one-CTA" in row.detail and ">= 3.9" in row.detail and "triton>=3.9" in row.fix
+    ada = {("nvidia-smi", "--query-gpu=name,compute_cap,driver_version"): (0, "NVIDIA L4, 8.9, 580.159.04\n")}
+    row = rows_by_check(diagnose(fake_host(triton="3.6.0", outputs=ada)))["triton"]
+    assert row.status == OK and row.detail == "triton 3.6.0"
+    rows = diagnose(fake_host(triton=None))
+    assert rows_by_check(rows)["triton"].status == WARN and "cannot run" in rows_by_check(rows)["triton"].detail
+    assert can_profile(rows)
