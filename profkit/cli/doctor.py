@@ -30,7 +30,7 @@ def format_checks(rows) -> str:
 @click.option("--no-probe", is_flag=True, help="Do not run ncu on a test kernel (counter permission untested).")
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool, no_probe: bool) -> None:
-    """Check the GPU, driver, nvcc, ncu, nsys, counter permissions and ncu_report; say how to fix each problem."""
+    """Check the GPU, driver, nvcc, ncu, nsys, counter permissions, ncu_report and triton; say how to fix each problem."""
     from profkit.doctor import can_profile, diagnose, to_records
 
     rows = diagnose(probe=not no_probe)
