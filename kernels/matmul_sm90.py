@@ -40,6 +40,8 @@ import inspect
 
 import torch
 
+import kernels.matmul as _matmul  # tile_coords, the grouped tile order (kernels.matmul imports this module first)
+
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -67,17 +69,6 @@ LOADER_REGS = 40
 
 if gluon is not None:
     @gluon.jit
-    def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
-        """(pid_m, pid_n) of tile_id in grouped order, as kernels.matmul.tile_coords."""
-        num_pid_in_group = GROUP_M * num_pid_n
-        group_id = tile_id // num_pid_in_group
-        first_pid_m = group_id * GROUP_M
-        group_size_m = gl.minimum(num_pid_m - first_pid_m, GROUP_M)
-        pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
-        pid_n = (tile_id % num_pid_in_group) // group_size_m
-        return pid_m, pid_n
-
-    @gluon.jit
     def _loader(a_desc, b_desc, a_smem, b_smem, full, empty_a, empty_b, M, N, K,
                 BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr):
         """Loader warp: every K step of this cluster's tiles into ring slot it % STAGES (it counts on across
@@ -89,7 +80,7 @@ if gluon is not None:
         stage_bytes: gl.constexpr = 2 * a_desc.nbytes_per_cta + b_desc.nbytes_per_cta
         it = 0
         for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-            pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            pid_m, pid_n = _matmul.tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
             off_m = pid_m * 2 * PIECE_M
             off_n = pid_n * BLOCK_N
             for kk in range(k_tiles):
@@ -120,7 +111,7 @@ if gluon is not None:
         c_buf = c_smem.index(WG)
         it = 0
         for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-            pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            pid_m, pid_n = _matmul.tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
             acc = gl.zeros([PIECE_M, BLOCK_N], gl.float32, acc_layout)
             prev = 0
             for i in range(k_tiles):
