@@ -2,8 +2,10 @@
 
 cuBLAS's kernel at 4096^3 bf16 (``nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA``) runs 2-CTA clusters: one operand
 tile is read from L2 once per pair of SMs and TMA *multicasts* it into both CTAs' shared memory. Plain Triton
-cannot express clusters (triton 3.6 and 3.9 refuse ``num_ctas=2`` for device-built descriptors); Gluon can from
-triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers). This kernel:
+cannot ask for that: with device-built descriptors ``num_ctas=2`` fails to compile in triton 3.6, and in 3.9 it
+compiles to a tile split over the pair with no multicast load (sm_90 PTX of ``kernels.matmul``'s persistent
+kernel). Gluon can, from triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers). This
+kernel:
 
 * a cluster of two CTAs owns a 256 x 256 tile of C; CTA r computes, in each 128-row half, the 64 rows starting at
   r * 64 (two consumer warpgroups, one per half, m64n256k16 wgmmas), so the pair needs the same B tile;
@@ -23,7 +25,8 @@ rounds with cuBLAS and ``kernels.matmul``'s one-CTA persistent kernel): 1.000 / 
 0.959 / 0.918 / 0.931x at 2048^3 (0.946 / 0.909 / 0.944x); run CN (five rounds): 1.024 / 1.016x at 4096^3 /
 8192^3. Other shapes of the same kernel were slower: 4 stages with a split or register epilogue 0.94-0.97x at
 4096^3, BLOCK_K 32 with 6 stages 0.983x, 2 x 2 clusters (both operands multicast) 0.64x; or no better: a
-double-buffered epilogue in four column pieces, 3 or 4 stages, 1.028 / 1.026x at 4096^3 (run CN). ``kernels.matmul`` uses this kernel when ``eligible``.
+double-buffered epilogue in four column pieces, 3 or 4 stages, 1.028 / 1.026x at 4096^3 (run CN).
+``kernels.matmul`` uses this kernel when ``eligible``.
 
 Limits (``eligible``): an sm_90 GPU, triton with Gluon's multi-CTA API, bf16 or fp16, row-major operands with
 16-byte aligned bases and row strides (TMA), at least one full wave of 256 x 256 tiles (below that the one-CTA
