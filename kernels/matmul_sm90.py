@@ -43,7 +43,7 @@ import inspect
 
 import torch
 
-import kernels.matmul as _matmul  # tile_coords, the grouped tile order (kernels.matmul imports this module first)
+import kernels.matmul as _matmul  # tile_coords and _device_info (kernels.matmul imports this module first)
 
 try:
     from triton.experimental import gluon
@@ -64,8 +64,8 @@ CONFIG = dict(BLOCK_N=256, BLOCK_K=64, GROUP_M=8, STAGES=3)
 buffer, 208 KB of shared memory per CTA; the fastest of the shapes measured (module docstring)."""
 NUM_CTAS = 2
 MIN_FLOPS = 2 ** 36
-"""Smallest problem (2*M*N*K) sent here, ~100 us of tensor-core work: a launch costs ~100 us of host time (three
-host descriptors and triton 3.9's launch path), which at 4096 x 4096 x 512 made the eager call 0.28x cuBLAS
+"""Smallest problem (2*M*N*K) sent here, ~100 us of tensor-core work: a launch cost ~100 us of host time (three
+host descriptors, their layouts then rebuilt per call, and triton 3.9's launch path), which at 4096 x 4096 x 512 made the eager call 0.28x cuBLAS
 while the kernel alone ran 0.97x (GPU run CK, CUDA-graph rows)."""
 CONSUMER_REGS = 232
 LOADER_REGS = 40
@@ -205,9 +205,10 @@ def _tma_ready(t: torch.Tensor) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _device(index: int) -> tuple[int, int]:
-    props = torch.cuda.get_device_properties(index)
-    return props.major, props.multi_processor_count
+def _launch_layouts(dtype: torch.dtype):
+    """``layouts`` of CONFIG for a torch dtype, built once: building them takes ~30 us, a third of a launch's
+    host time."""
+    return layouts(gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
 
 
 def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -216,7 +217,8 @@ def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
         return False
     if not (a.dtype == b.dtype == c.dtype) or not (a.device == b.device == c.device):
         return False
-    major, num_sms = _device(a.device.index if a.device.index is not None else torch.cuda.current_device())
+    major, num_sms = _matmul._device_info(a.device.index if a.device.index is not None
+                                          else torch.cuda.current_device())
     if major != 9:  # wgmma: Hopper only
         return False
     m, k = a.shape
@@ -230,13 +232,13 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     """c = a @ b with matmul_cluster_kernel (the caller checks ``eligible``); returns c."""
     m, k = a.shape
     n = b.shape[1]
-    la, lb, lc = layouts(gl.bfloat16 if a.dtype == torch.bfloat16 else gl.float16)
+    la, lb, lc = _launch_layouts(a.dtype)
     sa, sb, sc = block_shapes()
     descs = (TensorDescriptor.from_tensor(a, sa, la), TensorDescriptor.from_tensor(b, sb, lb),
              TensorDescriptor.from_tensor(c, sc, lc))
     device = a.device.index if a.device.index is not None else torch.cuda.current_device()
     with torch.cuda.device(device):
-        matmul_cluster_kernel[grid(m, n, _device(device)[1])](
+        matmul_cluster_kernel[grid(m, n, _matmul._device_info(device)[1])](
             *descs, m, n, k, **CONFIG, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
             num_warps=4, num_ctas=NUM_CTAS)
     return c

@@ -13,6 +13,7 @@ from offline_compile import run_compile_script
 
 from kernels import matmul as mm
 from kernels import matmul_sm90 as sm90
+from profkit.bench import harness
 
 TRITON_BIN = pathlib.Path(mm.triton.__file__).parent / "backends" / "nvidia" / "bin"
 
@@ -128,12 +129,12 @@ def test_matches_float64_on_the_gpu(dtype, shape):
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
     assert sm90.eligible(a, b, c)
     sm90.launch(a, b, c)
-    assert harness_error(c, ref) <= tol
+    assert harness.relative_error(c, ref) <= tol  # NaN (an unwritten element) fails too
     for _ in range(2):  # the first call chooses and records the cluster path, the second replays it
         out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         mm.matmul(a, b, out=out)
         assert mm._READY[mm._launch_key(a, b, None, out)] == mm.CLUSTER_PATH
-        assert harness_error(out, ref) <= tol
+        assert harness.relative_error(out, ref) <= tol
 
 
 @pytest.mark.skipif(not _sm90_gpu(), reason="needs an sm_90 GPU and triton >= 3.9")
@@ -147,9 +148,3 @@ def test_small_or_misaligned_problems_keep_the_one_cta_kernels():
     assert not sm90.eligible(odd, torch.randn(4099, 4096, device="cuda").bfloat16(),
                              torch.empty(4096, 4096, device="cuda").bfloat16())
 
-
-def harness_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
-    """Frobenius relative error; NaN (an unwritten element) counts as infinitely wrong."""
-    if torch.isnan(actual).any():
-        return float("inf")
-    return ((actual.double() - reference).norm() / reference.norm()).item()
