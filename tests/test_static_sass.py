@@ -81,3 +81,17 @@ def test_a_binary_for_two_arches_is_marked_only_when_every_arch_has_moves_only()
     sass = parse_sass(two_arches)
     assert sorted(sass["arch"]) == ["sm_89", "sm_90", "sm_90", "sm_90"]
     assert not with_static_sass(_raw(), sass)["hfma_all_moves"].any()
+
+
+@pytest.mark.parametrize("instruction, expected", [
+    ("FFMA R145, R85, R56, R94", ("R145", ("R85", "R56", "R94"))),
+    ("        FFMA R7, R132.reuse, R136.reuse, R7", ("R7", ("R132", "R136", "R7"))),
+    ("@!P0 FFMA.FTZ R1, -R2, |R3|, R1", ("R1", ("R2", "R3", "R1"))),
+    ("FFMA R1, R2, 0.5, R3", ("R1", ("R2", None, "R3"))),
+    ("FFMA R1, R2, c[0x0][0x180], RZ", ("R1", ("R2", None, None))),
+    ("FADD R1, R2, R3", None), ("FFMA2 R2, R4, R6, R8", None), ("HFMA2 R4, R2, R3, R4", None),
+    ("LDS.128 R4, [R1]", None), ("", None),
+])
+def test_ffma_registers_reads_destination_and_source_slots(instruction, expected):
+    from profkit.build.sass import ffma_registers
+    assert ffma_registers(instruction) == expected

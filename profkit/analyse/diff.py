@@ -93,6 +93,10 @@ METRICS: list[Metric] = [
     Metric("bank_conflicts", "bank_conflicts", "shared bank conflicts", "", "lower", "access"),
     Metric("shared_excessive", "shared_excessive_pct", "excessive shared wavefronts", "%", "lower", "access",
            abs_tol=0.5),
+    Metric("ffma_inplace", "ffma_inplace_fraction", "FFMAs accumulating in place (fraction)", "", "", "issue",
+           abs_tol=0.01),
+    Metric("ffma_unshared", "ffma_unshared_fraction", "FFMAs sharing no source with the previous FFMA (fraction)",
+           "", "", "issue", abs_tol=0.01),
     Metric("registers", "registers_per_thread", "registers/thread", "", "", "resources", rel_tol=0.0),
     Metric("spill_bytes", "local_bytes", "local-memory (spill) bytes", "B", "lower", "resources", rel_tol=0.0),
     Metric("smem_per_block", "smem_per_block_bytes", "shared memory/block", "B", "", "resources", rel_tol=0.0),
@@ -282,6 +286,8 @@ _ADDITIVE = re.compile(r"^(duration_ns|instructions_executed|hfma_move_instructi
                        r"|_requests$|_instructions$|_wavefronts|^bank_conflicts_|^exact_|^tensor_ops_")
 _LARGEST = {"registers_per_thread", "static_smem_bytes", "dynamic_smem_bytes"}
 _WEIGHTED_BY = {"ldg128_fraction": "global_load_instructions", "lds128_fraction": "shared_load_instructions",
+                **{c: "ffma_instructions" for c in ("ffma_inplace_fraction", "ffma_unshared_fraction",
+                                                    "ffma_dispatch_shared_per_m", "ffma_dispatch_unshared_per_m")},
                 "l2_hit_pct": "l2_sectors", "l1_hit_pct": "global_load_sectors",
                 **{f"stall_{reason}": "instructions_executed" for reason in catalog.STALL_REASONS}}
 
@@ -885,6 +891,26 @@ def _rule_instructions(a, b):
     return f"warp instructions executed {human(ia)} → {human(ib)} ({_times(ia, ib, 'fewer', 'more')})"
 
 
+def _rule_ffma_operands(a, b):
+    """FFMA register use (parse.ncu._ffma_operand_reuse) when it moved: the share of FFMAs that can take no operand
+    from the reuse cache, and how many more dispatch stalls those draw than the rest in each kernel."""
+    ua, ub = _num(a.get("ffma_unshared_fraction")), _num(b.get("ffma_unshared_fraction"))
+    ia, ib = _num(a.get("ffma_inplace_fraction")), _num(b.get("ffma_inplace_fraction"))
+    if math.isnan(ua) or math.isnan(ub) or (abs(ub - ua) < 0.1 and (math.isnan(ia) or math.isnan(ib)
+                                                                    or abs(ib - ia) < 0.25)):
+        return None
+    text = (f"FFMAs sharing no source register with the FFMA before them {100 * ua:.0f}% → {100 * ub:.0f}%"
+            f" (accumulating in place {100 * ia:.0f}% → {100 * ib:.0f}%)")
+    ratios = []
+    for row in (a, b):
+        shared, unshared = _num(row.get("ffma_dispatch_shared_per_m")), _num(row.get("ffma_dispatch_unshared_per_m"))
+        ratios.append(unshared / shared if shared > 0 and not math.isnan(unshared) else math.nan)
+    if not any(math.isnan(r) for r in ratios):
+        text += (f"; those draw {ratios[0]:.1f}× / {ratios[1]:.1f}× the dispatch stalls per execution of the FFMAs "
+                 "that share one")
+    return text
+
+
 def _rule_intensity(a, b):
     pair = _scaled(a, b, "l2_flop_per_byte", 1.5)
     if pair is None:
@@ -913,6 +939,7 @@ RULES = [
     ("stalls", _rule_stalls),
     ("tensor_cores", _rule_tensor),
     ("instructions", _rule_instructions),
+    ("ffma_operands", _rule_ffma_operands),
 ]
 
 

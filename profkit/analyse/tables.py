@@ -15,6 +15,8 @@
   dram_flop_per_byte, l2_flop_per_byte  arithmetic intensity against DRAM and L2 traffic
   gld_bytes_per_flop     global-load bytes requested per FLOP (falls with tiling)
   flop_per_shared_load   FLOPs per warp-level shared-memory load instruction (rises with register tiling)
+  ffma_*                 how executed FFMAs use registers (parse.ncu._ffma_operand_reuse): accumulating in place,
+                         sharing no source register with the FFMA before them, dispatch stalls of each kind
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ VIEWS: dict[str, list[str]] = {
                  "tensor_flops", "dram_flop_per_byte", "l2_flop_per_byte", "peak_dram_gbps"],
     "mechanism": ["kernel", "gld_bytes_per_flop", "excessive_sectors_pct", "flop_per_shared_load",
                   "ldg128_fraction", "lds128_fraction", "registers_per_thread", "achieved_tflops"],
+    "fma": ["kernel", "ffma_instructions", "ffma_inplace_fraction", "ffma_unshared_fraction",
+            "ffma_dispatch_shared_per_m", "ffma_dispatch_unshared_per_m", "stall_dispatch_stall", "fma_pipe_pct",
+            "registers_per_thread", "achieved_tflops"],
 }
 
 

@@ -35,6 +35,25 @@ def opcode(instruction: str) -> str:
     return parts[0] if parts else ""
 
 
+_REGISTER = re.compile(r"^[-|!]*(R\d+)(?:\.reuse)?\|?$")
+
+
+def ffma_registers(instruction: str) -> tuple[str, tuple[str | None, str | None, str | None]] | None:
+    """(destination, (a, b, c)) of an fp32 FFMA `d = a * b + c` (`FFMA R7, R132, R136.reuse, R7`); None for any
+    other instruction. A source that is no general register (an immediate, a constant-bank operand, RZ) is None;
+    negation, absolute value and `.reuse` flags are dropped."""
+    code = opcode(instruction)
+    if code.split(".")[0] != "FFMA":
+        return None
+    operands = [o.strip() for o in _PREDICATE.sub("", instruction).strip()[len(code):].split(",")]
+    if len(operands) != 4:
+        return None
+    registers = [m.group(1) if (m := _REGISTER.match(o)) else None for o in operands]
+    if registers[0] is None:
+        return None
+    return registers[0], (registers[1], registers[2], registers[3])
+
+
 def parse_sass(text: str) -> pd.DataFrame:
     """`cuobjdump -sass` output -> one row per (arch, kernel function by mangled name): instruction
     count, HFMA2 instructions and how many of them are register-zeroing moves."""

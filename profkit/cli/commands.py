@@ -97,7 +97,7 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
 @click.argument("path", type=click.Path())
 @click.option("-t", "--table", "tables", multiple=True,
               help="Which tables (repeatable): summary occupancy throughput coalescing stalls roofline mechanism "
-                   "rules crosscheck timeline launch hotspots weighted nvtx ranges ptxas instructions opcodes notes.")
+                   "fma rules crosscheck timeline launch hotspots weighted nvtx ranges ptxas instructions opcodes notes.")
 @click.option("--all", "all_tables", is_flag=True, help="Every table.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
 @click.option("--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first.")

@@ -19,7 +19,7 @@ import pandas as pd
 from profkit.parse import catalog
 from profkit.parse.files import cache_dir, file_digest
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 FRAMES = ("launches", "rules", "source", "instructions", "opcodes")
 
 

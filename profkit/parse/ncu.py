@@ -3,7 +3,8 @@
 Five tables come out of a report:
 - launches: one row per profiled kernel launch; identity columns (launch, kernel, function, mangled,
   nvtx_path, device_name) then the raw metrics of `catalog.RAW_METRICS` under their column names, plus
-  ldg128_fraction / lds128_fraction (share of executed global / shared loads that are 128-bit, from SASS);
+  ldg128_fraction / lds128_fraction (share of executed global / shared loads that are 128-bit, from SASS) and
+  the FFMA register-use columns of `_ffma_operand_reuse` (FFMA_REUSE_COLUMNS);
 - rules: ncu's rule results (launch, kernel, rule, section, title, message, speedup_type, speedup_pct);
 - source: per launch and source line (file, line): instructions executed, warp-state samples (total and
   per stall reason), excessive L2 sectors from uncoalesced global access, excessive shared wavefronts;
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from profkit.build.ptxas import kernel_base_name
-from profkit.build.sass import HFMA_MOVE, opcode as sass_opcode
+from profkit.build.sass import HFMA_MOVE, ffma_registers, opcode as sass_opcode
 from profkit.errors import ReaderError, ReportError
 from profkit.parse import catalog
 
@@ -228,6 +229,7 @@ def extract_rows(path: Path) -> dict:
         missing |= absent
         pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs, names)
         row.update(_wide_load_fractions(pcs))
+        row.update(_ffma_operand_reuse(pcs))
         launches.append(row)
         rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
         sources.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _source_rows(pcs))
@@ -391,6 +393,50 @@ def _wide_load_fractions(pcs: list[dict]) -> dict:
         if total > 0:
             wide = sum(count for code, count in opcodes if code.startswith(prefix) and ".128" in code)
             out[column] = float(wide / total)
+    return out
+
+
+FFMA_REUSE_COLUMNS = ("ffma_instructions", "ffma_inplace_fraction", "ffma_unshared_fraction",
+                      "ffma_dispatch_shared_per_m", "ffma_dispatch_unshared_per_m")
+
+
+def _ffma_operand_reuse(pcs: list[dict]) -> dict:
+    """How one launch's executed fp32 FFMAs use registers, in program (PC) order, weighted by executions:
+    ffma_instructions, the executed (warp-level) FFMAs; ffma_inplace_fraction, the share that write the register
+    they add (`FFMA R7, R1, R2, R7`: the accumulator stays put); ffma_unshared_fraction, the share that read none
+    of their three sources from the register the FFMA before them read in the same operand slot, so the operand
+    reuse cache (which keeps a source for a later instruction reading it in that slot) can serve none of their
+    reads; ffma_dispatch_shared_per_m / _unshared_per_m, dispatch-stall PC samples per million executions of the
+    FFMAs that do / do not share one (comparable between kernels of one report, which share a sampling
+    interval). NaN without per-PC SASS or without executed FFMAs."""
+    out = dict.fromkeys(FFMA_REUSE_COLUMNS, math.nan)
+    if not any("instructions_executed" in pc for pc in pcs):
+        return out
+    executed = {True: 0.0, False: 0.0}
+    dispatch = {True: 0.0, False: 0.0}
+    in_place = 0.0
+    previous = None
+    for pc in sorted(pcs, key=lambda pc: pc["pc"]):
+        registers = ffma_registers(pc["sass"] or "")
+        if registers is None:
+            continue
+        destination, sources = registers
+        shared = previous is not None and any(s is not None and s == p for s, p in zip(sources, previous))
+        count = _count(pc, "instructions_executed")
+        executed[shared] += count
+        dispatch[shared] += _count(pc, "stall_dispatch_stall")
+        in_place += count if destination == sources[2] else 0.0
+        previous = sources
+    total = executed[True] + executed[False]
+    out["ffma_instructions"] = total
+    if total <= 0:
+        return out
+    out["ffma_inplace_fraction"] = in_place / total
+    out["ffma_unshared_fraction"] = executed[False] / total
+    if any("stall_dispatch_stall" in pc for pc in pcs):
+        for shared, column in ((True, "ffma_dispatch_shared_per_m"), (False, "ffma_dispatch_unshared_per_m")):
+            if executed[shared] > 0:
+                out[column] = 1e6 * dispatch[shared] / executed[shared]
     return out
 
 
