@@ -319,3 +319,14 @@ def test_session_page_shows_opcodes_and_hottest_instructions(session_page, sessi
     opcodes = load_session(sessions_root / pair_session).table("opcodes")
     top = opcodes.sort_values("samples", ascending=False).iloc[0]
     assert f">{top['opcode']}<" in text  # the most-sampled opcode of the session is in a table cell
+
+
+def test_session_page_shows_ffma_register_use_for_fma_kernels(tmp_path):
+    """The warp-stall section carries the `fma` view for kernels that executed FFMAs (the committed fp32 matmul
+    session: tl.dot's kernel and cuBLAS's SGEMM), and leaves it out for a tensor-core session without FFMAs."""
+    root = Path(__file__).resolve().parents[1] / "sessions"
+    fp32 = write_html(tmp_path / "fp32.html", render_html([load_session(root / "triton-matmul-fp32-n4096")]))
+    text = fp32.read_text()
+    assert "ffma_unshared_fraction" in text and "ffma_dispatch_unshared_per_m" in text
+    bf16 = write_html(tmp_path / "bf16.html", render_html([load_session(root / "triton-matmul-bf16-n4096")]))
+    assert "ffma_unshared_fraction" not in bf16.read_text()

@@ -320,13 +320,24 @@ def _kernel_figures(rows: pd.DataFrame, fig, anchor: str, moves: pd.DataFrame | 
                  "Bytes moved at each level. Tiling shows up as fewer L2/DRAM bytes for the same FLOPs.",
                  fig(plots.traffic_figure(rows)) + table_html(_view(rows, "coalescing"))),
         section(f"{anchor}-stalls", "Warp stalls",
-                 "Why warps were not issuing: average cycles spent in each state per issued instruction.",
-                 fig(plots.stall_figure(rows))),
+                 "Why warps were not issuing: average cycles spent in each state per issued instruction. For kernels "
+                 "with FFMAs, how they use registers (in program order): the share accumulating in place, the share "
+                 "sharing no source register with the FFMA before them, and the dispatch-stall samples per million "
+                 "executions of each kind.",
+                 fig(plots.stall_figure(rows)) + _fma_table(rows)),
         section(f"{anchor}-occupancy", "Occupancy",
                  "Warp slots in use; the limiter is the resource that allows the fewest blocks per SM.",
                  fig(plots.occupancy_figure(rows)) + table_html(_view(rows, "occupancy"))),
     ]
     return out
+
+
+def _fma_table(rows: pd.DataFrame) -> str:
+    """The `fma` view of the kernels that executed FFMAs (per-PC captures), or nothing."""
+    if "ffma_instructions" not in rows:
+        return ""
+    with_ffma = rows[pd.to_numeric(rows["ffma_instructions"], errors="coerce").fillna(0) > 0]
+    return table_html(_view(with_ffma, "fma")) if not with_ffma.empty else ""
 
 
 def _view(rows: pd.DataFrame, name: str) -> pd.DataFrame:
