@@ -279,9 +279,10 @@ def kernel_rows(launches: pd.DataFrame) -> pd.DataFrame:
 
 # Raw launch counters (parse.ncu) that add up over launches; the rest of a summed row is re-derived from them
 # (tables.launch_table), averaged with the weight it is a fraction of (stall reasons, cycles per issued instruction:
-# by instructions; 128-bit load fractions by their load instructions; hit rates by their sectors; instructions per
-# cycle by cycles; other rates, percentages, clocks and peaks: by GPU time) or the largest (per-thread and
-# per-block resources). A counter some of the rows lack is unknown for the sum.
+# by instructions; 128-bit load fractions by their load instructions; FFMA register-use shares and dispatch rates
+# by FFMAs; hit rates by their sectors; instructions per cycle by cycles; other rates, percentages, clocks and
+# peaks: by GPU time) or the largest (per-thread and per-block resources). A counter some of the rows lack is
+# unknown for the sum.
 _ADDITIVE = re.compile(r"^(duration_ns|instructions_executed|hfma_move_instructions|waves_per_sm)$|_bytes$|_sectors"
                        r"|_requests$|_instructions$|_wavefronts|^bank_conflicts_|^exact_|^tensor_ops_")
 _LARGEST = {"registers_per_thread", "static_smem_bytes", "dynamic_smem_bytes"}
