@@ -40,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import matmul_sm90
+from kernels import ffma_order, matmul_sm90
 from kernels.launch import LaunchCache, signature
 from kernels.tuning import autotune, tuned_for
 
@@ -65,7 +65,10 @@ def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return pid_m, pid_n
 
 
-@triton.jit
+ffma_order.install()
+
+
+@triton.jit(repr=ffma_order.specialization_name("matmul_kernel"))
 def matmul_kernel(
         a_ptr, b_ptr, c_ptr,
         M, N, K,
@@ -76,10 +79,13 @@ def matmul_kernel(
         GROUP_M: tl.constexpr,
         INPUT_PRECISION: tl.constexpr,
         UPCAST_INPUTS: tl.constexpr = False,
+        FFMA_ORDER: tl.constexpr = "",
 ):
     """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
 
     INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
+    FFMA_ORDER="serpentine" compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
+    dot in serpentine order (``kernels.ffma_order``); it changes no result.
     UPCAST_INPUTS converts the loaded tiles to float32 before the dot. Only the interpreter path
     sets it, for bfloat16: triton's interpreter (3.6 to 3.9) multiplies bfloat16 tiles as their
     raw uint16 bits. A bfloat16 x bfloat16 product is exact in float32, so the upcast dot with
@@ -183,6 +189,17 @@ def matmul_kernel_tma_persistent(
 # ---------------------------------------------------------------------------------------------
 # Autotune configurations
 # ---------------------------------------------------------------------------------------------
+
+@triton.jit
+def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """y = x^T: x (R, C) with any strides, y (C, R) contiguous; one (BLOCK_R, BLOCK_C) tile of x per program
+    (reads along x's rows, writes along y's rows: triton turns the tile around in shared memory)."""
+    offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (offs_r[:, None] < R) & (offs_c[None, :] < C)
+    tile = tl.load(x_ptr + offs_r[:, None] * stride_xr + offs_c[None, :] * stride_xc, mask=mask)
+    tl.store(y_ptr + offs_c[:, None] * R + offs_r[None, :], tl.trans(tile), mask=tl.trans(mask))
+
 
 PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
 """Autotuned launch paths; ``select_path`` picks one per call."""
@@ -376,6 +393,40 @@ def _kernel_b(b: torch.Tensor, precision: str | None) -> torch.Tensor:
     return b
 
 
+FMA_M_MAJOR_MIN_FLOPS = 2 * 2048 ** 3
+"""fma-path problems of at least this many FLOPs read A M-major (``_kernel_a``); below it the copy costs more than
+it saves."""
+TRANSPOSE_BLOCKS = {"BLOCK_R": 64, "BLOCK_C": 64}
+_TRANSPOSES = LaunchCache(transpose_kernel, per_call=("x_ptr", "y_ptr"))
+
+
+def transpose(x: torch.Tensor) -> torch.Tensor:
+    """x (R, C), any strides -> x^T as a new contiguous (C, R) tensor, by ``transpose_kernel`` (after the first call
+    of a layout, through its recorded launch)."""
+    r, c = x.shape
+    y = torch.empty((c, r), device=x.device, dtype=x.dtype)
+    if r and c:
+        device = None if _interpreting() else (x.device.index if x.device.index is not None
+                                               else torch.cuda.current_device())
+        grid = (triton.cdiv(r, TRANSPOSE_BLOCKS["BLOCK_R"]), triton.cdiv(c, TRANSPOSE_BLOCKS["BLOCK_C"]))
+        _TRANSPOSES.launch((x.device, signature(x)), grid, (x, y, r, c, x.stride(0), x.stride(1)), device,
+                           **TRANSPOSE_BLOCKS)
+    return y
+
+
+def _kernel_a(a: torch.Tensor, n: int, path: str) -> torch.Tensor:
+    """A as the kernel reads it. On the fma path (float32, TF32 off) a K-contiguous A of a problem of at least
+    ``FMA_M_MAJOR_MIN_FLOPS`` is copied M-major (``transpose(a).t()``, same values): the dot's shared loads
+    then fetch four rows of one k, and ptxas issues each k step's FMAs as one outer product that accumulates in
+    place (85% of FFMAs against 37% from a K-major A, 128x64x32 tile, sm_90 SASS) with fewer registers (139
+    against 168), which ``kernels.ffma_order`` then walks in serpentine order. The copy moves 8*M*K bytes per
+    call and is part of the timed call. Other paths and smaller problems read A as given."""
+    m, k = a.shape
+    if path == "fma" and a.stride(1) == 1 and a.stride(0) != 1 and 2 * m * n * k >= FMA_M_MAJOR_MIN_FLOPS:
+        return transpose(a).t()
+    return a
+
+
 def _launch_key(a, b, precision, out) -> tuple:
     """Everything that fixes a launch except the data: operand dtypes, shapes, strides and
     alignment, the device, the precision argument and whether ``out`` was given (and its layout)."""
@@ -410,7 +461,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
             if path == "tma":
                 triton.set_allocator(_tma_workspace)
-            launch((a, _kernel_b(b, precision), c))
+            launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision), c))
             return c
 
     precision = _validate(a, b, precision, out)
@@ -426,7 +477,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     if _interpreting():
         blocks = INTERPRETER_BLOCKS
         grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
-        b = _kernel_b(b, precision)
+        a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision)
         matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                             c.stride(0), c.stride(1), INPUT_PRECISION=input_precision,
                             UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
@@ -446,9 +497,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         def grid(meta):
             return (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
     else:
-        b = _kernel_b(b, precision)
+        a, b = _kernel_a(a, n, path), _kernel_b(b, precision)
         args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
         kwargs = {"INPUT_PRECISION": input_precision}
+        if path == "fma":
+            kwargs["FFMA_ORDER"] = ffma_order.SERPENTINE
 
         def grid(meta):
             return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
@@ -771,8 +824,16 @@ SWEEP_PATHS = {"bf16": "tma", "fp32": "fma"}
 """``sweep`` dtype -> the autotuned path whose configs it times (bf16: the persistent TMA kernel; fp32: TF32 off)."""
 
 
-def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, b, c) -> None:
-    """One launch of ``path``'s kernel with cfg (its GROUP_M replaced), through triton's own launch path."""
+SWEEP_OPERANDS = {"bf16": ((False, ""),),
+                  "fp32": ((True, ffma_order.SERPENTINE), (False, ffma_order.SERPENTINE), (False, ""))}
+"""``sweep`` dtype -> the (A copied M-major, FFMA_ORDER) pairs it times every config with: for fp32 the shipped pair
+(``_kernel_a``'s copy inside the timed call, serpentine FMAs) and A as given with and without the serpentine order."""
+
+
+def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, b, c, m_major: bool = False,
+                  order: str = "") -> None:
+    """One launch of ``path``'s kernel with cfg (its GROUP_M replaced), through triton's own launch path; m_major: A is
+    first copied M-major (``transpose``) and the kernel reads the copy; order: the kernel's FFMA_ORDER."""
     m, k = a.shape
     n = b.shape[1]
     meta = {**cfg.kwargs, "GROUP_M": group_m}
@@ -781,21 +842,23 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
     if path == "tma":
         matmul_kernel_tma_persistent[(min(num_sms, tiles),)](a, b, c, m, n, k, **meta, NUM_SMS=num_sms, **options)
     else:
+        a = transpose(a).t() if m_major else a
         matmul_kernel[(tiles,)](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                                c.stride(1), **meta, INPUT_PRECISION="ieee", **options)
+                                c.stride(1), **meta, INPUT_PRECISION="ieee", FFMA_ORDER=order, **options)
 
 
-def _sweep_label(cfg: triton.Config, group_m: int) -> str:
+def _sweep_label(cfg: triton.Config, group_m: int, m_major: bool = False, order: str = "", dtype: str = "bf16") -> str:
     kw = cfg.kwargs
     sub = f" sub{int(kw['EPILOGUE_SUBTILE'])}" if "EPILOGUE_SUBTILE" in kw else ""
-    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}"
+    operands = f" a{'M' if m_major else 'K'}{' serp' if order else ''}" if dtype == "fp32" else ""
+    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}{operands}"
 
 
 def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] = (4, 8, 16, 32),
           rounds: int = 3, out_dir: Path = Path("reports/benchmarks"), min_tile: int = 0) -> list[dict]:
     """Every autotune config of one path with each GROUP_M (the tile order, hence L2 reuse), against cuBLAS and
     the shipped autotuned ``matmul``, square sizes: the persistent TMA kernel's for bf16, the fma configs (fp32,
-    TF32 off on both sides) for fp32 (``SWEEP_PATHS``).
+    TF32 off on both sides) for fp32 (``SWEEP_PATHS``), each with every operand setting of ``SWEEP_OPERANDS``.
 
     Every config is first checked against float64 on odd sizes (poisoned output). Timing: ``rounds``
     interleaved rounds of harness.time_fn (L2 flushed before each call) on CUDA-graph replays, so the
@@ -817,8 +880,8 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
     device = torch.cuda.current_device()
     _, num_sms = _device_info(device)
     triton.set_allocator(_tma_workspace)
-    configs = [(cfg, group_m) for cfg in matmul_configs(path) for group_m in group_ms
-               if cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"] >= min_tile]
+    configs = [(cfg, group_m, m_major, order) for cfg in matmul_configs(path) for group_m in group_ms
+               for m_major, order in SWEEP_OPERANDS[dtype] if cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"] >= min_tile]
 
     gen = torch.Generator(device="cuda").manual_seed(0)
     with harness.tf32_mode(False):
@@ -826,19 +889,22 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
             a = torch.randn(m, k, device="cuda", generator=gen).to(torch_dtype)
             b = torch.randn(k, n, device="cuda", generator=gen).to(torch_dtype)
             reference = matmul_reference(a, b)
-            for cfg, group_m in configs:
+            for cfg, group_m, m_major, order in configs:
                 c = _poisoned(a, b)
-                _sweep_launch(path, cfg, group_m, num_sms, a, b, c)
+                _sweep_launch(path, cfg, group_m, num_sms, a, b, c, m_major, order)
                 harness.require_close(c, reference, tolerance(torch_dtype, "ieee" if dtype == "fp32" else None, k),
-                                      f"sweep {cfg} GROUP_M={group_m}")
+                                      f"sweep {_sweep_label(cfg, group_m, m_major, order, dtype)}")
         rows = []
         for size in sizes:
             a = torch.randn(size, size, device="cuda", generator=gen).to(torch_dtype)
             b = torch.randn(size, size, device="cuda", generator=gen).to(torch_dtype)
             c = torch.empty(size, size, device="cuda", dtype=torch_dtype)
             sides = {"cublas": lambda: torch.matmul(a, b, out=c), "profkit": lambda: matmul(a, b, out=c)}
-            for cfg, group_m in configs:
-                sides[_sweep_label(cfg, group_m)] = functools.partial(_sweep_launch, path, cfg, group_m, num_sms, a, b, c)
+            if dtype == "fp32":
+                sides["transpose A alone"] = functools.partial(transpose, a)
+            for cfg, group_m, m_major, order in configs:
+                sides[_sweep_label(cfg, group_m, m_major, order, dtype)] = functools.partial(
+                    _sweep_launch, path, cfg, group_m, num_sms, a, b, c, m_major, order)
             medians: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(rounds):
                 for name, fn in sides.items():

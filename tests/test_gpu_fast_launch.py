@@ -37,6 +37,25 @@ def test_matmul_recorded_launch_matches_reference_on_new_inputs(m, n, k, dtype, 
         assert relative_error(fresh, reference) <= tol
 
 
+@pytest.mark.parametrize("m,n,k", [(1000, 777, 333), (1024, 1040, 1008)])
+def test_fma_path_with_a_copied_m_major_matches_reference_on_new_inputs(m, n, k, monkeypatch):
+    # Large fp32 problems copy A M-major before the serpentine-order kernel (kernels.matmul._kernel_a); the
+    # threshold is lowered so a small problem takes that route, first call and recorded replays alike.
+    from kernels import matmul as mm
+
+    monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 0)
+    a, b = _fresh((m, k), torch.float32, 5), _fresh((k, n), torch.float32, 6)
+    assert mm._kernel_a(a, n, "fma").stride() == (1, m)
+    tol = mm.tolerance(torch.float32, "ieee", k)
+    assert relative_error(mm.matmul(a, b), mm.matmul_reference(a, b)) <= tol
+    assert mm._READY[mm._launch_key(a, b, None, None)] == "fma"
+    for seed in (7, 8):
+        a2, b2 = _fresh((m, k), torch.float32, seed), _fresh((k, n), torch.float32, seed + 10)
+        out = torch.full((m, n), math.nan, device="cuda")
+        mm.matmul(a2, b2, out=out)
+        assert relative_error(out, mm.matmul_reference(a2, b2)) <= tol
+
+
 @pytest.mark.parametrize("variant", ["split", "fused", "single"])
 def test_flash_attention_recorded_launches_match_the_launch_path(variant, monkeypatch):
     from kernels import flash_attention as fa

@@ -179,7 +179,48 @@ def test_sweep_launch_of_an_fma_tile_matches_float64(gen):
     mm._sweep_launch("fma", cfg, 2, 1, a, b, c)
     assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
     assert mm._sweep_label(cfg, 2) == "32x16x16 s2 w1 g2"
+    c = torch.full((45, 37), float("nan"))
+    mm._sweep_launch("fma", cfg, 2, 1, a, b, c, m_major=True, order=mm.ffma_order.SERPENTINE)
+    assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
+    assert mm._sweep_label(cfg, 2, True, mm.ffma_order.SERPENTINE, "fp32") == "32x16x16 s2 w1 g2 aM serp"
+    assert mm._sweep_label(cfg, 2, False, "", "fp32") == "32x16x16 s2 w1 g2 aK"
     assert mm._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
+
+
+@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.parametrize("r, c", [(1, 1), (67, 129), (130, 64), (5, 300)])
+def test_transpose_of_odd_and_strided_tiles(gen, r, c):
+    x = torch.randn(r, c, generator=gen)
+    y = mm.transpose(x)
+    assert y.shape == (c, r) and y.is_contiguous() and torch.equal(y, x.t())
+    wide = torch.randn(r, 2 * c + 3, generator=gen)[:, 1:2 * c + 1:2]  # a strided view
+    assert torch.equal(mm.transpose(wide), wide.t())
+
+
+@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+def test_fma_path_reads_a_m_major_from_the_size_threshold_on(gen, monkeypatch):
+    # _kernel_a copies A M-major for fma-path problems of at least FMA_M_MAJOR_MIN_FLOPS; the result must not change.
+    copies = []
+
+    def counting_transpose(x):
+        copies.append(tuple(x.shape))
+        return transpose(x)
+    transpose = mm.transpose
+    monkeypatch.setattr(mm, "transpose", counting_transpose)
+    a, b = _operands(gen, 67, 45, 33, torch.float32)
+    monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 2 * 67 * 45 * 33 + 1)
+    small = mm.matmul(a, b)
+    assert copies == []
+    monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 2 * 67 * 45 * 33)
+    big = mm.matmul(a, b)
+    assert copies == [(67, 33)]
+    for result in (small, big):
+        assert harness.relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 33)
+    mm.matmul(a, b, precision="tf32")  # other paths, and an A that is M-major already, are read as given
+    mm.matmul(a.t().contiguous().t(), b)
+    assert copies == [(67, 33)]
+    kernel_a = mm._kernel_a(a, 45, "fma")
+    assert kernel_a.stride() == (1, 67) and torch.equal(kernel_a, a)
 
 
 def test_profile_workload_rejects_bad_arguments():
