@@ -224,12 +224,11 @@ def matmul_configs(path: str) -> list[triton.Config]:
     """Autotune candidates per launch path (at most 16 each, so tuning one shape takes seconds).
 
     fma (float32, TF32 off): the dot runs on FMA units; each thread owns a register sub-tile,
-    so large tiles with 8 warps and short K steps keep the FMA pipes fed without spilling. The
-    4-warp 128x64 tile won at 4096 and 8192 in the first sweep (64 accumulators a thread), so
-    its K-step/stage neighbours and the 128-accumulator 4-warp 128x128 tile are in too. At 2048^3 the
-    5-stage 128x64 tile (96 KB of shared memory: 2 CTAs an SM, so its 512 tiles fill 1.94 waves instead of
-    1.29) and the 2-warp 64x64 tile ran 0.855x and 0.849x cuBLAS against 0.843x for the autotuner's pick
-    without them (GPU run BA, every fp32 tile timed from CUDA graphs with the L2 flushed).
+    so large tiles with 8 warps and short K steps keep the FMA pipes fed without spilling. With A read
+    M-major and the FMAs in serpentine order (``_kernel_a``, ``kernels.ffma_order``) the 128-accumulator
+    tiles lead: 128x128x16 (4 warps, 4 stages) at 2048^3 and 4096^3, 128x128x32 (4 warps, 3 stages) at 8192^3,
+    256x128x16 and 128x256x16 (8 warps) within 0.5% (``sweep --dtype fp32``, GPU run CW); 1024^3 (A as given)
+    goes to the 64x64 tiles. The 4-warp 128x64 tiles won with a K-major A (GPU runs BA, BD).
     tf32: tensor cores on 4-byte operands, so shared memory per stage is twice bf16's; BLOCK_K
     32 with 3-4 stages. mma16: tutorial-style tiles for bf16/fp16 without TMA. skinny16 /
     skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
@@ -394,8 +393,9 @@ def _kernel_b(b: torch.Tensor, precision: str | None) -> torch.Tensor:
 
 
 FMA_M_MAJOR_MIN_FLOPS = 2 * 2048 ** 3
-"""fma-path problems of at least this many FLOPs read A M-major (``_kernel_a``); below it the copy costs more than
-it saves."""
+"""fma-path problems of at least this many FLOPs read A M-major (``_kernel_a``). At 2048^3 the best M-major tile, copy
+included, ran 0.951x cuBLAS against 0.869x for the best with A as given; at 1024^3 1.051x against 1.064x
+(``sweep --dtype fp32``, GPU run CW)."""
 TRANSPOSE_BLOCKS = {"BLOCK_R": 64, "BLOCK_C": 64}
 _TRANSPOSES = LaunchCache(transpose_kernel, per_call=("x_ptr", "y_ptr"))
 
