@@ -3,7 +3,9 @@
 Variants (``precision`` for float32 inputs):
 
 * float32, ``precision="ieee"`` (the default): true fp32 products (``input_precision="ieee"``),
-  TF32 really off. On Hopper this runs on the FMA units, like cuBLAS SGEMM with TF32 off.
+  TF32 really off. On Hopper this runs on the FMA units, like cuBLAS SGEMM with TF32 off; from 2048^3 up
+  A is first copied M-major (``transpose_kernel``) and the FMAs are issued in serpentine order
+  (``kernels.ffma_order``), which is what brings it level with cuBLAS.
 * float32, ``precision="tf32"``: TF32 tensor cores, fp32 accumulate.
 * bfloat16 / float16: tensor cores, fp32 accumulate, output rounded to the input dtype.
 
