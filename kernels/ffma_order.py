@@ -8,12 +8,12 @@ fma path), and an FMA that shares a source register, in the same operand slot, w
 reads that operand from the operand reuse cache instead of the register file. Reversing every other row (a
 serpentine walk: row 0 left to right, row 1 right to left, ...) makes the row boundary share the B register too,
 so fewer FFMAs read all three operands from the register file: 31% -> 14% of them in the 128x128x32 8-warp fma
-tile, and the warps' dispatch stalls drop with them (sm_90 SASS of triton 3.6, and ncu on the H200: see
-README, GPU runs CV and CW).
+tile, and the warps' dispatch stalls drop with them (sm_90 SASS of triton 3.6 and 3.9, and ncu on the H200: see
+README, GPU runs CV, CW and CX).
 
 The pass is exact: it only permutes FMAs of one row and k step, which write distinct registers and read none
 that the others write. It rewrites only kernels whose PTX entry name ends with ``SUFFIX``; ``specialization_name``
-gives a ``triton.jit`` kernel that name for the specializations with ``FFMA_ORDER="serpentine"``, so the
+gives a ``triton.jit`` kernel that name for the specializations with ``FFMA_ORDER=SERPENTINE``, so the
 rewritten and the plain compiles have different names and different cache keys. ``install`` chains the pass
 into triton's compile pipeline (``triton.knobs.runtime.add_stages_inspection_hook``, triton >= 3.5).
 """
@@ -23,11 +23,12 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-SERPENTINE = "serpentine"
-"""The value of a kernel's ``FFMA_ORDER`` constexpr that asks for this pass."""
-SUFFIX = "_" + SERPENTINE
 VERSION = "1"
-"""Part of triton's cache key (triton >= 3.9 asks the hook for one): change it when the pass changes."""
+"""Change it when the pass changes: it is part of the constexpr value below, which triton's compile cache key holds
+(triton >= 3.9 also asks the hook for a key; 3.6 does not)."""
+SERPENTINE = f"serpentine-v{VERSION}"
+"""The value of a kernel's ``FFMA_ORDER`` constexpr that asks for this pass."""
+SUFFIX = "_serpentine"
 
 _FMA = re.compile(r"^\s*fma\.rn\.f32\s+(%r\d+),\s*(%r\d+),\s*(%r\d+),\s*(%r\d+);")
 _ENTRY = re.compile(r"^\s*\.visible\s+\.entry\s+([A-Za-z_$][\w$]*)", re.MULTILINE)

@@ -86,7 +86,7 @@ def matmul_kernel(
     """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
 
     INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
-    FFMA_ORDER="serpentine" compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
+    FFMA_ORDER=ffma_order.SERPENTINE compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
     dot in serpentine order (``kernels.ffma_order``); it changes no result.
     UPCAST_INPUTS converts the loaded tiles to float32 before the dot. Only the interpreter path
     sets it, for bfloat16: triton's interpreter (3.6 to 3.9) multiplies bfloat16 tiles as their
@@ -188,10 +188,6 @@ def matmul_kernel_tma_persistent(
             c_desc.store([offs_cm, offs_cn], accumulator.to(dtype))
 
 
-# ---------------------------------------------------------------------------------------------
-# Autotune configurations
-# ---------------------------------------------------------------------------------------------
-
 @triton.jit
 def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """y = x^T: x (R, C) with any strides, y (C, R) contiguous; one (BLOCK_R, BLOCK_C) tile of x per program
@@ -202,6 +198,10 @@ def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, BLOCK_R: tl.const
     tile = tl.load(x_ptr + offs_r[:, None] * stride_xr + offs_c[None, :] * stride_xc, mask=mask)
     tl.store(y_ptr + offs_c[:, None] * R + offs_r[None, :], tl.trans(tile), mask=tl.trans(mask))
 
+
+# ---------------------------------------------------------------------------------------------
+# Autotune configurations
+# ---------------------------------------------------------------------------------------------
 
 PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
 """Autotuned launch paths; ``select_path`` picks one per call."""

@@ -123,13 +123,13 @@ import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels import matmul as mm
+from kernels import ffma_order, matmul as mm
 from profkit.build.sass import ffma_registers
 
 fn = mm.matmul_kernel
 results = {}
 for a_major in ("k", "m"):
-    for order in ("", "serpentine"):
+    for order in ("", ffma_order.SERPENTINE):
         unit = "stride_am" if a_major == "m" else "stride_ak"
         sig = {n: "*fp32" for n in ("a_ptr", "b_ptr", "c_ptr")}
         sig.update({n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
@@ -150,7 +150,7 @@ for a_major in ("k", "m"):
         lines = (m.group(1) for m in map(re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;").search, sass.splitlines()) if m)
         ffmas = [r for r in map(ffma_registers, lines) if r is not None]
         unshared = sum(1 for (_, s), (_, p) in zip(ffmas[1:], ffmas) if not any(x is not None and x == y for x, y in zip(s, p)))
-        results[a_major + (order or "plain")] = {
+        results[a_major + ("serpentine" if order else "plain")] = {
             "name": kernel.metadata.name, "ffma": len(ffmas),
             "fma_ptx": sorted(l.split("\t")[-1] for l in kernel.asm["ptx"].splitlines() if "fma.rn.f32" in l),
             "in_place": sum(d == s[2] for d, s in ffmas) / len(ffmas), "unshared": unshared / len(ffmas),
