@@ -165,8 +165,8 @@ print(json.dumps(results))
 def test_m_major_a_and_serpentine_order_in_the_sm90_sass():
     """The fp32 fma kernel (128x128x32 tile, 8 warps, 3 stages) compiled for sm_90 ahead of time: the serpentine
     specialization is named ``matmul_kernel_serpentine`` and holds the same FMAs as the plain one; with A M-major
-    ptxas accumulates most FFMAs in place (an outer product per k step) where a K-major A leaves most FFMAs
-    writing a fresh register, and the serpentine order cuts the FFMAs that share no source register with the one
+    ptxas accumulates more FFMAs in place (an outer product per k step; 66% against 53% from a K-major A) and
+    uses fewer registers, and the serpentine order cuts the FFMAs that share no source register with the one
     before them (offline, triton 3.6 / 3.9: 28% -> 6.5%); no spills."""
     r = run_compile_script(COMPILE_SCRIPT, TRITON_BIN / "cuobjdump")
     for key in ("kplain", "kserpentine", "mplain", "mserpentine"):
