@@ -311,6 +311,11 @@ def _has_device_tma() -> bool:
             and "flatten" in inspect.signature(tl.range.__init__).parameters)
 
 
+def _device_index(t: torch.Tensor) -> int:
+    """The CUDA device index of a tensor (the current device for a tensor on plain "cuda")."""
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
 @functools.lru_cache(maxsize=None)
 def _device_info(index: int) -> tuple[int, int]:
     """(compute capability major, SM count) of a CUDA device."""
@@ -330,7 +335,7 @@ def _tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> b
     fresh output, which always is)."""
     if _interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
         return False
-    major, _ = _device_info(a.device.index if a.device.index is not None else torch.cuda.current_device())
+    major, _ = _device_info(_device_index(a))
     if major not in (9, 10) or not _has_device_tma():
         return False
     aligned = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (a, b, c) if t is not None)
@@ -408,8 +413,7 @@ def transpose(x: torch.Tensor) -> torch.Tensor:
     r, c = x.shape
     y = torch.empty((c, r), device=x.device, dtype=x.dtype)
     if r and c:
-        device = None if _interpreting() else (x.device.index if x.device.index is not None
-                                               else torch.cuda.current_device())
+        device = None if _interpreting() else _device_index(x)
         grid = (triton.cdiv(r, TRANSPOSE_BLOCKS["BLOCK_R"]), triton.cdiv(c, TRANSPOSE_BLOCKS["BLOCK_C"]))
         _TRANSPOSES.launch((x.device, signature(x)), grid, (x, y, r, c, x.stride(0), x.stride(1)), device,
                            **TRANSPOSE_BLOCKS)
@@ -489,7 +493,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         if key is not None:
             _READY[key] = CLUSTER_PATH
         return matmul_sm90.launch(a, b, c)
-    device = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    device = _device_index(a)
     path = select_path(m, n, a.element_size(), precision, _tma_eligible(a, b, c))
     if path == "tma":
         _, num_sms = _device_info(device)

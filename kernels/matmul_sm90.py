@@ -217,8 +217,7 @@ def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
         return False
     if not (a.dtype == b.dtype == c.dtype) or not (a.device == b.device == c.device):
         return False
-    major, num_sms = _matmul._device_info(a.device.index if a.device.index is not None
-                                          else torch.cuda.current_device())
+    major, num_sms = _matmul._device_info(_matmul._device_index(a))
     if major != 9:  # wgmma: Hopper only
         return False
     m, k = a.shape
@@ -236,7 +235,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     sa, sb, sc = block_shapes()
     descs = (TensorDescriptor.from_tensor(a, sa, la), TensorDescriptor.from_tensor(b, sb, lb),
              TensorDescriptor.from_tensor(c, sc, lc))
-    device = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    device = _matmul._device_index(a)
     with torch.cuda.device(device):
         matmul_cluster_kernel[grid(m, n, _matmul._device_info(device)[1])](
             *descs, m, n, k, **CONFIG, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,

@@ -329,7 +329,7 @@ def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torc
     contiguous codes and weights with 16-byte aligned rows, a row-major output."""
     if interpreting() or not codes.is_cuda or codes.shape[0] < TMA_MIN_M or not mm._has_device_tma():
         return False
-    major, _ = mm._device_info(codes.device.index if codes.device.index is not None else torch.cuda.current_device())
+    major, _ = mm._device_info(mm._device_index(codes))
     return (major in (9, 10) and codes.is_contiguous() and weight_int8.is_contiguous() and out.stride(1) == 1
             and codes.shape[1] % 16 == 0 and codes.data_ptr() % 16 == 0 and weight_int8.data_ptr() % 16 == 0)
 
@@ -499,7 +499,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     operands = _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier)
     outliers, weight_outlier = operands[6], operands[7]
     if _tma_gemm_eligible(codes, weight_int8, out):
-        _, num_sms = mm._device_info(codes.device.index if codes.device.index is not None else torch.cuda.current_device())
+        _, num_sms = mm._device_info(mm._device_index(codes))
 
         def persistent_grid(meta):
             return (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
