@@ -1660,7 +1660,9 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
                                    cuda_graph=True)
         df = pd.concat([df, graph_df], ignore_index=True)
     inputs.clear()
-    df = harness.check_against_ceiling(add_ratio_vs(df, "sdpa_flash"), harness.measure_ceilings())
+    ceiling_clocks: dict = {}
+    ceilings = harness.measure_ceilings(clocks=ceiling_clocks)
+    df = harness.check_against_ceiling(add_ratio_vs(df, "sdpa_flash"), ceilings, ceiling_clocks=ceiling_clocks)
 
     meta = {
         "workload": WORKLOAD,
@@ -1668,6 +1670,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
         "formulas": {"flops": flops.FORMULAS["attention_flops"],
                      "bytes": flops.FORMULAS["attention_bytes"]},
         "timed": TIMED,
+        "ceilings": ceilings,
+        "ceiling_clocks": ceiling_clocks,
         "baseline": "torch SDPA, default backend choice; sdpa_flash and sdpa_cudnn pin "
                     "SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
         "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES],

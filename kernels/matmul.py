@@ -741,15 +741,18 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
         launch_cost = host_launch_cost()
     except Exception as exc:  # noqa: BLE001 - the comparison above is the result; this is an extra
         launch_cost = {"error": f"{type(exc).__name__}: {exc}"}
-    ceilings = harness.measure_ceilings()
-    df = harness.check_against_ceiling(pd.concat(frames, ignore_index=True), ceilings)
+    ceiling_clocks: dict = {}
+    ceilings = harness.measure_ceilings(clocks=ceiling_clocks)
+    df = harness.check_against_ceiling(pd.concat(frames, ignore_index=True), ceilings, ceiling_clocks=ceiling_clocks)
     meta = {
         "workload": "matmul",
         "environment": harness.environment(),
         "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
         "ceilings": ceilings,
         "ceiling_methods": harness.CEILING_METHODS,
-        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs",
+        "ceiling_clocks": ceiling_clocks,
+        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; SM clock, "
+                             "power and throttle reasons sampled by nvidia-smi every 50 ms meanwhile",
                    "rounds": rounds, "stable_spread": harness.STABLE_SPREAD},
         "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee, on for tf32",
         "tolerances": {c.label: tolerance(*VARIANTS[c.params["variant"]], c.params["k"]) for c in cases},

@@ -3,6 +3,7 @@ ceiling checks, result files, the terminal table and the environment record."""
 
 import json
 import math
+import time
 from datetime import datetime
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from profkit.bench import harness
+from profkit.bench.gpu_clocks import Sample
 
 
 # --- Timing statistics ---------------------------------------------------------------------------
@@ -178,6 +180,64 @@ def test_compare_passes_cuda_graph_flag_to_timer():
     assert timer.graph_flags == [True, True]
 
 
+class FakeClocks:
+    """A clock sampler: a context manager whose samples the ClockedTimer appends while an impl is timed."""
+
+    def __init__(self):
+        self.samples, self.entered, self.exited = [Sample(0.0, 345.0, 80.0, 0x1)], 0, 0  # long before: ignored
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.exited += 1
+
+
+class ClockedTimer(FakeTimer):
+    """FakeTimer that also records one clock sample per timed call: (MHz, W, throttle mask) per impl."""
+
+    def __init__(self, medians, clocks: FakeClocks, states):
+        super().__init__(medians)
+        self.clocks, self.states = clocks, states
+
+    def __call__(self, fn, cuda_graph=False):
+        timing = super().__call__(fn, cuda_graph)
+        self.clocks.samples.append(Sample(time.time(), *self.states[self.calls[-1]]))
+        return timing
+
+
+def test_compare_pools_each_impls_clock_samples_and_gives_the_ratio_at_equal_clocks():
+    clocks = FakeClocks()
+    timer = ClockedTimer({"triton": 0.9, "cublas": 1.0}, clocks,
+                         {"triton": (1500.0, 690.0, 0x4), "cublas": (1350.0, 695.0, 0x4 | 0x1000)})
+    df = harness.compare([_case("bf16 4096^3", dtype="bfloat16")], {"triton": _impl("triton"), "cublas": _impl("cublas")},
+                         baseline="cublas", timer=timer, rounds=3, clock_sampler=clocks).set_index("impl")
+    assert clocks.entered == clocks.exited == 1
+    assert df.loc["triton", "sm_clock_mhz"] == 1500 and df.loc["cublas", "sm_clock_mhz"] == 1350
+    assert df.loc["triton", "power_w"] == 690 and df.loc["triton", "throttle"] == "sw_power_cap"
+    assert df.loc["cublas", "throttle"] == "sw_power_cap+0x1000"
+    # 1.11x faster, but at a 1.11x higher clock: the same number of SM cycles per call
+    assert math.isclose(df.loc["triton", "ratio_vs_baseline"], 1.0 / 0.9)
+    assert math.isclose(df.loc["triton", "cycle_ratio_vs_baseline"], (1.0 / 0.9) * 1350 / 1500)
+    assert math.isclose(df.loc["cublas", "cycle_ratio_vs_baseline"], 1.0)
+    text = harness.format_table(df.reset_index())
+    header = next(line for line in text.splitlines() if line.startswith("case"))
+    assert "MHz triton/cublas" in header and "triton/cublas per clock" in header
+    row = next(line for line in text.splitlines() if line.startswith("bf16 4096^3"))
+    assert row.split() == ["bf16", "4096^3", "1111.1", "1000.0", "1.11x", "1500/1350", "1.00x"]
+    assert "power limit reached while timing (sw_power_cap; the clock fell): bf16 4096^3" in text
+
+
+def test_compare_without_clock_samples_leaves_the_clock_columns_empty():
+    df = harness.compare([_case()], {"A": _impl("A"), "B": _impl("B")}, baseline="B",
+                         timer=FakeTimer({"A": 0.5, "B": 1.0}))
+    assert df["sm_clock_mhz"].isna().all() and df["power_w"].isna().all()
+    assert (df["throttle"] == "").all() and df["cycle_ratio_vs_baseline"].isna().all()
+    text = harness.format_table(df)
+    assert "MHz" not in text and "power limit" not in text
+
+
 def test_compare_zero_flops_gives_nan_rate():
     df = harness.compare([_case(flops=0.0)], {"A": _impl("A")}, baseline="A", timer=FakeTimer({"A": 1.0}))
     assert math.isnan(df.loc[0, "tflops"]) and df.loc[0, "gbps"] > 0
@@ -271,6 +331,20 @@ def test_ceiling_check_flags_rates_above_100_percent():
     assert "over_ceiling" not in rows.columns  # the input frame is not modified
     with pytest.raises(harness.CeilingExceeded, match="bf16 triton: 110% of matmul_bf16_tflops"):
         harness.check_against_ceiling(rows, CEILINGS, strict=True)
+
+
+def test_ceiling_note_names_the_clock_the_ceiling_was_timed_at():
+    rows = _rows({"case": "bf16", "tflops": 770.0, "gbps": 10.0, "params": json.dumps({"dtype": "bfloat16"}),
+                  "sm_clock_mhz": 1545.0},
+                 {"case": "bf16 no clock", "tflops": 770.0, "gbps": 10.0,
+                  "params": json.dumps({"dtype": "bfloat16"}), "sm_clock_mhz": float("nan")})
+    clocks = {"matmul_bf16_tflops": {"samples": 4, "sm_clock_mhz": 1410.0, "power_w": 693.0,
+                                     "throttle": "sw_power_cap", "n": 8192}}
+    df = harness.check_against_ceiling(rows, CEILINGS, ceiling_clocks=clocks).set_index("case")
+    assert df.loc["bf16", "note"].endswith("(ceiling timed at 1410 MHz, this row at 1545 MHz)")
+    assert df.loc["bf16 no clock", "note"].endswith("the count/timing is")  # no row clock: nothing claimed
+    plain = harness.check_against_ceiling(rows, CEILINGS).set_index("case")
+    assert "MHz" not in plain.loc["bf16", "note"]
 
 
 # --- Files and table --------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 import pytest
 
-from profkit.bench.gpu_clocks import ClockSampler, Sample, parse_sample, reasons, window
+from profkit.bench.gpu_clocks import ClockSampler, Sample, nvml_index, parse_sample, pooled_window, reasons, window
 
 
 def test_parse_sample_reads_the_csv_line_and_rejects_anything_else():
@@ -26,6 +26,22 @@ def test_window_takes_medians_and_the_union_of_reasons_inside_the_interval():
     w = window(samples, 1.0, 1.2)
     assert w == {"samples": 3, "sm_clock_mhz": 1750, "power_w": 690, "throttle": "sw_power_cap"}
     assert window(samples, 5, 6) == {"samples": 0, "sm_clock_mhz": None, "power_w": None, "throttle": ""}
+
+
+def test_pooled_window_takes_the_samples_of_every_interval_and_nothing_between():
+    samples = [Sample(1.0, 1500, 690, 0x4), Sample(2.0, 1980, 200, 0x0), Sample(3.0, 1400, 695, 0x4),
+               Sample(3.5, 1450, 694, 0x4)]
+    w = pooled_window(samples, [(0.5, 1.5), (2.9, 4.0)])
+    assert w == {"samples": 3, "sm_clock_mhz": 1450, "power_w": 694, "throttle": "sw_power_cap"}
+    assert pooled_window(samples, []) == window(samples, 10, 11)
+
+
+def test_nvml_index_follows_cuda_visible_devices(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert [nvml_index(0), nvml_index(1)] == [3, 1]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert nvml_index(2) == 2
 
 
 def test_sampler_without_nvidia_smi_records_nothing(monkeypatch):

@@ -20,6 +20,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from plotly.offline import get_plotlyjs
@@ -330,3 +331,18 @@ def test_session_page_shows_ffma_register_use_for_fma_kernels(tmp_path):
     assert "ffma_unshared_fraction" in text and "ffma_dispatch_unshared_per_m" in text
     bf16 = write_html(tmp_path / "bf16.html", render_html([load_session(root / "triton-matmul-bf16-n4096")]))
     assert "ffma_unshared_fraction" not in bf16.read_text()
+
+
+def test_benchmark_table_shows_the_clock_columns_only_where_sampled():
+    from profkit.render.benchmarks import side_by_side_table
+
+    rows = pd.DataFrame({"case": ["bf16 4096"] * 2, "impl": ["triton", "cublas"], "tflops": [710.0, 700.0],
+                         "ratio_vs_baseline": [710 / 700, 1.0], "median_ms": [0.19, 0.2], "note": ["", ""],
+                         "sm_clock_mhz": [1500.0, 1400.0], "cycle_ratio_vs_baseline": [710 / 700 * 1400 / 1500, 1.0],
+                         "throttle": ["sw_power_cap", "sw_power_cap"]})
+    table = side_by_side_table(rows)
+    assert table["sm_clock_mhz"].tolist() == [1500.0, 1400.0]
+    assert table["ratio_at_equal_clock"].iloc[0] == pytest.approx(0.9467, abs=1e-4)
+    assert table["throttle"].tolist() == ["sw_power_cap"] * 2
+    unsampled = side_by_side_table(rows.assign(sm_clock_mhz=float("nan")))
+    assert "sm_clock_mhz" not in unsampled.columns and "throttle" not in unsampled.columns

@@ -344,8 +344,9 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
                        "int8_custom_graph": impls["int8_custom"]}
         frames.append(harness.compare(small, graph_impls, baseline="fp16_linear_graph",
                                       check=check, rounds=rounds, cuda_graph=True))
-    ceilings = harness.measure_ceilings()
-    df = harness.check_against_ceiling(pd.concat(frames, ignore_index=True), ceilings)
+    ceiling_clocks: dict = {}
+    ceilings = harness.measure_ceilings(clocks=ceiling_clocks)
+    df = harness.check_against_ceiling(pd.concat(frames, ignore_index=True), ceilings, ceiling_clocks=ceiling_clocks)
     goals = goal_summary(df)
     meta = {
         "workload": WORKLOAD,
@@ -355,6 +356,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
                               "implementation moves, fp16_linear moves 2*K*N for W)"},
         "ceilings": ceilings,
         "ceiling_methods": harness.CEILING_METHODS,
+        "ceiling_clocks": ceiling_clocks,
         "int8_ceiling": "no int8 compute ceiling is measured by the harness; int_mm_ceiling "
                         "(cuBLAS int8 via torch._int_mm) is the GEMM reference",
         "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all "

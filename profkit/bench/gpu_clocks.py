@@ -54,7 +54,12 @@ def reasons(mask: int) -> list[str]:
 
 def window(samples: list[Sample], start: float, end: float) -> dict:
     """Median SM clock and power and the union of throttle reasons of the samples taken in [start, end]."""
-    inside = [s for s in samples if start <= s.time <= end]
+    return pooled_window(samples, [(start, end)])
+
+
+def pooled_window(samples: list[Sample], intervals: list[tuple[float, float]]) -> dict:
+    """``window`` over the samples taken inside any of the intervals (one implementation's timing rounds)."""
+    inside = [s for s in samples if any(start <= s.time <= end for start, end in intervals)]
     if not inside:
         return {"samples": 0, "sm_clock_mhz": None, "power_w": None, "throttle": ""}
     mask = 0
@@ -66,9 +71,10 @@ def window(samples: list[Sample], start: float, end: float) -> dict:
 
 class ClockSampler:
     """Context manager: ``nvidia-smi -i GPU -lms PERIOD`` in the background, its lines time-stamped on arrival.
-    ``samples`` is empty where nvidia-smi is missing (the probe then reports timings without clocks)."""
+    ``samples`` is empty where nvidia-smi is missing (the probe then reports timings without clocks). GPU is
+    nvidia-smi's index (``nvml_index`` maps a CUDA device to it)."""
 
-    def __init__(self, gpu_index: int = 0, period_ms: int = 100):
+    def __init__(self, gpu_index: int | str = 0, period_ms: int = 100):
         self.gpu_index, self.period_ms = gpu_index, period_ms
         self.samples: list[Sample] = []
         self._proc = None
@@ -96,3 +102,15 @@ class ClockSampler:
             self._proc.terminate()
             self._proc.wait(timeout=10)
             self._thread.join(timeout=10)
+
+
+def nvml_index(cuda_device: int) -> int:
+    """nvidia-smi's index of a CUDA device: they differ under CUDA_VISIBLE_DEVICES (torch's own mapping,
+    which reads that variable; the CUDA index where torch lacks it)."""
+    import torch
+
+    mapping = getattr(torch.cuda, "_get_nvml_device_index", None)
+    try:
+        return int(mapping(cuda_device)) if mapping is not None else cuda_device
+    except (RuntimeError, ValueError, IndexError):
+        return cuda_device

@@ -19,6 +19,13 @@ Table columns written by ``compare`` (one row per case and implementation):
     min_ms, spread            fastest call, ms; the spread used for ``stable``
     flops, bytes              the case's FLOP and minimum-byte counts (same for every impl)
     params                    Case.params as a JSON string
+    sm_clock_mhz, power_w     median SM clock and board power sampled (nvidia-smi) while this impl was timed;
+                              null without samples (no nvidia-smi, a fake timer)
+    throttle                  clock-throttle reasons seen meanwhile ("sw_power_cap": the board sat at its power
+                              limit, so the clock, not the kernel alone, set the rate)
+    cycle_ratio_vs_baseline   ratio_vs_baseline at equal clocks: baseline time x clock / this time x clock, i.e.
+                              the ratio of SM cycles per call (a kernel that draws less power runs at a higher
+                              clock under a power cap: ratio_vs_baseline counts that, this column does not)
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import platform
 import shutil
 import socket
 import subprocess
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +48,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pandas as pd
 
 from profkit.bench import flops as flops_formulas
+from profkit.bench import gpu_clocks
 
 STABLE_SPREAD = 0.05
 """A timing is stable when (p80 - p20) / median is below this."""
@@ -51,7 +60,12 @@ COLUMNS = [
     "workload", "case", "impl", "median_ms", "p20_ms", "p80_ms", "runs", "stable",
     "tflops", "gbps", "ratio_vs_baseline", "note",
     "baseline", "min_ms", "spread", "flops", "bytes", "params",
+    "sm_clock_mhz", "power_w", "throttle", "cycle_ratio_vs_baseline",
 ]
+
+FLOAT_COLUMNS = frozenset({"median_ms", "p20_ms", "p80_ms", "min_ms", "spread", "tflops", "gbps",
+                           "ratio_vs_baseline", "flops", "bytes", "sm_clock_mhz", "power_w",
+                           "cycle_ratio_vs_baseline"})
 
 CEILING_METHODS = {
     "copy_gbps": "torch Tensor.copy_ of a 1 GiB buffer; read + write bytes / median time, GB/s",
@@ -317,7 +331,7 @@ Timer = Callable[..., Timing]
 
 def compare(cases: Iterable[Case], impls: Mapping[str, Callable[[Case], Callable[[], Any]]],
             baseline: str, *, check: Callable[[Case, dict], Any] | None = None, rounds: int = 3,
-            cuda_graph: bool = False, timer: Timer | None = None) -> pd.DataFrame:
+            cuda_graph: bool = False, timer: Timer | None = None, clock_sampler=None) -> pd.DataFrame:
     """Time every implementation on every case and return one row per (case, impl); see COLUMNS.
 
     impls: name -> factory(case) -> zero-argument callable running one call with its inputs
@@ -332,44 +346,77 @@ def compare(cases: Iterable[Case], impls: Mapping[str, Callable[[Case], Callable
     and ``case.bytes``.
 
     timer(fn, cuda_graph=bool) -> Timing defaults to ``time_fn``; tests inject a fake.
+    clock_sampler: a context manager with a ``samples`` list of ``gpu_clocks.Sample`` (time-stamped with
+    ``time.time``); with the default timer it defaults to nvidia-smi on the current GPU
+    (``gpu_clocks.ClockSampler``), with an injected timer to none. Each row's clock, power and throttle
+    columns pool the samples taken during that implementation's timer calls.
     """
     impls = dict(impls)
     if baseline not in impls:
         raise ValueError(f"baseline {baseline!r} is not one of the implementations {sorted(impls)}")
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if clock_sampler is None and timer is None:
+        clock_sampler = _device_clock_sampler()
     timer = time_fn if timer is None else timer
     rows: list[dict] = []
-    for case in cases:
-        runners, notes, outputs = {}, {}, {}
-        for name, factory in impls.items():
-            try:
-                fn = factory(case)
-                outputs[name] = fn()
-            except Unsupported as exc:
-                notes[name] = str(exc) or "unsupported"
-                continue
-            runners[name] = fn
-        if check is not None and outputs:
-            if check(case, outputs) is False:
-                raise CheckFailed(f"{case.workload} {case.label}: check returned False")
-        outputs.clear()
-
-        samples: dict[str, list[Timing]] = {name: [] for name in runners}
-        order = list(runners)
-        for r in range(rounds):
-            shift = r % len(order) if order else 0
-            for name in order[shift:] + order[:shift]:
-                samples[name].append(timer(runners[name], cuda_graph=cuda_graph))
-        timings = {name: combine_timings(ts) for name, ts in samples.items()}
-        rows.extend(case_rows(case, list(impls), timings, notes, baseline))
+    with clock_sampler if clock_sampler is not None else contextlib.nullcontext():
+        for case in cases:
+            rows.extend(_compare_case(case, impls, baseline, check, rounds, cuda_graph, timer,
+                                      getattr(clock_sampler, "samples", [])))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def _device_clock_sampler():
+    """nvidia-smi sampling the current CUDA device every 50 ms (none without CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return gpu_clocks.ClockSampler(gpu_clocks.nvml_index(torch.cuda.current_device()), period_ms=50)
+
+
+def _compare_case(case: Case, impls: Mapping[str, Callable[[Case], Callable[[], Any]]], baseline: str,
+                  check: Callable[[Case, dict], Any] | None, rounds: int, cuda_graph: bool, timer: Timer,
+                  clock_samples: list) -> list[dict]:
+    """``compare`` for one case: first calls, the check, interleaved timing rounds, the case's rows."""
+    runners, notes, outputs = {}, {}, {}
+    for name, factory in impls.items():
+        try:
+            fn = factory(case)
+            outputs[name] = fn()
+        except Unsupported as exc:
+            notes[name] = str(exc) or "unsupported"
+            continue
+        runners[name] = fn
+    if check is not None and outputs:
+        if check(case, outputs) is False:
+            raise CheckFailed(f"{case.workload} {case.label}: check returned False")
+    outputs.clear()
+
+    samples: dict[str, list[Timing]] = {name: [] for name in runners}
+    intervals: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
+    order = list(runners)
+    for r in range(rounds):
+        shift = r % len(order) if order else 0
+        for name in order[shift:] + order[:shift]:
+            start = time.time()
+            samples[name].append(timer(runners[name], cuda_graph=cuda_graph))
+            intervals[name].append((start, time.time()))
+    timings = {name: combine_timings(ts) for name, ts in samples.items()}
+    clocks = {name: gpu_clocks.pooled_window(clock_samples, spans) for name, spans in intervals.items()}
+    return case_rows(case, list(impls), timings, notes, baseline, clocks)
+
+
 def case_rows(case: Case, impl_names: list[str], timings: Mapping[str, Timing],
-              notes: Mapping[str, str], baseline: str) -> list[dict]:
-    """The table rows of one case: rates from the case's own FLOP/byte counts, ratio to baseline."""
+              notes: Mapping[str, str], baseline: str, clocks: Mapping[str, dict] | None = None) -> list[dict]:
+    """The table rows of one case: rates from the case's own FLOP/byte counts, ratio to baseline; clocks
+    (impl -> ``gpu_clocks.window`` dict) fill the clock columns and the ratio at equal clocks."""
     base = timings.get(baseline)
+    clocks = clocks or {}
+    base_mhz = (clocks.get(baseline) or {}).get("sm_clock_mhz")
     params = json.dumps(case.params, sort_keys=True, default=str)
     rows = []
     for name in impl_names:
@@ -389,6 +436,13 @@ def case_rows(case: Case, impl_names: list[str], timings: Mapping[str, Timing],
                        gbps=case.bytes / seconds / 1e9 if case.bytes > 0 and seconds > 0 else math.nan,
                        ratio_vs_baseline=base.median_ms / t.median_ms
                        if base is not None and t.median_ms > 0 else math.nan)
+        state = clocks.get(name) or {}
+        mhz = state.get("sm_clock_mhz")
+        row.update(sm_clock_mhz=math.nan if mhz is None else float(mhz),
+                   power_w=math.nan if state.get("power_w") is None else float(state["power_w"]),
+                   throttle=state.get("throttle", ""),
+                   cycle_ratio_vs_baseline=row["ratio_vs_baseline"] * base_mhz / mhz
+                   if mhz and base_mhz else math.nan)
         rows.append(row)
     return rows
 
@@ -398,20 +452,37 @@ def case_rows(case: Case, impl_names: list[str], timings: Mapping[str, Timing],
 # ---------------------------------------------------------------------------------------------
 
 def measure_ceilings(*, matmul_sizes: tuple[int, ...] = (4096, 8192), copy_bytes: int = 1 << 30,
-                     timer: Timer | None = None) -> dict[str, float]:
+                     timer: Timer | None = None, clocks: dict | None = None) -> dict[str, float]:
     """Practical rate ceilings of this device, measured with the production libraries.
 
     copy_gbps: ``Tensor.copy_`` of ``copy_bytes`` (read + write counted). matmul_*_tflops:
     cuBLAS through torch.matmul on square random matrices, the best over ``matmul_sizes`` (a
-    single size can sit below another on a throttling card). See CEILING_METHODS.
+    single size can sit below another on a throttling card). See CEILING_METHODS. A ``clocks``
+    dict receives, per ceiling, the SM clock / power / throttle window (``gpu_clocks.window``) of
+    the timing that set it: a ceiling timed at a lower clock than a row explains a row above it.
     """
     torch = require_cuda("measure_ceilings")
+    sampler = _device_clock_sampler() if timer is None else None
     timer = time_fn if timer is None else timer
+    with sampler if sampler is not None else contextlib.nullcontext():
+        ceilings = _measure_ceilings(torch, timer, matmul_sizes, copy_bytes,
+                                     getattr(sampler, "samples", []), {} if clocks is None else clocks)
+    return ceilings
+
+
+def _measure_ceilings(torch, timer: Timer, matmul_sizes: tuple[int, ...], copy_bytes: int, samples: list,
+                      clocks: dict) -> dict[str, float]:
+    """The timings behind ``measure_ceilings``; fills clocks[key] with each ceiling's clock window."""
     ceilings: dict[str, float] = {}
+
+    def timed(fn):
+        start = time.time()
+        t = timer(fn, cuda_graph=False)
+        return t, gpu_clocks.window(samples, start, time.time())
 
     src = torch.empty(copy_bytes, dtype=torch.uint8, device="cuda").random_(0, 256)
     dst = torch.empty_like(src)
-    t = timer(functools.partial(dst.copy_, src), cuda_graph=False)
+    t, clocks["copy_gbps"] = timed(functools.partial(dst.copy_, src))
     ceilings["copy_gbps"] = 2.0 * copy_bytes / (t.median_ms * 1e-3) / 1e9
     del src, dst
 
@@ -429,8 +500,10 @@ def measure_ceilings(*, matmul_sizes: tuple[int, ...] = (4096, 8192), copy_bytes
                 with tf32_mode(tf32):
                     return torch.matmul(a, b, out=c)
 
-            t = timer(run, cuda_graph=False)
-            best = max(best, flops_formulas.matmul_flops(n, n, n) / (t.median_ms * 1e-3) / 1e12)
+            t, state = timed(run)
+            rate = flops_formulas.matmul_flops(n, n, n) / (t.median_ms * 1e-3) / 1e12
+            if rate > best:
+                best, clocks[key] = rate, dict(state, n=n)
             del a, b, c
         ceilings[key] = best
     return ceilings
@@ -454,14 +527,16 @@ def compute_ceiling_name(params: Mapping[str, Any]) -> str | None:
 
 
 def check_against_ceiling(df: pd.DataFrame, ceilings: Mapping[str, float], *,
-                          strict: bool = False) -> pd.DataFrame:
+                          strict: bool = False, ceiling_clocks: Mapping[str, dict] | None = None) -> pd.DataFrame:
     """Add ceiling, pct_of_ceiling (%) and over_ceiling; flag or raise on rates above 100 %.
 
     Each row is held against the bandwidth ceiling (gbps / copy_gbps) and, when its params name
     a dtype, the matching matmul ceiling (tflops / matmul_*_tflops); ``pct_of_ceiling`` is the
     larger of the two and ``ceiling`` names it. A rate above a measured ceiling means the
     ceiling, the FLOP/byte count or the timing is wrong: such rows get a note, and with
-    ``strict=True`` CeilingExceeded is raised listing them.
+    ``strict=True`` CeilingExceeded is raised listing them. ``ceiling_clocks`` (from
+    ``measure_ceilings(clocks=...)``) adds to that note the SM clock the ceiling was timed at beside
+    the row's own (``sm_clock_mhz``): a ceiling timed at a lower clock is the usual cause.
     """
     out = df.copy()
     names, pcts = [], []
@@ -489,6 +564,10 @@ def check_against_ceiling(df: pd.DataFrame, ceilings: Mapping[str, float], *,
     for idx in out.index[out["over_ceiling"]]:
         message = (f"above measured ceiling {out.at[idx, 'ceiling']} "
                    f"({out.at[idx, 'pct_of_ceiling']:.0f}%): ceiling is wrong, or the count/timing is")
+        ceiling_mhz = ((ceiling_clocks or {}).get(out.at[idx, "ceiling"]) or {}).get("sm_clock_mhz")
+        row_mhz = out.at[idx, "sm_clock_mhz"] if "sm_clock_mhz" in out.columns else None
+        if ceiling_mhz and row_mhz == row_mhz and row_mhz is not None:
+            message += f" (ceiling timed at {ceiling_mhz:.0f} MHz, this row at {row_mhz:.0f} MHz)"
         out.at[idx, "note"] = f"{out.at[idx, 'note']}; {message}" if out.at[idx, "note"] else message
     if strict and out["over_ceiling"].any():
         bad = out[out["over_ceiling"]]
@@ -584,7 +663,10 @@ def read_results(stem: Path) -> tuple[pd.DataFrame, dict]:
     """Read back what ``write_results`` wrote: (rows as a DataFrame, meta)."""
     stem = Path(stem)
     payload = json.loads(stem.with_name(stem.name + ".json").read_text())
-    return pd.DataFrame(payload["rows"]), payload["meta"]
+    df = pd.DataFrame(payload["rows"])
+    for col in FLOAT_COLUMNS & set(df.columns):  # null (NaN written out) back to NaN, also in all-null columns
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    return df, payload["meta"]
 
 
 def _header_lines(meta: Mapping[str, Any] | None) -> list[str]:
@@ -615,7 +697,9 @@ def format_table(df: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> str
 
     Blocks without FLOPs show GB/s instead. "~" marks an unstable timing (spread >= 5 %),
     "n/a" a missing one; notes follow each block. ``meta`` adds the GPU/versions/formulas header.
-    Without a ``baseline`` column the first impl of each workload is taken as baseline.
+    Without a ``baseline`` column the first impl of each workload is taken as baseline. Where the rows
+    carry clocks (``sm_clock_mhz``), a "MHz" column lists each impl's median SM clock while timed and
+    a "per clock" column each ratio at equal clocks; the cases timed at the power limit are named.
     """
     lines = _header_lines(meta)
     df = df if "baseline" in df.columns else df.assign(
@@ -625,7 +709,10 @@ def format_table(df: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> str
         use_flops = group["tflops"].notna().any()
         rate_col, unit = ("tflops", "TFLOP/s") if use_flops else ("gbps", "GB/s")
         others = [i for i in impls if i != baseline]
+        with_clocks = "sm_clock_mhz" in group.columns and group["sm_clock_mhz"].notna().any()
         header = ["case"] + [f"{i} {unit}" for i in impls] + [f"{i}/{baseline}" for i in others]
+        if with_clocks:
+            header += ["MHz " + "/".join(impls)] + [f"{i}/{baseline} per clock" for i in others]
         body = []
         for case, rows in group.groupby("case", sort=False):
             by_impl = {r.impl: r for r in rows.itertuples()}
@@ -637,6 +724,12 @@ def format_table(df: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> str
                 r = by_impl.get(i)
                 has_ratio = r is not None and r.ratio_vs_baseline == r.ratio_vs_baseline
                 cells.append(f"{r.ratio_vs_baseline:.2f}x" if has_ratio else "n/a")
+            if with_clocks:
+                cells.append("/".join(_mhz(by_impl.get(i)) for i in impls))
+                for i in others:
+                    r = by_impl.get(i)
+                    ok = r is not None and r.cycle_ratio_vs_baseline == r.cycle_ratio_vs_baseline
+                    cells.append(f"{r.cycle_ratio_vs_baseline:.2f}x" if ok else "n/a")
             body.append(cells)
         widths = [max(len(h), *(len(b[j]) for b in body)) for j, h in enumerate(header)]
         lines.append("")
@@ -647,4 +740,15 @@ def format_table(df: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> str
         noted = group[group["note"].fillna("").astype(str) != ""]
         for r in noted.itertuples():
             lines.append(f"  note: {r.case} {r.impl}: {r.note}")
+        if "throttle" in group.columns:
+            capped = group[group["throttle"].fillna("").astype(str).str.contains("power_cap")]
+            if len(capped):
+                cases = ", ".join(dict.fromkeys(capped["case"].astype(str)))
+                lines.append(f"  power limit reached while timing (sw_power_cap; the clock fell): {cases}")
     return "\n".join(lines).lstrip("\n")
+
+
+def _mhz(row) -> str:
+    """A row's median SM clock, whole MHz, or "-" without one."""
+    mhz = getattr(row, "sm_clock_mhz", math.nan) if row is not None else math.nan
+    return f"{mhz:.0f}" if mhz == mhz and mhz is not None else "-"

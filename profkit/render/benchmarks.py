@@ -57,7 +57,8 @@ def is_side_by_side(rows: pd.DataFrame) -> bool:
 
 
 def side_by_side_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The columns a reader checks: speed, ratio, the median's time and spread, stability, notes."""
+    """The columns a reader checks: speed, ratio, the median's time and spread, stability, the SM clock it
+    ran at (with the ratio at equal clocks and throttle reasons) where sampled, notes."""
     table = pd.DataFrame({"case": rows["case"], "impl": rows["impl"], "TFLOP/s": rows["tflops"],
                           "ratio_vs_baseline": rows["ratio_vs_baseline"],
                           "median_us": pd.to_numeric(rows["median_ms"], errors="coerce") * 1e3})
@@ -65,6 +66,10 @@ def side_by_side_table(rows: pd.DataFrame) -> pd.DataFrame:
         table["spread_pct"] = pd.to_numeric(rows["spread"], errors="coerce") * 100
     if "stable" in rows:
         table["stable"] = rows["stable"].map({True: "yes", False: "no"})
+    if "sm_clock_mhz" in rows and pd.to_numeric(rows["sm_clock_mhz"], errors="coerce").notna().any():
+        table["sm_clock_mhz"] = pd.to_numeric(rows["sm_clock_mhz"], errors="coerce")
+        table["ratio_at_equal_clock"] = pd.to_numeric(rows["cycle_ratio_vs_baseline"], errors="coerce")
+        table["throttle"] = rows["throttle"].fillna("")
     if "note" in rows:
         table["note"] = rows["note"].fillna("")
     return table.reset_index(drop=True)
