@@ -17,7 +17,8 @@ kernel:
   tile the other CTA still reads (a wait on it only waits in the lead CTA);
 * consumers keep one wgmma in flight (``warpgroup_mma_wait(1)``) and release a slot once the wgmma reading it
   retired; the epilogue goes through shared memory and a TMA store that is only waited for before the buffer's
-  next use. The grid is persistent: one cluster per two SMs, tiles in GROUP_M order.
+  next use. The grid is persistent, at most one cluster per two SMs (``grid``: the fewest clusters for the same
+  number of tile waves), tiles in GROUP_M order.
 
 Measured on the H200 (GPU runs CG, CH2, CH3: triton 3.9 ``do_bench`` medians, L2 flushed, three interleaved
 rounds with cuBLAS and ``kernels.matmul``'s one-CTA persistent kernel): 1.000 / 1.000 / 1.002x cuBLAS at 4096^3
@@ -194,8 +195,18 @@ def tiles(m: int, n: int, config: dict = CONFIG) -> int:
 
 
 def grid(m: int, n: int, num_sms: int, config: dict = CONFIG) -> tuple[int]:
-    """Clusters to launch: one per two SMs, fewer when there are fewer tiles."""
-    return (max(1, min(num_sms // NUM_CTAS, tiles(m, n, config))),)
+    """Clusters to launch: the fewest that still run the tiles in as many waves as one cluster per two SMs.
+
+    At 4096^3 that is 64 clusters, not 66: 256 tiles take 4 waves either way, but the last wave no longer leaves
+    clusters idle, two SM pairs stay off (the H200 runs these sizes at its 700 W cap, so the power they do not
+    draw is clock the others keep) and each wave is a square of 8 x 8 tiles in GROUP_M order. GPU runs DC and
+    DD (``.devcache/gridprobe.py``, harness.compare, CUDA graphs, 7 and 11 rounds): 1.007 / 1.010x cuBLAS
+    against 1.002 / 1.001x with 66 clusters at 4096^3, 1.029 / 1.026x against 1.024 / 1.016x at 8192^3, and
+    0.836 against 0.788x at 3072^3 (48 clusters for 144 tiles)."""
+    count = tiles(m, n, config)
+    most = max(1, min(num_sms // NUM_CTAS, count))
+    waves = -(-count // most)
+    return (-(-count // waves),)
 
 
 def _tma_ready(t: torch.Tensor) -> bool:

@@ -80,15 +80,25 @@ def test_kernel_compiles_for_hopper_with_multicast():
 
 
 def test_tiles_grid_and_boxes():
-    """256 x 256 cluster tiles; one cluster per two SMs, fewer for fewer tiles; A and C boxes of 128 logical rows
+    """256 x 256 cluster tiles; at most one cluster per two SMs, the fewest for the same waves; A and C boxes of 128 logical rows
     (64 per CTA), B boxes of the whole BLOCK_K x BLOCK_N tile."""
     assert sm90.CLUSTER_M == 256 and sm90.CONFIG["BLOCK_N"] == 256
     assert sm90.tiles(4096, 4096) == 256
     assert sm90.tiles(4097, 4096) == 17 * 16
     assert sm90.tiles(1, 1) == 1
-    assert sm90.grid(4096, 4096, 132) == (66,)
+    # the fewest clusters that keep the waves of one cluster per two SMs: 256 tiles in 4 waves of 64, not 66
+    assert sm90.grid(4096, 4096, 132) == (64,)
+    assert sm90.grid(8192, 8192, 132) == (64,)  # 1024 tiles, 16 waves
+    assert sm90.grid(3072, 3072, 132) == (48,)  # 144 tiles, 3 waves
+    assert sm90.grid(5120, 5120, 132) == (58,)  # 400 tiles, 7 waves
+    assert sm90.grid(4096 + 256, 4096, 132) == (55,)  # 272 tiles: 5 waves with 66 clusters or with 55
     assert sm90.grid(777, 1032, 132) == (4 * 5,)
     assert sm90.grid(8, 8, 132) == (1,)
+    for m, n in ((4096, 4096), (3072, 5000), (777, 1032), (20000, 300)):
+        clusters = sm90.grid(m, n, 132)[0]
+        waves = -(-sm90.tiles(m, n) // min(66, sm90.tiles(m, n)))
+        assert clusters <= 66 and -(-sm90.tiles(m, n) // clusters) == waves
+        assert clusters == 1 or -(-sm90.tiles(m, n) // (clusters - 1)) > waves  # one fewer would add a wave
     assert 2 * 4096 ** 3 >= sm90.MIN_FLOPS > 2 * 4096 * 4096 * 512
     assert sm90.block_shapes() == ([128, 64], [64, 256], [128, 256])
 
