@@ -203,10 +203,7 @@ def grid(m: int, n: int, num_sms: int, config: dict = CONFIG) -> tuple[int]:
     DD (``.devcache/gridprobe.py``, harness.compare, CUDA graphs, 7 and 11 rounds): 1.007 / 1.010x cuBLAS
     against 1.002 / 1.001x with 66 clusters at 4096^3, 1.029 / 1.026x against 1.024 / 1.016x at 8192^3, and
     0.836 against 0.788x at 3072^3 (48 clusters for 144 tiles)."""
-    count = tiles(m, n, config)
-    most = max(1, min(num_sms // NUM_CTAS, count))
-    waves = -(-count // most)
-    return (-(-count // waves),)
+    return (_matmul.balanced_grid(tiles(m, n, config), num_sms // NUM_CTAS),)
 
 
 def _tma_ready(t: torch.Tensor) -> bool:

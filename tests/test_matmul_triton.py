@@ -244,3 +244,18 @@ def test_tf32_reads_b_k_major_and_other_precisions_read_it_as_given():
     assert mm._kernel_b(b, "ieee") is b and mm._kernel_b(b, None) is b
     already = torch.randn(17, 33).t()  # K-major view: used as is
     assert mm._kernel_b(already, "tf32") is already
+
+
+def test_balanced_grid_keeps_the_waves_with_the_fewest_programs():
+    """Persistent grids: 512 tiles on 132 SMs take 4 waves, so 128 programs; never more programs than tiles
+    or slots, and one program fewer would always add a wave."""
+    assert mm.balanced_grid(512, 132) == 128
+    assert mm.balanced_grid(256, 66) == 64
+    assert mm.balanced_grid(132, 132) == 132 and mm.balanced_grid(133, 132) == 67
+    assert mm.balanced_grid(5, 132) == 5 and mm.balanced_grid(1, 1) == 1
+    for tiles in range(1, 600, 7):
+        for slots in (1, 7, 66, 132):
+            p = mm.balanced_grid(tiles, slots)
+            waves = -(-tiles // min(tiles, slots))
+            assert 1 <= p <= min(tiles, slots) and -(-tiles // p) == waves
+            assert p == 1 or -(-tiles // (p - 1)) > waves
