@@ -783,6 +783,56 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     return df
 
 
+GOALS = {"fp32-ieee 2048x2048x2048": 0.85, "fp32-ieee 4096x4096x4096": 0.95, "fp32-ieee 8192x8192x8192": 0.95,
+         "bf16 2048x2048x2048": 0.8, "bf16 4096x4096x4096": 1.0, "bf16 8192x8192x8192": 1.0,
+         "bf16 16x4096x4096": 0.8, "bf16 4096x4096x512": 0.8}
+"""The issue's goals: case label -> least Triton / cuBLAS speed ratio (eager calls)."""
+GOAL_ROUNDS = 21
+"""Interleaved rounds per goal case: 21 rounds put the median's 95% interval at the 6th and 16th of them."""
+
+
+def goal_cases() -> list:
+    """One benchmark case per goal, labelled like ``bench_cases``."""
+    cases = []
+    for seed, label in enumerate(GOALS):
+        variant, shape = label.split()
+        m, n, k = (int(x) for x in shape.split("x"))
+        cases.append(_make_case(variant, m, n, k, seed=seed))
+    return cases
+
+
+def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS):
+    """The goals re-measured with enough rounds to tell: ``rounds`` interleaved rounds of Triton and cuBLAS per
+    goal case (eager calls, L2 flushed, outputs checked against float64 first), each round's ratio kept, and a
+    verdict per goal from the 95% interval of their median (``harness.goal_verdicts``). Prints both tables and
+    writes matmul_goals.json|csv; returns the verdicts."""
+    from profkit.bench import flops, harness
+
+    harness.require_cuda("kernels.matmul.goals")
+    inputs, chosen = _Inputs(), {}
+    df = harness.compare(goal_cases(), {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
+                         baseline="cublas", check=_checker(inputs, chosen), rounds=rounds)
+    inputs.clear()
+    verdicts = harness.goal_verdicts(df, GOALS, "triton")
+    meta = {
+        "workload": "matmul_goals",
+        "environment": harness.environment(),
+        "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
+        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; each round's "
+                             "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
+                   "rounds": rounds, "stable_spread": harness.STABLE_SPREAD},
+        "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
+        "goals": GOALS,
+        "verdicts": verdicts.to_dict("records"),
+        "triton_config": chosen,
+    }
+    print(harness.format_table(df, meta))
+    print(verdicts.to_string(index=False))
+    for path in harness.write_results(df, meta, Path(out_dir) / "matmul_goals"):
+        print(f"wrote {path}")
+    return verdicts
+
+
 def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict:
     """One Triton and one cuBLAS n x n x n matmul inside NVTX ranges, for ``profkit profile``.
 
@@ -948,7 +998,8 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``bench [--quick] [--out-dir DIR]``, ``profile [--n N] [--dtype VARIANT]`` or
+    """Command line: ``bench [--quick] [--out-dir DIR]``, ``goals [--rounds R] [--out-dir DIR]``,
+    ``profile [--n N] [--dtype VARIANT]`` or
     ``sweep [--dtype bf16|fp32] [--n N ...] [--group-m G ...]``."""
     parser = argparse.ArgumentParser(prog="python -m kernels.matmul",
                                      description="Triton tiled matmul vs cuBLAS: benchmark or profiling workload")
@@ -956,6 +1007,10 @@ def main(argv: list[str] | None = None) -> int:
     p_bench = sub.add_parser("bench", help="benchmark vs cuBLAS and write reports/benchmarks/matmul.json|csv")
     p_bench.add_argument("--quick", action="store_true", help="fewer sizes and rounds")
     p_bench.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    p_goals = sub.add_parser("goals", help="each goal case over many interleaved rounds, with a verdict from the "
+                                           "interval of the median ratio (matmul_goals.json|csv)")
+    p_goals.add_argument("--rounds", type=int, default=GOAL_ROUNDS)
+    p_goals.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     p_prof = sub.add_parser("profile", help="one Triton and one cuBLAS launch inside NVTX ranges")
     p_prof.add_argument("--n", type=int, default=4096)
     p_prof.add_argument("--dtype", choices=sorted(VARIANTS), default="bf16")
@@ -970,6 +1025,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "bench":
         bench(out_dir=args.out_dir, quick=args.quick)
+    elif args.command == "goals":
+        goals(out_dir=args.out_dir, rounds=args.rounds)
     elif args.command == "sweep":
         sweep(args.dtype, tuple(args.n), tuple(args.group_m), out_dir=args.out_dir, min_tile=args.min_tile)
     else:

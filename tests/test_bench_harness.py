@@ -238,6 +238,66 @@ def test_compare_without_clock_samples_leaves_the_clock_columns_empty():
     assert "MHz" not in text and "power limit" not in text
 
 
+def test_median_interval_takes_the_binomial_order_statistics():
+    # n = 21: P(Binomial(21, 1/2) <= 5) = 0.0133 <= 0.025 < P(<= 6) = 0.0392, so the 6th smallest and 6th largest
+    assert harness.median_interval(range(1, 22)) == (6.0, 16.0)
+    assert harness.median_interval([9, 2, 7, 4, 1, 8, 3, 6, 5]) == (2.0, 8.0)  # n = 9: 2nd and 8th, order-free
+    assert harness.median_interval(range(1, 7)) == (1.0, 6.0)  # n = 6: min..max covers 96.9%
+    for short in ([], [1.0], [1.0, 2.0, 3.0], range(5)):  # min..max covers less than 95%
+        assert all(math.isnan(v) for v in harness.median_interval(short))
+    assert harness.median_interval([1.0, float("nan")] * 6) == (1.0, 1.0)  # NaN rounds are dropped first (6 left)
+    assert math.isnan(harness.median_interval([1.0, float("nan")] * 5)[0])  # 5 left: too few
+    assert harness.median_interval(range(1, 22), confidence=0.5)[0] > 6.0  # a looser interval is narrower
+
+
+def test_compare_keeps_each_rounds_ratio_and_the_medians_interval():
+    class Drifting(FakeTimer):
+        """cand's median walks 0.90 .. 1.10 ms over the rounds, base stays at 1.0 ms."""
+        def __call__(self, fn, cuda_graph=False):
+            name = fn()
+            self.calls.append(name)
+            median = 1.0 if name == "base" else 0.9 + 0.01 * self.calls.count("cand")
+            return harness.Timing.from_samples([median] * 3)
+    df = harness.compare([_case()], {"cand": _impl("cand"), "base": _impl("base")}, baseline="base",
+                         timer=Drifting({}), rounds=21).set_index("impl")
+    ratios = json.loads(df.loc["cand", "ratio_rounds"])
+    assert len(ratios) == 21 and ratios[0] == pytest.approx(1 / 0.91) and ratios[-1] == pytest.approx(1 / 1.11)
+    low, high = df.loc["cand", "ratio_ci_low"], df.loc["cand", "ratio_ci_high"]
+    assert (low, high) == pytest.approx((1 / 1.06, 1 / 0.96))  # 6th smallest and 6th largest of the 21
+    assert json.loads(df.loc["base", "ratio_rounds"]) == [1.0] * 21
+    three = harness.compare([_case()], {"A": _impl("A"), "B": _impl("B")}, baseline="B",
+                            timer=FakeTimer({"A": 0.5, "B": 1.0}), rounds=3).set_index("impl")
+    assert json.loads(three.loc["A", "ratio_rounds"]) == [2.0, 2.0, 2.0] and math.isnan(three.loc["A", "ratio_ci_low"])
+
+
+def test_goal_verdicts_read_the_interval_not_just_the_median():
+    class Rounds(FakeTimer):
+        """Per-round medians of cand from a list (one per round), base at 1.0 ms."""
+        def __init__(self, cand_rounds):
+            super().__init__({})
+            self.cand_rounds = list(cand_rounds)
+
+        def __call__(self, fn, cuda_graph=False):
+            name = fn()
+            self.calls.append(name)
+            return harness.Timing.from_samples([1.0 if name == "base" else self.cand_rounds.pop(0)])
+    impls = {"cand": _impl("cand"), "base": _impl("base")}
+    frames = [harness.compare([_case(label)], impls, baseline="base", timer=Rounds(times), rounds=len(times))
+              for label, times in (("clear", [0.95, 0.96, 0.97, 0.98, 0.99, 0.97, 0.96, 0.95, 0.98]),
+                                   ("straddles", [0.98, 1.02, 0.99, 1.01, 1.0, 0.97, 1.03, 0.995, 1.005]),
+                                   ("short", [0.99, 0.99, 0.99]))]
+    df = pd.concat(frames, ignore_index=True)
+    v = harness.goal_verdicts(df, {"clear": 1.0, "straddles": 1.0, "short": 1.0, "clear ": 1.0,
+                                   "missing": 1.0}, "cand").set_index("case")
+    assert v.loc["clear", "verdict"] == "met" and v.loc["clear", "ci_low"] >= 1.0 and v.loc["clear", "rounds"] == 9
+    assert v.loc["straddles", "verdict"] == "not resolved"
+    assert v.loc["straddles", "ci_low"] < 1.0 <= v.loc["straddles", "ci_high"]
+    assert v.loc["short", "verdict"] == "met (no interval)" and v.loc["short", "rounds"] == 3
+    assert v.loc["missing", "verdict"] == "no timing" and v.loc["clear ", "verdict"] == "no timing"
+    strict = harness.goal_verdicts(df, {"clear": 1.2}, "cand")
+    assert strict["verdict"].tolist() == ["missed"]
+
+
 def test_compare_zero_flops_gives_nan_rate():
     df = harness.compare([_case(flops=0.0)], {"A": _impl("A")}, baseline="A", timer=FakeTimer({"A": 1.0}))
     assert math.isnan(df.loc[0, "tflops"]) and df.loc[0, "gbps"] > 0

@@ -161,7 +161,24 @@ def test_bench_and_profile_need_a_gpu(tmp_path):
         mm.main(["sweep", "--n", "512", "--group-m", "4", "--out-dir", str(tmp_path)])
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         mm.main(["sweep", "--dtype", "fp32", "--n", "512", "--out-dir", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        mm.main(["goals", "--rounds", "7", "--out-dir", str(tmp_path)])
     assert not list(tmp_path.iterdir())
+
+
+def test_goal_cases_are_the_bench_cases_the_issue_sets_goals_for():
+    """One case per goal, built like the bench's (same labels, FLOPs, bytes, dtype); the ratios are the issue's."""
+    cases = mm.goal_cases()
+    assert [c.label for c in cases] == list(mm.GOALS)
+    bench = {c.label: c for c in mm.bench_cases()}
+    for case in cases:
+        twin = bench[case.label]
+        assert (case.flops, case.bytes, case.params["dtype"], case.params["precision"]) == \
+            (twin.flops, twin.bytes, twin.params["dtype"], twin.params["precision"])
+    assert mm.GOALS["bf16 4096x4096x4096"] == mm.GOALS["bf16 8192x8192x8192"] == 1.0
+    assert mm.GOALS["fp32-ieee 4096x4096x4096"] == 0.95 and mm.GOALS["fp32-ieee 2048x2048x2048"] == 0.85
+    assert mm.GOALS["bf16 2048x2048x2048"] == mm.GOALS["bf16 16x4096x4096"] == mm.GOALS["bf16 4096x4096x512"] == 0.8
+    assert mm.GOAL_ROUNDS >= 6  # fewer rounds give no interval, only "(no interval)" verdicts
 
 
 def test_sweep_rejects_a_dtype_without_a_path(tmp_path):

@@ -20,9 +20,13 @@ Table columns written by ``compare`` (one row per case and implementation):
     flops, bytes              the case's FLOP and minimum-byte counts (same for every impl)
     params                    Case.params as a JSON string
     sm_clock_mhz, power_w     median SM clock and board power sampled (nvidia-smi) while this impl was timed;
-                              null without samples (no nvidia-smi, a fake timer)
+                              null without samples (no nvidia-smi, a fake timer); power.draw is a 1 s average
+                              on recent drivers, so a short timing's power_w mixes in its neighbours
     throttle                  clock-throttle reasons seen meanwhile ("sw_power_cap": the board sat at its power
                               limit, so the clock, not the kernel alone, set the rate)
+    ratio_rounds              the ratio round by round (baseline's median over this impl's, same round), JSON list
+    ratio_ci_low, ratio_ci_high  distribution-free 95% confidence interval of the median of ratio_rounds
+                              (``median_interval``); null below 6 rounds, where no such interval exists
     cycle_ratio_vs_baseline   ratio_vs_baseline at equal clocks: baseline time x clock / this time x clock, i.e.
                               the ratio of SM cycles per call (a kernel that draws less power runs at a higher
                               clock under a power cap: ratio_vs_baseline counts that, this column does not)
@@ -61,11 +65,12 @@ COLUMNS = [
     "tflops", "gbps", "ratio_vs_baseline", "note",
     "baseline", "min_ms", "spread", "flops", "bytes", "params",
     "sm_clock_mhz", "power_w", "throttle", "cycle_ratio_vs_baseline",
+    "ratio_rounds", "ratio_ci_low", "ratio_ci_high",
 ]
 
 FLOAT_COLUMNS = frozenset({"median_ms", "p20_ms", "p80_ms", "min_ms", "spread", "tflops", "gbps",
                            "ratio_vs_baseline", "flops", "bytes", "sm_clock_mhz", "power_w",
-                           "cycle_ratio_vs_baseline"})
+                           "cycle_ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high"})
 
 CEILING_METHODS = {
     "copy_gbps": "torch Tensor.copy_ of a 1 GiB buffer; read + write bytes / median time, GB/s",
@@ -407,13 +412,17 @@ def _compare_case(case: Case, impls: Mapping[str, Callable[[Case], Callable[[], 
             intervals[name].append((start, time.time()))
     timings = {name: combine_timings(ts) for name, ts in samples.items()}
     clocks = {name: gpu_clocks.pooled_window(clock_samples, spans) for name, spans in intervals.items()}
-    return case_rows(case, list(impls), timings, notes, baseline, clocks)
+    per_round = {name: [b.median_ms / t.median_ms for b, t in zip(samples[baseline], ts) if t.median_ms > 0]
+                 for name, ts in samples.items()} if baseline in samples else {}
+    return case_rows(case, list(impls), timings, notes, baseline, clocks, per_round)
 
 
 def case_rows(case: Case, impl_names: list[str], timings: Mapping[str, Timing],
-              notes: Mapping[str, str], baseline: str, clocks: Mapping[str, dict] | None = None) -> list[dict]:
+              notes: Mapping[str, str], baseline: str, clocks: Mapping[str, dict] | None = None,
+              round_ratios: Mapping[str, list[float]] | None = None) -> list[dict]:
     """The table rows of one case: rates from the case's own FLOP/byte counts, ratio to baseline; clocks
-    (impl -> ``gpu_clocks.window`` dict) fill the clock columns and the ratio at equal clocks."""
+    (impl -> ``gpu_clocks.window`` dict) fill the clock columns and the ratio at equal clocks; round_ratios
+    (impl -> its ratio in each round) the per-round ratios and their median's confidence interval."""
     base = timings.get(baseline)
     clocks = clocks or {}
     base_mhz = (clocks.get(baseline) or {}).get("sm_clock_mhz")
@@ -443,8 +452,55 @@ def case_rows(case: Case, impl_names: list[str], timings: Mapping[str, Timing],
                    throttle=state.get("throttle", ""),
                    cycle_ratio_vs_baseline=row["ratio_vs_baseline"] * base_mhz / mhz
                    if mhz and base_mhz else math.nan)
+        ratios = list((round_ratios or {}).get(name, []))
+        low, high = median_interval(ratios)
+        row.update(ratio_rounds=json.dumps([round(r, 5) for r in ratios]), ratio_ci_low=low, ratio_ci_high=high)
         rows.append(row)
     return rows
+
+
+def median_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median: the k-th smallest and k-th largest values, with the
+    largest k whose binomial tail P(Binomial(n, 1/2) < k) stays within (1 - confidence) / 2. (NaN, NaN) when
+    even min..max does not reach the confidence (n < 6 at 95%)."""
+    ordered = sorted(float(v) for v in values if v == v)
+    n = len(ordered)
+    alpha = (1.0 - confidence) / 2.0
+    k, tail = 0, 0.0
+    while n and k < n // 2:
+        below = tail + math.comb(n, k) / 2.0 ** n  # P(X <= k)
+        if below > alpha:
+            break
+        tail, k = below, k + 1
+    if k == 0:
+        return math.nan, math.nan
+    return ordered[k - 1], ordered[n - k]
+
+
+def goal_verdicts(df: pd.DataFrame, goals: Mapping[str, float], impl: str) -> pd.DataFrame:
+    """Each goal (case label -> least ratio_vs_baseline for ``impl``) against the rows of ``compare``.
+
+    verdict: "met" when the confidence interval of the per-round ratio's median lies at or above the goal,
+    "missed" when it lies below, "not resolved" when it straddles the goal (the rounds cannot tell); without
+    an interval (fewer than 6 rounds) "met (no interval)" / "missed (no interval)" from the pooled ratio;
+    "no timing" where the row has none. Columns: case, goal, ratio, ci_low, ci_high, rounds, verdict."""
+    rows = []
+    for case, goal in goals.items():
+        match = df[(df["case"] == case) & (df["impl"] == impl)]
+        r = match.iloc[0] if len(match) else None
+        ratio = float(r["ratio_vs_baseline"]) if r is not None else math.nan
+        low = float(r.get("ratio_ci_low", math.nan)) if r is not None else math.nan
+        high = float(r.get("ratio_ci_high", math.nan)) if r is not None else math.nan
+        rounds = len(json.loads(r["ratio_rounds"])) if r is not None and isinstance(r.get("ratio_rounds"), str) else 0
+        if ratio != ratio:
+            verdict = "no timing"
+        elif low == low and high == high:
+            verdict = "met" if low >= goal else "missed" if high < goal else "not resolved"
+        else:
+            verdict = "met (no interval)" if ratio >= goal else "missed (no interval)"
+        rows.append({"case": case, "goal": float(goal), "ratio": ratio, "ci_low": low, "ci_high": high,
+                     "rounds": rounds, "verdict": verdict})
+    return pd.DataFrame(rows, columns=["case", "goal", "ratio", "ci_low", "ci_high", "rounds", "verdict"])
 
 
 # ---------------------------------------------------------------------------------------------
