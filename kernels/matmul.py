@@ -53,9 +53,9 @@ from kernels.tuning import autotune, tuned_for
 
 def balanced_grid(tiles: int, slots: int) -> int:
     """Programs for a persistent kernel: the fewest that run ``tiles`` in as many waves as ``slots`` programs
-    (one per SM, or per SM pair for 2-CTA clusters) would. The last wave then leaves no program idle, and the
-    programs left off draw no power: the H200 runs large matmuls at its 700 W cap, where that power is clock
-    for the rest (``matmul_sm90.grid``: 1.007 against 1.002x cuBLAS at 4096^3 with 64 clusters, not 66)."""
+    (one per SM, or per SM pair for 2-CTA clusters) would. Every wave is then full, and in grouped order the
+    waves are compact blocks of tiles that share operand panels with the next (``matmul_sm90.grid``: 64 clusters
+    at 4096^3 read 131 MB from DRAM where 66 read 147 MB, and ran 1.007 against 1.002x cuBLAS)."""
     most = max(1, min(slots, tiles))
     waves = -(-tiles // most)
     return -(-tiles // waves)
