@@ -51,6 +51,17 @@ def test_sampler_without_nvidia_smi_records_nothing(monkeypatch):
     assert clocks.samples == []
 
 
+def test_sampler_whose_nvidia_smi_cannot_start_records_nothing(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: "/nonexistent/nvidia-smi")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("not executable")
+    monkeypatch.setattr("subprocess.Popen", refuse)
+    with ClockSampler() as clocks:
+        pass
+    assert clocks.samples == []
+
+
 def test_power_probe_needs_a_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -84,9 +84,12 @@ class ClockSampler:
         exe = shutil.which("nvidia-smi")
         if exe is None:
             return self
-        self._proc = subprocess.Popen(
-            [exe, "-i", str(self.gpu_index), f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
-             "-lms", str(self.period_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            self._proc = subprocess.Popen(
+                [exe, "-i", str(self.gpu_index), f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
+                 "-lms", str(self.period_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:  # present but not runnable: timings go on without clocks
+            return self
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
         return self
