@@ -346,3 +346,6 @@ def test_benchmark_table_shows_the_clock_columns_only_where_sampled():
     assert table["throttle"].tolist() == ["sw_power_cap"] * 2
     unsampled = side_by_side_table(rows.assign(sm_clock_mhz=float("nan")))
     assert "sm_clock_mhz" not in unsampled.columns and "throttle" not in unsampled.columns
+    assert "ratio_ci_low" not in table.columns  # no interval in these rows
+    with_ci = side_by_side_table(rows.assign(ratio_ci_low=[0.99, 1.0], ratio_ci_high=[1.03, 1.0]))
+    assert with_ci["ratio_ci_low"].tolist() == [0.99, 1.0] and with_ci["ratio_ci_high"].tolist() == [1.03, 1.0]

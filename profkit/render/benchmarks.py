@@ -57,8 +57,9 @@ def is_side_by_side(rows: pd.DataFrame) -> bool:
 
 
 def side_by_side_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The columns a reader checks: speed, ratio, the median's time and spread, stability, the SM clock it
-    ran at (with the ratio at equal clocks and throttle reasons) where sampled, notes."""
+    """The columns a reader checks: speed, ratio (with the 95% interval of its per-round median where the
+    rounds allow one), the median's time and spread, stability, the SM clock it ran at (with the ratio at
+    equal clocks and throttle reasons) where sampled, notes."""
     table = pd.DataFrame({"case": rows["case"], "impl": rows["impl"], "TFLOP/s": rows["tflops"],
                           "ratio_vs_baseline": rows["ratio_vs_baseline"],
                           "median_us": pd.to_numeric(rows["median_ms"], errors="coerce") * 1e3})
@@ -66,6 +67,9 @@ def side_by_side_table(rows: pd.DataFrame) -> pd.DataFrame:
         table["spread_pct"] = pd.to_numeric(rows["spread"], errors="coerce") * 100
     if "stable" in rows:
         table["stable"] = rows["stable"].map({True: "yes", False: "no"})
+    if "ratio_ci_low" in rows and pd.to_numeric(rows["ratio_ci_low"], errors="coerce").notna().any():
+        table["ratio_ci_low"] = pd.to_numeric(rows["ratio_ci_low"], errors="coerce")
+        table["ratio_ci_high"] = pd.to_numeric(rows["ratio_ci_high"], errors="coerce")
     if "sm_clock_mhz" in rows and pd.to_numeric(rows["sm_clock_mhz"], errors="coerce").notna().any():
         table["sm_clock_mhz"] = pd.to_numeric(rows["sm_clock_mhz"], errors="coerce")
         table["ratio_at_equal_clock"] = pd.to_numeric(rows["cycle_ratio_vs_baseline"], errors="coerce")
