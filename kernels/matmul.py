@@ -791,29 +791,37 @@ GOAL_ROUNDS = 21
 """Interleaved rounds per goal case: 21 rounds put the median's 95% interval at the 6th and 16th of them."""
 
 
-def goal_cases() -> list:
-    """One benchmark case per goal, labelled like ``bench_cases``."""
+def goal_cases(labels: tuple[str, ...] | None = None) -> list:
+    """One benchmark case per goal (those named in labels, or all), labelled like ``bench_cases``."""
+    unknown = sorted(set(labels or ()) - set(GOALS))
+    if unknown:
+        raise ValueError(f"no goal for {unknown}; goals: {list(GOALS)}")
     cases = []
     for seed, label in enumerate(GOALS):
+        if labels and label not in labels:
+            continue
         variant, shape = label.split()
         m, n, k = (int(x) for x in shape.split("x"))
         cases.append(_make_case(variant, m, n, k, seed=seed))
     return cases
 
 
-def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS):
+def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
+          labels: tuple[str, ...] | None = None):
     """The goals re-measured with enough rounds to tell: ``rounds`` interleaved rounds of Triton and cuBLAS per
     goal case (eager calls, L2 flushed, outputs checked against float64 first), each round's ratio kept, and a
     verdict per goal from the 95% interval of their median (``harness.goal_verdicts``). Prints both tables and
-    writes matmul_goals.json|csv; returns the verdicts."""
+    writes matmul_goals.json|csv, or matmul_goals_<case>.json|csv for the goals named in labels (a longer run
+    of the ones left unresolved); returns the verdicts."""
     from profkit.bench import flops, harness
 
+    cases = goal_cases(labels)
     harness.require_cuda("kernels.matmul.goals")
     inputs, chosen = _Inputs(), {}
-    df = harness.compare(goal_cases(), {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
+    df = harness.compare(cases, {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
                          baseline="cublas", check=_checker(inputs, chosen), rounds=rounds)
     inputs.clear()
-    verdicts = harness.goal_verdicts(df, GOALS, "triton")
+    verdicts = harness.goal_verdicts(df, {c.label: GOALS[c.label] for c in cases}, "triton")
     meta = {
         "workload": "matmul_goals",
         "environment": harness.environment(),
@@ -822,13 +830,15 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS)
                              "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
                    "rounds": rounds, "stable_spread": harness.STABLE_SPREAD},
         "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
-        "goals": GOALS,
+        "goals": {c.label: GOALS[c.label] for c in cases},
         "verdicts": verdicts.to_dict("records"),
         "triton_config": chosen,
     }
     print(harness.format_table(df, meta))
     print(verdicts.to_string(index=False))
-    for path in harness.write_results(df, meta, Path(out_dir) / "matmul_goals"):
+    stem = "matmul_goals" + "".join("_" + c.label.replace(" ", "_").replace("-", "_") for c in cases) \
+        if labels else "matmul_goals"
+    for path in harness.write_results(df, meta, Path(out_dir) / stem):
         print(f"wrote {path}")
     return verdicts
 
@@ -1010,6 +1020,8 @@ def main(argv: list[str] | None = None) -> int:
     p_goals = sub.add_parser("goals", help="each goal case over many interleaved rounds, with a verdict from the "
                                            "interval of the median ratio (matmul_goals.json|csv)")
     p_goals.add_argument("--rounds", type=int, default=GOAL_ROUNDS)
+    p_goals.add_argument("--case", action="append", dest="cases", metavar="LABEL",
+                         help="only this goal case (repeatable), e.g. 'bf16 4096x4096x4096'")
     p_goals.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     p_prof = sub.add_parser("profile", help="one Triton and one cuBLAS launch inside NVTX ranges")
     p_prof.add_argument("--n", type=int, default=4096)
@@ -1026,7 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         bench(out_dir=args.out_dir, quick=args.quick)
     elif args.command == "goals":
-        goals(out_dir=args.out_dir, rounds=args.rounds)
+        goals(out_dir=args.out_dir, rounds=args.rounds, labels=tuple(args.cases) if args.cases else None)
     elif args.command == "sweep":
         sweep(args.dtype, tuple(args.n), tuple(args.group_m), out_dir=args.out_dir, min_tile=args.min_tile)
     else:

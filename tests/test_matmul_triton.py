@@ -163,6 +163,8 @@ def test_bench_and_profile_need_a_gpu(tmp_path):
         mm.main(["sweep", "--dtype", "fp32", "--n", "512", "--out-dir", str(tmp_path)])
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         mm.main(["goals", "--rounds", "7", "--out-dir", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        mm.main(["goals", "--case", "bf16 4096x4096x4096", "--out-dir", str(tmp_path)])
     assert not list(tmp_path.iterdir())
 
 
@@ -179,6 +181,11 @@ def test_goal_cases_are_the_bench_cases_the_issue_sets_goals_for():
     assert mm.GOALS["fp32-ieee 4096x4096x4096"] == 0.95 and mm.GOALS["fp32-ieee 2048x2048x2048"] == 0.85
     assert mm.GOALS["bf16 2048x2048x2048"] == mm.GOALS["bf16 16x4096x4096"] == mm.GOALS["bf16 4096x4096x512"] == 0.8
     assert mm.GOAL_ROUNDS >= 6  # fewer rounds give no interval, only "(no interval)" verdicts
+    one = mm.goal_cases(("bf16 4096x4096x4096",))
+    assert [c.label for c in one] == ["bf16 4096x4096x4096"]
+    assert one[0].params["seed"] == next(c for c in cases if c.label == "bf16 4096x4096x4096").params["seed"]
+    with pytest.raises(ValueError, match="no goal for"):
+        mm.goal_cases(("bf16 4096x4096x4097",))
 
 
 def test_sweep_rejects_a_dtype_without_a_path(tmp_path):
