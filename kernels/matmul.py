@@ -14,8 +14,9 @@ Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order:
 * ``matmul_kernel``: one program per output tile, pointer loads, a K loop, any M, N, K and
   strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter.
 * ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): at most one program per SM
-  (the fewest for the same number of tile waves, ``balanced_grid``) looping over tiles, TMA tensor descriptors built on the device (``tl.make_tensor_descriptor``)
-  and a flattened tile x K loop so the next tile's loads overlap this tile's epilogue.
+  (the fewest for the same number of tile waves, ``balanced_grid``) looping over tiles, TMA tensor
+  descriptors built on the device (``tl.make_tensor_descriptor``) and a flattened tile x K loop so
+  the next tile's loads overlap this tile's epilogue.
 
 With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles and 2^36 FLOPs go to a third
 kernel, ``kernels.matmul_sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
@@ -147,10 +148,9 @@ def matmul_kernel_tma_persistent(
     """Persistent TMA matmul for contiguous 16-bit a: (M, K), b: (K, N), c: (M, N).
 
     P programs (the grid, at most one per SM: ``balanced_grid``) each walk tiles tile_id = pid, pid + P, ...
-    The TMA descriptors are
-    built on the device (their 128-byte records live in a workspace from triton.set_allocator);
-    TMA zero-fills out-of-bounds loads and clips out-of-bounds stores, so no masks are needed,
-    but row strides must be multiples of 16 bytes (the host wrapper checks). The tile loop is
+    The TMA descriptors are built on the device (their 128-byte records live in a workspace from
+    triton.set_allocator); TMA zero-fills out-of-bounds loads and clips out-of-bounds stores, so no masks
+    are needed, but row strides must be multiples of 16 bytes (the host wrapper checks). The tile loop is
     flattened with the K loop so the software pipeline keeps loading across tile boundaries.
     EPILOGUE_SUBTILE stores the tile as two (BLOCK_M, BLOCK_N // 2) halves, halving the shared
     memory the epilogue needs so more of it can go to pipeline stages.
@@ -1008,7 +1008,7 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``bench [--quick] [--out-dir DIR]``, ``goals [--rounds R] [--out-dir DIR]``,
+    """Command line: ``bench [--quick] [--out-dir DIR]``, ``goals [--rounds R] [--case LABEL ...] [--out-dir DIR]``,
     ``profile [--n N] [--dtype VARIANT]`` or
     ``sweep [--dtype bf16|fp32] [--n N ...] [--group-m G ...]``."""
     parser = argparse.ArgumentParser(prog="python -m kernels.matmul",

@@ -74,7 +74,7 @@ class ClockSampler:
     ``samples`` is empty where nvidia-smi is missing (the probe then reports timings without clocks). GPU is
     nvidia-smi's index (``nvml_index`` maps a CUDA device to it)."""
 
-    def __init__(self, gpu_index: int | str = 0, period_ms: int = 100):
+    def __init__(self, gpu_index: int = 0, period_ms: int = 100):
         self.gpu_index, self.period_ms = gpu_index, period_ms
         self.samples: list[Sample] = []
         self._proc = None
