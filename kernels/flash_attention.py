@@ -1660,9 +1660,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
                                    cuda_graph=True)
         df = pd.concat([df, graph_df], ignore_index=True)
     inputs.clear()
-    ceiling_clocks: dict = {}
-    ceilings = harness.measure_ceilings(clocks=ceiling_clocks)
-    df = harness.check_against_ceiling(add_ratio_vs(df, "sdpa_flash"), ceilings, ceiling_clocks=ceiling_clocks)
+    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(add_ratio_vs(df, "sdpa_flash"))
 
     meta = {
         "workload": WORKLOAD,

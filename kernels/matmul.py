@@ -752,9 +752,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
         launch_cost = host_launch_cost()
     except Exception as exc:  # noqa: BLE001 - the comparison above is the result; this is an extra
         launch_cost = {"error": f"{type(exc).__name__}: {exc}"}
-    ceiling_clocks: dict = {}
-    ceilings = harness.measure_ceilings(clocks=ceiling_clocks)
-    df = harness.check_against_ceiling(pd.concat(frames, ignore_index=True), ceilings, ceiling_clocks=ceiling_clocks)
+    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(pd.concat(frames, ignore_index=True))
     meta = {
         "workload": "matmul",
         "environment": harness.environment(),
@@ -821,7 +819,8 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
     df = harness.compare(cases, {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
                          baseline="cublas", check=_checker(inputs, chosen), rounds=rounds)
     inputs.clear()
-    verdicts = harness.goal_verdicts(df, {c.label: GOALS[c.label] for c in cases}, "triton")
+    goals_timed = {c.label: GOALS[c.label] for c in cases}
+    verdicts = harness.goal_verdicts(df, goals_timed, "triton")
     meta = {
         "workload": "matmul_goals",
         "environment": harness.environment(),
@@ -830,7 +829,7 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
                              "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
                    "rounds": rounds, "stable_spread": harness.STABLE_SPREAD},
         "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
-        "goals": {c.label: GOALS[c.label] for c in cases},
+        "goals": goals_timed,
         "verdicts": verdicts.to_dict("records"),
         "triton_config": chosen,
     }

@@ -344,9 +344,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
                        "int8_custom_graph": impls["int8_custom"]}
         frames.append(harness.compare(small, graph_impls, baseline="fp16_linear_graph",
                                       check=check, rounds=rounds, cuda_graph=True))
-    ceiling_clocks: dict = {}
-    ceilings = harness.measure_ceilings(clocks=ceiling_clocks)
-    df = harness.check_against_ceiling(pd.concat(frames, ignore_index=True), ceilings, ceiling_clocks=ceiling_clocks)
+    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(pd.concat(frames, ignore_index=True))
     goals = goal_summary(df)
     meta = {
         "workload": WORKLOAD,

@@ -565,6 +565,14 @@ def _measure_ceilings(torch, timer: Timer, matmul_sizes: tuple[int, ...], copy_b
     return ceilings
 
 
+def check_against_measured_ceilings(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float], dict[str, dict]]:
+    """``measure_ceilings`` on this GPU, then ``check_against_ceiling`` of df with the clocks they were timed at;
+    returns (the checked table, the ceilings, their clock windows) for a benchmark's table and meta."""
+    clocks: dict[str, dict] = {}
+    ceilings = measure_ceilings(clocks=clocks)
+    return check_against_ceiling(df, ceilings, ceiling_clocks=clocks), ceilings, clocks
+
+
 def compute_ceiling_name(params: Mapping[str, Any]) -> str | None:
     """The matmul-rate ceiling that bounds a case with these params, from its dtype and precision.
 
