@@ -15,7 +15,15 @@ import pytest
 from click.testing import CliRunner
 
 from conftest_report import copy_session, pair_session, sessions_root  # noqa: F401 - fixtures
-from profkit.analyse import diff as d
+from profkit.analyse.diff import diff
+from profkit.analyse.diff.comparability import COMPARABILITY_COLUMNS, comparability, launch_shape_notes
+from profkit.analyse.diff.gates import VIOLATION_COLUMNS, evaluate, parse_threshold
+from profkit.analyse.diff.match import match_kernel_rows
+from profkit.analyse.diff.metrics import METRICS, METRIC_COLUMNS, STALL_METRICS, metric_table
+from profkit.analyse.diff.rules import _top_stall, explain
+from profkit.analyse.diff.sides import matching_rows
+from profkit.analyse.kernel_rows import KEYS, kernel_rows, summed_row
+from profkit.units import human
 from profkit.cli import main
 from profkit.errors import UsageError
 from profkit.session.store import load_session
@@ -53,7 +61,7 @@ def _set_manifest(session: Path, **changes) -> None:
     ("stall_long_scoreboard>+1.5", "stall_long_scoreboard", ">", 1.5, "delta"),
 ])
 def test_parse_threshold_forms(text, key, op, limit, mode):
-    threshold = d.parse_threshold(text)
+    threshold = parse_threshold(text)
     assert (threshold.metric.key, threshold.op, threshold.limit, threshold.mode) == (key, op, limit, mode)
 
 
@@ -61,39 +69,39 @@ def test_parse_threshold_forms(text, key, op, limit, mode):
                                   "duration>five", "", "duration>+5% extra"])
 def test_malformed_threshold_is_a_usage_error(text):
     with pytest.raises(UsageError, match="malformed"):
-        d.parse_threshold(text)
+        parse_threshold(text)
 
 
 def test_threshold_on_unknown_or_text_metric_is_a_usage_error():
     with pytest.raises(UsageError, match="unknown metric"):
-        d.parse_threshold("speed>5")
+        parse_threshold("speed>5")
     with pytest.raises(UsageError, match="numeric"):
-        d.parse_threshold("occupancy_limiter>0")
+        parse_threshold("occupancy_limiter>0")
 
 
 def test_threshold_semantics():
-    pct = d.parse_threshold("duration>+5%")
+    pct = parse_threshold("duration>+5%")
     assert pct.observed(100, 106) == pytest.approx(6.0) and pct.violated(6.0)
     assert not pct.violated(pct.observed(100, 104))
     assert pct.observed(0, 0) == 0 and pct.observed(0, 3) == math.inf
-    delta = d.parse_threshold("registers>+8")
+    delta = parse_threshold("registers>+8")
     assert delta.observed(32, 40) == 8 and not delta.violated(8)
     assert delta.violated(delta.observed(32, 41))
-    value = d.parse_threshold("spill_bytes>0")
+    value = parse_threshold("spill_bytes>0")
     assert value.observed(123, 0) == 0 and not value.violated(0)
 
 
 def test_evaluate_lists_violations_and_unreadable_metrics():
     a = _row(duration_us=100.0, registers_per_thread=32.0, local_bytes=0.0)
     b = _row(duration_us=110.0, registers_per_thread=48.0, local_bytes=64.0)
-    thresholds = [d.parse_threshold(t) for t in ("duration>+5%", "registers>+8", "spill_bytes>0",
+    thresholds = [parse_threshold(t) for t in ("duration>+5%", "registers>+8", "spill_bytes>0",
                                                  "bank_conflicts>0", "duration>+50%")]
-    out = d.evaluate(thresholds, [("x → y", a, b)])
-    assert list(out.columns) == d.VIOLATION_COLUMNS
+    out = evaluate(thresholds, [("x → y", a, b)])
+    assert list(out.columns) == VIOLATION_COLUMNS
     assert list(out["expression"]) == ["duration>+5%", "registers>+8", "spill_bytes>0", "bank_conflicts>0"]
     assert out["observed"].iloc[0] == pytest.approx(10.0)
     assert "not measured" in out["message"].iloc[3]
-    empty = d.evaluate(thresholds[:1], [])
+    empty = evaluate(thresholds[:1], [])
     assert list(empty["message"]) == ["no kernel pairs to check"]
 
 
@@ -101,10 +109,10 @@ def test_evaluate_lists_violations_and_unreadable_metrics():
 
 
 def test_metric_declarations_are_consistent():
-    keys = [m.key for m in d.METRICS] + [m.key for m in d.STALL_METRICS.values()]
+    keys = [m.key for m in METRICS] + [m.key for m in STALL_METRICS.values()]
     assert len(keys) == len(set(keys))
-    assert {m.better for m in d.METRICS} <= {"lower", "higher", ""}
-    assert all(not m.better for m in d.METRICS if m.text)
+    assert {m.better for m in METRICS} <= {"lower", "higher", ""}
+    assert all(not m.better for m in METRICS if m.text)
 
 
 def test_metric_table_verdicts():
@@ -112,8 +120,8 @@ def test_metric_table_verdicts():
              occupancy_limiter="registers", dram_bytes=1000.0, local_bytes=0.0)
     b = _row(duration_us=80.0, achieved_tflops=10.1, sm_throughput_pct=70.0, registers_per_thread=32.0,
              occupancy_limiter="shared_mem", dram_bytes=2000.0, local_bytes=0.0)
-    table = d.metric_table(a, b).set_index("key")
-    assert list(d.metric_table(a, b).columns) == d.METRIC_COLUMNS
+    table = metric_table(a, b).set_index("key")
+    assert list(metric_table(a, b).columns) == METRIC_COLUMNS
     assert table.at["duration", "verdict"] == "better"
     assert table.at["duration", "delta"] == -20 and table.at["duration", "ratio"] == 0.8
     assert table.at["duration", "change_pct"] == -20
@@ -129,7 +137,7 @@ def test_metric_table_verdicts():
 
 
 def _messages(a, b) -> dict[str, str]:
-    out = d.explain(a, b)
+    out = explain(a, b)
     assert list(out.columns) == ["rule", "message"]
     return dict(zip(out["rule"], out["message"]))
 
@@ -169,25 +177,25 @@ def test_rules_stay_silent_without_their_conditions():
 def test_comparability_fields():
     base = {"gpu": {"name": "NVIDIA H200", "driver": "580"}, "arch": "sm_90", "versions": {"ncu": "2025.3.1.0"},
             "clock_control": "none", "cache_control": "all", "args": ["1024"]}
-    assert d.comparability(base, json.loads(json.dumps(base))).empty
+    assert comparability(base, json.loads(json.dumps(base))).empty
     other = json.loads(json.dumps(base))
     other.update(args=["4096"], clock_control="base")
     other["versions"]["ncu"] = "2025.3.2.0"
     other["gpu"]["name"] = "NVIDIA L4"
-    out = d.comparability(base, other).set_index("field")
-    assert list(d.comparability(base, other).columns) == d.COMPARABILITY_COLUMNS
+    out = comparability(base, other).set_index("field")
+    assert list(comparability(base, other).columns) == COMPARABILITY_COLUMNS
     assert out.at["args", "severity"] == "refuse" and out.at["args", "b"] == "4096"
     assert out.at["clock_control", "severity"] == "refuse"
     assert out.at["gpu.name", "severity"] == "refuse"
     assert out.at["versions.ncu", "severity"] == "warn"           # patch release
     other["versions"]["ncu"] = "2025.4.0.0"
-    assert d.comparability(base, other).set_index("field").at["versions.ncu", "severity"] == "refuse"
+    assert comparability(base, other).set_index("field").at["versions.ncu", "severity"] == "refuse"
     del other["arch"]
-    assert d.comparability(base, other).set_index("field").at["arch", "severity"] == "warn"
+    assert comparability(base, other).set_index("field").at["arch", "severity"] == "warn"
 
 
 def test_launch_shape_difference_is_informative():
-    notes = d.launch_shape_notes(_row(grid="64×64×1", block="16×16×1", label="a"),
+    notes = launch_shape_notes(_row(grid="64×64×1", block="16×16×1", label="a"),
                                  _row(grid="16×16×1", block="16×16×1", label="b"))
     assert list(notes["severity"]) == ["info"] and list(notes["field"]) == ["launch.grid"]
 
@@ -196,7 +204,7 @@ def test_launch_shape_difference_is_informative():
 
 
 def _rows(*kernels) -> pd.DataFrame:
-    df = pd.DataFrame([dict(zip(d.KEYS, k)) for k in kernels])
+    df = pd.DataFrame([dict(zip(KEYS, k)) for k in kernels])
     df["label"] = df["kernel"]
     return df
 
@@ -206,7 +214,7 @@ def test_match_kernel_rows_levels_and_unmatched():
               ("cap", "gone", "1×1×1", "32×1×1", ""))
     b = _rows(("cap", "k1", "8×1×1", "128×1×1", "r1"), ("other", "k2", "16×1×1", "128×1×1", "r2"),
               ("cap", "new", "1×1×1", "32×1×1", ""))
-    pairs, unmatched = d.match_kernel_rows(a, b)
+    pairs, unmatched = match_kernel_rows(a, b)
     assert pairs == [(0, 0, "exact"), (1, 1, "name+nvtx")]
     assert list(zip(unmatched["side"], unmatched["kernel"])) == [("A", "gone"), ("B", "new")]
 
@@ -215,12 +223,12 @@ def test_patterns_match_nvtx_path_and_capture():
     rows = _rows(("matmul_naive", "matmul_naive", "g", "b", "matmul_naive"),
                  ("matmul_cublas", "sm90_xmma_gemm_f32f32_tn_n_128x128", "g", "b", "matmul_cublas"),
                  ("matmul_tiled", "matmul_tiled", "g", "b", "matmul_tiled"))
-    assert list(d.matching_rows(rows, "cublas")["kernel"]) == ["sm90_xmma_gemm_f32f32_tn_n_128x128"]
-    assert list(d.matching_rows(rows, "matmul_(naive|tiled)")["kernel"]) == ["matmul_naive", "matmul_tiled"]
-    assert list(d.matching_rows(rows, "matmul_tiled")["kernel"]) == ["matmul_tiled"]
-    assert d.matching_rows(rows, "[unclosed").empty                 # not a regex: a literal that matches nothing
+    assert list(matching_rows(rows, "cublas")["kernel"]) == ["sm90_xmma_gemm_f32f32_tn_n_128x128"]
+    assert list(matching_rows(rows, "matmul_(naive|tiled)")["kernel"]) == ["matmul_naive", "matmul_tiled"]
+    assert list(matching_rows(rows, "matmul_tiled")["kernel"]) == ["matmul_tiled"]
+    assert matching_rows(rows, "[unclosed").empty                 # not a regex: a literal that matches nothing
     rows.loc[0, "nvtx_path"] = float("nan")  # a report without NVTX ranges (CSV read-back gives NaN)
-    assert list(d.matching_rows(rows, "naive")["kernel"]) == ["matmul_naive"]
+    assert list(matching_rows(rows, "naive")["kernel"]) == ["matmul_naive"]
 
 
 # ------------------------------------------------------------------------------------------- real data
@@ -229,10 +237,10 @@ def test_patterns_match_nvtx_path_and_capture():
 def test_kernel_rows_from_a_real_session(sessions_root, pair_session):
     session = load_session(sessions_root / pair_session)
     launches = session.table("launches")
-    rows = d.kernel_rows(launches)
+    rows = kernel_rows(launches)
     assert len(rows) == launches.groupby(["capture", "kernel", "grid", "block"]).ngroups
     assert rows["label"].is_unique
-    numeric = [m.column for m in d.METRICS if not m.text]
+    numeric = [m.column for m in METRICS if not m.text]
     assert [c for c in numeric if c not in rows] == []
     for _, row in rows.iterrows():
         mine = launches[(launches["capture"] == row["capture"]) & (launches["kernel"] == row["kernel"])
@@ -243,7 +251,7 @@ def test_kernel_rows_from_a_real_session(sessions_root, pair_session):
 
 
 def test_diff_naive_tiled_on_real_data(sessions_root, pair_session):
-    result = d.diff("naive", "tiled", root=sessions_root)
+    result = diff("naive", "tiled", root=sessions_root)
     assert result.kind == "kernels" and len(result.pairs) == 1
     pair = result.pairs[0]
     assert pair.a.session.name == pair_session == pair.b.session.name
@@ -259,8 +267,8 @@ def test_diff_naive_tiled_on_real_data(sessions_root, pair_session):
     said = dict(zip(pair.explanation["rule"], pair.explanation["message"]))
     ra, rb = a["global_load_requests"], b["global_load_requests"]
     if max(ra, rb) / min(ra, rb) >= 1.5:
-        assert said["global_loads"].startswith(f"global load requests {d.human(ra)} → {d.human(rb)}")
-    top_a, top_b = d._top_stall(a)[0], d._top_stall(b)[0]
+        assert said["global_loads"].startswith(f"global load requests {human(ra)} → {human(rb)}")
+    top_a, top_b = _top_stall(a)[0], _top_stall(b)[0]
     if top_a != top_b:
         assert said["stalls"].startswith(f"dominant stall {top_a} ")
 
@@ -269,12 +277,12 @@ def test_session_kernel_spec_and_newest_session_wins(sessions_root, pair_session
     older = sessions_root / "aaa-older-copy"
     copy_session(sessions_root / pair_session, older)
     _set_manifest(older, created="2000-01-01T00:00:00+00:00")
-    result = d.diff("naive", "tiled", root=sessions_root)
+    result = diff("naive", "tiled", root=sessions_root)
     assert result.pairs[0].a.session.name == pair_session
-    pinned = d.diff(f"{older.name}:naive", f"{pair_session}:tiled", root=sessions_root)
+    pinned = diff(f"{older.name}:naive", f"{pair_session}:tiled", root=sessions_root)
     assert pinned.pairs[0].a.session.name == older.name and pinned.pairs[0].b.session.name == pair_session
     with pytest.raises(UsageError, match=f"no kernel matches 'no_such_kernel_xyz' in session {older.name}"):
-        d.diff(f"{older.name}:no_such_kernel_xyz", "tiled", root=sessions_root)
+        diff(f"{older.name}:no_such_kernel_xyz", "tiled", root=sessions_root)
 
 
 def test_cli_diff_terminal_and_exit_codes(sessions_root):
@@ -307,18 +315,18 @@ def test_cli_diff_json_shape(sessions_root):
                                          "cache_control", "args"}
     pair = doc["pairs"][0]
     assert set(pair) == {"a", "b", "match", "metrics", "explanation", "opcodes"}
-    assert set(pair["a"]) == {"session", *d.KEYS, "label", "launches", "note"}
-    assert all(set(m) == set(d.METRIC_COLUMNS) for m in pair["metrics"])
+    assert set(pair["a"]) == {"session", *KEYS, "label", "launches", "note"}
+    assert all(set(m) == set(METRIC_COLUMNS) for m in pair["metrics"])
     assert all(set(e) == {"rule", "message"} for e in pair["explanation"])
     assert doc["thresholds"] == ["duration>-100%"]
-    assert set(doc["violations"][0]) == set(d.VIOLATION_COLUMNS)
+    assert set(doc["violations"][0]) == set(VIOLATION_COLUMNS)
 
 
 def test_cli_diff_csv(sessions_root):
     out = run("diff", "naive", "tiled", "--csv", "--sessions-dir", str(sessions_root))
     assert out.exit_code == 0
     lines = out.output.splitlines()
-    assert lines[0].split(",") == ["a_session", "a_kernel", "b_session", "b_kernel", *d.METRIC_COLUMNS]
+    assert lines[0].split(",") == ["a_session", "a_kernel", "b_session", "b_kernel", *METRIC_COLUMNS]
     assert any(",duration," in line for line in lines[1:])
 
 
@@ -342,9 +350,9 @@ def test_whole_session_diff_lists_unmatched(sessions_root, pair_session):
     launches = pd.read_csv(other / "tables" / "launches.csv")
     kept = launches[~launches["kernel"].str.contains("tiled")]
     kept.to_csv(other / "tables" / "launches.csv", index=False)
-    result = d.diff(pair_session, "without-tiled", root=sessions_root)
+    result = diff(pair_session, "without-tiled", root=sessions_root)
     assert result.kind == "sessions"
-    assert len(result.pairs) == len(d.kernel_rows(kept))
+    assert len(result.pairs) == len(kernel_rows(kept))
     assert all(p.match == "exact" for p in result.pairs)
     assert set(result.unmatched["side"]) == {"A"}
     assert result.unmatched["kernel"].str.contains("tiled").all()
@@ -359,7 +367,7 @@ SHORT_BWD = "fa2-n1024-d64-bwd"
 
 
 def _short_backward_rows() -> pd.DataFrame:
-    return d.kernel_rows(load_session(COMMITTED / SHORT_BWD).table("launches"))
+    return kernel_rows(load_session(COMMITTED / SHORT_BWD).table("launches"))
 
 
 def test_summed_row_adds_counters_and_rederives_every_rate():
@@ -369,7 +377,7 @@ def test_summed_row_adds_counters_and_rederives_every_rate():
     rows = _short_backward_rows()
     split = rows[rows["nvtx_path"] == "fa2_bwd_split"]
     assert len(split) == 2 and (split["launches"] == 1).all()
-    one = d.summed_row(split)
+    one = summed_row(split)
     for column in ("duration_us", "total_flops", "tensor_flops", "dram_bytes", "l2_bytes", "instructions_executed",
                    "global_load_requests", "bank_conflicts", "waves_per_sm"):
         assert one[column] == pytest.approx(split[column].sum(), rel=1e-9), column
@@ -392,7 +400,7 @@ def test_summed_row_of_one_instance_counts_its_launches():
     """One kernel row stands for its median launch; summed, three launches are three times the work at the same
     rates."""
     row = _short_backward_rows().query("nvtx_path == 'fa2_bwd'").assign(launches=3)
-    one = d.summed_row(row)
+    one = summed_row(row)
     alone = row.iloc[0]
     for column in ("duration_us", "total_flops", "dram_bytes", "instructions_executed"):
         assert one[column] == pytest.approx(3 * alone[column], rel=1e-9), column
@@ -404,7 +412,7 @@ def test_summed_row_of_one_instance_counts_its_launches():
 def test_diff_sum_compares_whole_nvtx_ranges():
     """`profkit diff --sum`: the one-launch backward against the split pair, both whole ranges: the same tensor
     FLOPs, the pair's GPU time and DRAM bytes added up, both kernels' PC samples in the instruction mix."""
-    result = d.diff(f"{SHORT_BWD}:^fa2_bwd$", f"{SHORT_BWD}:fa2_bwd_split", root=COMMITTED, summed=True)
+    result = diff(f"{SHORT_BWD}:^fa2_bwd$", f"{SHORT_BWD}:fa2_bwd_split", root=COMMITTED, summed=True)
     pair = result.pairs[0]
     assert list(pair.b.members["kernel"]) == ["_attn_bwd_dkdv", "_attn_bwd_dq"] and pair.a.members is not None
     metrics = pair.metrics.set_index("key")
@@ -417,7 +425,7 @@ def test_diff_sum_compares_whole_nvtx_ranges():
     launches = load_session(COMMITTED / SHORT_BWD).table("launches")
     split_launches = set(launches.loc[launches["nvtx_path"] == "fa2_bwd_split", "launch"])
     assert set(opcodes_b["launch"]) == split_launches and len(split_launches) == 2
-    busiest = d.diff(f"{SHORT_BWD}:^fa2_bwd$", f"{SHORT_BWD}:fa2_bwd_split", root=COMMITTED).pairs[0]
+    busiest = diff(f"{SHORT_BWD}:^fa2_bwd$", f"{SHORT_BWD}:fa2_bwd_split", root=COMMITTED).pairs[0]
     assert busiest.b.members is None and busiest.b.row["kernel"] == "_attn_bwd_dkdv"
 
 

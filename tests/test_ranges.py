@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from profkit.analyse.diff import kernel_rows, summed_row
+from profkit.analyse.kernel_rows import kernel_rows, summed_row
 from profkit.analyse.ranges import range_totals
 from profkit.cli import main
 from profkit.session.store import load_session

@@ -11,7 +11,7 @@ import pytest
 
 from conftest_report import pair_session, sessions_root  # noqa: F401 - fixtures
 from profkit.analyse import roofline
-from profkit.analyse.diff import kernel_rows
+from profkit.analyse.kernel_rows import kernel_rows
 from profkit.session.store import load_session
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from profkit.analyse.diff import kernel_rows, summed_row
+from profkit.analyse.kernel_rows import kernel_rows, summed_row
 
 RANGE_COLUMNS = ["capture", "nvtx_path", "kernels", "launches", "duration_us", "total_flops", "achieved_tflops",
                  "dram_bytes", "dram_gbps", "l2_hit_pct", "tensor_pipe_pct", "stall_total", "stall_1", "kernel"]

@@ -36,7 +36,9 @@ from profkit.analyse import roofline
 from profkit.analyse.join import timeline_join, weighted_summary
 from profkit.analyse.instructions import hot_instructions, opcode_mix
 from profkit.analyse.ranges import range_totals
-from profkit.analyse.diff import DiffResult, human, kernel_rows
+from profkit.analyse.diff import DiffResult
+from profkit.analyse.kernel_rows import kernel_rows
+from profkit.units import human
 from profkit.analyse.tables import VIEWS
 from profkit.analyse.timeline import kernel_time_summary
 from profkit.errors import ReportError

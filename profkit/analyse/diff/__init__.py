@@ -1,0 +1,149 @@
+"""`profkit diff A B`: what changed between two kernels (or two captures), by how much, and why.
+
+The steps, one module each, run in this order by `diff()`:
+  sides          which kernels A and B name (patterns, SOURCE:PATTERN[#launch], whole captures)
+  match          pairing the kernels of two whole captures
+  metrics        the metric catalog and the A/B table (delta, ratio, better/worse by each metric's direction)
+  rules          explanations: rules over the counters that speak only when their condition holds
+  comparability  manifest fields that make two captures incomparable (refused without --force) or suspect
+  gates          `--fail-if` expressions for CI
+Kernel rows and summed rows come from analyse.kernel_rows; rendering lives in render/.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from profkit.analyse.diff.comparability import COMPARABILITY_COLUMNS, comparability, launch_shape_notes, manifest_field
+from profkit.analyse.diff.gates import ThresholdViolated, evaluate, parse_threshold
+from profkit.analyse.diff.match import match_kernel_rows
+from profkit.analyse.diff.metrics import METRIC_COLUMNS, metric_table
+from profkit.analyse.diff.rules import explain
+from profkit.analyse.diff.sides import KernelSide, find_session, resolve
+from profkit.analyse.instructions import opcode_comparison
+from profkit.analyse.kernel_rows import KEYS, kernel_rows
+from profkit.errors import UsageError
+from profkit.session.store import Session
+
+__all__ = ["DiffResult", "PairDiff", "ThresholdViolated", "diff", "find_session"]
+
+@dataclass
+class PairDiff:
+    a: KernelSide
+    b: KernelSide
+    match: str
+    metrics: pd.DataFrame
+    explanation: pd.DataFrame
+    opcodes: pd.DataFrame = field(default_factory=pd.DataFrame)  # instructions.opcode_comparison
+
+    @property
+    def name(self) -> str:
+        return f"{self.a.name} → {self.b.name}"
+
+@dataclass
+class DiffResult:
+    kind: str                     # "kernels" or "sessions"
+    a_spec: str
+    b_spec: str
+    session_a: Session
+    session_b: Session
+    pairs: list[PairDiff]
+    unmatched: pd.DataFrame
+    comparability: pd.DataFrame
+    violations: pd.DataFrame
+    thresholds: list[str] = field(default_factory=list)
+    forced: bool = False
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """Every pair's metric table stacked, with the pair's identity in front (the --csv output)."""
+        frames = []
+        for pair in self.pairs:
+            df = pair.metrics.copy()
+            for side, ks in (("a", pair.a), ("b", pair.b)):
+                df.insert(0, f"{side}_kernel", ks.label)
+                df.insert(0, f"{side}_session", ks.session.name)
+            frames.append(df)
+        cols = ["a_session", "a_kernel", "b_session", "b_kernel", *METRIC_COLUMNS]
+        return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+    def to_dict(self) -> dict:
+        """The --json shape (pinned by tests/test_diff.py): NaN becomes null."""
+        return _clean({
+            "kind": self.kind, "a": self.a_spec, "b": self.b_spec,
+            "sessions": {"a": _session_info(self.session_a), "b": _session_info(self.session_b)},
+            "forced": self.forced,
+            "comparability": self.comparability.to_dict(orient="records"),
+            "pairs": [{"a": p.a.identity(), "b": p.b.identity(), "match": p.match,
+                       "metrics": p.metrics.to_dict(orient="records"),
+                       "explanation": p.explanation.to_dict(orient="records"),
+                       "opcodes": p.opcodes.to_dict(orient="records")} for p in self.pairs],
+            "unmatched": self.unmatched.to_dict(orient="records"),
+            "thresholds": list(self.thresholds),
+            "violations": self.violations.to_dict(orient="records"),
+        })
+
+def _session_info(session: Session) -> dict:
+    m = session.manifest
+    return {"name": session.name, "path": str(session.path), "created": m.get("created"),
+            "gpu": manifest_field(m, "gpu.name"), "arch": m.get("arch"), "ncu": manifest_field(m, "versions.ncu"),
+            "clock_control": m.get("clock_control"), "cache_control": m.get("cache_control"), "args": m.get("args")}
+
+def _clean(value):
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(float(value)) else float(value)
+    if value is pd.NA:
+        return None
+    return value
+
+def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = False,
+         fail_if: tuple[str, ...] | list[str] = (), summed: bool = False) -> DiffResult:
+    """Resolve A and B, check they are comparable, and diff every kernel pair (summed: each side every kernel its
+    pattern matches, added up, e.g. an NVTX range's launches; kernel patterns only).
+
+    Raises UsageError for a malformed --fail-if (before any work), for unknown names, and for captures that
+    differ in a "refuse" field of COMPARABILITY unless force. Violations are returned, not raised: the CLI
+    prints the diff first and then fails.
+    """
+    thresholds = [parse_threshold(text) for text in fail_if]
+    kind, a, b = resolve(a_spec, b_spec, root, summed)
+    unmatched = pd.DataFrame(columns=["side", *KEYS, "label"])
+    if kind == "sessions" and summed:
+        raise UsageError("--sum adds up the kernels a pattern matches; A and B name two whole sessions",
+                         hint="name kernels or NVTX ranges, e.g. SESSION:range_a SESSION:range_b")
+    if kind == "sessions":
+        session_a, session_b = a, b
+        rows_a, rows_b = kernel_rows(a.table("launches")), kernel_rows(b.table("launches"))
+        if rows_a.empty or rows_b.empty:
+            empty = a.name if rows_a.empty else b.name
+            raise UsageError(f"session {empty} has no ncu kernel launches to diff")
+        matched, unmatched = match_kernel_rows(rows_a, rows_b)
+        sides = [(KernelSide(a, rows_a.loc[i]), KernelSide(b, rows_b.loc[j]), level) for i, j, level in matched]
+    else:
+        session_a, session_b = a.session, b.session
+        sides = [(a, b, "named")]
+    checks = [comparability(session_a.manifest, session_b.manifest)]
+    checks += [launch_shape_notes(sa.row, sb.row) for sa, sb, _ in sides]
+    checks = [c for c in checks if not c.empty]
+    report = pd.concat(checks, ignore_index=True) if checks else pd.DataFrame(columns=COMPARABILITY_COLUMNS)
+    refused = report[report["severity"] == "refuse"]
+    if not refused.empty and not force:
+        raise UsageError(f"{session_a.name} and {session_b.name} are not comparable captures",
+                         details="\n".join(f"  {m}" for m in refused["message"]),
+                         hint="recapture under the same conditions, or pass --force to diff anyway")
+    pairs = [PairDiff(sa, sb, level, metric_table(sa.row, sb.row), explain(sa.row, sb.row),
+                      opcode_comparison(sa.opcodes(), sb.opcodes()))
+             for sa, sb, level in sides]
+    violations = evaluate(thresholds, [(p.name, p.a.row, p.b.row) for p in pairs])
+    return DiffResult(kind, a_spec, b_spec, session_a, session_b, pairs, unmatched, report, violations,
+                      [t.text for t in thresholds], force)
