@@ -254,7 +254,7 @@ def test_diff_naive_tiled_on_real_data(sessions_root, pair_session):
     result = diff("naive", "tiled", root=sessions_root)
     assert result.kind == "kernels" and len(result.pairs) == 1
     pair = result.pairs[0]
-    assert pair.a.session.name == pair_session == pair.b.session.name
+    assert pair.a.source.name == pair_session == pair.b.source.name
     assert "naive" in pair.a.row["kernel"] and "tiled" in pair.b.row["kernel"]
     assert result.comparability[result.comparability["severity"] != "info"].empty
     table = pair.metrics.set_index("key")
@@ -278,9 +278,9 @@ def test_session_kernel_spec_and_newest_session_wins(sessions_root, pair_session
     copy_session(sessions_root / pair_session, older)
     _set_manifest(older, created="2000-01-01T00:00:00+00:00")
     result = diff("naive", "tiled", root=sessions_root)
-    assert result.pairs[0].a.session.name == pair_session
+    assert result.pairs[0].a.source.name == pair_session
     pinned = diff(f"{older.name}:naive", f"{pair_session}:tiled", root=sessions_root)
-    assert pinned.pairs[0].a.session.name == older.name and pinned.pairs[0].b.session.name == pair_session
+    assert pinned.pairs[0].a.source.name == older.name and pinned.pairs[0].b.source.name == pair_session
     with pytest.raises(UsageError, match=f"no kernel matches 'no_such_kernel_xyz' in session {older.name}"):
         diff(f"{older.name}:no_such_kernel_xyz", "tiled", root=sessions_root)
 

@@ -30,7 +30,8 @@ from profkit.analyse.diff import diff
 from profkit.cli import main
 from profkit.errors import UsageError
 from profkit.render import examples
-from profkit.render.html import SourceLookup, hotspot_table, render_html, write_html
+from profkit.analyse.source_lines import SourceLookup, hotspot_table
+from profkit.render.html import render_html, write_html
 from profkit.session.store import load_session
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "reports" / "benchmarks"
@@ -316,7 +317,7 @@ def test_bench_command_keeps_the_results_where_plotly_is_missing(tmp_path, monke
 def test_session_page_shows_opcodes_and_hottest_instructions(session_page, sessions_root, pair_session):
     """The per-instruction section: each launch's opcode mix and most-sampled SASS, from the stored PC tables."""
     text = session_page.read_text()
-    assert "SASS opcodes and hottest instructions" in text
+    assert "SASS opcode mix" in text and "Hottest SASS instructions" in text
     opcodes = load_session(sessions_root / pair_session).table("opcodes")
     top = opcodes.sort_values("samples", ascending=False).iloc[0]
     assert f">{top['opcode']}<" in text  # the most-sampled opcode of the session is in a table cell

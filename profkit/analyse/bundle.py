@@ -9,6 +9,8 @@ import pandas as pd
 
 from profkit.analyse.crosscheck import cross_check
 from profkit.analyse.tables import kernel_table, launch_table, with_static_sass
+from profkit.errors import UsageError
+from profkit.session.store import Session
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
                "timings", "ptxas", "crosscheck", "notes"]
@@ -108,3 +110,140 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
         per_capture.append(capture_tables(capture, clock_control=session.manifest.get("clock_control", "none"),
                                           cache_control=session.manifest.get("cache_control", "all")))
     return merge_tables(per_capture)
+
+
+# ------------------------------------------------------------------------------------------- bundles
+
+REPORT_SUFFIXES = (".ncu-rep", ".nsys-rep", ".sqlite")
+"""What `open_bundle` reads besides session folders (each also stored .xz or .gz)."""
+
+
+class Bundle:
+    """The stored tables of one input (TABLE_NAMES: launches, kernels, nsys_kernels, ...), whatever it was read
+    from: a session's tables/ folder, or reports derived in memory. The table registry, the diff and the HTML
+    read every input through this one interface.
+
+    name: what the input is called in tables and titles; path; kind: "session" or "file"; manifest: the
+    session's manifest, or one made from what the reports themselves record (GPU, ncu version)."""
+
+    kind = "session"
+
+    def __init__(self, name: str, path: Path, manifest: dict):
+        self.name, self.path, self.manifest = name, Path(path), manifest
+
+    def stored(self, table: str) -> pd.DataFrame:
+        raise NotImplementedError
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """What this input holds: ncu (profiled launches), nsys (a timeline), timings (cudaEvent result lines),
+        pc (per-instruction PC sampling), source (per-line counters), rules (ncu's findings), build (ptxas
+        resources), nvtx (NVTX ranges), notes, guided (a guided capture's plan)."""
+        def has(table: str) -> bool:
+            return not self.stored(table).empty
+
+        out = {kind for kind, table in (("ncu", "launches"), ("nsys", "nsys_kernels"), ("timings", "timings"),
+                                        ("source", "source"), ("rules", "rules"), ("build", "ptxas"),
+                                        ("notes", "notes"), ("guided", "targets")) if has(table)}
+        if has("instructions") or has("opcodes"):
+            out.add("pc")
+        if has("nvtx"):
+            out.add("nvtx")
+        return frozenset(out)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+
+class SessionBundle(Bundle):
+    """A session folder's stored tables (session.store.Session)."""
+
+    def __init__(self, session: Session):
+        super().__init__(session.name, session.path, session.manifest)
+        self.session = session
+
+    def stored(self, table: str) -> pd.DataFrame:
+        return self.session.table(table)
+
+
+class ReportBundle(Bundle):
+    """Raw report files (.ncu-rep / .nsys-rep / .sqlite, plain or compressed) read as one capture, derived in memory
+    the way a session's tables are (capture_tables), once per object."""
+
+    kind = "file"
+
+    def __init__(self, path: Path, *, ncu_report: Path | None = None, nsys_report: Path | None = None,
+                 name: str | None = None):
+        from profkit.parse.files import plain_name
+
+        stem = plain_name(path).split(".")[0]
+        super().__init__(name or stem, path, {"name": name or stem, "kind": "file", "source": str(path)})
+        self.ncu_report, self.nsys_report = ncu_report, nsys_report
+        self._tables: dict[str, pd.DataFrame] | None = None
+
+    def _derive(self) -> dict[str, pd.DataFrame]:
+        if self._tables is None:
+            tables = capture_tables(CaptureFiles(self.name, self.ncu_report, self.nsys_report))
+            self._tables = merge_tables([tables])
+            self.manifest.update(_report_manifest(self, self._tables))
+        return self._tables
+
+    def stored(self, table: str) -> pd.DataFrame:
+        return self._derive().get(table, pd.DataFrame())
+
+
+def _report_manifest(bundle: ReportBundle, tables: dict[str, pd.DataFrame]) -> dict:
+    """What raw reports record about their capture: the GPU, the Nsight version that wrote them."""
+    from profkit.parse.ncu import report_ncu_version
+    from profkit.parse.files import plain_file
+
+    launches = tables.get("launches", pd.DataFrame())
+    gpu = {}
+    if "device_name" in launches and launches["device_name"].astype(str).str.len().gt(0).any():
+        gpu["name"] = str(launches["device_name"].dropna().astype(str).iloc[0])
+    versions = {}
+    if bundle.ncu_report is not None:
+        versions["ncu"] = report_ncu_version(plain_file(bundle.ncu_report))
+    captures = [{"name": bundle.name, "files": {k: str(v) for k, v in (("ncu_report", bundle.ncu_report),
+                                                                      ("nsys_report", bundle.nsys_report)) if v}}]
+    return {"gpu": gpu, "versions": versions, "captures": captures}
+
+
+def report_kind(path: Path) -> str | None:
+    """"ncu" / "nsys" for a report file name (compressed or not), else None."""
+    from profkit.parse.files import plain_name
+
+    name = plain_name(path)
+    if name.endswith(".ncu-rep"):
+        return "ncu"
+    if name.endswith((".nsys-rep", ".sqlite")):
+        return "nsys"
+    return None
+
+
+def open_bundle(spec: str | Path, root: Path | None = None) -> Bundle:
+    """A session (a folder holding manifest.json, or a session name under root) or one report file, as a Bundle.
+    A UsageError says what was looked for when nothing matches."""
+    from profkit.session.store import MANIFEST, load_session, sessions_root
+
+    path = Path(spec)
+    root = Path(root) if root else sessions_root()
+    for candidate in (path, root / path):
+        if candidate.is_dir() and (candidate / MANIFEST).exists():
+            return SessionBundle(load_session(candidate))
+    if path.is_file():
+        kind = report_kind(path)
+        if kind is None:
+            raise UsageError(f"cannot read {path}: expected a session folder, .ncu-rep, .nsys-rep or .sqlite "
+                             "(each may be .xz or .gz)")
+        return ReportBundle(path, **{f"{kind}_report": path})
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder without a {MANIFEST}: not a profkit session",
+                         hint="give a session folder, a report file, or turn reports into a session with "
+                              "`profkit import FILE... --name NAME`")
+    raise UsageError(f"no such session or file: {spec}", hint="`profkit sessions` lists the sessions")
+
+
+def as_bundle(source) -> Bundle:
+    """A Bundle as is; a session.store.Session wrapped as one."""
+    return source if isinstance(source, Bundle) else SessionBundle(source)

@@ -113,9 +113,33 @@ def with_static_sass(raw: pd.DataFrame, sass: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+class _Columns(dict):
+    """New columns gathered in a dict over a frame, joined once (`frame()`): assigning ~40 columns one by one to a
+    wide frame fragments it, and pandas warns on every later insert."""
+
+    def __init__(self, base: pd.DataFrame):
+        super().__init__()
+        self.base = base
+        self.index = base.index
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or name in self.base
+
+    def __getitem__(self, name):
+        return dict.__getitem__(self, name) if dict.__contains__(self, name) else self.base[name]
+
+    def __setitem__(self, name, value) -> None:
+        dict.__setitem__(self, name, pd.Series(value, index=self.index) if not isinstance(value, pd.Series)
+                         else value)
+
+    def frame(self) -> pd.DataFrame:
+        kept = self.base.drop(columns=[c for c in self if c in self.base.columns])
+        return pd.concat([kept, pd.DataFrame(dict(self), index=self.index)], axis=1)
+
+
 def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     """Raw launches (parse.ncu) plus every derived column; one row per launch."""
-    df = raw.copy()
+    df = _Columns(raw)
     seconds = _col(df, "duration_ns") * 1e-9
     df["duration_us"] = _col(df, "duration_ns") / 1e3
     df["grid"] = _shape(df, "grid")
@@ -148,7 +172,8 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     df["fp16_flops"] = (half - 4 * 32 * _col(df, "hfma_move_instructions").fillna(0)).clip(lower=0)
     tensor = [_col(df, f"tensor_ops_{kind}") for kind in catalog.TENSOR_OP_TYPES]
     df["tensor_flops"] = pd.concat(tensor, axis=1).sum(axis=1, min_count=1) if tensor else np.nan
-    df["total_flops"] = df[["fp32_flops", "fp64_flops", "fp16_flops", "tensor_flops"]].sum(axis=1, min_count=1)
+    df["total_flops"] = pd.concat([df[c] for c in ("fp32_flops", "fp64_flops", "fp16_flops", "tensor_flops")],
+                                  axis=1).sum(axis=1, min_count=1)
     df["achieved_tflops"] = _ratio(df["total_flops"], seconds) / 1e12
     df["peak_fp32_tflops"] = 2 * _col(df, "peak_ffma_per_cycle") * _col(df, "sm_cycles_per_second") / 1e12
     df["fp32_pct_of_peak"] = 100 * _ratio(_ratio(df["fp32_flops"], seconds) / 1e12, df["peak_fp32_tflops"])
@@ -156,7 +181,8 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     df["l2_flop_per_byte"] = _ratio(df["total_flops"], _col(df, "l2_sectors") * SECTOR_BYTES)
     df["gld_bytes_per_flop"] = _ratio(_col(df, "global_load_sectors") * SECTOR_BYTES, df["total_flops"])
     df["flop_per_shared_load"] = _ratio(df["total_flops"], _col(df, "shared_load_instructions"))
-    return pd.concat([df, _top_stalls(df)], axis=1)
+    out = df.frame()
+    return pd.concat([out, _top_stalls(out)], axis=1)
 
 
 def kernel_table(launches: pd.DataFrame, keys: tuple[str, ...] = ("kernel",)) -> pd.DataFrame:

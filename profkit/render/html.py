@@ -32,30 +32,17 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from profkit import __version__
-from profkit.analyse import roofline
-from profkit.analyse.join import timeline_join, weighted_summary
-from profkit.analyse.instructions import hot_instructions, opcode_mix
-from profkit.analyse.ranges import range_totals
+from profkit.analyse import registry, roofline
+from profkit.analyse.bundle import Bundle, as_bundle
+from profkit.analyse.source_lines import TOP_LINES, SourceLookup, hotspot_table
 from profkit.analyse.diff import DiffResult
 from profkit.analyse.kernel_rows import kernel_rows
 from profkit.units import human
 from profkit.analyse.tables import VIEWS
-from profkit.analyse.timeline import kernel_time_summary
 from profkit.errors import ReportError
-from profkit.parse import catalog
 from profkit.render import plots
-from profkit.session.store import Session
 
-TOP_LINES = 15
-TOP_RULES = 12
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-SUMMARY_COLUMNS = ["label", "capture", "nvtx_path", "grid", "block", "launches", "duration_us", "achieved_tflops",
-                   "fp32_pct_of_peak", "dram_gbps", "registers_per_thread", "local_bytes",
-                   "achieved_occupancy_pct", "occupancy_limiter", "stall_1"]
-CROSSCHECK_COLUMNS = ["capture", "label", "grid", "events_us", "ncu_us", "nsys_us", "ncu_over_events",
-                      "nsys_over_events", "ncu_over_nsys", "flag", "reasons"]
-HOTSPOT_COLUMNS = ["kernel", "where", "stall_samples", "pct_of_kernel", "top_stall", "instructions_executed",
-                   "l2_global_sectors_excessive", "source"]
 WRAPPED_COLUMNS = {"message", "reasons", "note", "error"}
 VERDICT_CLASS = {"better": "good", "worse": "bad", "changed": "chg", "same": "", "n/a": "na"}
 
@@ -208,130 +195,59 @@ def section(anchor: str, title: str, how: str, body: str) -> str:
     return f"<section id='{html.escape(anchor)}'><h2>{html.escape(title)}</h2>{how_html}{body}</section>"
 
 
-# --------------------------------------------------------------------------------------- source hotspots
-
-
-class SourceLookup:
-    """Reads source lines for the hotspot table: the recorded path when it exists here, else the longest
-    suffix of it (at least two components, e.g. cuda/matmul_tiled.cu) found under one of `roots`."""
-
-    def __init__(self, roots: list[Path] | tuple[Path, ...] = ()):
-        self.roots = [Path(r) for r in roots] or [Path.cwd()]
-        self._files: dict[str, list[str] | None] = {}
-
-    def _find(self, recorded: str) -> Path | None:
-        path = Path(recorded)
-        if path.is_file():
-            return path
-        parts = path.parts
-        for start in range(1, max(len(parts) - 1, 1)):
-            suffix = Path(*parts[start:])
-            for root in self.roots:
-                if (root / suffix).is_file():
-                    return root / suffix
-        return None
-
-    def line(self, recorded: str, number) -> str:
-        if recorded not in self._files:
-            found = self._find(str(recorded))
-            try:
-                self._files[recorded] = found.read_text(errors="replace").splitlines() if found else None
-            except OSError:
-                self._files[recorded] = None
-        lines = self._files[recorded]
-        try:
-            index = int(number) - 1
-        except (TypeError, ValueError):
-            return ""
-        return lines[index].strip() if lines and 0 <= index < len(lines) else ""
-
-
-def hotspot_table(source: pd.DataFrame, lookup: SourceLookup, *, top: int = TOP_LINES,
-                  kernels: list[tuple[str, str]] | None = None) -> pd.DataFrame:
-    """The `top` source lines by stall samples (tables/source.csv), optionally only for (capture, kernel) pairs.
-
-    Columns (HOTSPOT_COLUMNS): kernel, where (file:line), stall_samples, pct_of_kernel (share of that kernel's
-    samples), top_stall (the largest stall_* sample count on the line), instructions_executed,
-    l2_global_sectors_excessive, source (the line's text as it is on disk here, empty when not found).
-    """
-    if source is None or source.empty or "stall_samples" not in source:
-        return pd.DataFrame(columns=HOTSPOT_COLUMNS)
-    df = source.copy()
-    if kernels is not None:
-        wanted = set(kernels)
-        df = df[[(str(c), str(k)) in wanted for c, k in zip(df.get("capture", ""), df.get("kernel", ""))]]
-    if df.empty:
-        return pd.DataFrame(columns=HOTSPOT_COLUMNS)
-    samples = pd.to_numeric(df["stall_samples"], errors="coerce").fillna(0)
-    group_keys = [k for k in ("capture", "launch", "kernel") if k in df]
-    per_kernel = samples.groupby([df[k] for k in group_keys]).transform("sum") if group_keys else samples.sum()
-    df["pct_of_kernel"] = 100 * samples / per_kernel.where(per_kernel > 0)
-    stall_cols = [f"stall_{r}" for r in catalog.STALL_REASONS if f"stall_{r}" in df and r != "selected"]
-    df["top_stall"] = (df[stall_cols].apply(pd.to_numeric, errors="coerce").fillna(0).idxmax(axis=1)
-                       .str.removeprefix("stall_") if stall_cols else "")
-    df["where"] = [f"{Path(str(f)).name}:{int(l)}" if pd.notna(l) else str(f) for f, l in zip(df["file"], df["line"])]
-    df["source"] = [lookup.line(str(f), l) for f, l in zip(df["file"], df["line"])]
-    df = df.assign(stall_samples=samples).sort_values("stall_samples", ascending=False).head(top)
-    return df[[c for c in HOTSPOT_COLUMNS if c in df]].reset_index(drop=True)
-
-
 # --------------------------------------------------------------------------------------------- sessions
 
 
-def _manifest_html(session: Session) -> str:
-    m = session.manifest
+def _manifest_html(source: Bundle) -> str:
+    m = source.manifest
     gpu = m.get("gpu") or {}
     versions = m.get("versions") or {}
     items = [("GPU", f"{gpu.get('name', '?')} (cc {gpu.get('compute_capability', '?')}, driver "
                      f"{gpu.get('driver', '?')})"),
-             ("created", m.get("created", "")), ("arch", m.get("arch") or "(not built by profkit)"),
-             ("tools", ", ".join(f"{k} {v}" for k, v in versions.items())),
+             ("created", m.get("created", "")),
+             ("arch", m.get("arch") or ("(not built by profkit)" if source.kind == "session" else "")),
+             ("read from", m.get("source", "") if source.kind == "file" else ""),
+             ("tools", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
              ("ncu settings", f"set {m.get('ncu_set', '?')}, clock control {m.get('clock_control', '?')}, "
-                              f"cache control {m.get('cache_control', '?')}"),
-             ("program args", " ".join(map(str, m.get("args") or [])) or "(none)"),
+                              f"cache control {m.get('cache_control', '?')}" if source.kind == "session" else ""),
+             ("program args", " ".join(map(str, m.get("args") or [])) if source.kind == "session" else ""),
              ("captures", ", ".join(c.get("name", "?") for c in m.get("captures", []))),
              ("git commit", m.get("git_commit") or "")]
     rows = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items if v)
     return f"<dl class='meta'>{rows}</dl>"
 
 
-def _rules_table(rules: pd.DataFrame, top: int = TOP_RULES) -> pd.DataFrame:
-    if rules.empty or "message" not in rules:
-        return rules
-    cols = [c for c in ("kernel", "title", "speedup_type", "speedup_pct", "message") if c in rules]
-    found = rules[rules["message"].fillna("").astype(str) != ""]
-    return found.sort_values("speedup_pct", ascending=False, na_position="last")[cols].head(top)
-
-
 def _kernel_figures(rows: pd.DataFrame, fig, anchor: str, moves: pd.DataFrame | None = None,
                     ceils: pd.DataFrame | None = None, pts: pd.DataFrame | None = None) -> list[str]:
+    """The figure sections of a set of kernel rows (a diff's two sides)."""
     ceils = roofline.ceilings(rows) if ceils is None else ceils
     pts = roofline.points(rows, ceils) if pts is None else pts
-    out = [
-        section(f"{anchor}-sol", "Speed of light",
-                 "Each unit's throughput as % of its peak (ncu SpeedOfLight). A unit above ~60% is where the kernel "
-                 "is bound; all units low means latency-bound.", fig(plots.sol_figure(rows))),
-        section(f"{anchor}-roofline", "Roofline",
-                 "Ceilings are the report's own peaks (peak_*_per_cycle × measured clocks). Each kernel has one point "
-                 "per memory level: x = FLOPs / bytes at that level, y = achieved FLOP/s.",
-                 fig(plots.roofline_figure(ceils, pts, moves))
-                 + "<h3>Ceilings</h3>" + table_html(ceils.assign(value=[human(v, u) for v, u in
-                                                                        zip(ceils["value"], ceils["unit"])]))
-                 + "<h3>Points</h3>" + table_html(pts.drop(columns=["bandwidth_bytes_per_second"]))),
-        section(f"{anchor}-traffic", "Memory traffic per level",
-                 "Bytes moved at each level. Tiling shows up as fewer L2/DRAM bytes for the same FLOPs.",
-                 fig(plots.traffic_figure(rows)) + table_html(_view(rows, "coalescing"))),
-        section(f"{anchor}-stalls", "Warp stalls",
-                 "Why warps were not issuing: average cycles spent in each state per issued instruction. For kernels "
-                 "with FFMAs, how they use registers (in program order): the share accumulating in place, the share "
-                 "sharing no source register with the FFMA before them, and the dispatch-stall samples per million "
-                 "executions of each kind.",
-                 fig(plots.stall_figure(rows)) + _fma_table(rows)),
-        section(f"{anchor}-occupancy", "Occupancy",
-                 "Warp slots in use; the limiter is the resource that allows the fewest blocks per SM.",
-                 fig(plots.occupancy_figure(rows)) + table_html(_view(rows, "occupancy"))),
-    ]
-    return out
+    return [section(f"{anchor}-sol", "Speed of light", SOL_HOW, fig(plots.sol_figure(rows))),
+            section(f"{anchor}-roofline", "Roofline", ROOFLINE_HOW, _roofline_body(ceils, pts, fig, moves)),
+            section(f"{anchor}-traffic", "Memory traffic per level", TRAFFIC_HOW,
+                    fig(plots.traffic_figure(rows)) + table_html(_view(rows, "coalescing"))),
+            section(f"{anchor}-stalls", "Warp stalls", STALLS_HOW, fig(plots.stall_figure(rows)) + _fma_table(rows)),
+            section(f"{anchor}-occupancy", "Occupancy", OCCUPANCY_HOW,
+                    fig(plots.occupancy_figure(rows)) + table_html(_view(rows, "occupancy")))]
+
+
+SOL_HOW = ("Each unit's throughput as % of its peak (ncu SpeedOfLight). A unit above ~60% is where the kernel is "
+           "bound; all units low means latency-bound.")
+ROOFLINE_HOW = ("Ceilings are the report's own peaks (peak_*_per_cycle × measured clocks). Each kernel has one point "
+                "per memory level: x = FLOPs / bytes at that level, y = achieved FLOP/s.")
+TRAFFIC_HOW = "Bytes moved at each level. Tiling shows up as fewer L2/DRAM bytes for the same FLOPs."
+STALLS_HOW = ("Why warps were not issuing: average cycles spent in each state per issued instruction. For kernels "
+              "with FFMAs, how they use registers (in program order): the share accumulating in place, the share "
+              "sharing no source register with the FFMA before them, and the dispatch-stall samples per million "
+              "executions of each kind.")
+OCCUPANCY_HOW = "Warp slots in use; the limiter is the resource that allows the fewest blocks per SM."
+
+
+def _roofline_body(ceils: pd.DataFrame, pts: pd.DataFrame, fig, moves: pd.DataFrame | None = None) -> str:
+    return (fig(plots.roofline_figure(ceils, pts, moves))
+            + "<h3>Ceilings</h3>" + table_html(ceils.assign(value=[human(v, u) for v, u in
+                                                                   zip(ceils["value"], ceils["unit"])]))
+            + "<h3>Points</h3>" + table_html(pts.drop(columns=["bandwidth_bytes_per_second"])))
 
 
 def _fma_table(rows: pd.DataFrame) -> str:
@@ -347,97 +263,80 @@ def _view(rows: pd.DataFrame, name: str) -> pd.DataFrame:
     return rows[[c for c in dict.fromkeys(cols) if c in rows]]
 
 
-def session_sections(session: Session, fig, *, top_lines: int = TOP_LINES, lookup: SourceLookup) -> str:
-    """Every section of one session's report."""
-    anchor = f"s-{session.name}"
-    rows = kernel_rows(session.table("launches"))
-    parts = [section(anchor, f"Session {session.name}", "", _manifest_html(session))]
-    notes = session.table("notes")
-    if not notes.empty:
-        parts.append(section(f"{anchor}-notes", "Capture notes", "", table_html(notes)))
-    if rows.empty:
-        parts.append(section(f"{anchor}-summary", "Kernels", "", "<p>No ncu launches in this session.</p>"))
-    else:
-        summary = rows[[c for c in SUMMARY_COLUMNS if c in rows]]
-        parts.append(section(f"{anchor}-summary", "Kernel summary",
-                              "One row per kernel instance (capture, kernel, grid, block, NVTX range) in capture "
-                              "order; numbers are medians over its profiled launches.", table_html(summary)))
-        parts += _kernel_figures(rows, fig, anchor)
-    cc = session.table("crosscheck")
-    if not cc.empty:
-        parts.append(section(f"{anchor}-crosscheck", "Timing cross-check",
-                              "The same kernel timed three ways: cudaEvents around the unprofiled launch, ncu's "
-                              "gpu__time_duration, and the nsys kernel record. The reasons are computed from the data.",
-                              fig(plots.crosscheck_figure(cc)) + table_html(cc[[c for c in CROSSCHECK_COLUMNS
-                                                                                 if c in cc]])))
-    parts.append(_timeline_section(session, fig, anchor))
-    parts.append(_ranges_section(session, anchor))
-    parts.append(_where_time_goes_section(session, anchor))
-    hot = hotspot_table(session.table("source"), lookup, top=top_lines)
-    if not hot.empty:
-        parts.append(section(f"{anchor}-hotspots", f"Source hotspots (top {len(hot)} lines)",
-                              "Lines ranked by warp stall samples (ncu source counters); source text is read from "
-                              "the files as they are on disk now.", fig(plots.hotspot_figure(hot)) + table_html(hot)))
-    parts.append(_instructions_section(session, anchor))
-    rules = _rules_table(session.table("rules"))
-    if not rules.empty:
-        parts.append(section(f"{anchor}-rules", "ncu rule findings",
-                              "Nsight Compute's own guidance, highest estimated speedup first.", table_html(rules)))
-    return "".join(p for p in parts if p)
+class SessionPage:
+    """What the figure renderers of one input share: its kernel-instance rows, the figure counter, the source
+    lookup and how many source lines to keep."""
+
+    def __init__(self, source: Bundle, fig, lookup: SourceLookup, top_lines: int):
+        self.source, self.fig, self.lookup, self.top_lines = source, fig, lookup, top_lines
+        self.rows = kernel_rows(source.stored("launches"))
 
 
-def _ranges_section(session: Session, anchor: str) -> str:
-    """Per-NVTX-range totals of the profiled launches ('' unless the capture has several ranges)."""
-    totals = range_totals(session.table("launches"))
-    if len(totals) < 2 or not (totals["nvtx_path"].astype(str) != "").any():
-        return ""
-    return section(f"{anchor}-ranges", "NVTX ranges (ncu totals)",
-                   "Each range's profiled kernels added up: GPU time, FLOPs and DRAM bytes summed, throughput, "
-                   "bandwidth, L2 hit rate, tensor-pipe use and stall cycles per issued instruction re-derived from "
-                   "the sums (what `profkit diff --sum` compares).", table_html(totals))
+def _with_figure(make):
+    """A section body: the figure `make(page, table)` draws above the table (nothing when there are no rows)."""
+    def body(page: SessionPage, table: pd.DataFrame) -> str:
+        figure = make(page, table) if not page.rows.empty or not table.empty else None
+        return (page.fig(figure) if figure is not None else "") + table_html(table)
+    return body
 
 
-def _instructions_section(session: Session, anchor: str) -> str:
-    """Opcodes by samples and the most-sampled SASS instructions per launch ('' without PC sampling)."""
-    opcodes, hot = opcode_mix(session.table("opcodes")), hot_instructions(session.table("instructions"))
-    if opcodes.empty and hot.empty:
-        return ""
-    return section(f"{anchor}-instructions", "SASS opcodes and hottest instructions",
-                   "ncu PC sampling: a sample is one warp's state at one moment, so a share of a launch's samples "
-                   "is a share of its warps' time; 'stalls' splits an opcode's or instruction's samples by what the "
-                   "warp was waiting for (selected: issuing).",
-                   (table_html(opcodes) if not opcodes.empty else "") + (table_html(hot) if not hot.empty else ""))
+def _roofline_section(page: SessionPage, table: pd.DataFrame) -> str:
+    ceils = roofline.ceilings(page.rows)
+    return _roofline_body(ceils, roofline.points(page.rows, ceils), page.fig) + table_html(table)
 
 
-def _timeline_section(session: Session, fig, anchor: str) -> str:
-    nvtx, kernels = session.table("nvtx"), session.table("nsys_kernels")
-    if kernels.empty and nvtx.empty:
-        return ""
-    captures = list(dict.fromkeys([*nvtx.get("capture", []), *kernels.get("capture", [])]))
-    body = [table_html(kernel_time_summary(kernels))] if not kernels.empty else []
+def _stalls_section(page: SessionPage, table: pd.DataFrame) -> str:
+    return page.fig(plots.stall_figure(page.rows)) + table_html(table) + _fma_table(page.rows)
+
+
+def _timeline_section(page: SessionPage, table: pd.DataFrame) -> str:
+    nvtx, kernels = page.source.stored("nvtx"), page.source.stored("nsys_kernels")
+    captures = list(dict.fromkeys([*nvtx.get("capture", []), *kernels.get("capture", [])])) or [""]
+    body = [table_html(table)]
     for capture in captures:
         n = nvtx[nvtx["capture"] == capture] if "capture" in nvtx else nvtx
         k = kernels[kernels["capture"] == capture] if "capture" in kernels else kernels
-        body.append(fig(plots.timeline_figure(n, k, title=f"nsys timeline: {capture}")))
-    return section(f"{anchor}-timeline", "nsys timeline",
-                    "NVTX ranges and GPU kernels from the nsys capture (unprofiled run), per capture; zoom to see "
-                    "individual launches.", "".join(body))
+        body.append(page.fig(plots.timeline_figure(n, k, title=f"nsys timeline: {capture or page.source.name}")))
+    return "".join(body)
 
 
-def _where_time_goes_section(session: Session, anchor: str) -> str:
-    """ncu joined with the nsys timeline: time share, headroom and the profile-first ranking."""
-    kernels = session.table("nsys_kernels")
-    if kernels.empty:
-        return ""
-    launches = session.table("launches")
-    joined = timeline_join(launches, kernels)
-    weighted = weighted_summary(launches, kernels)
-    return section(f"{anchor}-where", "Where the time goes (ncu ⋈ nsys)",
-                    "Every launch in the nsys timeline attributed to its profiled kernel (same name and launch "
-                    "shape; NVTX path breaks ties). priority = time share × headroom (100 − the busier of SM and "
-                    "memory throughput): the kernels worth profiling and optimising first. Then the timeline-"
-                    "weighted throughput and stall figures.",
-                    table_html(joined.head(TOP_LINES)) + (table_html(weighted) if not weighted.empty else ""))
+def _source_section(page: SessionPage, table: pd.DataFrame) -> str:
+    hot = hotspot_table(page.source.stored("source"), page.lookup, top=page.top_lines)
+    return page.fig(plots.hotspot_figure(hot)) + table_html(hot) if not hot.empty else table_html(hot)
+
+
+SECTION_BODIES = {
+    "summary": _with_figure(lambda page, table: plots.sol_figure(page.rows)),
+    "occupancy": _with_figure(lambda page, table: plots.occupancy_figure(page.rows)),
+    "coalescing": _with_figure(lambda page, table: plots.traffic_figure(page.rows)),
+    "stalls": _stalls_section,
+    "roofline": _roofline_section,
+    "crosscheck": _with_figure(lambda page, table: plots.crosscheck_figure(table)),
+    "timeline": _timeline_section,
+    "source": _source_section,
+}
+"""Tables whose HTML section draws a figure beside the table; every other table is drawn as a plain table."""
+SKIPPED_SECTIONS = {"fma"}
+"""Tables shown inside another section (fma: under warp stalls)."""
+
+
+def session_sections(source: Bundle, fig, *, top_lines: int = TOP_LINES, lookup: SourceLookup) -> str:
+    """Every section of one input's report: the manifest, then each table of the registry that applies, in
+    registry order."""
+    anchor = f"s-{source.name}"
+    what = "Session" if source.kind == "session" else "Report"
+    parts = [section(anchor, f"{what} {source.name}", "", _manifest_html(source))]
+    page = SessionPage(source, fig, lookup, top_lines)
+    for name in registry.applicable(source):
+        if name in SKIPPED_SECTIONS:
+            continue
+        table_spec = registry.spec(name)
+        table = table_spec.build(source)
+        body = SECTION_BODIES.get(name, lambda _, t: table_html(t))(page, table)
+        parts.append(section(f"{anchor}-{name}", table_spec.title, table_spec.description, body))
+    if page.rows.empty:
+        parts.append(section(f"{anchor}-summary", "Kernels", "", "<p>No ncu launches in this capture.</p>"))
+    return "".join(p for p in parts if p)
 
 
 # ------------------------------------------------------------------------------------------------- diffs
@@ -494,7 +393,7 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
     for side, session, kernels in (("A", result.session_a, [p.a for p in result.pairs]),
                                    ("B", result.session_b, [p.b for p in result.pairs])):
         keys = [(str(k.row.get("capture")), str(k.row.get("kernel"))) for k in kernels]
-        hot = hotspot_table(session.table("source"), lookup, top=top_lines, kernels=keys)
+        hot = hotspot_table(session.stored("source"), lookup, top=top_lines, kernels=keys)
         if not hot.empty:
             parts.append(section(f"hotspots-{side}", f"Source hotspots, side {side} ({session.name})",
                                   "Lines ranked by warp stall samples.", table_html(hot)))
@@ -504,7 +403,7 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
 # ---------------------------------------------------------------------------------------------- page
 
 
-def render_html(sessions: list[Session] | tuple[Session, ...] = (), diff: DiffResult | None = None, *,
+def render_html(sessions: list[Bundle] | tuple[Bundle, ...] = (), diff: DiffResult | None = None, *,
                 title: str | None = None, top_lines: int = TOP_LINES,
                 source_roots: list[Path] | tuple[Path, ...] = ()) -> str:
     """The whole report page as one string: the diff first (when given), then each session.
@@ -516,6 +415,7 @@ def render_html(sessions: list[Session] | tuple[Session, ...] = (), diff: DiffRe
         raise ValueError("render_html needs at least one session or a diff")
     if top_lines < 1:
         raise ValueError(f"top_lines must be at least 1, not {top_lines}")
+    sessions = [as_bundle(s) for s in sessions]
     fig = Figures()
     lookup = SourceLookup(source_roots)
     body, nav = [], []

@@ -25,10 +25,10 @@ from profkit.analyse.diff.match import match_kernel_rows
 from profkit.analyse.diff.metrics import METRIC_COLUMNS, metric_table
 from profkit.analyse.diff.rules import explain
 from profkit.analyse.diff.sides import KernelSide, find_session, resolve
+from profkit.analyse.bundle import Bundle
 from profkit.analyse.instructions import opcode_comparison
 from profkit.analyse.kernel_rows import KEYS, kernel_rows
 from profkit.errors import UsageError
-from profkit.session.store import Session
 
 __all__ = ["DiffResult", "PairDiff", "ThresholdViolated", "diff", "find_session"]
 
@@ -50,8 +50,8 @@ class DiffResult:
     kind: str                     # "kernels" or "sessions"
     a_spec: str
     b_spec: str
-    session_a: Session
-    session_b: Session
+    session_a: Bundle  # the captures the sides came from (analyse.bundle)
+    session_b: Bundle
     pairs: list[PairDiff]
     unmatched: pd.DataFrame
     comparability: pd.DataFrame
@@ -66,7 +66,7 @@ class DiffResult:
             df = pair.metrics.copy()
             for side, ks in (("a", pair.a), ("b", pair.b)):
                 df.insert(0, f"{side}_kernel", ks.label)
-                df.insert(0, f"{side}_session", ks.session.name)
+                df.insert(0, f"{side}_session", ks.source.name)
             frames.append(df)
         cols = ["a_session", "a_kernel", "b_session", "b_kernel", *METRIC_COLUMNS]
         return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
@@ -87,7 +87,7 @@ class DiffResult:
             "violations": self.violations.to_dict(orient="records"),
         })
 
-def _session_info(session: Session) -> dict:
+def _session_info(session: Bundle) -> dict:
     m = session.manifest
     return {"name": session.name, "path": str(session.path), "created": m.get("created"),
             "gpu": manifest_field(m, "gpu.name"), "arch": m.get("arch"), "ncu": manifest_field(m, "versions.ncu"),
@@ -123,14 +123,14 @@ def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = Fa
                          hint="name kernels or NVTX ranges, e.g. SESSION:range_a SESSION:range_b")
     if kind == "sessions":
         session_a, session_b = a, b
-        rows_a, rows_b = kernel_rows(a.table("launches")), kernel_rows(b.table("launches"))
+        rows_a, rows_b = kernel_rows(a.stored("launches")), kernel_rows(b.stored("launches"))
         if rows_a.empty or rows_b.empty:
             empty = a.name if rows_a.empty else b.name
             raise UsageError(f"session {empty} has no ncu kernel launches to diff")
         matched, unmatched = match_kernel_rows(rows_a, rows_b)
         sides = [(KernelSide(a, rows_a.loc[i]), KernelSide(b, rows_b.loc[j]), level) for i, j, level in matched]
     else:
-        session_a, session_b = a.session, b.session
+        session_a, session_b = a.source, b.source
         sides = [(a, b, "named")]
     checks = [comparability(session_a.manifest, session_b.manifest)]
     checks += [launch_shape_notes(sa.row, sb.row) for sa, sb, _ in sides]

@@ -1,4 +1,14 @@
-"""Which kernels A and B name: patterns, `SOURCE:PATTERN`, whole sessions, the newest capture holding them."""
+"""Which kernels A and B name.
+
+A side is one of:
+  SOURCE              a whole capture: a session (folder or name) or a report file (.ncu-rep/.nsys-rep/.sqlite,
+                      also .xz/.gz): two of them diff every kernel pair
+  SOURCE:KERNEL       a kernel pattern inside that capture (split at the last ':' whose left part is a capture)
+  SOURCE:KERNEL#N     the one launch ncu numbered N among that pattern's launches (`show -t summary` lists them)
+  KERNEL[#N]          a pattern looked up in the sessions under the sessions root, newest first
+A pattern is a regex (or literal) searched in kernel names, NVTX paths and capture names; several matches mean
+the one with the most GPU time, or with `summed` all of them added up.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +18,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from profkit.analyse.bundle import Bundle, SessionBundle, open_bundle
 from profkit.analyse.kernel_rows import KEYS, kernel_rows, summed_row
 from profkit.errors import UsageError
-from profkit.session.store import MANIFEST, Session, list_sessions, load_session, sessions_root
+from profkit.session.store import MANIFEST, list_sessions, load_session, sessions_root
 from profkit.units import to_float as _num
+
+_LAUNCH = re.compile(r"^(.*)#(\d+)$")
+
 
 @dataclass
 class KernelSide:
-    """One side of a kernel diff: the session it came from, its kernel row, and how it was chosen. members: the
+    """One side of a kernel diff: the capture it came from, its kernel row, and how it was chosen. members: the
     kernel rows a summed row (``summed_row``) adds up; None for one kernel instance."""
 
-    session: Session
+    source: Bundle
     row: pd.Series
     note: str = ""
     members: pd.DataFrame | None = None
@@ -29,12 +43,12 @@ class KernelSide:
 
     @property
     def name(self) -> str:
-        return f"{self.session.name}:{self.label}"
+        return f"{self.source.name}:{self.label}"
 
     def opcodes(self) -> pd.DataFrame:
-        """The opcode rows (session table `opcodes`) of this side's launches (every member's, for a summed row);
+        """The opcode rows (stored table `opcodes`) of this side's launches (every member's, for a summed row);
         empty without PC sampling."""
-        launches, opcodes = self.session.table("launches"), self.session.table("opcodes")
+        launches, opcodes = self.source.stored("launches"), self.source.stored("opcodes")
         if launches.empty or opcodes.empty or "launch" not in launches:
             return pd.DataFrame()
         rows = self.members if self.members is not None else pd.DataFrame([self.row])
@@ -42,6 +56,9 @@ class KernelSide:
         keys = pd.DataFrame({key: launches[key].fillna("").astype(str) if key in launches else ""
                              for key in KEYS}, index=launches.index)
         same = pd.Series([tuple(k) in wanted for k in keys.itertuples(index=False)], index=launches.index, dtype=bool)
+        if "launch" in self.row and self.members is None and int(_num(self.row.get("launches")) or 0) == 1 \
+                and pd.notna(self.row.get("launch")):
+            same &= launches["launch"] == self.row["launch"]
         ids = set(launches.loc[same, "launch"])
         selected = opcodes["launch"].isin(ids)
         if "capture" in opcodes:
@@ -49,14 +66,15 @@ class KernelSide:
         return opcodes[selected]
 
     def identity(self) -> dict:
-        ident = {"session": self.session.name}
+        ident = {"session": self.source.name}
         ident.update({key: str(self.row.get(key, "")) for key in KEYS})
         ident.update(label=self.label, launches=int(_num(self.row.get("launches")) or 0), note=self.note)
         if self.members is not None:
             ident["summed"] = [str(label) for label in self.members["label"]]
         return ident
 
-def find_session(name: str, root: Path | None = None) -> Session | None:
+
+def find_session(name: str, root: Path | None = None):
     """The session named `name` (a folder path, or a name under root), or None when there is none."""
     root = Path(root) if root else sessions_root()
     for candidate in (root / name, Path(name)):
@@ -64,11 +82,24 @@ def find_session(name: str, root: Path | None = None) -> Session | None:
             return load_session(candidate)
     return None
 
+
+def find_source(spec: str, root: Path | None = None) -> Bundle | None:
+    """The capture `spec` names as a whole (a session or a report file), or None when it names none."""
+    path, root = Path(spec), Path(root) if root else sessions_root()
+    if not spec or not (path.exists() or (root / path / MANIFEST).is_file()):
+        return None
+    try:
+        return open_bundle(path, root)
+    except UsageError:
+        return None
+
+
 def _pattern(text: str) -> re.Pattern:
     try:
         return re.compile(text, re.IGNORECASE)
     except re.error:
         return re.compile(re.escape(text), re.IGNORECASE)
+
 
 def matching_rows(rows: pd.DataFrame, pattern: str) -> pd.DataFrame:
     """Kernel rows whose kernel name, function, NVTX path or capture name matches `pattern` (a regex searched
@@ -86,79 +117,128 @@ def matching_rows(rows: pd.DataFrame, pattern: str) -> pd.DataFrame:
     exact = found[exact]
     return exact if not exact.empty else found
 
-def pick_kernel(session: Session, rows: pd.DataFrame, pattern: str, summed: bool = False) -> KernelSide:
+
+def pick_kernel(source: Bundle, rows: pd.DataFrame, pattern: str, summed: bool = False) -> KernelSide:
     """One kernel among the matches: the only one, else the one with the most GPU time (noted); with summed, every
     match as one row (``summed_row``)."""
     if rows.empty:
-        raise UsageError(f"no kernel in session {session.name} matches {pattern!r}")
+        raise UsageError(f"no kernel in {source.name} matches {pattern!r}")
     ordered = rows.sort_values("total_us", ascending=False, na_position="last")
     if summed:
         note = (f"summed: {len(ordered)} kernel instance(s), {int(ordered['launches'].sum())} launch(es) matching "
-                f"{pattern!r} in {session.name}")
-        return KernelSide(session, summed_row(ordered), note, members=ordered)
+                f"{pattern!r} in {source.name}")
+        return KernelSide(source, summed_row(ordered), note, members=ordered)
     chosen = ordered.iloc[0]
     note = ""
     if len(ordered) > 1:
         others = ", ".join(ordered["label"].iloc[1:6])
-        note = (f"{len(ordered)} kernels match {pattern!r} in {session.name}; using {chosen['label']} "
+        note = (f"{len(ordered)} kernels match {pattern!r} in {source.name}; using {chosen['label']} "
                 f"(most GPU time); others: {others}")
-    return KernelSide(session, chosen, note)
+    return KernelSide(source, chosen, note)
 
-def _session_rows(session: Session, cache: dict) -> pd.DataFrame:
-    if session.path not in cache:
-        cache[session.path] = kernel_rows(session.table("launches"))
-    return cache[session.path]
 
-def _split_spec(spec: str, root: Path) -> tuple[Session | None, str]:
-    """`session:pattern` -> (session, pattern) when the left side names a session, else (None, spec)."""
-    if ":" in spec:
-        left, right = spec.split(":", 1)
-        session = find_session(left, root) if left else None
-        if session is not None:
-            if not right:
-                raise UsageError(f"{spec!r} names no kernel after the ':'", hint=f"e.g. {left}:matmul_tiled")
-            return session, right
-    return None, spec
+def pick_launch(source: Bundle, pattern: str, number: int) -> KernelSide:
+    """The launch ncu numbered `number` among the launches `pattern` matches in `source`, as a one-launch row."""
+    launches = source.stored("launches")
+    if launches.empty or "launch" not in launches:
+        raise UsageError(f"{source.name} has no profiled launches")
+    rows = kernel_rows(launches)
+    keys = {tuple(str(r[k]) for k in KEYS) for _, r in matching_rows(rows, pattern).iterrows()}
+    frame = launches.assign(**{k: launches[k].fillna("").astype(str) if k in launches else "" for k in KEYS})
+    same = pd.Series([tuple(r) in keys for r in frame[KEYS].itertuples(index=False)], index=frame.index, dtype=bool)
+    chosen = frame[same & (pd.to_numeric(frame["launch"], errors="coerce") == number)]
+    if chosen.empty:
+        numbers = sorted(int(n) for n in pd.to_numeric(frame.loc[same, "launch"], errors="coerce").dropna())
+        raise UsageError(f"no launch #{number} of {pattern!r} in {source.name}",
+                         hint=f"its launches: {', '.join(map(str, numbers[:20])) or 'none'} "
+                              "(`profkit show SOURCE -t summary` lists them)")
+    if len(chosen) > 1:
+        raise UsageError(f"launch #{number} of {pattern!r} is in several captures of {source.name}: "
+                         f"{', '.join(chosen['capture'].astype(str))}", hint="add the capture to the pattern")
+    row = kernel_rows(launches.loc[chosen.index]).iloc[0].copy()
+    row["launch"] = number
+    row["label"] = f"{row['label']}#{number}"
+    return KernelSide(source, row, f"launch #{number} of {pattern!r} in {source.name}")
 
-def _no_match(spec: str, pattern: str, pinned: Session | None, sessions: list[Session], cache: dict,
+
+def _source_rows(source: Bundle, cache: dict) -> pd.DataFrame:
+    key = (source.kind, str(source.path))
+    if key not in cache:
+        cache[key] = kernel_rows(source.stored("launches"))
+    return cache[key]
+
+
+def split_spec(spec: str, root: Path | None = None) -> tuple[Bundle | None, str, int | None]:
+    """(source, pattern, launch number) of one side. source is None for a bare pattern; the pattern is '' when
+    the side names a whole capture."""
+    whole = find_source(spec, root)
+    if whole is not None:
+        return whole, "", None
+    source, pattern = None, spec
+    for cut in [m.start() for m in re.finditer(":", spec)][::-1]:
+        found = find_source(spec[:cut], root)
+        if found is not None:
+            source, pattern = found, spec[cut + 1:]
+            if not pattern:
+                raise UsageError(f"{spec!r} names no kernel after the ':'", hint=f"e.g. {spec}matmul_tiled")
+            break
+    number = None
+    match = _LAUNCH.match(pattern)
+    if match:
+        pattern, number = match.group(1), int(match.group(2))
+        if not pattern:
+            raise UsageError(f"{spec!r}: give a kernel pattern before #{number}")
+    return source, pattern, number
+
+
+def _no_match(spec: str, pattern: str, pinned: Bundle | None, pool: list[Bundle], cache: dict,
               root: Path) -> UsageError:
-    names = sorted({str(k) for s in sessions for k in _session_rows(s, cache)["kernel"]})[:12]
-    hint = f"kernels found: {', '.join(names)}" if names else f"no sessions with ncu launches under {root}"
-    where = f"in session {pinned.name}" if pinned is not None else f"in the sessions under {root}"
+    names = sorted({str(k) for s in pool for k in _source_rows(s, cache)["kernel"]})[:12]
+    hint = f"kernels found: {', '.join(names)}" if names else f"no captures with ncu launches under {root}"
+    where = (f"in {'session' if pinned.kind == 'session' else 'report'} {pinned.name}" if pinned is not None
+             else f"in the sessions under {root}")
     shown = pattern if pinned is not None else spec
-    return UsageError(f"no kernel matches {shown!r} {where}", hint=hint)
+    return UsageError(f"no kernel matches {shown!r} {where}", hint=hint + "; a report file or session can be named "
+                                                                           "as FILE:KERNEL")
+
 
 def resolve(a_spec: str, b_spec: str, root: Path | None = None, summed: bool = False):
-    """("sessions", session_a, session_b) when A and B both name sessions, else ("kernels", side_a, side_b).
+    """("sessions", source_a, source_b) when A and B both name whole captures, else ("kernels", side_a, side_b).
     summed: each side is every kernel its pattern matches, added up (``summed_row``), not the busiest one.
 
     A bare pattern is looked up in the sessions under root, newest first; when both A and B are bare
-    patterns the newest session holding both wins, else each side takes the newest session holding it.
-    When only one of them names a session, both are read as kernel patterns.
+    patterns the newest session holding both wins, else each side takes the newest session holding it. When only
+    one of them names a whole capture, both are read as kernel patterns.
     """
     root = Path(root) if root else sessions_root()
-    session_a, session_b = find_session(a_spec, root), find_session(b_spec, root)
-    if session_a is not None and session_b is not None:
-        return "sessions", session_a, session_b
+    (sa, pa, na), (sb, pb, nb) = split_spec(a_spec, root), split_spec(b_spec, root)
+    if sa is not None and sb is not None and not pa and not pb:
+        return "sessions", sa, sb
+    if sa is not None and not pa:  # only one side names a whole capture: both are kernel patterns
+        sa, pa = None, a_spec
+    if sb is not None and not pb:
+        sb, pb = None, b_spec
+    if summed and (na is not None or nb is not None):
+        raise UsageError("--sum adds up every kernel a pattern matches; #N names one launch")
     cache: dict = {}
-    (sa, pa), (sb, pb) = _split_spec(a_spec, root), _split_spec(b_spec, root)
-    sessions = list_sessions(root)
-    if sa is None and sb is None:
-        for session in sessions:
-            rows = _session_rows(session, cache)
+    sessions = [SessionBundle(s) for s in list_sessions(root)]
+    if sa is None and sb is None and na is None and nb is None:
+        for source in sessions:
+            rows = _source_rows(source, cache)
             ma, mb = matching_rows(rows, pa), matching_rows(rows, pb)
             if not ma.empty and not mb.empty:
-                return "kernels", pick_kernel(session, ma, pa, summed), pick_kernel(session, mb, pb, summed)
+                return "kernels", pick_kernel(source, ma, pa, summed), pick_kernel(source, mb, pb, summed)
     sides = []
-    for session, pattern, spec in ((sa, pa, a_spec), (sb, pb, b_spec)):
-        pool = [session] if session is not None else sessions
+    for source, pattern, number, spec in ((sa, pa, na, a_spec), (sb, pb, nb, b_spec)):
+        pool = [source] if source is not None else sessions
         side = None
         for candidate in pool:
-            found = matching_rows(_session_rows(candidate, cache), pattern)
+            found = matching_rows(_source_rows(candidate, cache), pattern)
             if not found.empty:
-                side = pick_kernel(candidate, found, pattern, summed)
+                side = (pick_launch(candidate, pattern, number) if number is not None
+                        else pick_kernel(candidate, found, pattern, summed))
                 break
         if side is None:
-            raise _no_match(spec, pattern, session, pool, cache, root)
+            raise _no_match(spec, pattern, source, pool, cache, root)
         sides.append(side)
     return "kernels", sides[0], sides[1]

@@ -1,0 +1,178 @@
+"""The table declarations (analyse.registry): each table once, with the builder that makes it from a Bundle.
+
+Order matters: it is the order of `profkit show --all`, of the `-t` help and of the HTML report's sections.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from profkit.analyse import tables
+from profkit.analyse.crosscheck import CROSSCHECK_COLUMNS, cross_check
+from profkit.analyse.instructions import hot_instructions, opcode_mix
+from profkit.analyse.join import JOIN_COLUMNS, timeline_join, weighted_summary
+from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
+from profkit.analyse.registry import register
+from profkit.analyse.source_lines import HOTSPOT_COLUMNS, SourceLookup, hotspot_table
+from profkit.analyse.timeline import LAUNCH_COLUMNS, kernel_time_summary, launch_overhead, nvtx_summary
+
+RULE_COLUMNS = ("kernel", "rule", "title", "speedup_type", "speedup_pct", "message")
+TOP_RULES = 20
+
+
+def _per_capture(*frames: pd.DataFrame) -> list[tuple[str, list[pd.DataFrame]]]:
+    """The captures named in any of the frames' `capture` column, each with its rows of every frame."""
+    names = list(dict.fromkeys(str(c) for f in frames if "capture" in f for c in f["capture"].dropna()))
+    if not names:
+        return [("", list(frames))]
+    return [(name, [f[f["capture"].astype(str) == name] if "capture" in f else f.iloc[:0] for f in frames])
+            for name in names]
+
+
+# ------------------------------------------------------------------------------------ where the time goes
+
+
+@register("hotspots", "Where the time goes", "Every kernel of the timeline with its share of GPU time, the profiled "
+          "launch that stands for it, and how much time its roofline ceiling would save.",
+          needs=("nsys",), columns=tuple(JOIN_COLUMNS), default="ncu")
+def hotspots(bundle) -> pd.DataFrame:
+    return timeline_join(bundle.stored("launches"), bundle.stored("nsys_kernels"))
+
+
+# ------------------------------------------------------------------------------------ per-launch counters
+
+LAUNCH_VIEW_TEXT = {
+    "summary": ("Kernel summary", "One row per profiled launch: shape, duration, registers, shared memory, spills, "
+                "achieved FLOP/s and DRAM bandwidth."),
+    "occupancy": ("Occupancy", "Warp slots in use, theoretical and achieved, and the resource that limits them."),
+    "throughput": ("Throughput", "Speed of light per unit (% of its peak), DRAM traffic and hit rates."),
+    "coalescing": ("Memory access", "Global sectors per request, excessive (uncoalesced) sectors, bank conflicts and "
+                   "128-bit load shares."),
+    "stalls": ("Warp stalls", "The three largest stall reasons, in cycles per issued instruction."),
+    "roofline": ("Roofline figures", "FLOPs, achieved rate, the report's own fp32 peak and arithmetic intensity."),
+    "mechanism": ("Mechanism", "The per-FLOP figures that move with tiling, coarsening, register tiling and "
+                  "vector loads."),
+    "fma": ("FFMA register use", "How executed FFMAs use registers (needs per-PC SASS): in place, operand reuse, "
+            "dispatch stalls."),
+}
+DEFAULT_LAUNCH_VIEWS = ("summary", "occupancy", "throughput", "coalescing", "stalls", "roofline")
+
+
+def _launch_view(name: str):
+    def build(bundle) -> pd.DataFrame:
+        return tables.view(bundle.stored("launches"), name)
+    build.__name__ = f"{name}_view"
+    return build
+
+
+for _name, (_title, _text) in LAUNCH_VIEW_TEXT.items():
+    register(_name, _title, _text, needs=("ncu",), columns=tuple(tables.VIEWS[_name]),
+             default="ncu" if _name in DEFAULT_LAUNCH_VIEWS else None)(_launch_view(_name))
+
+
+@register("ranges", "NVTX ranges (ncu totals)", "Each NVTX range's profiled kernels added up: GPU time, FLOPs and "
+          "DRAM bytes summed, rates re-derived from the sums (what `profkit diff --sum` compares).",
+          needs=("ncu",), columns=tuple(RANGE_COLUMNS))
+def ranges(bundle) -> pd.DataFrame:
+    return range_totals(bundle.stored("launches"))
+
+
+@register("rules", "ncu rule findings", "Nsight Compute's own guidance, highest estimated speedup first.",
+          needs=("rules",), columns=RULE_COLUMNS, default="ncu")
+def rules(bundle) -> pd.DataFrame:
+    found = bundle.stored("rules")
+    if "message" not in found:
+        return pd.DataFrame(columns=RULE_COLUMNS)
+    cols = [c for c in ("capture", *RULE_COLUMNS) if c in found]
+    found = found[found["message"].fillna("").astype(str) != ""]
+    return found.sort_values("speedup_pct", ascending=False, na_position="last")[cols].head(TOP_RULES)
+
+
+# ----------------------------------------------------------------------------------------------- timing
+
+
+@register("crosscheck", "Timing cross-check", "The same kernel timed by up to three clocks: cudaEvents around the "
+          "unprofiled launch, ncu's gpu__time_duration and the nsys kernel record; a flag with the measured reason "
+          "where two disagree.", needs=("ncu|timings", "nsys|timings", "ncu|nsys"),
+          columns=("capture", *CROSSCHECK_COLUMNS), default="ncu",
+          hint="it compares two or more clocks of the same kernels")
+def crosscheck(bundle) -> pd.DataFrame:
+    frames = []
+    settings = {"clock_control": bundle.manifest.get("clock_control") or "none",
+                "cache_control": bundle.manifest.get("cache_control") or "all"}
+    for capture, (timings, launches, kernels) in _per_capture(bundle.stored("timings"), bundle.stored("launches"),
+                                                              bundle.stored("nsys_kernels")):
+        table = cross_check(timings, launches, kernels, **settings)
+        if not table.empty:
+            table.insert(0, "capture", capture)
+            frames.append(table)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=("capture", *CROSSCHECK_COLUMNS))
+
+
+@register("timeline", "nsys timeline: GPU time per kernel", "Per kernel and grid: launches, total / median / min / "
+          "max µs and its share of all kernel time.", needs=("nsys",),
+          columns=("kernel", "grid", "launches", "total_us", "median_us", "min_us", "max_us", "time_pct"),
+          default="nsys")
+def timeline(bundle) -> pd.DataFrame:
+    return kernel_time_summary(bundle.stored("nsys_kernels"))
+
+
+@register("launch", "Launch overhead", "Host launch cost against kernel time for back-to-back launches: whether the "
+          "GPU waits for the host.", needs=("nsys",), columns=tuple(LAUNCH_COLUMNS), default="nsys")
+def launch(bundle) -> pd.DataFrame:
+    return launch_overhead(bundle.stored("nsys_kernels"))
+
+
+@register("weighted", "Timeline-weighted counters", "Throughput and stall figures of the profiled kernels weighted "
+          "by their GPU time in the timeline.", needs=("ncu", "nsys"),
+          columns=("figure", "time_weighted", "covered_time_pct"))
+def weighted(bundle) -> pd.DataFrame:
+    return weighted_summary(bundle.stored("launches"), bundle.stored("nsys_kernels"))
+
+
+@register("nvtx", "NVTX ranges (timeline)", "Per NVTX range name: count, total and median duration.",
+          needs=("nvtx",), columns=("range", "count", "total_us", "median_us"), default="nsys",
+          hint="an ncu report's NVTX paths are totalled by -t ranges")
+def nvtx(bundle) -> pd.DataFrame:
+    return nvtx_summary(bundle.stored("nvtx"))
+
+
+# ---------------------------------------------------------------------------------------------- source
+
+
+@register("source", "Source hotspots", "Source lines ranked by warp stall samples; the text is read from the files "
+          "as they are on disk now.", needs=("source",), columns=tuple(HOTSPOT_COLUMNS))
+def source(bundle) -> pd.DataFrame:
+    return hotspot_table(bundle.stored("source"), SourceLookup())
+
+
+@register("instructions", "Hottest SASS instructions", "Per launch, its most-sampled instructions, their source "
+          "line and what their PC samples waited for.", needs=("pc",),
+          columns=("kernel", "offset", "sass", "where", "pct_of_samples", "instructions_executed", "stalls"),
+          hint="profile with --set full for per-instruction tables")
+def instructions(bundle) -> pd.DataFrame:
+    return hot_instructions(bundle.stored("instructions"))
+
+
+@register("opcodes", "SASS opcode mix", "Per launch and opcode: executed instructions, share of PC samples and what "
+          "they waited for.", needs=("pc",), columns=("kernel", "opcode", "instructions_executed", "pct_of_samples",
+                                                     "stalls"),
+          hint="profile with --set full for per-instruction tables")
+def opcodes(bundle) -> pd.DataFrame:
+    return opcode_mix(bundle.stored("opcodes"))
+
+
+@register("ptxas", "ptxas resources", "Registers, shared memory, spills and stack per kernel, from the build.",
+          needs=("build",), columns=("kernel", "arch", "registers", "shared_bytes", "spill_store_bytes",
+                                     "spill_load_bytes", "stack_bytes"))
+def ptxas(bundle) -> pd.DataFrame:
+    return bundle.stored("ptxas")
+
+
+# ----------------------------------------------------------------------------------------------- notes
+
+
+@register("notes", "Capture notes", "What the capture or the reader could not do, said once.", needs=("notes",),
+          columns=("capture", "note"))
+def notes(bundle) -> pd.DataFrame:
+    return bundle.stored("notes")
