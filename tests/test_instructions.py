@@ -230,6 +230,7 @@ def test_every_pc_sample_has_a_stall_reason(session):
 
 
 def test_a_quick_session_says_why_it_has_no_instruction_tables():
+    """A -t name the input cannot give is a usage error (exit 2) that says what is missing and how to get it."""
     result = CliRunner().invoke(main, ["show", str(SESSIONS / "ladder-quick-n4096"), "-t", "opcodes"])
-    assert result.exit_code == 0, result.output
-    assert "no PC-sampling data" in result.output and "--set full" in result.output
+    assert result.exit_code == 2, result.output
+    assert "PC sampling" in result.output and "--set full" in result.output

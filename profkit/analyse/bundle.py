@@ -9,8 +9,8 @@ import pandas as pd
 
 from profkit.analyse.crosscheck import cross_check
 from profkit.analyse.tables import kernel_table, launch_table, with_static_sass
-from profkit.errors import UsageError
-from profkit.session.store import Session
+from profkit.errors import ReportError, UsageError
+from profkit.session.store import TABLES, Session, load_session, write_manifest
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
                "timings", "ptxas", "crosscheck", "notes"]
@@ -85,8 +85,6 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
     from profkit.parse.results import parse_result_lines
     from profkit.build.ptxas import parse_ptxas
     from profkit.build.sass import parse_sass
-
-    from profkit.errors import ReportError
 
     entries = [e for e in session.manifest.get("captures", []) if e.get("files")]
     if not entries:
@@ -238,12 +236,33 @@ def open_bundle(spec: str | Path, root: Path | None = None) -> Bundle:
                              "(each may be .xz or .gz)")
         return ReportBundle(path, **{f"{kind}_report": path})
     if path.is_dir():
-        raise UsageError(f"{path} is a folder without a {MANIFEST}: not a profkit session",
+        raise ReportError(f"{path} is a folder without a {MANIFEST}: not a profkit session",
                          hint="give a session folder, a report file, or turn reports into a session with "
                               "`profkit import FILE... --name NAME`")
+    if report_kind(path) is not None:
+        raise UsageError(f"no such file: {spec}")
     raise UsageError(f"no such session or file: {spec}", hint="`profkit sessions` lists the sessions")
 
 
 def as_bundle(source) -> Bundle:
     """A Bundle as is; a session.store.Session wrapped as one."""
     return source if isinstance(source, Bundle) else SessionBundle(source)
+
+
+def rebuild_session(path: str | Path) -> Path:
+    """Re-derive and rewrite a session's tables/ from its reports."""
+    session = load_session(path)
+    tables = rebuild_session_tables(session)
+    target = session.path / "tables"
+    try:
+        target.mkdir(exist_ok=True)
+        for name, df in tables.items():
+            partial = target / f".{name}.csv.part"
+            df.to_csv(partial, index=False)
+            partial.replace(target / f"{name}.csv")
+    except OSError as exc:  # a read-only sessions/ or a full disk: the tables already there stay whole
+        raise ReportError(f"cannot write the tables of {session.path}: {exc.strerror or exc}",
+                          hint="check permissions and free space") from exc
+    if session.manifest.pop("tables_pending", None):  # derived now: the session reads like any other
+        write_manifest(session.path, session.manifest)
+    return session.path

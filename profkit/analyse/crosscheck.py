@@ -39,6 +39,7 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
                 threshold: float = 0.10, clock_control: str = "none", cache_control: str = "all") -> pd.DataFrame:
     """Compare the three timings per (label, grid); see the module docstring for the reasons."""
     timings = timings if timings is not None else pd.DataFrame()
+    ncu_launches, nsys_kernels = _timing_columns(ncu_launches), _timing_columns(nsys_kernels)
     labels = set(timings["kernel"].dropna()) if "kernel" in timings else set()
     frames = []
     if not timings.empty:
@@ -71,6 +72,14 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     table["flag"] = [v[0] for v in verdicts]
     table["reasons"] = [v[1] for v in verdicts]
     return table[CROSSCHECK_COLUMNS]
+
+
+def _timing_columns(launches: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The columns a cross-check reads (a narrow copy: a wide launch table fragments on every assign)."""
+    if launches is None:
+        return None
+    return launches[[c for c in ("kernel", "nvtx_path", "grid", "duration_ns", "sm_cycles_per_second", "start_ns")
+                     if c in launches]].copy()
 
 
 def _grid_threads(grid: str) -> int:

@@ -15,7 +15,7 @@ from typing import Callable
 
 import pandas as pd
 
-from profkit.errors import UsageError
+from profkit.errors import ReportError, UsageError
 
 KIND_MEANING = {
     "ncu": "profiled kernel launches (an ncu report)",
@@ -101,7 +101,12 @@ def build(bundle, name: str) -> pd.DataFrame:
     why = table.why_not(bundle.kinds)
     if why:
         raise UsageError(f"{bundle.name}: {why}")
-    return table.build(bundle)
+    try:
+        return table.build(bundle)
+    except (KeyError, TypeError, ValueError) as exc:  # a stored table whose columns or values were damaged on disk
+        raise ReportError(f"{bundle.name}: table {name!r} cannot be built from the stored tables "
+                          f"({type(exc).__name__}: {exc})",
+                          hint=f"re-derive them from the reports: profkit show --rebuild {bundle.path}") from exc
 
 
 def _load_declarations() -> None:

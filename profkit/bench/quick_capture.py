@@ -217,9 +217,9 @@ def rerun_sessions(quick_session: Path, full_session: Path, rounds: int
 
 def repeat_views(reports: list[Path]) -> list[dict[str, pd.DataFrame]]:
     """The core views of bare ncu reports (re-runs of a capture), one dict per report."""
-    from profkit.views import file_views
+    import profkit
 
-    return [dict(file_views(path, CORE_VIEWS)) for path in reports]
+    return [{name: profkit.load(path).table(name) for name in CORE_VIEWS} for path in reports]
 
 
 def full_spread(values: pd.DataFrame, repeats: list[dict[str, pd.DataFrame]],
@@ -336,9 +336,9 @@ def repeatability(session_a: Path, session_b: Path, tolerance: float = TOLERANCE
 
 def _session_views(path: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     from profkit.session.store import MANIFEST
-    from profkit.views import session_views
+    import profkit
 
-    views = dict(session_views(Path(path), CORE_VIEWS))
+    views = {name: profkit.load(path).table(name) for name in CORE_VIEWS}
     manifest = json.loads((Path(path) / MANIFEST).read_text())
     return views, manifest
 

@@ -66,7 +66,7 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
     from profkit.capture.ncu import NcuOptions
     from profkit.capture.profile import ProfileOptions, profile as run_profile
     from profkit.render.terminal import format_table
-    from profkit.views import show
+    from profkit.api import load
 
     from profkit.parse.catalog import quick_metrics
 
@@ -88,32 +88,54 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
         click.echo(f"session {path} holds the reports; its tables could not be derived here ({pending}).\n"
                    f"Derive them where ncu_report works: profkit show --rebuild {path}", err=True)
         return
-    for title, df in show(path, ["summary", "crosscheck"]):
-        click.echo(format_table(df, f"== {title}"))
+    profile = load(path)
+    for name in [n for n in ("summary", "crosscheck") if n in profile.tables()]:
+        click.echo(format_table(profile.table(name), f"== {name}"))
         click.echo()
 
 
-@main.command()
-@click.argument("path", type=click.Path())
-@click.option("-t", "--table", "tables", multiple=True,
-              help="Which tables (repeatable): summary occupancy throughput coalescing stalls roofline mechanism "
-                   "fma rules crosscheck timeline launch hotspots weighted nvtx ranges ptxas instructions opcodes notes.")
-@click.option("--all", "all_tables", is_flag=True, help="Every table.")
+class RegistryHelp(click.Command):
+    """A command whose --help lists the table registry (loaded only when the help is shown: `profkit --help`
+    stays fast)."""
+
+    def format_help(self, ctx, formatter):
+        super().format_help(ctx, formatter)
+        from profkit.analyse.registry import all_specs
+
+        with formatter.section("Tables (-t)"):
+            formatter.write_dl([(s.name, f"{s.title}: {s.description} [needs: {', '.join(s.needs) or '-'}]")
+                                for s in all_specs()])
+
+
+@main.command(cls=RegistryHelp)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("-t", "--table", "tables", multiple=True, metavar="NAME",
+              help="A table to print (repeatable; listed below). A table the input cannot give is an error (exit 2).")
+@click.option("--all", "all_tables", is_flag=True, help="Every table that applies to each input.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
 @click.option("--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first.")
-def show(path: str, tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool) -> None:
-    """Print the tables of a session folder or of one .ncu-rep / .nsys-rep / .sqlite file (no GPU needed)."""
+def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool) -> None:
+    """Print the tables of sessions (folders or names) and report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too).
+    No GPU needed."""
+    from profkit.api import show as show_tables
     from profkit.render.terminal import format_table
-    from profkit.views import ALL_TABLES, rebuild as rebuild_tables, show as show_tables
 
     if rebuild:
-        rebuild_tables(path)
-    names = ALL_TABLES if all_tables else list(tables) or None
-    result = show_tables(path, names)
+        from profkit.analyse.bundle import rebuild_session
+
+        for path in paths:
+            rebuild_session(path)
+    result = show_tables(paths, tables, every=all_tables)
+    several = len(paths) > 1
     if fmt == "json":
-        click.echo(json.dumps({title: json.loads(df.to_json(orient="records")) for title, df in result}, indent=1))
+        out: dict = {}
+        for profile, name, df in result:
+            target = out.setdefault(profile.name, {}) if several else out
+            target[name] = json.loads(df.to_json(orient="records"))
+        click.echo(json.dumps(out, indent=1))
         return
-    for title, df in result:
+    for profile, name, df in result:
+        title = f"{profile.name} · {name}" if several else name
         if fmt == "csv":
             click.echo(f"# {title}")
             click.echo(df.to_csv(index=False))

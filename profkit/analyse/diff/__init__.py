@@ -71,6 +71,26 @@ class DiffResult:
         cols = ["a_session", "a_kernel", "b_session", "b_kernel", *METRIC_COLUMNS]
         return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
+    def explanations_frame(self) -> pd.DataFrame:
+        """Every pair's explanation (rule, message) with the pair's name in front."""
+        frames = [p.explanation.assign(pair=p.name)[["pair", "rule", "message"]] for p in self.pairs]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["pair", "rule", "message"])
+
+    TABLES = ("metrics", "explanation", "comparability", "unmatched", "violations")
+
+    def tables(self) -> list[str]:
+        """The diff's table names (`table(name)`)."""
+        return list(self.TABLES)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """metrics (every pair's metric rows), explanation, comparability, unmatched or violations."""
+        frames = {"metrics": self.metrics_frame, "explanation": self.explanations_frame,
+                  "comparability": lambda: self.comparability, "unmatched": lambda: self.unmatched,
+                  "violations": lambda: self.violations}
+        if name not in frames:
+            raise UsageError(f"unknown diff table {name!r}", hint=f"choose from {', '.join(self.TABLES)}")
+        return frames[name]()
+
     def to_dict(self) -> dict:
         """The --json shape (pinned by tests/test_diff.py): NaN becomes null."""
         return _clean({
