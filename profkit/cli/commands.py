@@ -179,3 +179,16 @@ def _session_row(session) -> dict:
         # str() per value: pandas 3's astype(str) keeps NaN, which does not sort among strings
         row["kernels"] = ", ".join(sorted({str(k) for k in kernels["kernel"].dropna()}))
     return row
+
+
+@main.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--name", required=True, help="The new session's name.")
+@click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
+def import_(files: tuple[str, ...], name: str, sessions_dir: str | None) -> None:
+    """Keep report files captured elsewhere (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) as session NAME: one
+    capture per file stem, tables derived as for a profkit capture."""
+    from profkit.capture.importer import import_reports
+
+    path = import_reports(list(files), name, root=Path(sessions_dir) if sessions_dir else None)
+    click.echo(f"session written: {path}")

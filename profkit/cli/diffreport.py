@@ -36,11 +36,13 @@ def _root(sessions_dir: str | None) -> Path | None:
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json: bool, as_csv: bool, full: bool,
                  summed: bool, sessions_dir: str | None) -> None:
-    """Compare kernel A with kernel B, or session A with session B.
+    """Compare kernel A with kernel B, or capture A with capture B.
 
-    A and B are kernel patterns (a short name or regex matched against kernel names, NVTX paths and capture
-    names; the newest session holding them), SESSION:PATTERN, or two session names. A pattern that matches several
-    kernels means the one with the most GPU time, or with --sum all of them added up.
+    A and B are each: a capture (a session folder or name, or a report file: .ncu-rep, .nsys-rep, .sqlite, also
+    .xz/.gz), CAPTURE:KERNEL, CAPTURE:KERNEL#LAUNCH (the launch number `show -t summary` lists), or a bare KERNEL
+    pattern (a short name or regex matched against kernel names, NVTX paths and capture names; the newest session
+    holding it). A pattern that matches several kernels means the one with the most GPU time, or with --sum all
+    of them added up.
     """
     from profkit.analyse.diff import ThresholdViolated, diff
 
@@ -66,7 +68,7 @@ def _slug(text: str) -> str:
 
 
 @main.command()
-@click.argument("sessions", nargs=-1)
+@click.argument("sessions", nargs=-1, metavar="[INPUT]...")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="HTML file (default: reports/<sessions>.html or reports/diff-<A>-<B>.html).")
 @click.option("--diff", "diff_specs", nargs=2, default=None, metavar="A B", help="A diff report of A and B.")
@@ -86,9 +88,11 @@ def _slug(text: str) -> str:
 def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str, str] | None, force: bool,
            summed: bool, examples: bool, out_dir: str, bench_dir: str | None, top_lines: int, title: str | None,
            sessions_dir: str | None) -> None:
-    """Write one self-contained HTML report (plotly embedded, opens offline) for SESSIONS and/or a --diff,
-    or for the benchmark results of --bench."""
-    from profkit.analyse.diff import diff, find_session
+    """Write one self-contained HTML report (plotly embedded, opens offline) for INPUTs and/or a --diff, or for
+    the benchmark results of --bench. An INPUT is a session (folder or name) or a report file (.ncu-rep,
+    .nsys-rep, .sqlite; .xz/.gz too)."""
+    from profkit.analyse.bundle import open_bundle
+    from profkit.analyse.diff import diff
     from profkit.render.html import render_html, write_html
 
     if bench_dir is not None:
@@ -109,14 +113,11 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
             click.echo(f"wrote {path}")
         return
     if not sessions and not diff_specs:
-        raise UsageError("nothing to report", hint="give session names, --diff A B, or --examples")
+        raise UsageError("nothing to report", hint="give sessions or report files, --diff A B, or --examples")
     root = _root(sessions_dir)
     loaded = []
     for name in sessions:
-        session = find_session(name, root)
-        if session is None:
-            raise UsageError(f"no session {name!r}", hint="`profkit sessions` lists them")
-        loaded.append(session)
+        loaded.append(open_bundle(name, root))
     if summed and not diff_specs:
         raise UsageError("--sum applies to --diff A B")
     result = diff(*diff_specs, root=root, force=force, summed=summed) if diff_specs else None

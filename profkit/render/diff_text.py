@@ -51,10 +51,12 @@ def format_diff(result, full: bool = False) -> str:
             if ks.note:
                 out.append(f"   note: {ks.note}")
     if result.kind == "sessions":
-        out.append(f"A: session {result.session_a.name}    B: session {result.session_b.name}    "
+        kind_a, kind_b = (("session" if s.kind == "session" else "report") for s in (result.session_a, result.session_b))
+        out.append(f"A: {kind_a} {result.session_a.name}    B: {kind_b} {result.session_b.name}    "
                    f"{len(result.pairs)} kernel pair(s), {len(result.unmatched)} unmatched")
     if result.comparability.empty:
-        out.append("comparable: same GPU, arch, ncu version, clock/cache control and program arguments")
+        out.append("comparable: no recorded difference in GPU, arch, ncu version, clock/cache control or program "
+                   "arguments")
     for row in result.comparability.itertuples():
         tag = "refused, forced" if row.severity == "refuse" else row.severity
         out.append(f"{tag}: {row.message}")
