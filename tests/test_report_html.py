@@ -230,7 +230,7 @@ def test_cli_report_writes_session_and_diff_pages(sessions_root, pair_session, t
     assert "What changed" in page.read_text(encoding="utf-8")
     assert runner.invoke(main, ["report", "--sessions-dir", str(sessions_root)]).exit_code == 2
     missing = runner.invoke(main, ["report", "no-such-session", "--sessions-dir", str(sessions_root)])
-    assert missing.exit_code == 2 and "no session 'no-such-session'" in missing.output
+    assert missing.exit_code == 2 and "no such session or file: no-such-session" in missing.output
 
 
 def test_examples_need_the_ladder_sessions(sessions_root, tmp_path):

@@ -13,8 +13,8 @@ MATCH_LEVELS = [("exact", ["capture", "kernel", "grid", "block", "nvtx_path"]),
 
 def match_kernel_rows(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[tuple[int, int, str]], pd.DataFrame]:
     """Pair the kernels of two sessions: exact key first, then by name, grid/block and NVTX path, then by
-    name and NVTX path, then by name alone; a looser level pairs only keys that are unique on both sides. When one
-    kernel is left on each side, those two are paired ("only kernel").
+    name and NVTX path, then by name alone; a looser level pairs only keys that are unique on both sides. Two captures
+    of one kernel each are paired whatever their names ("only kernel").
 
     Returns [(a_index, b_index, level)] and the unmatched rows (columns side, capture, kernel, grid, block,
     nvtx_path, label).
@@ -39,7 +39,7 @@ def match_kernel_rows(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[tuple[int,
             pairs.append((i, j, level))
             left.discard(i)
             right.discard(j)
-    if len(left) == 1 and len(right) == 1:  # one kernel each (two single-kernel reports): they are the pair
+    if len(a) == 1 and len(b) == 1 and not pairs:  # one kernel each (two single-kernel reports): they are the pair
         pairs.append((left.pop(), right.pop(), "only kernel"))
     cols = ["side", *KEYS, "label"]
     unmatched = [{"side": "A", **{c: a.at[i, c] for c in cols[1:]}} for i in sorted(left)]
