@@ -140,7 +140,9 @@ def snapshot(folder: Path) -> dict:
 
 
 def profile_cli(fakes, *extra: str, name: str = "run"):
-    args = ["profile", "--sessions-dir", str(fakes.sessions), "--name", name, *extra, "--", str(fakes.program)]
+    """`profile --plain` of the fake program: ncu alone (guided capture has its own tests, tests/test_guided.py)."""
+    args = ["profile", "--plain", "--sessions-dir", str(fakes.sessions), "--name", name, *extra, "--",
+            str(fakes.program)]
     return CliRunner().invoke(main, args)
 
 
@@ -308,8 +310,8 @@ def test_no_kernel_matched_names_the_filter(fakes, monkeypatch):
 def test_a_signal_during_capture_marks_the_session_interrupted_and_touches_nothing_else(fakes, tmp_path, sig):
     marker = tmp_path / "ncu-started"
     env = {**os.environ, "FAKE_NCU_MODE": "sleep", "FAKE_NCU_MARKER": str(marker)}
-    cmd = [sys.executable, "-m", "profkit", "profile", "--sessions-dir", str(fakes.sessions), "--name", "victim",
-           "--", str(fakes.program)]
+    cmd = [sys.executable, "-m", "profkit", "profile", "--plain", "--sessions-dir", str(fakes.sessions), "--name",
+           "victim", "--", str(fakes.program)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:

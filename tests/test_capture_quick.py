@@ -25,8 +25,8 @@ def test_quick_capture_passes_only_metrics_to_ncu(tmp_path, monkeypatch):
     _script(bin_dir / "ncu", f'for a in "$@"; do echo "$a"; done > {argv_file}\nexit 0\n')
     program = _script(tmp_path / "program", "echo hello\n")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    result = CliRunner().invoke(main, ["profile", "--quick", "--sessions-dir", str(tmp_path / "sessions"),
-                                       "--", str(program)])
+    result = CliRunner().invoke(main, ["profile", "--plain", "--quick", "--sessions-dir",
+                                       str(tmp_path / "sessions"), "--", str(program)])
     assert result.exit_code == 1 and "profiled no kernel" in result.output
     argv = argv_file.read_text().split("\n")
     assert "--set" not in argv and "--section" not in argv

@@ -13,17 +13,51 @@ from profkit.errors import ReportError, UsageError
 from profkit.session.store import TABLES, Session, load_session, write_manifest
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
-               "timings", "ptxas", "crosscheck", "notes"]
+               "timings", "ptxas", "crosscheck", "notes", "targets"]
 
 
 @dataclass
 class CaptureFiles:
+    """One capture's files. ncu_report: one report, or several (a guided capture's ncu runs: their launches are
+    numbered on across the reports and carry the run as `ncu_run`)."""
+
     name: str
-    ncu_report: Path | None = None
+    ncu_report: Path | list[Path] | None = None
     nsys_report: Path | None = None
     timings: pd.DataFrame = field(default_factory=pd.DataFrame)
     ptxas: pd.DataFrame = field(default_factory=pd.DataFrame)
     sass: pd.DataFrame = field(default_factory=pd.DataFrame)  # build.sass.parse_sass of the binary
+    targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # a guided capture's plan (capture.targets)
+
+    @property
+    def ncu_reports(self) -> list[Path]:
+        if self.ncu_report is None:
+            return []
+        return list(self.ncu_report) if isinstance(self.ncu_report, (list, tuple)) else [self.ncu_report]
+
+
+def _read_ncu_reports(reports: list[Path]):
+    """The ncu tables of one capture's reports, launches numbered on across them (`ncu_run`: which report)."""
+    from profkit.parse.ncu import load_ncu_report
+
+    parts = {key: [] for key in ("launches", "rules", "source", "instructions", "opcodes")}
+    notes: list[str] = []
+    offset = 0
+    for run, path in enumerate(reports):
+        report = load_ncu_report(path)
+        for key in parts:
+            frame = getattr(report, key)
+            if frame is None or frame.empty:
+                continue
+            frame = frame.copy()
+            if "launch" in frame:
+                frame["launch"] = frame["launch"] + offset
+            if len(reports) > 1:
+                frame["ncu_run"] = run
+            parts[key].append(frame)
+        offset += len(report.launches)
+        notes += [n for n in report.notes if n not in notes]
+    return {key: _concat(frames) for key, frames in parts.items()}, notes
 
 
 def _tag(df: pd.DataFrame, capture: str) -> pd.DataFrame:
@@ -41,28 +75,25 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_control: str = "all") -> dict:
     """Parse one capture's reports and derive its tables (each tagged with the capture's name)."""
-    from profkit.parse.ncu import load_ncu_report
     from profkit.parse.nsys import read_nsys
 
     out: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     launches = pd.DataFrame()
-    if capture.ncu_report is not None:
-        report = load_ncu_report(capture.ncu_report)
-        launches = launch_table(with_static_sass(report.launches, capture.sass))
-        out["rules"] = _tag(report.rules, capture.name)
-        out["source"] = _tag(report.source, capture.name)
-        out["instructions"] = _tag(report.instructions, capture.name)
-        out["opcodes"] = _tag(report.opcodes, capture.name)
-        notes += report.notes
+    if capture.ncu_reports:
+        ncu, notes = _read_ncu_reports(capture.ncu_reports)
+        launches = launch_table(with_static_sass(ncu["launches"], capture.sass)) if not ncu["launches"].empty \
+            else ncu["launches"]
+        for key in ("rules", "source", "instructions", "opcodes"):
+            out[key] = _tag(ncu[key], capture.name)
     nsys_kernels = pd.DataFrame()
     if capture.nsys_report is not None:
         nsys = read_nsys(capture.nsys_report)
         nsys_kernels = nsys.kernels
         out["nvtx"] = _tag(nsys.nvtx, capture.name)
-    else:
+    elif capture.ncu_reports:
         notes.append("no nsys capture: the cross-check compares cudaEvent timings with ncu only")
-    if capture.timings.empty:
+    if capture.timings.empty and capture.nsys_report is None and capture.ncu_reports:
         notes.append("the program printed no result lines: no cudaEvent timings to cross-check")
     out["crosscheck"] = _tag(cross_check(capture.timings, launches, nsys_kernels, clock_control=clock_control,
                                          cache_control=cache_control), capture.name)
@@ -72,6 +103,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
     out["nsys_kernels"] = _tag(nsys_kernels, capture.name)
     out["timings"] = _tag(capture.timings, capture.name)
     out["ptxas"] = _tag(capture.ptxas, capture.name)
+    out["targets"] = _tag(capture.targets, capture.name)
     out["notes"] = pd.DataFrame({"capture": capture.name, "note": notes}) if notes else pd.DataFrame()
     return out
 
@@ -100,11 +132,15 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
         timing_log = existing("timing_log")
         build_log = existing("build_log")
         sass = existing("sass")
+        ncu = [session.file(n) for n in files.get("ncu_reports", []) if session.file(n) is not None] \
+            or existing("ncu_report")
+        plan = existing("targets")  # a guided capture's plan, kept as a file: tables may be derived elsewhere
+        targets = pd.read_csv(plan) if plan is not None else pd.DataFrame()
         capture = CaptureFiles(
-            entry["name"], existing("ncu_report"), existing("nsys_sqlite") or existing("nsys_report"),
+            entry["name"], ncu or None, existing("nsys_sqlite") or existing("nsys_report"),
             parse_result_lines(timing_log.read_text()) if timing_log else pd.DataFrame(),
             parse_ptxas(build_log.read_text()) if build_log else pd.DataFrame(),
-            parse_sass(sass.read_text()) if sass else pd.DataFrame())
+            parse_sass(sass.read_text()) if sass else pd.DataFrame(), targets)
         per_capture.append(capture_tables(capture, clock_control=session.manifest.get("clock_control", "none"),
                                           cache_control=session.manifest.get("cache_control", "all")))
     return merge_tables(per_capture)

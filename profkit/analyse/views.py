@@ -10,10 +10,11 @@ import pandas as pd
 from profkit.analyse import tables
 from profkit.analyse.crosscheck import CROSSCHECK_COLUMNS, cross_check
 from profkit.analyse.instructions import hot_instructions, opcode_mix
-from profkit.analyse.join import JOIN_COLUMNS, timeline_join, weighted_summary
+from profkit.analyse.hotspots import HOTSPOT_COLUMNS, hotspots as where_to_work
+from profkit.analyse.join import weighted_summary
 from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
 from profkit.analyse.registry import register
-from profkit.analyse.source_lines import HOTSPOT_COLUMNS, SourceLookup, hotspot_table
+from profkit.analyse.source_lines import HOTSPOT_COLUMNS as SOURCE_COLUMNS, SourceLookup, hotspot_table
 from profkit.analyse.timeline import LAUNCH_COLUMNS, kernel_time_summary, launch_overhead, nvtx_summary
 
 RULE_COLUMNS = ("kernel", "rule", "title", "speedup_type", "speedup_pct", "message")
@@ -32,11 +33,13 @@ def _per_capture(*frames: pd.DataFrame) -> list[tuple[str, list[pd.DataFrame]]]:
 # ------------------------------------------------------------------------------------ where the time goes
 
 
-@register("hotspots", "Where the time goes", "Every kernel of the timeline with its share of GPU time, the profiled "
-          "launch that stands for it, and how much time its roofline ceiling would save.",
-          needs=("nsys",), columns=tuple(JOIN_COLUMNS), default="ncu")
+@register("hotspots", "Where to work next", "Every kernel instance of the timeline (a guided capture's steady state) "
+          "with its share of GPU time, the profiled launch that stands for it, what bounds it and the time its "
+          "roofline ceiling would save, ranked by that saving; GPU idle time as rows of its own.",
+          needs=("nsys",), columns=tuple(HOTSPOT_COLUMNS), default="ncu")
 def hotspots(bundle) -> pd.DataFrame:
-    return timeline_join(bundle.stored("launches"), bundle.stored("nsys_kernels"))
+    return where_to_work(bundle.stored("nsys_kernels"), bundle.stored("launches"), bundle.stored("targets"),
+                         bundle.stored("source"))
 
 
 # ------------------------------------------------------------------------------------ per-launch counters
@@ -141,7 +144,7 @@ def nvtx(bundle) -> pd.DataFrame:
 
 
 @register("source", "Source hotspots", "Source lines ranked by warp stall samples; the text is read from the files "
-          "as they are on disk now.", needs=("source",), columns=tuple(HOTSPOT_COLUMNS))
+          "as they are on disk now.", needs=("source",), columns=tuple(SOURCE_COLUMNS))
 def source(bundle) -> pd.DataFrame:
     return hotspot_table(bundle.stored("source"), SourceLookup())
 

@@ -12,20 +12,20 @@ def run_nsys(output: Path, target: list[str], *, env: dict | None = None,
              timeout: float | None = None) -> tuple[list[list[str]], str]:
     """Capture into output.nsys-rep and export output.sqlite. Returns (commands, log)."""
     nsys = process.require_tool("nsys")
-    stem = output.with_suffix("")
+    stem = Path(str(output).removesuffix(".nsys-rep"))  # not with_suffix: a program named train.sh keeps its dot
     # No CPU sampling or context-switch trace: the GPU timeline is what profkit reads, and it keeps the
     # report and its export small enough to commit.
     profile = [nsys, "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite", "true",
                "-o", str(stem), *target]
     result = process.run(profile, env=env, timeout=timeout)
     log = _strip_progress(result.stdout + result.stderr)
-    report = stem.with_suffix(".nsys-rep")
+    report = Path(f"{stem}.nsys-rep")
     if result.returncode != 0:
         raise CaptureError(f"the program failed under nsys (exit {result.returncode})", details=log[-3000:])
     if not report.exists():
         raise CaptureError("nsys wrote no .nsys-rep (only a .qdstrm?)", details=log[-3000:],
                            hint="the nsys bundled with Nsight Compute needs libdw1 and libelf1 on LD_LIBRARY_PATH")
-    sqlite = stem.with_suffix(".sqlite")
+    sqlite = Path(f"{stem}.sqlite")
     export = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)]
     exported = process.run(export, timeout=timeout)
     log += _strip_progress(exported.stdout + exported.stderr)

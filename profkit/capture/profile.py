@@ -20,6 +20,7 @@ from profkit.analyse.bundle import CaptureFiles, capture_tables, merge_tables
 from profkit.build import nvcc
 from profkit.build.sass import disassemble, parse_sass
 from profkit.capture import environment
+from profkit.capture.guided import GuidedOptions, capture_guided, tool_check
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import run_nsys
 from profkit.errors import CaptureError, ProfkitError, ReaderError, UsageError
@@ -48,6 +49,21 @@ class ProfileOptions:
     ncu_reps: int = 1            # timed launches per size under ncu (harness programs only)
     timeout: float = 3600
     python: str = sys.executable
+    guided: bool | None = None   # None: guided for a foreign program given no ncu filter (is_guided)
+    guide: GuidedOptions = field(default_factory=GuidedOptions)
+
+
+def has_filter(ncu: NcuOptions) -> bool:
+    """Whether the user told ncu which launches to profile."""
+    return bool(ncu.nvtx_include or ncu.kernel_name or ncu.launch_count is not None or ncu.launch_skip is not None)
+
+
+def is_guided(target: Target, options: ProfileOptions) -> bool:
+    """Guided capture is the default for a foreign program (a command or a script that is not a profkit harness)
+    when no ncu filter was given; --guided / --plain decide explicitly."""
+    if options.guided is not None:
+        return options.guided
+    return target.kind in ("command", "python") and not target.profkit_harness and not has_filter(options.ncu)
 
 
 def check_targets(targets: list[str]) -> str:
@@ -99,8 +115,8 @@ def _ncu_options_for(target: Target, options: NcuOptions, log: Callable[[str], N
         chosen.nvtx_include = [f"{target.name}/"]
     if not (target.profkit_harness or chosen.nvtx_include or chosen.kernel_name) and chosen.launch_count is None:
         chosen.launch_count = FOREIGN_LAUNCH_CAP
-        log(f"ncu: no filter given for {target.name}; capturing the first {FOREIGN_LAUNCH_CAP} launches "
-            "(--launch-count to change)")
+        log(f"ncu: --plain and no filter for {target.name}; capturing the first {FOREIGN_LAUNCH_CAP} launches "
+            "(--launch-count to change; without --plain profkit finds the kernels that hold the time first)")
     return chosen
 
 
@@ -151,6 +167,9 @@ def _raise_interrupt(signum, frame):
 
 def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOptions, log) -> None:
     resolved, builds = resolve_targets(targets, options, None, log)
+    if any(is_guided(t, options) for t in resolved):
+        tool_check()  # before the program runs even once
+        writer.manifest["mode"] = "guided"
     if builds:
         writer.manifest["arch"] = builds[0].arch
         writer.manifest["arch_reason"] = builds[0].arch_reason
@@ -203,6 +222,8 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
                            details=(timing.stderr or timing.stdout)[-3000:])
     timings = parse_result_lines(timing.stdout)
     entry["timed_results"] = len(timings)
+    if is_guided(target, options):
+        return _guided(writer, target, entry, timings, options, log)
 
     ncu_options = _ncu_options_for(target, options.ncu, log)
     env = {"PROFKIT_REPS": str(options.ncu_reps), "PROFKIT_WARMUP": "1"} if target.profkit_harness else None
@@ -233,5 +254,31 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
         return capture_tables(CaptureFiles(target.name, report, nsys_report, timings, ptxas, sass),
                               clock_control=ncu_options.clock_control, cache_control=ncu_options.cache_control)
     except ReaderError as exc:  # this machine's ncu_report failed (e.g. crashed) on the report ncu just wrote
+        entry["tables_error"] = exc.message
+        return {}
+
+
+def _guided(writer: SessionWriter, target: Target, entry: dict, timings: pd.DataFrame, options: ProfileOptions,
+            log) -> dict:
+    """The guided part of one foreign program's capture (capture.guided), written into the session."""
+    result = capture_guided(target.command, writer.path, target.name, options.ncu, options.guide,
+                            timeout=options.timeout, log=log, on_line=_progress_printer(log, target.name))
+    entry["guided"] = result["plan"]
+    entry["wall_seconds"].update(result["wall_seconds"])
+    entry["nsys_commands"] = result["commands"]["nsys"]
+    entry["ncu_commands"] = result["commands"]["ncu"]
+    result["targets"].to_csv(writer.path(f"{target.name}.targets.csv"), index=False)
+    entry["files"].update(targets=f"{target.name}.targets.csv",
+                          nsys_report=result["nsys_report"].name, nsys_sqlite=result["sqlite"].name,
+                          nsys_log=f"{target.name}.nsys.log",
+                          ncu_reports=[r.name for r in result["ncu_reports"]],
+                          ncu_logs=[r.name.replace(".ncu-rep", ".ncu.log") for r in result["ncu_reports"]])
+    writer.save_manifest()
+    log(f"[{target.name}] deriving tables")
+    try:
+        return capture_tables(CaptureFiles(target.name, result["ncu_reports"], result["sqlite"], timings,
+                                           targets=result["targets"]),
+                              clock_control=options.ncu.clock_control, cache_control=options.ncu.cache_control)
+    except ReaderError as exc:  # this machine's reader (ncu_report, duckdb) failed; the reports are whole
         entry["tables_error"] = exc.message
         return {}

@@ -52,17 +52,29 @@ def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> 
                    "launch in each run, far faster for many short kernels (the program must be deterministic).")
 @click.option("--reps-under-ncu", type=int, default=1, show_default=True,
               help="Timed launches per size when a profkit harness program runs under ncu.")
+@click.option("--guided/--plain", "guided", default=None,
+              help="Guided (the default for a program that is not a profkit harness and gets no ncu filter): nsys "
+                   "first, then ncu on one steady-state launch of each kernel instance, in order of GPU time, until "
+                   "--coverage of it is profiled. --plain: ncu alone on the first launches (or your filters).")
+@click.option("--coverage", type=float, default=0.8, show_default=True,
+              help="Guided: profile instances in rank order until they hold this share of steady-state GPU time.")
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Guided: profile exactly the top N instances.")
+@click.option("--torch-modules", is_flag=True,
+              help="NVTX ranges per nn.Module path, forward and backward, so each kernel names its module.")
 @click.option("--timeout", type=float, default=3600, show_default=True, help="Seconds per step.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, metrics, nvtx_include, kernel_name,
-            launch_count, launch_skip, clock_control, cache_control, replay_mode, reps_under_ncu, timeout,
-            sessions_dir):
+            launch_count, launch_skip, clock_control, cache_control, replay_mode, reps_under_ncu, guided, coverage,
+            top, torch_modules, timeout, sessions_dir):
     """Time TARGETS unprofiled, capture them under ncu (and nsys), and store a session.
 
-    TARGETS: .cu files (built first), a .py script, or -- COMMAND [ARGS...].
+    TARGETS: .cu files (built first), a .py script, or -- COMMAND [ARGS...]. A program that is not a profkit
+    harness is captured guided (see --guided): `profkit profile --torch-modules -- python train.py` ranks the
+    kernels that hold the time and profiles those; `profkit show SESSION -t hotspots` says where to work next.
     """
     import shlex
 
+    from profkit.capture.guided import GuidedOptions
     from profkit.capture.ncu import NcuOptions
     from profkit.capture.profile import ProfileOptions, profile as run_profile
     from profkit.render.terminal import format_table
@@ -79,7 +91,8 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
                      import_source=not quick,  # a quick report has no source view to show the files in
                      extra=[] if replay_mode == "kernel" else ["--replay-mode", replay_mode])
     options = ProfileOptions(name=name, arch=arch, args=shlex.split(program_args), nsys=nsys, ncu=ncu,
-                             ncu_reps=reps_under_ncu, timeout=timeout)
+                             ncu_reps=reps_under_ncu, timeout=timeout, guided=guided,
+                             guide=GuidedOptions(coverage=coverage, top=top, torch_modules=torch_modules))
     path = run_profile(list(targets), options, root=Path(sessions_dir) if sessions_dir else None)
     from profkit.session.store import read_manifest
 
@@ -89,7 +102,8 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
                    f"Derive them where ncu_report works: profkit show --rebuild {path}", err=True)
         return
     profile = load(path)
-    for name in [n for n in ("summary", "crosscheck") if n in profile.tables()]:
+    shown = ("hotspots",) if read_manifest(path).get("mode") == "guided" else ("summary", "crosscheck")
+    for name in [n for n in shown if n in profile.tables()]:
         click.echo(format_table(profile.table(name), f"== {name}"))
         click.echo()
 

@@ -1,0 +1,205 @@
+"""Where to work next: every kernel instance of the timeline with its share of GPU time, what bounds it, and the time
+its roofline ceiling would save; GPU idle time as rows of its own.
+
+Inputs: the nsys timeline (nsys_kernels), the profiled launches (launches: analyse.tables.launch_table), and for a
+guided capture its plan (targets: the steady-state start, which launch was profiled for which instance).
+
+Per kernel instance (kernel, grid, block) over the steady state (a guided capture's, else the whole timeline):
+  time_us, launches, time_pct        GPU time of its launches and its share of all kernel time
+  span_pct                           the same against the wall-clock span (idle rows use this denominator too)
+  module                             the innermost NVTX range holding most of its time (an nn.Module path with
+                                     --torch-modules), "(+N more)" when several
+  profiled, profiled_launch          whether ncu measured it, and which launch stands for it (guided: "run R launch
+                                     L"; else the launch number in its capture)
+  bound                              from ncu's speed of light: memory (busiest of DRAM/L2/L1) or compute (SM) above
+                                     60% of peak, else latency; with the unit's % of peak
+  top_stall                          the largest warp-stall reason, cycles per issued instruction
+  ceiling_us                         its time at its roofline ceiling: max over FLOPs / its compute peak and bytes /
+                                     bandwidth at DRAM, L2 and L1 (all peaks the report's own), scaled to its launches
+  roofline_pct                       ceiling time / measured time: how close it runs to its roofline
+  limit                              which ceiling sets ceiling_us (a compute roof or a memory level)
+  saved_us, saved_pct                time_us - ceiling_us: what reaching the roofline would save; % of kernel time
+  source                             the hottest source line (file:line) of the profiled launch, when ncu had it
+For a guided capture (its steady state is known), rows "GPU idle: host-bound" (gaps where the next launch call came
+after the GPU went idle: the GPU waited for the host) and "GPU idle: other" (gaps with the launch already queued:
+synchronisation, copies) carry their idle time as time_us and saved_us. Rows are ranked by saved_us; instances that were not profiled follow, by time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from profkit.analyse import roofline
+from profkit.analyse.diff.rules import bound as sol_bound
+from profkit.analyse.kernel_rows import kernel_rows
+
+HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "module", "launches", "time_us", "time_pct", "span_pct",
+                   "profiled", "profiled_launch", "bound", "top_stall", "ceiling_us", "roofline_pct", "limit",
+                   "saved_us", "saved_pct", "source"]
+INSTANCE = ["kernel", "grid", "block"]
+MIN_STRETCH = 5
+"""Consecutive host-bound gaps that make a launch-bound stretch (counted in the host-bound row's note)."""
+
+
+def _leaf(path) -> str:
+    parts = [p for chunk in str(path if isinstance(path, str) else "").split(";") for p in chunk.split("/") if p]
+    return parts[-1] if parts else ""
+
+
+def steady_window(nsys: pd.DataFrame, targets: pd.DataFrame | None) -> pd.DataFrame:
+    """The timeline's launches in the steady state of a guided capture (all of them otherwise)."""
+    if targets is not None and not targets.empty and "steady_start_ns" in targets:
+        start = pd.to_numeric(targets["steady_start_ns"], errors="coerce").max()
+        if pd.notna(start):
+            return nsys[pd.to_numeric(nsys["start_ns"], errors="coerce") >= start]
+    return nsys
+
+
+def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
+    """GPU idle time between kernels (all streams merged) in the window, split by whether the host launched late."""
+    if window.empty or "end_ns" not in window:
+        return []
+    order = window.sort_values("start_ns")
+    starts = order["start_ns"].to_numpy(dtype=float)
+    ends = np.maximum.accumulate(order["end_ns"].to_numpy(dtype=float))
+    gaps = np.clip(starts[1:] - ends[:-1], 0, None)
+    calls = pd.to_numeric(order.get("launch_start_ns", pd.Series(np.nan, index=order.index)), errors="coerce")
+    late = calls.to_numpy(dtype=float)[1:] >= ends[:-1]
+    host = gaps[late & (gaps > 0)].sum() / 1e3
+    other = gaps[~late & (gaps > 0)].sum() / 1e3
+    span = (ends[-1] - starts[0]) / 1e3
+    stretches, run = 0, 0
+    for flag, gap in zip(late, gaps):
+        run = run + 1 if flag and gap > 0 else 0
+        stretches += run == MIN_STRETCH
+    rows = []
+    for kind, idle, note in (("GPU idle: host-bound", host, f"{int((late & (gaps > 0)).sum())} gaps where the next "
+                              f"launch call came after the GPU went idle; {stretches} launch-bound stretch(es) of "
+                              f"≥{MIN_STRETCH} in a row"),
+                             ("GPU idle: other", other, "gaps with the next launch already queued (synchronisation, "
+                              "copies, dependencies)")):
+        if idle > 0:
+            rows.append({"kind": kind, "kernel": note, "time_us": idle,
+                         "time_pct": 100 * idle / busy_us if busy_us else math.nan,
+                         "span_pct": 100 * idle / span if span else math.nan, "profiled": False,
+                         "saved_us": idle, "saved_pct": 100 * idle / busy_us if busy_us else math.nan})
+    return rows
+
+
+def ceiling_seconds(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel row: its roofline time (max of FLOPs / compute peak and bytes / bandwidth per level, the peaks from
+    the rows' own counters) and which ceiling sets it. Columns: ceiling_s, limit."""
+    ceils = roofline.ceilings(rows, tensor="used")
+    bandwidth = dict(zip(ceils.loc[ceils["kind"] == "bandwidth", "level"], ceils.loc[ceils["kind"] == "bandwidth",
+                                                                                      "value"]))
+    compute = dict(zip(ceils.loc[ceils["kind"] == "compute", "ceiling"], ceils.loc[ceils["kind"] == "compute", "value"]))
+    traffic = roofline.level_bytes(rows)
+    out = []
+    for idx, row in rows.iterrows():
+        terms = {}
+        flops = pd.to_numeric(row.get("total_flops"), errors="coerce")
+        if pd.notna(flops) and flops > 0:
+            roof = roofline.dominant_roof(row)
+            peak = compute.get(roof, compute.get("fp32"))
+            if peak:
+                terms[roof] = flops / peak
+        for level, (column, name, _, _) in roofline.LEVELS.items():
+            moved = traffic.at[idx, column]
+            if pd.notna(moved) and moved > 0 and bandwidth.get(level):
+                terms[name] = moved / bandwidth[level]
+        limit = max(terms, key=terms.get) if terms else ""
+        out.append({"ceiling_s": terms[limit] if terms else math.nan, "limit": limit})
+    return pd.DataFrame(out, index=rows.index, columns=["ceiling_s", "limit"])
+
+
+def _hottest_lines(source: pd.DataFrame) -> dict:
+    """(capture, launch) -> 'file:line' of its line with the most warp-stall samples."""
+    if source is None or source.empty or "stall_samples" not in source or "launch" not in source:
+        return {}
+    frame = source.assign(stall_samples=pd.to_numeric(source["stall_samples"], errors="coerce").fillna(0))
+    frame = frame.sort_values("stall_samples", ascending=False).drop_duplicates(["capture", "launch"])
+    frame = frame[frame["file"].notna() & (frame["file"].astype(str) != "")]
+    return {(str(c), int(l)): f"{str(f).rsplit('/', 1)[-1]}:{int(n)}" if pd.notna(n) and n >= 0 else str(f)
+            for c, l, f, n in zip(frame.get("capture", ""), frame["launch"], frame["file"], frame["line"])}
+
+
+def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.DataFrame | None = None,
+             source: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The ranked table (HOTSPOT_COLUMNS); see the module docstring."""
+    if nsys_kernels is None or nsys_kernels.empty:
+        return pd.DataFrame(columns=HOTSPOT_COLUMNS)
+    window = steady_window(nsys_kernels, targets)
+    frame = window.assign(us=pd.to_numeric(window["duration_ns"], errors="coerce") / 1e3,
+                          module=[_leaf(p) for p in window.get("nvtx_path", pd.Series("", index=window.index))])
+    busy = frame["us"].sum()
+    span = (frame["end_ns"].max() - frame["start_ns"].min()) / 1e3 if not frame.empty else math.nan
+    by_module = frame.groupby([*INSTANCE, "module"], sort=False)["us"].sum().reset_index()
+    modules = {}
+    for key, group in by_module.groupby(INSTANCE, sort=False):
+        ordered = group.sort_values("us", ascending=False)
+        named = [m for m in ordered["module"] if m]
+        modules[key] = (named[0] + (f" (+{len(named) - 1} more)" if len(named) > 1 else "")) if named else ""
+    grouped = frame.groupby(INSTANCE, sort=False)
+    rows = pd.DataFrame({"launches": grouped.size(), "time_us": grouped["us"].sum()}).reset_index()
+    rows["module"] = [modules.get(tuple(k)) or "" for k in rows[INSTANCE].itertuples(index=False)]
+    rows["kind"] = "kernel"
+    rows["time_pct"] = 100 * rows["time_us"] / busy if busy else math.nan
+    rows["span_pct"] = 100 * rows["time_us"] / span if span else math.nan
+    profiled = _profiled_rows(launches)
+    rows = rows.merge(profiled, on=INSTANCE, how="left")
+    rows["profiled"] = rows["duration_us"].notna()
+    scale = rows["ceiling_s"] * 1e6 / rows["duration_us"]
+    rows["roofline_pct"] = 100 * scale
+    rows["ceiling_us"] = rows["time_us"] * scale
+    rows["saved_us"] = (rows["time_us"] - rows["ceiling_us"]).clip(lower=0)
+    rows["saved_pct"] = 100 * rows["saved_us"] / busy if busy else math.nan
+    lines = _hottest_lines(source)
+    rows["source"] = [lines.get((str(c), int(l)), "") if pd.notna(l) else "" for c, l in
+                      zip(rows.get("capture", ""), rows.get("launch", pd.Series(np.nan, index=rows.index)))]
+    if targets is not None and not targets.empty and "profiled_launch" in targets:
+        planned = {tuple(k): v for k, v in zip(targets[INSTANCE].astype(str).itertuples(index=False),
+                                               targets["profiled_launch"].fillna(""))}
+        rows["profiled_launch"] = [planned.get(tuple(k)) or own for k, own in
+                                   zip(rows[INSTANCE].astype(str).itertuples(index=False), rows["profiled_launch"])]
+    guided = targets is not None and not targets.empty
+    out = pd.concat([rows, pd.DataFrame(idle_rows(window, busy) if guided else [])], ignore_index=True)
+    out["profiled"] = out["profiled"].fillna(False).astype(bool)
+    measured = out[out["saved_us"].notna()].sort_values("saved_us", ascending=False)
+    unmeasured = out[out["saved_us"].isna()].sort_values("time_us", ascending=False)
+    out = pd.concat([measured, unmeasured], ignore_index=True)
+    out["rank"] = np.arange(1, len(out) + 1)
+    for column in HOTSPOT_COLUMNS:
+        if column not in out:
+            out[column] = np.nan if column not in ("module", "profiled_launch", "bound", "top_stall", "limit",
+                                                   "source", "grid", "block") else ""
+    text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block"]
+    out[text] = out[text].fillna("")
+    return out[HOTSPOT_COLUMNS]
+
+
+def _profiled_rows(launches: pd.DataFrame) -> pd.DataFrame:
+    """Per profiled instance (kernel, grid, block): its median duration, bound, top stall, roofline time and the
+    launch that stands for it."""
+    cols = [*INSTANCE, "duration_us", "bound", "top_stall", "ceiling_s", "limit", "profiled_launch", "capture",
+            "launch"]
+    if launches is None or launches.empty:
+        return pd.DataFrame(columns=cols)
+    rows = kernel_rows(launches)
+    rows = pd.concat([rows, ceiling_seconds(rows)], axis=1)
+    bounds = [sol_bound(row) for _, row in rows.iterrows()]
+    rows["bound"] = [f"{kind} ({unit} {pct:.0f}%)" if kind != "unknown" else "" for kind, unit, pct in bounds]
+    stall = rows.get("stall_1", pd.Series("", index=rows.index)).fillna("").astype(str)
+    cycles = pd.to_numeric(rows.get("stall_1_cycles", pd.Series(np.nan, index=rows.index)), errors="coerce")
+    rows["top_stall"] = [f"{s} ({c:.1f})" if s and pd.notna(c) else s for s, c in zip(stall, cycles)]
+    first = launches.assign(**{k: launches[k].fillna("").astype(str) for k in INSTANCE if k in launches})
+    first = first.groupby(INSTANCE, sort=False).agg(launch=("launch", "first"), capture=("capture", "first"))
+    rows = rows.merge(first.reset_index(), on=INSTANCE, how="left", suffixes=("_row", ""))
+    several = rows["capture"].nunique() > 1
+    rows["profiled_launch"] = [(f"{c} " if several else "") + f"launch {int(l)}" if pd.notna(l) else ""
+                               for c, l in zip(rows["capture"], rows["launch"])]
+    # one row per (kernel, grid, block): an instance profiled under several NVTX paths keeps its busiest
+    rows = rows.sort_values("total_us", ascending=False).drop_duplicates(INSTANCE)
+    return rows[cols]

@@ -1,0 +1,200 @@
+"""Guided capture of a foreign program: nsys finds where the time goes, ncu profiles exactly those kernels.
+
+    plain run (wall time; fails fast)  →  nsys (+ NVTX per nn.Module with --torch-modules)  →  plan (targets.py)
+      →  one ncu run per group of targets (--kernel-name regex, --filter-mode per-launch-config, --launch-skip S,
+         --launch-count 1)  →  a retry from the first launch for any target the planned skip did not reach
+      →  the targets table: each instance's rank, time share, planned launch, ncu run and what was profiled
+
+`--filter-mode per-launch-config` counts launches per kernel name *and* launch configuration (checked on the H200:
+two kernels with two configurations each, skip 2 profiled the third launch of each of the three pairs), which is
+what lets one ncu run take one steady-state launch of many instances.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from profkit import process
+from profkit.capture import targets as plan_targets
+from profkit.capture.ncu import NcuOptions, run_ncu
+from profkit.capture.nsys import run_nsys
+from profkit.errors import CaptureError, ReaderError, UsageError
+
+MAX_LAUNCHES = 1_000_000
+"""Above this many kernel launches guided capture stops after nsys: ncu inspects every launch of the program for its
+filter (each run would carry that cost), and a plan needs one steady-state iteration, not millions."""
+FIRST_LAUNCH = "first launch (the planned steady-state launch was not reached in the ncu run)"
+
+
+@dataclass
+class GuidedOptions:
+    coverage: float = 0.8       # profile instances in rank order until they hold this share of steady-state GPU time
+    top: int | None = None      # ... or exactly the top N instances
+    torch_modules: bool = False  # NVTX ranges per nn.Module (capture.torch_modules)
+
+    def __post_init__(self):
+        if not 0 < self.coverage <= 1:
+            raise UsageError(f"--coverage must be in (0, 1], not {self.coverage}")
+        if self.top is not None and self.top < 1:
+            raise UsageError(f"--top must be at least 1, not {self.top}")
+
+
+def _timed(seconds: dict, step: str, run: Callable):
+    started = time.perf_counter()
+    try:
+        return run()
+    finally:
+        seconds[step] = round(time.perf_counter() - started, 3)
+
+
+def profiled_instances(launches: pd.DataFrame) -> pd.DataFrame:
+    """(kernel, grid, block, ncu_run, launch) of the launches in a guided capture's ncu reports."""
+    cols = ["kernel", "grid", "block", "ncu_run", "launch"]
+    if launches.empty:
+        return pd.DataFrame(columns=cols)
+    frame = launches.copy()
+    for axis in ("grid", "block"):
+        dims = [pd.to_numeric(frame[f"{axis}_{a}"], errors="coerce").fillna(0).astype(int) for a in "xyz"]
+        frame[axis] = [f"{x}×{y}×{z}" for x, y, z in zip(*dims)]
+    if "ncu_run" not in frame:
+        frame["ncu_run"] = 0
+    return frame[cols]
+
+
+def mark_profiled(instances: pd.DataFrame, profiled: pd.DataFrame, retried: set) -> pd.DataFrame:
+    """The plan's instances with `profiled` (which launch stands for each: "run R launch L", or "") and `status`
+    (planned launch / first launch / missing / not targeted)."""
+    out = instances.copy()
+    found = {}
+    for row in profiled.itertuples():
+        found.setdefault((row.kernel, row.grid, row.block), f"run {int(row.ncu_run)} launch {int(row.launch)}")
+    keys = list(zip(out["kernel"], out["grid"], out["block"]))
+    out["profiled_launch"] = [found.get(k, "") for k in keys]
+    status = []
+    for key, target, launch in zip(keys, out["target"], out["profiled_launch"]):
+        if launch:
+            status.append(FIRST_LAUNCH if key in retried else ("planned steady-state launch" if target
+                                                                 else "profiled with a target of the same name"))
+        else:
+            status.append("missing" if target else "not targeted")
+    out["status"] = status
+    return out
+
+
+def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str, ncu: NcuOptions,
+                   options: GuidedOptions, *, timeout: float, log: Callable[[str], None],
+                   on_line: Callable[[str], None] | None = None) -> dict:
+    """Run the whole guided capture of `command`; out_dir(filename) gives where each file goes.
+
+    Returns {"nsys_report", "sqlite", "ncu_reports", "targets" (DataFrame), "plan" (manifest dict), "wall_seconds",
+    "commands"}. Raises CaptureError for a program that fails, launches no kernel or launches too many."""
+    seconds: dict = {}
+    commands: dict = {"ncu": []}
+    with tempfile.TemporaryDirectory(prefix="profkit-hooks-") as hooks:
+        env = None
+        if options.torch_modules:
+            from profkit.capture.torch_modules import hook_dir
+
+            env = hook_dir(hooks)
+        log(f"[{name}] nsys profile --trace=cuda,nvtx" + (" with NVTX per nn.Module" if env else ""))
+        nsys_cmds, nsys_log = _timed(seconds, "nsys", lambda: run_nsys(out_dir(f"{name}.nsys-rep"), command, env=env,
+                                                                      timeout=timeout))
+        out_dir(f"{name}.nsys.log").write_text(nsys_log)
+        commands["nsys"] = [shlex.join(c) for c in nsys_cmds]
+        sqlite = out_dir(f"{name}.sqlite")
+        launches = plan_targets.read_launches(sqlite)
+        if launches.empty:
+            raise CaptureError(f"{name} launched no CUDA kernel under nsys: nothing to profile",
+                               hint="check that the program uses the GPU (e.g. torch.cuda.is_available())")
+        if len(launches) > MAX_LAUNCHES:
+            raise CaptureError(f"{name} launched {len(launches):,} kernels (more than {MAX_LAUNCHES:,}): guided "
+                               "capture stops before ncu, which would inspect every one of them in each run",
+                               hint="run fewer iterations (a few steady-state steps are enough), or give your own "
+                                    "filter: profile --kernel-name regex:NAME --launch-skip N --launch-count 1")
+        plan = plan_targets.plan(launches, plan_targets.read_top_ranges(sqlite), coverage=options.coverage,
+                                 top=options.top)
+        log(f"[{name}] {len(launches)} launches, {len(plan.instances)} kernel instances; steady state from "
+            f"{plan.steady_how}; {int(plan.instances['target'].sum())} targets hold {plan.coverage:.1f}% of "
+            f"steady-state GPU time; {len(plan.runs)} ncu run(s)")
+        reports, retried = [], set()
+        for run in plan.runs:
+            report = out_dir(f"{name}.ncu{run['run']}.ncu-rep")
+            run_options = _run_options(ncu, run["regex"], run["skip"])
+            log(f"[{name}] ncu run {run['run']}: {len(run['kernels'])} kernel name(s), launch {run['skip'] + 1} of "
+                f"each configuration ({run['time_pct']:.1f}% of GPU time)")
+            cmd, ncu_log = _timed(seconds, f"ncu{run['run']}", lambda: run_ncu(
+                report, command, run_options, env=env, timeout=timeout, on_line=on_line, allow_empty=True))
+            out_dir(f"{name}.ncu{run['run']}.ncu.log").write_text(ncu_log)
+            commands["ncu"].append(shlex.join(cmd))
+            if report.exists():
+                reports.append(report)
+        profiled = _profiled(reports)
+        missing = _missing_targets(plan.instances, profiled)
+        if missing:
+            run_id = len(plan.runs)
+            names = sorted(set(m[0] for m in missing))
+            regex = "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
+            report = out_dir(f"{name}.ncu{run_id}.ncu-rep")
+            log(f"[{name}] ncu run {run_id}: {len(missing)} target(s) the planned launch did not reach, from their "
+                "first launch")
+            cmd, ncu_log = _timed(seconds, f"ncu{run_id}", lambda: run_ncu(
+                report, command, _run_options(ncu, regex, 0), env=env, timeout=timeout, on_line=on_line,
+                allow_empty=True))
+            out_dir(f"{name}.ncu{run_id}.ncu.log").write_text(ncu_log)
+            commands["ncu"].append(shlex.join(cmd))
+            if report.exists():
+                reports.append(report)
+                retried = set(missing)
+                profiled = _profiled(reports)
+    if not reports:
+        raise CaptureError(f"ncu profiled none of {name}'s {int(plan.instances['target'].sum())} target kernels",
+                           hint="see the ncu logs in the session's incomplete folder")
+    marked = mark_profiled(plan.instances, profiled, retried)
+    return {"sqlite": sqlite, "nsys_report": out_dir(f"{name}.nsys-rep"), "ncu_reports": reports,
+            "targets": marked.assign(steady_start_ns=plan.steady_start_ns),
+            "plan": {"coverage_goal": options.coverage, "top": options.top, "steady_state": plan.steady_how,
+                     "steady_start_ns": plan.steady_start_ns, "launches": int(len(launches)),
+                     "instances": int(len(plan.instances)), "targets": int(plan.instances["target"].sum()),
+                     "planned_coverage_pct": round(plan.coverage, 2), "runs": plan.runs,
+                     "torch_modules": options.torch_modules},
+            "wall_seconds": seconds, "commands": commands}
+
+
+def _run_options(ncu: NcuOptions, regex: str, skip: int) -> NcuOptions:
+    chosen = NcuOptions(**{**vars(ncu), "nvtx_include": [], "kernel_name": regex, "launch_skip": skip,
+                           "launch_count": 1, "extra": [*ncu.extra, "--filter-mode", "per-launch-config"]})
+    return chosen
+
+
+def _profiled(reports: list[Path]) -> pd.DataFrame:
+    """What the ncu runs profiled, read from their reports (a reader failure here only loses the check)."""
+    from profkit.analyse.bundle import _read_ncu_reports
+
+    try:
+        tables, _ = _read_ncu_reports(reports)
+    except ReaderError:
+        return pd.DataFrame(columns=["kernel", "grid", "block", "ncu_run", "launch"])
+    launches = tables["launches"]
+    if not launches.empty and "ncu_run" not in launches:
+        launches = launches.assign(ncu_run=0)
+    return profiled_instances(launches)
+
+
+def _missing_targets(instances: pd.DataFrame, profiled: pd.DataFrame) -> list[tuple]:
+    have = set(zip(profiled["kernel"], profiled["grid"], profiled["block"]))
+    targets = instances[instances["target"]]
+    return [k for k in zip(targets["kernel"], targets["grid"], targets["block"]) if k not in have]
+
+
+def tool_check() -> None:
+    """Both profilers exist (before the program runs even once)."""
+    process.require_tool("nsys")
+    process.require_tool("ncu")
