@@ -161,7 +161,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
                       zip(rows.get("capture", ""), rows.get("launch", pd.Series(np.nan, index=rows.index)))]
     if targets is not None and not targets.empty and "profiled_launch" in targets:
         planned = {tuple(k): v for k, v in zip(targets[INSTANCE].astype(str).itertuples(index=False),
-                                               targets["profiled_launch"].fillna(""))}
+                                               targets["profiled_launch"].astype(object).fillna(""))}
         rows["profiled_launch"] = [planned.get(tuple(k)) or own for k, own in
                                    zip(rows[INSTANCE].astype(str).itertuples(index=False), rows["profiled_launch"])]
     guided = targets is not None and not targets.empty
@@ -176,7 +176,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
             out[column] = np.nan if column not in ("module", "profiled_launch", "bound", "top_stall", "limit",
                                                    "source", "grid", "block") else ""
     text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block"]
-    out[text] = out[text].fillna("")
+    out[text] = out[text].astype(object).fillna("")
     return out[HOTSPOT_COLUMNS]
 
 
