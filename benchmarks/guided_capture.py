@@ -5,10 +5,10 @@ benchmarks/train_step.py (eager, and torch.compile), with the coverage it reache
                                                                           # DIR/<session>.tgz and DIR/<variant>.json
     python benchmarks/guided_capture.py summarize DIR... -o reports/benchmarks/guided_capture.json
 
-The plain run and the nsys capture are the guided capture's own steps (profile records each step's wall time):
-the plain run is the unprofiled run guided capture starts with, the nsys step is `nsys profile` + `nsys export`
-of the same program (with --torch-modules' NVTX hooks, as a user would run it). The total is the whole
-`profkit profile` process, measured here. Coverage is the share of steady-state GPU time in the session's
+The plain run is the program run here without any profiler, just before the capture; the nsys capture is the
+guided capture's own first step (profile records each step's wall time): `nsys profile` + `nsys export` of the
+same program with --torch-modules' NVTX hooks, as a user would run it. The total is the whole `profkit profile`
+process, measured here. Coverage is the share of steady-state GPU time in the session's
 profiled rows (`profkit show SESSION -t hotspots`).
 
 Goals (issue 27): the guided capture takes at most 5 minutes on the H200 and at most 10x the nsys capture, at
@@ -39,12 +39,18 @@ def run(variant: str, out: Path, sessions: Path) -> dict:
     command = [sys.executable, "-m", "profkit", "profile", "--torch-modules", "--name", name, "--sessions-dir",
                str(sessions), "--", sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--steps", str(STEPS),
                *extra]
+    workload = [sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--steps", str(STEPS), *extra]
+    started = time.perf_counter()
+    plain = subprocess.run(workload, cwd=ROOT, text=True, capture_output=True)
+    plain_s = time.perf_counter() - started
+    print(plain.stdout[-1500:], plain.stderr[-1500:], sep="\n")
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
     wall = time.perf_counter() - started
     print(proc.stdout[-4000:], proc.stderr[-6000:], sep="\n")
     result = {"variant": variant, "session": name, "command": " ".join(command[1:]), "returncode": proc.returncode,
-              "guided_wall_s": round(wall, 2)}
+              "guided_wall_s": round(wall, 2), "plain_run_s": round(plain_s, 2), "plain_returncode": plain.returncode,
+              "plain_output": plain.stdout[-600:]}
     folder = sessions / name
     if (folder / "manifest.json").exists():
         manifest = json.loads((folder / "manifest.json").read_text())
@@ -72,7 +78,7 @@ def summarize(runs: list[Path], sessions: Path, output: Path) -> dict:
     for path in runs:
         result = json.loads(path.read_text())
         steps = result.get("steps_s", {})
-        plain, nsys = steps.get("timing"), steps.get("nsys")
+        plain, nsys = result.get("plain_run_s"), steps.get("nsys")
         coverage = coverage_pct(sessions / result["session"])
         wall = result["guided_wall_s"]
         rows.append({**{k: result.get(k) for k in ("variant", "session", "command", "gpu", "versions", "created")},

@@ -74,7 +74,12 @@ def test_targets_hold_the_coverage_and_each_run_can_reach_all_of_its_targets(sql
     assert len(plan.runs) == chosen["ncu_run"].nunique() < len(chosen)
     for run in plan.runs:
         members = chosen[chosen["ncu_run"] == run["run"]]
-        assert run["regex"].startswith("regex:^(") and all(name in run["regex"] for name in members["kernel"])
+        assert run["regex"].startswith("regex:^(") and run["functions"] == members["function"].nunique()
+    # the filter is an ECMAScript regex matching each demangled function name literally
+    import re
+    one = targets.name_filter(chosen["function"])[len("regex:"):]
+    assert all(re.fullmatch(one, f) for f in chosen["function"])
+    assert not re.fullmatch(one, chosen["function"].iloc[0] + "x")
     top = targets.plan(launches, coverage=0.8, top=3).instances
     assert int(top["target"].sum()) == 3
 
@@ -91,11 +96,13 @@ def test_grouping_is_interval_stabbing():
 
 
 def test_mark_profiled_says_which_launch_stands_for_each_target():
-    inst = pd.DataFrame({"kernel": ["a", "b", "c"], "grid": "1×1×1", "block": "32×1×1", "target": [True, True, False]})
-    profiled = pd.DataFrame({"kernel": ["a", "c"], "grid": "1×1×1", "block": "32×1×1", "ncu_run": [0, 1],
-                             "launch": [0, 5]})
+    """The launch from the target's own run wins over one another run took of the same function and shape."""
+    inst = pd.DataFrame({"kernel": ["k", "k", "c"], "function": ["k<a>", "k<b>", "c"], "grid": "1×1×1",
+                         "block": "32×1×1", "target": [True, True, False], "ncu_run": [1, 0, pd.NA]})
+    profiled = pd.DataFrame({"function": ["k<a>", "c", "k<a>"], "grid": "1×1×1", "block": "32×1×1",
+                             "ncu_run": [0, 1, 1], "launch": [0, 5, 9]})
     out = mark_profiled(inst, profiled, retried={("c", "1×1×1", "32×1×1")})
-    assert list(out["profiled_launch"]) == ["run 0 launch 0", "", "run 1 launch 5"]
+    assert list(out["profiled_launch"]) == ["run 1 launch 9", "", "run 1 launch 5"]
     assert out.loc[0, "status"] == "planned steady-state launch" and out.loc[1, "status"] == "missing"
     assert out.loc[2, "status"].startswith("first launch")
 
@@ -160,11 +167,12 @@ def test_guided_capture_end_to_end_with_replayed_tools(tmp_path, monkeypatch):
     assert len(runs) == len(plan["runs"]) + 1  # the planned runs and one retry of the targets they missed
     for line, planned in zip(runs, plan["runs"]):
         assert "--filter-mode per-launch-config" in line and "--launch-count 1" in line
+        assert "--kernel-name-base demangled" in line
         assert f"--launch-skip {planned['skip']}" in line and planned["regex"] in line
     assert "--launch-skip 0" in runs[-1]
     stored = pd.read_csv(session / "tables" / "targets.csv")
     assert (stored.loc[stored["target"], "status"] == "missing").all()
-    assert set(capture["wall_seconds"]) >= {"timing", "nsys", "ncu0"}
+    assert set(capture["wall_seconds"]) >= {"nsys", "ncu0"} and "timing" not in capture["wall_seconds"]
     hot = CliRunner().invoke(main, ["show", str(session), "-t", "hotspots", "--format", "json"])
     rows = json.loads(hot.output)["hotspots"]
     assert {"time_pct", "profiled"} <= set(rows[0])

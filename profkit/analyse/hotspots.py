@@ -20,6 +20,7 @@ Per kernel instance (kernel, grid, block) over the steady state (a guided captur
   limit                              which ceiling sets ceiling_us (a compute roof or a memory level)
   saved_us, saved_pct                time_us - ceiling_us: what reaching the roofline would save; % of kernel time
   source                             the hottest source line (file:line) of the profiled launch, when ncu had it
+  function                           the demangled function (what tells instances of one kernel name apart)
 For a guided capture (its steady state is known), rows "GPU idle: host-bound" (gaps where the next launch call came
 after the GPU went idle: the GPU waited for the host) and "GPU idle: other" (gaps with the launch already queued:
 synchronisation, copies) carry their idle time as time_us and saved_us. Rows are ranked by saved_us; instances that were not profiled follow, by time.
@@ -38,8 +39,10 @@ from profkit.analyse.kernel_rows import kernel_rows
 
 HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "module", "launches", "time_us", "time_pct", "span_pct",
                    "profiled", "profiled_launch", "bound", "top_stall", "ceiling_us", "roofline_pct", "limit",
-                   "saved_us", "saved_pct", "source"]
-INSTANCE = ["kernel", "grid", "block"]
+                   "saved_us", "saved_pct", "source", "function"]
+INSTANCE = ["kernel", "function", "grid", "block"]
+"""A kernel instance: its function (template instantiations of one kernel name are different functions: PyTorch's
+vectorized_elementwise_kernel for add, GELU or copy) and its launch shape."""
 MIN_STRETCH = 5
 """Consecutive host-bound gaps that make a launch-bound stretch (counted in the host-bound row's note)."""
 
@@ -133,7 +136,10 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
         return pd.DataFrame(columns=HOTSPOT_COLUMNS)
     window = steady_window(nsys_kernels, targets)
     frame = window.assign(us=pd.to_numeric(window["duration_ns"], errors="coerce") / 1e3,
-                          module=[_leaf(p) for p in window.get("nvtx_path", pd.Series("", index=window.index))])
+                          module=[_leaf(p) for p in window.get("nvtx_path", pd.Series("", index=window.index))],
+                          **{k: window[k].fillna("").astype(str) for k in INSTANCE if k in window})
+    if "function" not in frame:
+        frame["function"] = frame["kernel"]
     busy = frame["us"].sum()
     span = (frame["end_ns"].max() - frame["start_ns"].min()) / 1e3 if not frame.empty else math.nan
     by_module = frame.groupby([*INSTANCE, "module"], sort=False)["us"].sum().reset_index()
@@ -148,7 +154,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     rows["kind"] = "kernel"
     rows["time_pct"] = 100 * rows["time_us"] / busy if busy else math.nan
     rows["span_pct"] = 100 * rows["time_us"] / span if span else math.nan
-    profiled = _profiled_rows(launches)
+    profiled = _profiled_rows(launches, targets)
     rows = rows.merge(profiled, on=INSTANCE, how="left")
     rows["profiled"] = rows["duration_us"].notna()
     scale = rows["ceiling_s"] * 1e6 / rows["duration_us"]
@@ -159,11 +165,13 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     lines = _hottest_lines(source)
     rows["source"] = [lines.get((str(c), int(l)), "") if pd.notna(l) else "" for c, l in
                       zip(rows.get("capture", ""), rows.get("launch", pd.Series(np.nan, index=rows.index)))]
-    if targets is not None and not targets.empty and "profiled_launch" in targets:
-        planned = {tuple(k): v for k, v in zip(targets[INSTANCE].astype(str).itertuples(index=False),
+    if targets is not None and not targets.empty and {"profiled_launch", "function"} <= set(targets.columns):
+        plan_keys = ["function", "grid", "block"]
+        planned = {tuple(k): v for k, v in zip(targets[plan_keys].astype(str).itertuples(index=False),
                                                targets["profiled_launch"].astype(object).fillna(""))}
         rows["profiled_launch"] = [planned.get(tuple(k)) or own for k, own in
-                                   zip(rows[INSTANCE].astype(str).itertuples(index=False), rows["profiled_launch"])]
+                                   zip(rows[plan_keys].astype(str).itertuples(index=False),
+                                       rows["profiled_launch"].astype(object).fillna(""))]
     guided = targets is not None and not targets.empty
     out = pd.concat([rows, pd.DataFrame(idle_rows(window, busy) if guided else [])], ignore_index=True)
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
@@ -174,32 +182,54 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     for column in HOTSPOT_COLUMNS:
         if column not in out:
             out[column] = np.nan if column not in ("module", "profiled_launch", "bound", "top_stall", "limit",
-                                                   "source", "grid", "block") else ""
-    text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block"]
+                                                   "source", "grid", "block", "function") else ""
+    text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block", "function"]
     out[text] = out[text].astype(object).fillna("")
     return out[HOTSPOT_COLUMNS]
 
 
-def _profiled_rows(launches: pd.DataFrame) -> pd.DataFrame:
-    """Per profiled instance (kernel, grid, block): its median duration, bound, top stall, roofline time and the
-    launch that stands for it."""
+def _planned_launches(targets: pd.DataFrame | None) -> dict:
+    """(function, grid, block) -> the launch number a guided capture planned for it ("run R launch L")."""
+    if targets is None or targets.empty or not {"profiled_launch", "function"} <= set(targets.columns):
+        return {}
+    out = {}
+    for function, grid, block, text in zip(targets["function"], targets["grid"], targets["block"],
+                                           targets["profiled_launch"].astype(object).fillna("")):
+        if str(text).startswith("run "):
+            out[(str(function), str(grid), str(block))] = int(str(text).rsplit(" ", 1)[-1])
+    return out
+
+
+def _profiled_rows(launches: pd.DataFrame, targets: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per profiled instance (INSTANCE): its duration, bound, top stall, roofline time and the launch that stands
+    for it: the planned launch of a guided capture, else the median over its launches (kernel_rows)."""
     cols = [*INSTANCE, "duration_us", "bound", "top_stall", "ceiling_s", "limit", "profiled_launch", "capture",
             "launch"]
     if launches is None or launches.empty:
         return pd.DataFrame(columns=cols)
-    rows = kernel_rows(launches)
+    frame = launches.assign(**{k: launches[k].fillna("").astype(str) for k in INSTANCE if k in launches})
+    if "function" not in frame:
+        frame["function"] = frame["kernel"]
+    planned = _planned_launches(targets)
+    keys = list(zip(frame["function"], frame["grid"], frame["block"]))
+    keep = [planned.get(k) is None or planned[k] == n for k, n in zip(keys, frame["launch"])]
+    frame = frame[keep]
+    chosen = []
+    for _, group in frame.groupby(INSTANCE, sort=False):
+        rows = kernel_rows(group)
+        rows = rows.sort_values("total_us", ascending=False).head(1)
+        rows["function"] = group["function"].iloc[0]
+        rows["launch"] = group["launch"].iloc[0]
+        rows["capture"] = group["capture"].iloc[0] if "capture" in group else ""
+        chosen.append(rows)
+    rows = pd.concat(chosen, ignore_index=True)
     rows = pd.concat([rows, ceiling_seconds(rows)], axis=1)
     bounds = [sol_bound(row) for _, row in rows.iterrows()]
     rows["bound"] = [f"{kind} ({unit} {pct:.0f}%)" if kind != "unknown" else "" for kind, unit, pct in bounds]
     stall = rows.get("stall_1", pd.Series("", index=rows.index)).fillna("").astype(str)
     cycles = pd.to_numeric(rows.get("stall_1_cycles", pd.Series(np.nan, index=rows.index)), errors="coerce")
     rows["top_stall"] = [f"{s} ({c:.1f})" if s and pd.notna(c) else s for s, c in zip(stall, cycles)]
-    first = launches.assign(**{k: launches[k].fillna("").astype(str) for k in INSTANCE if k in launches})
-    first = first.groupby(INSTANCE, sort=False).agg(launch=("launch", "first"), capture=("capture", "first"))
-    rows = rows.merge(first.reset_index(), on=INSTANCE, how="left", suffixes=("_row", ""))
     several = rows["capture"].nunique() > 1
     rows["profiled_launch"] = [(f"{c} " if several else "") + f"launch {int(l)}" if pd.notna(l) else ""
                                for c, l in zip(rows["capture"], rows["launch"])]
-    # one row per (kernel, grid, block): an instance profiled under several NVTX paths keeps its busiest
-    rows = rows.sort_values("total_us", ascending=False).drop_duplicates(INSTANCE)
     return rows[cols]

@@ -12,7 +12,6 @@ what lets one ncu run take one steady-state launch of many instances.
 
 from __future__ import annotations
 
-import re
 import shlex
 import tempfile
 import time
@@ -55,9 +54,12 @@ def _timed(seconds: dict, step: str, run: Callable):
         seconds[step] = round(time.perf_counter() - started, 3)
 
 
+KEY = ["function", "grid", "block"]
+
+
 def profiled_instances(launches: pd.DataFrame) -> pd.DataFrame:
-    """(kernel, grid, block, ncu_run, launch) of the launches in a guided capture's ncu reports."""
-    cols = ["kernel", "grid", "block", "ncu_run", "launch"]
+    """(function, grid, block, ncu_run, launch) of the launches in a guided capture's ncu reports."""
+    cols = [*KEY, "ncu_run", "launch"]
     if launches.empty:
         return pd.DataFrame(columns=cols)
     frame = launches.copy()
@@ -73,11 +75,16 @@ def mark_profiled(instances: pd.DataFrame, profiled: pd.DataFrame, retried: set)
     """The plan's instances with `profiled` (which launch stands for each: "run R launch L", or "") and `status`
     (planned launch / first launch / missing / not targeted)."""
     out = instances.copy()
-    found = {}
+    found: dict = {}
     for row in profiled.itertuples():
-        found.setdefault((row.kernel, row.grid, row.block), f"run {int(row.ncu_run)} launch {int(row.launch)}")
-    keys = list(zip(out["kernel"], out["grid"], out["block"]))
-    out["profiled_launch"] = [found.get(k, "") for k in keys]
+        found.setdefault((row.function, row.grid, row.block), {})[int(row.ncu_run)] = int(row.launch)
+    keys = list(zip(out["function"], out["grid"], out["block"]))
+    launches = []
+    for key, run in zip(keys, out.get("ncu_run", pd.Series(pd.NA, index=out.index))):
+        by_run = found.get(key, {})
+        chosen = int(run) if pd.notna(run) and int(run) in by_run else (max(by_run) if by_run else None)
+        launches.append(f"run {chosen} launch {by_run[chosen]}" if chosen is not None else "")
+    out["profiled_launch"] = launches
     status = []
     for key, target, launch in zip(keys, out["target"], out["profiled_launch"]):
         if launch:
@@ -124,7 +131,7 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
         log(f"[{name}] {len(launches)} launches, {len(plan.instances)} kernel instances; steady state from "
             f"{plan.steady_how}; {int(plan.instances['target'].sum())} targets hold {plan.coverage:.1f}% of "
             f"steady-state GPU time; {len(plan.runs)} ncu run(s)")
-        reports, retried = [], set()
+        reports, run_ids, retried = [], [], set()
         for run in plan.runs:
             report = out_dir(f"{name}.ncu{run['run']}.ncu-rep")
             run_options = _run_options(ncu, run["regex"], run["skip"])
@@ -136,12 +143,12 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             commands["ncu"].append(shlex.join(cmd))
             if report.exists():
                 reports.append(report)
-        profiled = _profiled(reports)
+                run_ids.append(run["run"])
+        profiled = _profiled(reports, run_ids)
         missing = _missing_targets(plan.instances, profiled)
         if missing:
             run_id = len(plan.runs)
-            names = sorted(set(m[0] for m in missing))
-            regex = "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
+            regex = plan_targets.name_filter(m[0] for m in missing)
             report = out_dir(f"{name}.ncu{run_id}.ncu-rep")
             log(f"[{name}] ncu run {run_id}: {len(missing)} target(s) the planned launch did not reach, from their "
                 "first launch")
@@ -152,8 +159,9 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             commands["ncu"].append(shlex.join(cmd))
             if report.exists():
                 reports.append(report)
+                run_ids.append(run_id)
                 retried = set(missing)
-                profiled = _profiled(reports)
+                profiled = _profiled(reports, run_ids)
     if not reports:
         raise CaptureError(f"ncu profiled none of {name}'s {int(plan.instances['target'].sum())} target kernels",
                            hint="see the ncu logs in the session's incomplete folder")
@@ -170,12 +178,14 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
 
 def _run_options(ncu: NcuOptions, regex: str, skip: int) -> NcuOptions:
     chosen = NcuOptions(**{**vars(ncu), "nvtx_include": [], "kernel_name": regex, "launch_skip": skip,
-                           "launch_count": 1, "extra": [*ncu.extra, "--filter-mode", "per-launch-config"]})
+                           "launch_count": 1, "extra": [*ncu.extra, "--kernel-name-base", "demangled",
+                                                        "--filter-mode", "per-launch-config"]})
     return chosen
 
 
-def _profiled(reports: list[Path]) -> pd.DataFrame:
-    """What the ncu runs profiled, read from their reports (a reader failure here only loses the check)."""
+def _profiled(reports: list[Path], run_ids: list[int]) -> pd.DataFrame:
+    """What the ncu runs profiled, read from their reports (a reader failure here only loses the check); ncu_run is
+    the plan's run number of each report (run_ids, in the reports' order)."""
     from profkit.analyse.bundle import _read_ncu_reports
 
     try:
@@ -183,15 +193,16 @@ def _profiled(reports: list[Path]) -> pd.DataFrame:
     except ReaderError:
         return pd.DataFrame(columns=["kernel", "grid", "block", "ncu_run", "launch"])
     launches = tables["launches"]
-    if not launches.empty and "ncu_run" not in launches:
-        launches = launches.assign(ncu_run=0)
+    if not launches.empty:
+        index = launches["ncu_run"] if "ncu_run" in launches else pd.Series(0, index=launches.index)
+        launches = launches.assign(ncu_run=[run_ids[int(i)] for i in index])
     return profiled_instances(launches)
 
 
 def _missing_targets(instances: pd.DataFrame, profiled: pd.DataFrame) -> list[tuple]:
-    have = set(zip(profiled["kernel"], profiled["grid"], profiled["block"]))
+    have = set(zip(profiled["function"], profiled["grid"], profiled["block"]))
     targets = instances[instances["target"]]
-    return [k for k in zip(targets["kernel"], targets["grid"], targets["block"]) if k not in have]
+    return [k for k in zip(targets["function"], targets["grid"], targets["block"]) if k not in have]
 
 
 def tool_check() -> None:

@@ -211,8 +211,10 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
             writer.write_text(f"{target.name}.sass", sass_text)
             entry["files"]["sass"] = f"{target.name}.sass"
             sass = parse_sass(sass_text)
-    log(f"[{target.name}] timing run (no profiler): {shlex.join(target.command)}")
     seconds = entry["wall_seconds"] = {}  # per step, so a --quick capture can be held against --set full
+    if is_guided(target, options):  # a foreign program prints no result lines: its first run is the nsys one
+        return _guided(writer, target, entry, pd.DataFrame(), options, log)
+    log(f"[{target.name}] timing run (no profiler): {shlex.join(target.command)}")
     with _wall_time(seconds, "timing"):
         timing = process.run(target.command, timeout=options.timeout)
     writer.write_text(f"{target.name}.timing.log", timing.stdout + timing.stderr)
@@ -222,8 +224,6 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
                            details=(timing.stderr or timing.stdout)[-3000:])
     timings = parse_result_lines(timing.stdout)
     entry["timed_results"] = len(timings)
-    if is_guided(target, options):
-        return _guided(writer, target, entry, timings, options, log)
 
     ncu_options = _ncu_options_for(target, options.ncu, log)
     env = {"PROFKIT_REPS": str(options.ncu_reps), "PROFKIT_WARMUP": "1"} if target.profkit_harness else None

@@ -18,7 +18,6 @@ Every function is pure over DataFrames except read_launches.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +27,13 @@ import pandas as pd
 
 from profkit.errors import ReportError
 
-INSTANCE = ["kernel", "grid", "block", "dynamic_smem_bytes"]
-LAUNCH_COLUMNS = ["kernel", "grid", "block", "dynamic_smem_bytes", "start_ns", "end_ns", "duration_ns", "stream"]
+INSTANCE = ["function", "grid", "block", "dynamic_smem_bytes"]
+"""What ncu's per-launch-config filter counts launches by: the function (template instantiations of one kernel name,
+e.g. PyTorch's vectorized_elementwise_kernel for add, GELU and copy, are different functions, often with the
+same grid) and the launch configuration."""
+LAUNCH_COLUMNS = ["kernel", "function", "grid", "block", "dynamic_smem_bytes", "start_ns", "end_ns", "duration_ns",
+                  "stream"]
+ECMASCRIPT_SPECIAL = set("\\^$.|?*+()[]{}")
 LATE_NEW_KERNEL_SHARE = 0.9
 """When new kernels keep appearing past this share of the run (a program without a repeated loop), the steady state
 is taken as the second half of the run instead."""
@@ -46,17 +50,19 @@ def read_launches(sqlite: Path) -> pd.DataFrame:
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
             return pd.DataFrame(columns=LAUNCH_COLUMNS)
         rows = conn.execute(
-            "select s.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.dynamicSharedMemory, "
-            "k.start, k.end, k.streamId from CUPTI_ACTIVITY_KIND_KERNEL k "
-            "left join StringIds s on s.id = k.shortName order by k.start").fetchall()
+            "select s.value, d.value, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, "
+            "k.dynamicSharedMemory, k.start, k.end, k.streamId from CUPTI_ACTIVITY_KIND_KERNEL k "
+            "left join StringIds s on s.id = k.shortName left join StringIds d on d.id = k.demangledName "
+            "order by k.start").fetchall()
     except sqlite3.Error as exc:
         raise ReportError(f"cannot read the kernels of {sqlite}: {exc}",
                           hint="the export is damaged or not an nsys export; capture again") from exc
     finally:
         conn.close()
-    frame = pd.DataFrame(rows, columns=["kernel", "gx", "gy", "gz", "bx", "by", "bz", "dynamic_smem_bytes",
-                                        "start_ns", "end_ns", "stream"])
+    frame = pd.DataFrame(rows, columns=["kernel", "function", "gx", "gy", "gz", "bx", "by", "bz",
+                                        "dynamic_smem_bytes", "start_ns", "end_ns", "stream"])
     frame["kernel"] = frame["kernel"].fillna("").astype(str)
+    frame["function"] = frame["function"].fillna(frame["kernel"]).astype(str)
     frame["grid"] = [f"{x}×{y}×{z}" for x, y, z in zip(frame["gx"], frame["gy"], frame["gz"])]
     frame["block"] = [f"{x}×{y}×{z}" for x, y, z in zip(frame["bx"], frame["by"], frame["bz"])]
     frame["duration_ns"] = frame["end_ns"] - frame["start_ns"]
@@ -128,7 +134,7 @@ class Plan:
         return self.instances[self.instances["target"]]
 
 
-INSTANCE_COLUMNS = [*INSTANCE, "launches", "steady_launches", "first_steady", "total_us", "steady_us", "time_pct",
+INSTANCE_COLUMNS = ["kernel", *INSTANCE, "launches", "steady_launches", "first_steady", "total_us", "steady_us", "time_pct",
                     "cumulative_pct", "rank", "target", "skip", "ncu_run"]
 
 
@@ -142,6 +148,7 @@ def rank(launches: pd.DataFrame, start_ns: int, *, coverage: float = 0.8, top: i
     frame = launches.assign(steady=steady, us=launches["duration_ns"] / 1e3)
     grouped = frame.groupby(INSTANCE, sort=False)
     out = pd.DataFrame({
+        "kernel": grouped["kernel"].first(),
         "launches": grouped.size(),
         "steady_launches": grouped["steady"].sum().astype(int),
         "first_steady": grouped["steady"].apply(lambda s: int((~s).sum()) if s.any() else len(s)),
@@ -200,14 +207,25 @@ def group(instances: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def ecma_escape(text: str) -> str:
+    """`text` as a literal in ncu's (ECMAScript) regex: only its special characters escaped (Python's re.escape
+    also escapes spaces and other characters ECMAScript may reject as identity escapes)."""
+    return "".join("\\" + c if c in ECMASCRIPT_SPECIAL else c for c in text)
+
+
+def name_filter(functions) -> str:
+    """The --kernel-name value (with --kernel-name-base demangled) that matches exactly these functions."""
+    return "regex:^(" + "|".join(ecma_escape(f) for f in sorted(set(functions))) + ")$"
+
+
 def runs(instances: pd.DataFrame) -> list[dict]:
-    """One dict per ncu run: its number, launch skip, the kernel-name regex and the targets it covers."""
+    """One dict per ncu run: its number, launch skip, the kernel-name regex over the targets' demangled functions,
+    and the targets it covers."""
     out = []
     targets = instances[instances["target"] & instances["ncu_run"].notna()]
     for run, members in targets.groupby("ncu_run", sort=True):
-        names = sorted(set(members["kernel"]))
-        out.append({"run": int(run), "skip": int(members["skip"].iloc[0]), "kernels": names,
-                    "regex": "regex:^(" + "|".join(re.escape(n) for n in names) + ")$",
+        out.append({"run": int(run), "skip": int(members["skip"].iloc[0]), "kernels": sorted(set(members["kernel"])),
+                    "functions": int(members["function"].nunique()), "regex": name_filter(members["function"]),
                     "targets": int(len(members)), "time_pct": float(members["time_pct"].sum())})
     return out
 
