@@ -81,7 +81,8 @@ def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
     rows = []
     for kind, idle, note in (("GPU idle: host-bound", host, f"{int((late & (gaps > 0)).sum())} gaps where the next "
                               f"launch call came after the GPU went idle; {stretches} launch-bound stretch(es) of "
-                              f"≥{MIN_STRETCH} in a row"),
+                              f"≥{MIN_STRETCH} in a row (under nsys: the profiler's and --torch-modules' own host "
+                              "work adds to it; compare the program's step time without them)"),
                              ("GPU idle: other", other, "gaps with the next launch already queued (synchronisation, "
                               "copies, dependencies)")):
         if idle > 0:

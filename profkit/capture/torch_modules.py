@@ -99,10 +99,15 @@ def _boundary(args) -> set:
     return {t.grad_fn for t in _tensors(args) if getattr(t, "grad_fn", None) is not None}
 
 
-def module_nodes(outputs: list, before: set) -> list:
+def module_nodes(outputs: list, before: set, summaries: dict | None = None) -> list:
     """The autograd nodes the module's forward created: from its outputs' grad_fn back to (not into) the
-    nodes that existed before it; AccumulateGrad leaves (parameters) are left out."""
+    nodes that existed before it; AccumulateGrad leaves (parameters) are left out.
+
+    summaries: {a finished inner module's last node: (its first node, its inputs' nodes)}. The walk steps over
+    an inner module (its first node stands for all of its nodes) instead of walking its nodes again, so each node
+    is walked once by its innermost module, not once per enclosing module: the hooks' cost in a deep model."""
     seen, stack, nodes = set(), [t.grad_fn for t in outputs if getattr(t, "grad_fn", None) is not None], []
+    summaries = {} if summaries is None else summaries
     while stack:
         node = stack.pop()
         if node is None or node in seen or node in before:
@@ -111,7 +116,13 @@ def module_nodes(outputs: list, before: set) -> list:
         if type(node).__name__ == "AccumulateGrad":
             continue
         nodes.append(node)
-        stack.extend(next_node for next_node, _ in node.next_functions)
+        inner = summaries.get(node)
+        if inner is not None:
+            first_of_inner, inner_inputs = inner
+            nodes.append(first_of_inner)
+            stack.extend(inner_inputs)
+        else:
+            stack.extend(next_node for next_node, _ in node.next_functions)
     return nodes
 
 
@@ -142,9 +153,12 @@ _state = {"generation": 0, "depth": 0}
 
 
 def _purge() -> None:
+    """Drop what a new root call no longer needs: fired openers, graphs never backpropagated, and the inner-module
+    summaries of earlier root calls (each root call walks only its own graph)."""
     oldest = _state["generation"] - KEEP_GENERATIONS
     for node in [n for n, e in _openers.items() if e.fired or e.generation < oldest]:
         del _openers[node]
+    _summaries.clear()
 
 
 def _open_all(entries: _Openers):
@@ -156,12 +170,18 @@ def _open_all(entries: _Openers):
     return opened
 
 
+_summaries: dict = {}
+"""A finished module's last autograd node -> (its first node, its inputs' nodes), for module_nodes; purged with
+_openers."""
+
+
 def attach_backward_range(path: str, outputs: list, before: set) -> bool:
     """Open `<path> [bwd]` when autograd starts the module's backward, close it when that backward is done."""
-    nodes = [n for n in module_nodes(outputs, before) if _sequence(n) >= 0]
+    nodes = [n for n in module_nodes(outputs, before, _summaries) if _sequence(n) >= 0]
     if not nodes:
         return False
     first, last = max(nodes, key=_sequence), min(nodes, key=_sequence)
+    _summaries[first] = (last, [n for n in before])
     state: dict = {}
     entries = _openers.get(first)
     if entries is None:
