@@ -75,34 +75,45 @@ def run(args: Sequence[str], *, timeout: float | None = None, env: dict | None =
 
 
 def _run_streaming(args, timeout, env, cwd, on_line) -> Completed:
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=cwd, errors="replace")
+    """Both pipes read by threads while this thread waits on the clock: the timeout holds even when the program
+    keeps printing. On timeout the whole process group goes (ncu's or nsys' child program with it)."""
+    import signal
     import threading
 
-    out_chunks: list[str] = []
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=cwd, errors="replace", start_new_session=True)
+    out_lines: list[str] = []
     err_lines: list[str] = []
 
-    def pump_stdout():
-        for line in proc.stdout:
-            out_chunks.append(line)
+    def pump(stream, sink):
+        for line in stream:
+            sink.append(line)
             on_line(line.rstrip("\n"))
 
-    reader = threading.Thread(target=pump_stdout, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=pump, args=(proc.stdout, out_lines), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err_lines), daemon=True)]
+    for reader in readers:
+        reader.start()
+
+    def stop(sig) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+
     try:
-        for line in proc.stderr:
-            err_lines.append(line)
-            on_line(line.rstrip("\n"))
         proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
+    except subprocess.TimeoutExpired as exc:
+        stop(signal.SIGKILL)
+        proc.wait()
+        raise subprocess.TimeoutExpired(args, timeout, output="".join(out_lines), stderr="".join(err_lines)) from exc
     except KeyboardInterrupt:
-        proc.terminate()
+        stop(signal.SIGTERM)
         proc.wait()
         raise
-    reader.join(timeout=5)
-    return Completed(list(args), proc.returncode, "".join(out_chunks), "".join(err_lines))
+    for reader in readers:
+        reader.join(timeout=5)
+    return Completed(list(args), proc.returncode, "".join(out_lines), "".join(err_lines))
 
 
 def _tail(text: str, lines: int = 30) -> str:

@@ -151,23 +151,26 @@ def source(bundle) -> pd.DataFrame:
 
 @register("instructions", "Hottest SASS instructions", "Per launch, its most-sampled instructions, their source "
           "line and what their PC samples waited for.", needs=("pc",),
-          columns=("kernel", "offset", "sass", "where", "pct_of_samples", "instructions_executed", "stalls"),
+          columns=("capture", "launch", "kernel", "offset", "sass", "where", "samples", "pct_of_samples",
+                   "instructions_executed", "stalls"),
           hint="profile with --set full for per-instruction tables")
 def instructions(bundle) -> pd.DataFrame:
     return hot_instructions(bundle.stored("instructions"))
 
 
 @register("opcodes", "SASS opcode mix", "Per launch and opcode: executed instructions, share of PC samples and what "
-          "they waited for.", needs=("pc",), columns=("kernel", "opcode", "instructions_executed", "pct_of_samples",
-                                                     "stalls"),
+          "they waited for.", needs=("pc",), columns=("capture", "launch", "kernel", "opcode", "instructions_executed",
+                                                     "pct_of_executed", "samples", "pct_of_samples",
+                                                     "samples_per_1k_executed", "stalls"),
           hint="profile with --set full for per-instruction tables")
 def opcodes(bundle) -> pd.DataFrame:
     return opcode_mix(bundle.stored("opcodes"))
 
 
 @register("ptxas", "ptxas resources", "Registers, shared memory, spills and stack per kernel, from the build.",
-          needs=("build",), columns=("kernel", "arch", "registers", "shared_bytes", "spill_store_bytes",
-                                     "spill_load_bytes", "stack_bytes"))
+          needs=("build",), columns=("capture", "kernel", "mangled", "arch", "registers", "barriers",
+                                     "static_smem_bytes", "stack_frame_bytes", "spill_store_bytes", "spill_load_bytes",
+                                     "cmem_bytes"))
 def ptxas(bundle) -> pd.DataFrame:
     return bundle.stored("ptxas")
 

@@ -50,9 +50,29 @@ def resolve_arch(arch: str | None) -> tuple[str, str]:
     return arch, "requested"
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+def uses_cublas(source: Path, seen: set | None = None) -> bool:
+    """Whether the source, or a header it includes with "..." from its own folder, includes a cuBLAS header: only
+    then is -lcublas linked (a toolkit without cuBLAS still builds the rest)."""
+    seen = set() if seen is None else seen
+    source = Path(source).resolve()
+    if source in seen or not source.is_file():
+        return False
+    seen.add(source)
+    for quote, name in _INCLUDE.findall(source.read_text(errors="replace")):
+        if Path(name).name.startswith("cublas"):
+            return True
+        if quote == '"' and uses_cublas(source.parent / name, seen):
+            return True
+    return False
+
+
 def nvcc_command(source: Path, binary: Path, arch: str, extra: list[str] | None = None) -> list[str]:
+    libraries = ["-lcublas"] if uses_cublas(source) else []
     return ["nvcc", "-O3", f"-arch={arch}", "-lineinfo", "-Xptxas", "-v", "-std=c++17",
-            "-o", str(binary), str(source), "-lcublas", *(extra or [])]
+            "-o", str(binary), str(source), *libraries, *(extra or [])]
 
 
 def build(source: str | Path, *, arch: str | None = None, out_dir: str | Path | None = None,

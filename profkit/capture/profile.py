@@ -166,6 +166,9 @@ def _raise_interrupt(signum, frame):
 
 
 def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOptions, log) -> None:
+    process.require_tool("ncu")  # before anything is built or run
+    if options.nsys:
+        process.require_tool("nsys")
     resolved, builds = resolve_targets(targets, options, None, log)
     if any(is_guided(t, options) for t in resolved):
         tool_check()  # before the program runs even once

@@ -160,17 +160,23 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
 
 @main.command()
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
-def sessions(sessions_dir: str | None) -> None:
+@click.option("--clean", is_flag=True, help="Delete the hidden folders failed or interrupted captures left "
+                                            "(.NAME.incomplete-*), after listing them.")
+def sessions(sessions_dir: str | None, clean: bool) -> None:
     """List the sessions: GPU, date, kernels."""
     from profkit.render.terminal import format_table
-    from profkit.session.store import incomplete_sessions, list_sessions, sessions_root, unreadable_sessions
+    from profkit.session.store import incomplete_sessions, list_sessions, remove, sessions_root, unreadable_sessions
     import pandas as pd
 
     root = Path(sessions_dir) if sessions_dir else sessions_root()
+    if clean:
+        for partial in incomplete_sessions(root):
+            remove(partial)
+            click.echo(f"removed {partial}")
     rows = [_session_row(session) for session in list_sessions(root)]
     click.echo(format_table(pd.DataFrame(rows), f"sessions in {root}", max_text=90))
     for partial in incomplete_sessions(root):
-        click.echo(f"incomplete (not listed above): {partial}")
+        click.echo(f"incomplete (not listed above; `profkit sessions --clean` deletes it): {partial}")
     for path, why in unreadable_sessions(root):
         click.echo(f"unreadable (not listed above): {path}: {why}")
 

@@ -1,0 +1,209 @@
+"""Every column the registry's tables print, once: its unit, what it means, and where it comes from.
+
+docs/columns.md is generated from this (python -m profkit.render.glossary); a test checks that every column of
+every table is here and that the committed page is current. Raw ncu columns name their metric (from
+parse.catalog, the first candidate that the report holds); derived ones give their formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profkit.parse import catalog
+
+
+@dataclass(frozen=True)
+class Column:
+    unit: str
+    meaning: str
+    source: str = ""
+
+
+def _metric(column: str) -> str:
+    names = catalog.RAW_METRICS.get(column) or catalog.STRING_METRICS.get(column) or []
+    return " or ".join(f"`{n}`" for n in names)
+
+
+def _raw(unit: str, meaning: str, column: str) -> Column:
+    return Column(unit, meaning, "ncu " + _metric(column))
+
+
+STALL_TEXT = "the {n} largest warp-stall reason (smsp__average_warps_issue_stalled_*_per_issue_active)"
+
+COLUMNS: dict[str, Column] = {
+    # identity
+    "capture": Column("text", "the capture (program or .cu target) a row belongs to", "session manifest"),
+    "session": Column("text", "the session a row belongs to (query, several inputs)", "session folder name"),
+    "kernel": Column("text", "the kernel's base name (no namespace, template or parameters)",
+                     "ncu function name / nsys shortName"),
+    "function": Column("text", "the demangled function: tells template instantiations of one kernel name apart",
+                       "ncu demangled name / nsys demangledName"),
+    "mangled": Column("text", "the mangled symbol", "ptxas output"),
+    "label": Column("text", "the kernel's display label: its name, or the NVTX range or cudaEvent label that "
+                            "names it; <functor> where several functions share it", "derived"),
+    "launch": Column("count", "ncu's launch number within the capture (numbered on across a guided capture's "
+                              "ncu runs)", "ncu report order"),
+    "launches": Column("count", "launches counted for the row", "ncu or nsys"),
+    "nvtx_path": Column("text", "NVTX ranges open when the kernel was launched, outer/inner", "ncu nvtx_state / nsys "
+                                                                                               "NVTX_EVENTS"),
+    "module": Column("text", "the innermost NVTX range holding most of the row's time: an nn.Module path with "
+                             "--torch-modules ('[bwd]': its backward); '(+N more)' when several", "nsys NVTX"),
+    "grid": Column("x×y×z", "grid dimensions", "ncu launch__grid_dim_* / nsys gridX..Z"),
+    "block": Column("x×y×z", "block dimensions", "ncu launch__block_dim_* / nsys blockX..Z"),
+    "kind": Column("text", "hotspots row kind: kernel, or GPU idle time", "derived"),
+    "rank": Column("count", "position in the table's ranking", "derived"),
+    # time
+    "duration_us": _raw("µs", "kernel duration under ncu (one profiled launch; median for several)", "duration_ns"),
+    "time_us": Column("µs", "GPU time of the row's launches in the timeline (steady state of a guided capture)",
+                      "nsys kernel end - start"),
+    "time_pct": Column("%", "the row's share of all kernel time in the timeline (idle rows: idle time against "
+                            "kernel time)", "time_us / Σ kernel time_us"),
+    "span_pct": Column("%", "the row's time against the wall-clock span of the timeline", "time_us / span"),
+    "total_us": Column("µs", "GPU time summed over launches", "nsys, or launches × median duration"),
+    "median_us": Column("µs", "median duration", "nsys"),
+    "min_us": Column("µs", "shortest duration", "nsys"),
+    "max_us": Column("µs", "longest duration", "nsys"),
+    "count": Column("count", "how many times the NVTX range ran", "nsys NVTX_EVENTS"),
+    "range": Column("text", "NVTX range name", "nsys NVTX_EVENTS"),
+    "events_us": Column("µs", "median cudaEvent time of the unprofiled timed launches", "program result lines"),
+    "ncu_us": Column("µs", "median ncu duration of the label's profiled launches", "gpu__time_duration.sum"),
+    "nsys_us": Column("µs", "median nsys kernel time of the label's launches", "nsys kernel end - start"),
+    "nsys_first_us": Column("µs", "the label's first nsys launch (first-launch cost shows here)", "nsys"),
+    "nsys_launches": Column("count", "nsys launches of the label", "nsys"),
+    "ncu_over_events": Column("ratio", "ncu_us / events_us", "derived"),
+    "nsys_over_events": Column("ratio", "nsys_us / events_us", "derived"),
+    "ncu_over_nsys": Column("ratio", "ncu_us / nsys_us", "derived"),
+    "flag": Column("text", "ok, DISAGREE (two clocks differ by more than 10% beyond what is expected) or n/a "
+                           "(one clock only)", "derived"),
+    "reasons": Column("text", "why the clocks differ, computed from the data and the capture settings", "derived"),
+    "kernel_median_us": Column("µs", "median kernel duration", "nsys"),
+    "launch_interval_us": Column("µs", "median time between consecutive launch calls on the host", "nsys API calls"),
+    "api_median_us": Column("µs", "median duration of the launch API call", "nsys CUDA API"),
+    "queue_median_us": Column("µs", "median wait from the launch call to the kernel start", "nsys"),
+    "gpu_busy_pct": Column("%", "kernels' share of the span from the first start to the last end", "nsys"),
+    # shape and resources
+    "registers_per_thread": _raw("registers", "registers per thread", "registers_per_thread"),
+    "registers": Column("registers", "registers per thread, as ptxas allocated them", "ptxas -v"),
+    "barriers": Column("count", "named barriers the kernel uses", "ptxas -v"),
+    "static_smem_bytes": _raw("B", "static shared memory per block", "static_smem_bytes"),
+    "dynamic_smem_bytes": _raw("B", "dynamic shared memory per block", "dynamic_smem_bytes"),
+    "stack_frame_bytes": Column("B", "stack frame per thread", "ptxas -v"),
+    "spill_store_bytes": Column("B", "bytes spilled to local memory (stores)", "ptxas -v"),
+    "spill_load_bytes": Column("B", "bytes reloaded from spills", "ptxas -v"),
+    "cmem_bytes": Column("B", "constant bank 0 bytes", "ptxas -v"),
+    "arch": Column("text", "the sm_XY ptxas compiled for", "ptxas -v"),
+    "local_bytes": Column("B", "local-memory (spill) traffic", "(local load + store sectors) × 32 B"),
+    "waves_per_sm": _raw("waves", "blocks per SM over what fits at once", "waves_per_sm"),
+    "theoretical_occupancy_pct": _raw("%", "warps per SM the resources allow, of the maximum",
+                                      "theoretical_occupancy_pct"),
+    "achieved_occupancy_pct": _raw("%", "warps active per cycle, of the maximum", "achieved_occupancy_pct"),
+    "occupancy_limiter": Column("text", "the resource allowing the fewest blocks per SM", "ncu launch__occupancy_limit_*"),
+    # throughput
+    "sm_throughput_pct": _raw("%", "SM speed of light: busiest SM sub-unit, of its peak", "sm_throughput_pct"),
+    "memory_throughput_pct": _raw("%", "memory speed of light: busiest memory unit, of its peak",
+                                  "memory_throughput_pct"),
+    "l1_throughput_pct": _raw("%", "L1/shared throughput, of its peak", "l1_throughput_pct"),
+    "l2_throughput_pct": _raw("%", "L2 throughput, of its peak", "l2_throughput_pct"),
+    "dram_throughput_pct": _raw("%", "DRAM throughput, of its peak", "dram_throughput_pct"),
+    "fma_pipe_pct": _raw("%", "FMA pipe busy cycles, of active cycles", "fma_pipe_pct"),
+    "tensor_pipe_pct": _raw("%", "tensor pipe busy cycles, of active cycles", "tensor_pipe_pct"),
+    "dram_bytes": Column("B", "DRAM bytes read and written", "ncu dram__bytes_read.sum + dram__bytes_write.sum"),
+    "dram_gbps": Column("GB/s", "achieved DRAM bandwidth", "dram_bytes / duration"),
+    "peak_dram_gbps": Column("GB/s", "the report's own DRAM peak", "dram__bytes.sum.peak_sustained × DRAM clock"),
+    "dram_pct_of_peak": Column("%", "dram_gbps of the report's own peak", "dram_gbps / peak_dram_gbps"),
+    "l1_hit_pct": _raw("%", "L1 sector hit rate", "l1_hit_pct"),
+    "l2_hit_pct": _raw("%", "L2 sector hit rate", "l2_hit_pct"),
+    # access
+    "ld_sectors_per_request": Column("sectors", "global load sectors per request (4 ideal for 32 fp32 lanes, 16 "
+                                                "for float4)", "ncu l1tex__t_sectors / t_requests, global loads"),
+    "st_sectors_per_request": Column("sectors", "global store sectors per request",
+                                     "ncu l1tex__t_sectors / t_requests, global stores"),
+    "excessive_sectors_pct": Column("%", "L2 sectors beyond the ideal for the access pattern (uncoalesced)",
+                                    "ncu derived__memory_l2_theoretical_sectors_global_excessive / "
+                                    "memory_l2_theoretical_sectors_global"),
+    "bank_conflicts": Column("count", "shared-memory bank conflicts (loads + stores)",
+                             "ncu l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}.sum"),
+    "shared_excessive_pct": Column("%", "shared wavefronts beyond the ideal (bank conflicts)",
+                                   "ncu derived__memory_l1_wavefronts_shared_excessive / wavefronts"),
+    "ldg128_fraction": Column("fraction", "share of executed global loads that are 128-bit", "ncu per-PC SASS"),
+    "lds128_fraction": Column("fraction", "share of executed shared loads that are 128-bit", "ncu per-PC SASS"),
+    "gld_bytes_per_flop": Column("B/FLOP", "global-load bytes requested per FLOP (falls with tiling)",
+                                 "global load sectors × 32 / total_flops"),
+    "flop_per_shared_load": Column("FLOP", "FLOPs per warp-level shared load (rises with register tiling)",
+                                   "total_flops / shared load instructions"),
+    # work
+    "total_flops": Column("FLOP", "floating-point operations from the instruction counters (FMA = 2)",
+                          "ncu smsp__sass_thread_inst_executed_op_*_pred_on + sm__ops_path_tensor_src_*"),
+    "tensor_flops": Column("FLOP", "tensor-core operations", "ncu sm__ops_path_tensor_src_*.sum"),
+    "achieved_tflops": Column("TFLOP/s", "total_flops / duration", "derived"),
+    "peak_fp32_tflops": Column("TFLOP/s", "the report's own fp32 peak",
+                               "2 × sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained × SM clock"),
+    "fp32_pct_of_peak": Column("%", "fp32 FLOP/s of the fp32 peak", "derived"),
+    "dram_flop_per_byte": Column("FLOP/B", "arithmetic intensity against DRAM traffic", "total_flops / dram_bytes"),
+    "l2_flop_per_byte": Column("FLOP/B", "arithmetic intensity against L2 traffic", "total_flops / (L2 sectors × 32)"),
+    "instructions_executed": Column("count", "warp-level instructions executed", "ncu smsp__inst_executed.sum / "
+                                                                                  "per-PC inst_executed"),
+    # stalls
+    "stall_1": Column("text", STALL_TEXT.format(n="first"), "ncu"),
+    "stall_2": Column("text", STALL_TEXT.format(n="second"), "ncu"),
+    "stall_3": Column("text", STALL_TEXT.format(n="third"), "ncu"),
+    "stall_1_cycles": Column("cycles/issue", "cycles per issued instruction of stall_1", "ncu"),
+    "stall_2_cycles": Column("cycles/issue", "cycles per issued instruction of stall_2", "ncu"),
+    "stall_3_cycles": Column("cycles/issue", "cycles per issued instruction of stall_3", "ncu"),
+    "stall_dispatch_stall": _raw("cycles/issue", "dispatch stalls per issued instruction", "stall_dispatch_stall"),
+    "stall_total": Column("cycles/issue", "warp cycles per issued instruction (all stall reasons)", "Σ stall_*"),
+    "top_stall": Column("text", "the largest stall reason and its cycles per issued instruction", "ncu"),
+    # FFMA register use
+    "ffma_instructions": Column("count", "executed warp-level FFMAs", "ncu per-PC SASS"),
+    "ffma_inplace_fraction": Column("fraction", "FFMAs writing the register they add (accumulating in place)",
+                                    "ncu per-PC SASS"),
+    "ffma_unshared_fraction": Column("fraction", "FFMAs sharing no source register with the FFMA before them "
+                                                 "(no operand reuse)", "ncu per-PC SASS"),
+    "ffma_dispatch_shared_per_m": Column("samples/M", "dispatch-stall samples per million executions of FFMAs "
+                                                      "sharing a source", "ncu PC sampling"),
+    "ffma_dispatch_unshared_per_m": Column("samples/M", "the same for FFMAs sharing none", "ncu PC sampling"),
+    # roofline / where to work
+    "bound": Column("text", "memory (busiest of DRAM/L2/L1) or compute (SM) above 60% of peak, else latency, with "
+                            "the unit's % of peak", "ncu speed of light"),
+    "ceiling_us": Column("µs", "the row's time at its roofline ceiling: max of FLOPs / compute peak and bytes / "
+                               "bandwidth at DRAM, L2, L1 (the report's own peaks), over its launches", "derived"),
+    "roofline_pct": Column("%", "ceiling time / measured time: how close the kernel runs to its roofline",
+                           "derived"),
+    "limit": Column("text", "the ceiling that sets ceiling_us (a compute roof or a memory level)", "derived"),
+    "saved_us": Column("µs", "time the row would save at its roofline ceiling (idle rows: the idle time)",
+                       "time_us - ceiling_us"),
+    "saved_pct": Column("%", "saved_us against all kernel time", "derived"),
+    "profiled": Column("bool", "whether ncu measured a launch of this instance", "derived"),
+    "profiled_launch": Column("text", "which launch stands for the row: a guided capture's 'run R launch L', "
+                                      "else the capture's launch number", "ncu report / guided plan"),
+    # ranges, weighted
+    "kernels": Column("count", "kernel instances in the range", "ncu"),
+    "figure": Column("text", "the counter being averaged", "ncu"),
+    "time_weighted": Column("varies", "the counter averaged over profiled kernels, weighted by timeline time",
+                            "ncu ⋈ nsys"),
+    "covered_time_pct": Column("%", "timeline time of the profiled kernels in the average", "ncu ⋈ nsys"),
+    # rules
+    "rule": Column("text", "the ncu rule", "ncu rule results"),
+    "title": Column("text", "the rule's title", "ncu rule results"),
+    "speedup_type": Column("text", "local or global estimated speedup", "ncu rule results"),
+    "speedup_pct": Column("%", "ncu's estimated speedup", "ncu rule results"),
+    "message": Column("text", "the rule's finding", "ncu rule results"),
+    "note": Column("text", "a capture note", "capture"),
+    # source and instructions
+    "where": Column("file:line", "source line", "ncu source correlation"),
+    "source": Column("text", "the source line's text as on disk now (hotspots: the hottest file:line)",
+                     "ncu source correlation"),
+    "stall_samples": Column("samples", "warp-stall PC samples on the line", "ncu smsp__pcsamp_*"),
+    "pct_of_kernel": Column("%", "the line's share of its kernel's samples", "derived"),
+    "l2_global_sectors_excessive": Column("sectors", "uncoalesced L2 sectors on the line",
+                                          "ncu derived__memory_l2_theoretical_sectors_global_excessive"),
+    "offset": Column("hex", "the instruction's offset from the launch's lowest PC", "ncu per-PC"),
+    "sass": Column("text", "the SASS instruction", "ncu per-PC"),
+    "opcode": Column("text", "SASS opcode with modifiers", "ncu per-PC"),
+    "samples": Column("samples", "PC samples", "ncu smsp__pcsamp_sample_count"),
+    "pct_of_samples": Column("%", "share of the launch's PC samples", "derived"),
+    "pct_of_executed": Column("%", "share of the launch's executed instructions", "derived"),
+    "samples_per_1k_executed": Column("samples", "PC samples per thousand executions (how slow an opcode is)",
+                                      "derived"),
+    "stalls": Column("text", "the largest stall reasons of the samples, with their shares", "ncu PC sampling"),
+}
