@@ -128,7 +128,11 @@ class RegistryHelp(click.Command):
 @click.option("--all", "all_tables", is_flag=True, help="Every table that applies to each input.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
 @click.option("--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first.")
-def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool) -> None:
+@click.option("-c", "--columns", default="", metavar="A,B,...",
+              help="Print only these columns (comma-separated, in this order) of each table.")
+@click.option("--head", type=click.IntRange(min=1), default=None, help="Print only the first N rows of each table.")
+def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool, columns: str,
+         head: int | None) -> None:
     """Print the tables of sessions (folders or names) and report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too).
     No GPU needed."""
     from profkit.api import show as show_tables
@@ -140,6 +144,18 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
         for path in paths:
             rebuild_session(path)
     result = show_tables(paths, tables, every=all_tables)
+    wanted = [c.strip() for c in columns.split(",") if c.strip()]
+    if wanted:
+        from profkit.errors import UsageError
+
+        for _, name, df in result:
+            missing = [c for c in wanted if c not in df.columns]
+            if missing:
+                raise UsageError(f"table {name!r} has no column {', '.join(missing)}",
+                                 hint=f"its columns: {', '.join(map(str, df.columns))}")
+        result = [(profile, name, df[wanted]) for profile, name, df in result]
+    if head:
+        result = [(profile, name, df.head(head)) for profile, name, df in result]
     several = len(paths) > 1
     if fmt == "json":
         out: dict = {}
