@@ -1,5 +1,6 @@
 """ncu ⋈ nsys: every timeline launch is attributed once, and the ranking follows time × headroom."""
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -53,12 +54,16 @@ def test_committed_sessions_attribute_every_launch_once(name):
     assert weighted["covered_time_pct"].iloc[0] > 90  # the profiled kernels are where the time went
 
 
-def test_html_report_shows_where_the_time_goes():
+def test_html_report_starts_with_where_to_work_next():
+    """The hotspots section comes first after the capture's header, and holds its top-ranked kernel."""
+    import profkit
     from profkit.render.html import render_html
 
     session = load_session(SESSIONS / "fa2-n4096-d64")
     page = render_html([session])
-    assert "Where the time goes" in page
-    top = timeline_join(session.table("launches"), session.table("nsys_kernels")).iloc[0]
-    section = page[page.index("Where the time goes"):]
+    assert "Where to work next" in page
+    sections = [m.start() for m in re.finditer("<section id=", page)]
+    assert page.index("Where to work next") < sections[2]  # the header section, then this one
+    top = profkit.load(SESSIONS / "fa2-n4096-d64").table("hotspots").iloc[0]
+    section = page[page.index("Where to work next"):]
     assert top["kernel"] in section[:20000]

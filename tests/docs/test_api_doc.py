@@ -1,0 +1,65 @@
+"""The user documentation runs: docs/api.md's examples execute against the committed sessions, docs/columns.md is
+what the code generates, every table column is documented, and `import profkit` stays cheap."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+API = REPO / "docs" / "api.md"
+
+
+def _blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_every_api_example_runs(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    blocks = _blocks(API.read_text())
+    assert len(blocks) >= 6
+    namespace: dict = {}
+    for number, block in enumerate(blocks):
+        exec(compile(block, f"docs/api.md block {number}", "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert "% of steady-state GPU time was profiled" in printed and "only kernel" in printed
+    assert namespace["roof"].ceilings["value"].gt(0).all()
+
+
+def test_the_glossary_is_current_and_complete():
+    from profkit.render.glossary import render_glossary, undocumented
+
+    assert undocumented() == []
+    assert (REPO / "docs" / "columns.md").read_text() == render_glossary(), \
+        "regenerate: python -m profkit.render.glossary > docs/columns.md"
+
+
+def test_every_printed_column_is_in_the_glossary():
+    """Not only the declared columns: what the tables really print on the committed sessions."""
+    import profkit
+    from profkit.analyse.columns import COLUMNS
+
+    seen = set()
+    for name in ("ladder-n4096", "train-step-guided", "fa2-n4096-d64", "triton-matmul-fp32-n4096-serpentine"):
+        profile = profkit.load(REPO / "sessions" / name)
+        for table in profile.tables():
+            seen |= set(profile.table(table).columns)
+    assert sorted(seen - set(COLUMNS)) == []
+
+
+def test_import_profkit_is_fast_and_loads_no_heavy_module():
+    code = ("import sys, time; t = time.perf_counter(); import profkit; took = time.perf_counter() - t; "
+            "heavy = [m for m in ('pandas', 'plotly', 'torch', 'numpy', 'ncu_report') if m in sys.modules]; "
+            "print(took, heavy)")
+    took = min(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                                    env={**os.environ, "PYTHONPATH": str(REPO)}, check=True).stdout.split()[0])
+               for _ in range(3))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.strip().endswith("[]"), out
+    assert took <= 0.3, f"import profkit took {took:.3f} s"
