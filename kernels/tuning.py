@@ -135,7 +135,7 @@ def autotune(configs: list, key: list[str], **options):
 def tuned_for(tuner, key_prefix: tuple, *also: str):
     """The config an autotuned kernel chose for calls whose autotune key starts with ``key_prefix`` (the key
     arguments' values, in order) and holds each of ``also`` (triton appends the tensors' dtype names); None
-    when it never tuned one. Result metadata reads this, not ``best_config``: a recorded launch (kernels.launch)
+    when it never tuned one. Result metadata reads this, not ``best_config``: a recorded launch (profkit.kernels.launch)
     replays without the autotuner, so best_config still names the last shape it tuned."""
     width = len(key_prefix)
     for key, config in getattr(tuner, "cache", {}).items():

@@ -1,4 +1,4 @@
-"""kernels.ffma_order: the serpentine FMA pass on PTX text, its triton hook, and (ahead of time, no GPU) what it
+"""profkit.kernels.matmul.ffma_order: the serpentine FMA pass on PTX text, its triton hook, and (ahead of time, no GPU) what it
 and the M-major A of the fma path do to the sm_90 SASS of the shipped fp32 matmul kernel."""
 
 import pathlib
@@ -7,7 +7,7 @@ import random
 import pytest
 from offline_compile import run_compile_script
 
-from kernels import ffma_order
+from profkit.kernels.matmul import ffma_order
 
 TRITON_BIN = pathlib.Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin"
 
@@ -123,7 +123,7 @@ import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels import ffma_order, matmul as mm
+from profkit.kernels.matmul import ffma_order, tiled as mm
 from profkit.build.sass import ffma_registers
 
 fn = mm.matmul_kernel

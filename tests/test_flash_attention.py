@@ -1,4 +1,4 @@
-"""FlashAttention-2 kernels (kernels/flash_attention.py) vs a float64 reference.
+"""FlashAttention-2 kernels (kernels/flash_attention/fa2.py) vs a float64 reference.
 
 By default the Triton kernels run on the CPU under the interpreter (TRITON_INTERPRET=1, set before
 triton is imported) with the module's fixed small tiles (forward 32x16, dK/dV 16x32, dQ 32x16), so
@@ -38,8 +38,9 @@ import torch  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
-from kernels import flash_attention as fa  # noqa: E402
-from kernels.launch import signature  # noqa: E402
+from profkit.kernels.flash_attention import benchmark as fa_bench  # noqa: E402
+from profkit.kernels.flash_attention import fa2 as fa  # noqa: E402
+from profkit.kernels.launch import signature  # noqa: E402
 from profkit.bench import harness  # noqa: E402
 
 INTERPRET = os.environ["TRITON_INTERPRET"] == "1"
@@ -184,7 +185,7 @@ def test_backward_variants_match_float64_reference(batch, heads, seq, head_dim, 
     scale = fa._resolve_scale(sm_scale, head_dim)
     o, lse = fa.flash_attention_forward(q, k, v, causal=causal, sm_scale=sm_scale)
     grads = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
-    fa._backward(do, q, k, v, o, lse, causal, scale, True, out=grads, variant=variant)
+    fa.attention_backward(do, q, k, v, o, lse, causal, scale, True, out=grads, variant=variant)
     got = dict(zip(("dq", "dk", "dv"), grads))
     ref = run_reference(q, k, v, do, causal, sm_scale)
     tol = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
@@ -199,11 +200,11 @@ def test_fused_backward_clears_its_accumulator(monkeypatch, seed):
     dQ, and dK/dV must not depend on it."""
     q, k, v, do = make_inputs((1, 2, 45, 64), torch.float16, seed, "bhsd")
     o, lse = fa.flash_attention_forward(q, k, v, causal=True)
-    clean = fa._backward(do, q, k, v, o, lse, True, 0.125, True, variant="fused")
+    clean = fa.attention_backward(do, q, k, v, o, lse, True, 0.125, True, variant="fused")
     allocate = fa._dq_accumulator
     monkeypatch.setattr(fa, "_dq_accumulator", lambda t: allocate(t).fill_(float("nan")))
     monkeypatch.setattr(fa, "_BWD_REPLAYS", {})
-    poisoned = fa._backward(do, q, k, v, o, lse, True, 0.125, True, variant="fused")
+    poisoned = fa.attention_backward(do, q, k, v, o, lse, True, 0.125, True, variant="fused")
     for name, a, b in zip(("dq", "dk", "dv"), clean, poisoned):
         assert not torch.isnan(b).any(), f"{name}: NaN from an uncleared accumulator"
         torch.testing.assert_close(b, a, rtol=0, atol=2 * 2.0 ** -11 * a.abs().max().item(), msg=name)
@@ -214,8 +215,8 @@ def test_autograd_runs_the_backward_variant_it_is_given(monkeypatch, seed):
     its gradients match float64."""
     q, k, v, do = make_inputs((1, 2, 50, 64), torch.float16, seed, "bhsd")
     variants = []
-    backward = fa._backward
-    monkeypatch.setattr(fa, "_backward", lambda *a, **kw: variants.append(kw.get("variant")) or backward(*a, **kw))
+    backward = fa.attention_backward
+    monkeypatch.setattr(fa, "attention_backward", lambda *a, **kw: variants.append(kw.get("variant")) or backward(*a, **kw))
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     grads = torch.autograd.grad(fa._fused_backward_attention(q, k, v, True), (q, k, v), do)
     assert variants == ["fused"]
@@ -272,19 +273,19 @@ def test_backward_variant_choice(monkeypatch):
     (B*H*N^2*d, halved when causal) and the split one above."""
     small = (1, 2, 100, 64)
     for variant in fa.BACKWARD_VARIANTS:
-        assert fa._backward_variant(variant, small, True) == variant
+        assert fa.backward_variant(variant, small, True) == variant
     monkeypatch.setattr(fa, "_BWD_VARIANT", "fused")
-    assert fa._backward_variant(None, small, True) == "fused" and fa._backward_variant("split", small, True) == "split"
+    assert fa.backward_variant(None, small, True) == "fused" and fa.backward_variant("split", small, True) == "split"
     monkeypatch.setattr(fa, "_BWD_VARIANT", "both")
     with pytest.raises(ValueError, match="PROFKIT_FA_BWD"):
-        fa._backward_variant(None, small, True)
+        fa.backward_variant(None, small, True)
     monkeypatch.setattr(fa, "_BWD_VARIANT", "")
     assert fa._backward_work((4, 8, 1024, 64), True) == 4 * 8 * 1024 ** 2 * 64 // 2 == fa.SINGLE_MAX_WORK // 2
-    assert fa._backward_variant(None, (1, 1, 1, 64), False) == "single"
-    assert fa._backward_variant(None, (4, 8, 1024, 64), True) == fa._backward_variant(None, (4, 8, 1024, 64), False) == "single"
-    assert fa._backward_variant(None, (4, 8, 1025, 64), False) == "split"  # just over 2^31
-    assert fa._backward_variant(None, (4, 16, 1024, 128), True) == fa._backward_variant(None, (4, 32, 1024, 64), True) == "split"
-    assert fa._backward_variant(None, (4, 8, 2048, 64), True) == "split"
+    assert fa.backward_variant(None, (1, 1, 1, 64), False) == "single"
+    assert fa.backward_variant(None, (4, 8, 1024, 64), True) == fa.backward_variant(None, (4, 8, 1024, 64), False) == "single"
+    assert fa.backward_variant(None, (4, 8, 1025, 64), False) == "split"  # just over 2^31
+    assert fa.backward_variant(None, (4, 16, 1024, 128), True) == fa.backward_variant(None, (4, 32, 1024, 64), True) == "split"
+    assert fa.backward_variant(None, (4, 8, 2048, 64), True) == "split"
 
 
 def test_autograd_backward_follows_the_default_variant(monkeypatch, seed):
@@ -331,7 +332,7 @@ def test_descriptor_forward_matches_float64_reference(batch, heads, seq, head_di
     assert fa._tma_ok(q, k, v) == (layout == "bhsd")
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
-    fa._forward(q, k, v, causal, head_dim ** -0.5, True, out=(o, lse))
+    fa.attention_forward(q, k, v, causal, head_dim ** -0.5, True, out=(o, lse))
     ref = run_reference(q, k, v, do, causal)
     err = scaled_error(o, ref["o"])
     assert err <= O_TOL_U * UNIT_ROUNDOFF[dtype], f"o: error {err:.2e} (seed {seed})"
@@ -361,7 +362,7 @@ def test_descriptor_dq_kernel_matches_float64_reference(batch, heads, seq, head_
     assert fa._tma_ok(k, v) == (layout == "bhsd")
     o, lse = fa.flash_attention_forward(q, k, v, causal=causal)
     grads = (torch.full_like(q, float("nan")), torch.full_like(k, float("nan")), torch.full_like(v, float("nan")))
-    fa._backward(do, q, k, v, o, lse, causal, head_dim ** -0.5, True, out=grads, variant="split")
+    fa.attention_backward(do, q, k, v, o, lse, causal, head_dim ** -0.5, True, out=grads, variant="split")
     ref = run_reference(q, k, v, do, causal)
     tol = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
     for name, got in zip(("dq", "dk", "dv"), grads):
@@ -440,7 +441,7 @@ def test_sm90_forward_matches_float64_reference(batch, heads, seq, head_dim, cau
     q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, "bhsd")
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
-    fa._forward(q, k, v, causal, head_dim ** -0.5, True, out=(o, lse))
+    fa.attention_forward(q, k, v, causal, head_dim ** -0.5, True, out=(o, lse))
     assert sm90_launches, "the forward did not take the sm_90 kernel"
     ref = run_reference(q, k, v, do, causal)
     u = UNIT_ROUNDOFF[dtype]
@@ -468,7 +469,7 @@ def test_sm90_grid_modes(variant, causal, seed, monkeypatch):
     q, k, v, do = make_inputs((3, 5, 330, 128), torch.bfloat16, seed, "bhsd")  # the last tiles end mid-tile
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
-    fa._forward(q, k, v, causal, 128 ** -0.5, True, out=(o, lse))
+    fa.attention_forward(q, k, v, causal, 128 ** -0.5, True, out=(o, lse))
     ref = run_reference(q, k, v, do, causal)
     err = scaled_error(o, ref["o"])
     assert err <= O_TOL_U * UNIT_ROUNDOFF[torch.bfloat16], f"o: error {err:.2e} (seed {seed})"
@@ -484,15 +485,15 @@ def test_forward_variant_is_timed_once_and_kept_on_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(fa, "_TIME_VARIANTS", True)
     monkeypatch.setattr(fa, "_VARIANT_CHOICES", {})
     q, k, v, _ = make_inputs((1, 4, 768, 64), torch.float16, 11, "bhsd")
-    o, _ = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)))
+    o, _ = fa.attention_forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)))
     stored = json.loads((tmp_path / "fa_variant_choices.json").read_text())
     (key, entry), = stored.items()
     assert key == fa._choice_key("fwd", q, True) and key.startswith("fwd|") and "float16|(1, 4, 768, 64)|causal" in key
     assert set(entry["times_ms"]) == set(fa.FORWARD_VARIANTS) and min(entry["times_ms"].values()) > 0
     assert entry["best"] == min(entry["times_ms"], key=entry["times_ms"].get)
     monkeypatch.setattr(fa, "_VARIANT_CHOICES", {})
-    monkeypatch.setattr("kernels.tuning.flushed_graph_bench", lambda *a, **kw: pytest.fail("timed again"))
-    again, _ = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)))
+    monkeypatch.setattr("profkit.kernels.tuning.flushed_graph_bench", lambda *a, **kw: pytest.fail("timed again"))
+    again, _ = fa.attention_forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)))
     assert fa._VARIANT_CHOICES[key] == entry
     assert scaled_error(again, o.double()) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
 
@@ -501,13 +502,13 @@ def test_forward_variant_is_timed_once_and_kept_on_disk(tmp_path, monkeypatch):
 def test_sm90_forward_can_be_turned_off(monkeypatch, sm90_launches):
     """sm90_allowed=False (and PROFKIT_FA_SM90=0 through SM90_FORWARD) keeps the Triton forward; both agree."""
     q, k, v, _ = make_inputs((1, 2, 256, 64), torch.float16, 3, "bhsd")
-    o_tl, lse_tl = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
+    o_tl, lse_tl = fa.attention_forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
                                sm90_allowed=False)
     assert not sm90_launches
     monkeypatch.setattr(fa, "SM90_FORWARD", False)
     fa.flash_attention(q, k, v)
     assert not sm90_launches
-    o, lse = fa._forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
+    o, lse = fa.attention_forward(q, k, v, True, 0.125, True, out=(torch.empty_like(q), torch.empty(q.shape[:3], device=q.device)),
                          sm90_allowed=True)
     assert sm90_launches
     assert scaled_error(o, o_tl.double()) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
@@ -631,18 +632,18 @@ def test_check_outputs_flags_a_wrong_implementation():
     case = SimpleNamespace(label="fwd d=64 N=16")
     ref = torch.randn(2, 16, 64)
     close = ref * (1 + 1e-4)
-    fa.check_outputs(case, {fa.BASELINE: ref, "fa2_triton": close, "sdpa_cudnn": None})
+    fa_bench.check_outputs(case, {fa_bench.BASELINE: ref, "fa2_triton": close, "sdpa_cudnn": None})
     with pytest.raises(harness.CheckFailed, match="fa2_triton o vs sdpa_default"):
-        fa.check_outputs(case, {fa.BASELINE: ref, "fa2_triton": ref.flip(0)})
+        fa_bench.check_outputs(case, {fa_bench.BASELINE: ref, "fa2_triton": ref.flip(0)})
     grads = (ref, ref, ref)
     with pytest.raises(harness.CheckFailed, match="fa2_triton dk vs sdpa_default"):
-        fa.check_outputs(case, {fa.BASELINE: grads, "fa2_triton": (ref, -ref, ref)})
+        fa_bench.check_outputs(case, {fa_bench.BASELINE: grads, "fa2_triton": (ref, -ref, ref)})
 
 
 def test_add_ratio_vs_divides_the_named_implementation_time():
     df = pd.DataFrame({"case": ["a", "a", "b", "b"], "impl": ["ours", "flash"] * 2,
                        "median_ms": [2.0, 3.0, 4.0, 1.0]})
-    out = fa.add_ratio_vs(df, "flash")
+    out = fa_bench.add_ratio_vs(df, "flash")
     assert out["ratio_vs_flash"].tolist() == [1.5, 1.0, 0.25, 1.0]
     assert "ratio_vs_flash" not in df.columns
 
@@ -650,17 +651,17 @@ def test_add_ratio_vs_divides_the_named_implementation_time():
 def test_add_ratio_vs_holds_graph_rows_against_the_graph_baseline():
     df = pd.DataFrame({"case": ["a"] * 4, "impl": ["ours", "flash", "ours_graph", "flash_graph"],
                        "median_ms": [4.0, 2.0, 1.0, 0.5]})
-    out = fa.add_ratio_vs(df, "flash")
+    out = fa_bench.add_ratio_vs(df, "flash")
     assert out["ratio_vs_flash"].tolist() == [0.5, 1.0, 0.5, 1.0]
-    lone = fa.add_ratio_vs(df.iloc[[0, 2]], "flash")  # no flash rows: no ratio, not an error
+    lone = fa_bench.add_ratio_vs(df.iloc[[0, 2]], "flash")  # no flash rows: no ratio, not an error
     assert lone["ratio_vs_flash"].isna().all()
 
 
-@pytest.mark.parametrize("quick,chosen,seqs", [(False, None, fa.BENCH_SEQS), (True, None, fa.QUICK_SEQS),
+@pytest.mark.parametrize("quick,chosen,seqs", [(False, None, fa_bench.BENCH_SEQS), (True, None, fa_bench.QUICK_SEQS),
                                                (True, (512, 777), (512, 777))])
 def test_bench_cases_cover_the_grid_with_causal_flops(quick, chosen, seqs):
-    cases = fa.bench_cases(quick, seqs=chosen)
-    assert len(cases) == len(fa.BENCH_SHAPES) * len(seqs) * 2
+    cases = fa_bench.bench_cases(quick, seqs=chosen)
+    assert len(cases) == len(fa_bench.BENCH_SHAPES) * len(seqs) * 2
     assert len({c.label for c in cases}) == len(cases)
     for case in cases:
         p = case.params
@@ -681,19 +682,19 @@ def test_variant_rows_time_each_backward_once(monkeypatch):
         def get(self, case):
             raise LookupError("inputs requested")
 
-    impls = fa.attention_impls()
+    impls = fa_bench.attention_impls()
     assert {f"fa2_bwd_{variant}" for variant in fa.BACKWARD_VARIANTS} <= set(impls)
-    cases = fa.bench_cases(seqs=(512, 4096))
+    cases = fa_bench.bench_cases(seqs=(512, 4096))
     defaults = set()
     for variant in fa.BACKWARD_VARIANTS:
-        factory = fa._impl_factory(f"fa2_bwd_{variant}", impls[f"fa2_bwd_{variant}"], NoInputs())
+        factory = fa_bench._impl_factory(f"fa2_bwd_{variant}", impls[f"fa2_bwd_{variant}"], NoInputs())
         for case in cases:
             p = case.params
             if p["direction"] == "fwd":
                 with pytest.raises(harness.Unsupported, match="backward only"):
                     factory(case)
                 continue
-            default = fa._backward_variant(None, (p["batch"], p["heads"], p["seq"], p["head_dim"]), True)
+            default = fa.backward_variant(None, (p["batch"], p["heads"], p["seq"], p["head_dim"]), True)
             defaults.add((p["seq"], default))
             with pytest.raises(harness.Unsupported if default == variant else LookupError):
                 factory(case)
@@ -705,7 +706,7 @@ import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels import flash_attention as fa
+from profkit.kernels.flash_attention import fa2 as fa
 
 FP32_POINTERS = {"LSE", "Delta", "DQ_ACC"}
 FP16_POINTERS = {"Q", "K", "V", "O", "Out", "DO", "DK", "DV", "DQ"}
@@ -761,7 +762,7 @@ for d in fa.SUPPORTED_HEAD_DIMS:  # dK/dV with dQ reduced through TMA: every con
         results[f"single d={d} {config.kwargs['BLOCK_M']}x{config.kwargs['BLOCK_N']} w{config.num_warps} "
                 f"s{config.num_stages}"] = compile_kernel(fa._attn_bwd_single, d, config)
 from triton.experimental.gluon._runtime import GluonASTSource
-from kernels import flash_attention_sm90 as sm90
+from profkit.kernels.flash_attention import sm90
 def compile_sm90(head_dim, causal, paired):
     fn = sm90.attn_fwd_sm90
     sig = {n: "*fp16" for n in ("Q", "K", "V", "Out")}

@@ -66,7 +66,7 @@ def test_power_probe_needs_a_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    from kernels import flash_attention as fa
+    from profkit.kernels import flash_attention as fa
 
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         fa.power_probe(out_dir=None)

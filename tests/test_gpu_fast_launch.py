@@ -20,7 +20,7 @@ def _fresh(shape, dtype, seed):
     (16, 4096, 4096, torch.bfloat16, None), (300, 200, 100, torch.float32, "tf32"),
     (512, 512, 64, torch.float16, None)])
 def test_matmul_recorded_launch_matches_reference_on_new_inputs(m, n, k, dtype, precision):
-    from kernels import matmul as mm
+    from profkit.kernels.matmul import tiled as mm
 
     a, b = _fresh((m, k), dtype, 1), _fresh((k, n), dtype, 2)
     mm.matmul(a, b, precision=precision)  # autotune, compile, record
@@ -39,9 +39,9 @@ def test_matmul_recorded_launch_matches_reference_on_new_inputs(m, n, k, dtype, 
 
 @pytest.mark.parametrize("m,n,k", [(1000, 777, 333), (1024, 1040, 1008)])
 def test_fma_path_with_a_copied_m_major_matches_reference_on_new_inputs(m, n, k, monkeypatch):
-    # Large fp32 problems copy A M-major before the serpentine-order kernel (kernels.matmul._kernel_a); the
+    # Large fp32 problems copy A M-major before the serpentine-order kernel (profkit.kernels.matmul.tiled._kernel_a); the
     # threshold is lowered so a small problem takes that route, first call and recorded replays alike.
-    from kernels import matmul as mm
+    from profkit.kernels.matmul import tiled as mm
 
     monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 0)
     a, b = _fresh((m, k), torch.float32, 5), _fresh((k, n), torch.float32, 6)
@@ -58,8 +58,8 @@ def test_fma_path_with_a_copied_m_major_matches_reference_on_new_inputs(m, n, k,
 
 @pytest.mark.parametrize("variant", ["split", "fused", "single"])
 def test_flash_attention_recorded_launches_match_the_launch_path(variant, monkeypatch):
-    from kernels import flash_attention as fa
-    from kernels.launch import LaunchCache
+    from profkit.kernels.flash_attention import fa2 as fa
+    from profkit.kernels.launch import LaunchCache
 
     if variant == "fused" and not fa._reduce_with_tma(torch.empty(1, device="cuda")):
         pytest.skip("the fused backward's TMA reduce needs sm_90/sm_100")
@@ -93,8 +93,8 @@ def test_flash_attention_inference_replay_follows_new_inputs():
     """A repeated inference call of one layout skips validation and replays the recorded forward
     (fa._FWD_REPLAYS): on new data it gives what the launch path gives, bit for bit, and matches the
     float64 reference; a different layout (transposed views) is not served by that replay."""
-    from kernels import flash_attention as fa
-    from kernels.launch import LaunchCache
+    from profkit.kernels.flash_attention import fa2 as fa
+    from profkit.kernels.launch import LaunchCache
 
     shape = (2, 4, 333, 128)
     fa.flash_attention(*(_fresh(shape, torch.float16, s) for s in range(3)), causal=True)  # record
@@ -123,8 +123,8 @@ def test_flash_attention_inference_replay_follows_new_inputs():
 def test_flash_attention_sm90_replay_follows_new_inputs(monkeypatch):
     """The Gluon forward's recorded launch (device-built descriptors, warp-specialized) replays on new data
     bit for bit like its launch path, for an inference call and inside the autograd forward."""
-    from kernels import flash_attention as fa
-    from kernels.launch import LaunchCache
+    from profkit.kernels.flash_attention import fa2 as fa
+    from profkit.kernels.launch import LaunchCache
 
     monkeypatch.setattr(fa, "_pick_forward", lambda *args: "sm90_persistent")  # whatever the timing would pick
 
@@ -145,8 +145,8 @@ def test_flash_attention_sm90_replay_follows_new_inputs(monkeypatch):
 
 
 def test_int8_layer_recorded_launches_match_the_launch_path():
-    from kernels.int8 import gemm
-    from kernels.launch import LaunchCache
+    from profkit.kernels.int8 import gemm
+    from profkit.kernels.launch import LaunchCache
 
     m, kdim, n = 77, 512, 384
     x = _fresh((m, kdim), torch.float16, 5)
@@ -175,7 +175,7 @@ def test_int8_layer_recorded_launches_match_the_launch_path():
 def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, kdim, n_out, bias, monkeypatch):
     """Large M runs the persistent TMA GEMM on sm_90: same int32 products and epilogue as the pointer
     kernel (odd M and N, with and without outliers and bias), into a poisoned output."""
-    from kernels.int8 import gemm
+    from profkit.kernels.int8 import gemm
 
     if torch.cuda.get_device_capability()[0] not in (9, 10):
         pytest.skip("the persistent TMA GEMM is for sm_90 / sm_100")
@@ -209,8 +209,8 @@ def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, k
 def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m):
     """QuantizedLinear's recorded replay (gemm.RecordedLinear) computes exactly what the validated
     path computes, with outliers and bias, into a poisoned output, and follows new inputs."""
-    from kernels.int8.layers import QuantizedLinear
-    from kernels.launch import LaunchCache
+    from profkit.kernels.int8.layers import QuantizedLinear
+    from profkit.kernels.launch import LaunchCache
 
     kdim, n = 1024, 1000
     linear = torch.nn.Linear(kdim, n, bias=True).cuda().half()

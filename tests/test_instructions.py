@@ -110,7 +110,7 @@ def test_committed_fp32_session_ffma_register_use():
 
 def test_committed_serpentine_session_closes_the_fma_issue_gap():
     """The shipped fp32 path (README, Triton matmul): A copied M-major by transpose_kernel, then the FMAs of each
-    k step in serpentine order (kernels.ffma_order). Against the tl.dot kernel of the earlier session: 75% of FFMAs
+    k step in serpentine order (profkit.kernels.matmul.ffma_order). Against the tl.dot kernel of the earlier session: 75% of FFMAs
     accumulate in place instead of 40%, 12.5% share no source with the FFMA before them instead of 35%, dispatch
     stalls fall from 0.56 to 0.21 cycles per issued instruction, the FMA pipe is as busy as cuBLAS's, and the copy
     of A costs about 1% of the matmul."""

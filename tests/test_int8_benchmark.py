@@ -10,9 +10,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
-from kernels.int8 import benchmark  # noqa: E402
-from kernels.int8.calibrate import outlier_columns  # noqa: E402
-from kernels.int8.train import TrainConfig, run_training  # noqa: E402
+from profkit.kernels.int8 import benchmark  # noqa: E402
+from profkit.kernels.int8.calibrate import outlier_columns  # noqa: E402
+from profkit.kernels.int8.train import TrainConfig, run_training  # noqa: E402
 from profkit.bench import harness  # noqa: E402
 
 

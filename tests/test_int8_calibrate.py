@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from kernels.int8.calibrate import calibrate, outlier_columns, recording  # noqa: E402
+from profkit.kernels.int8.calibrate import calibrate, outlier_columns, recording  # noqa: E402
 
 
 class TwoLayer(nn.Module):

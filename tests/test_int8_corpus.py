@@ -18,7 +18,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernels.int8 import corpus, data, tokenizer  # noqa: E402
+from profkit.kernels.int8 import corpus, data, tokenizer  # noqa: E402
 
 # The last segment of bible.data (bytes offsets[-2]:offsets[-1] of its EC02 table), base64.
 KJV_LAST_SEGMENT = base64.b64decode("""

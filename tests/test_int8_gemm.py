@@ -13,8 +13,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernels.int8 import gemm  # noqa: E402
-from kernels.int8.layers import quantize_weight  # noqa: E402
+from profkit.kernels.int8 import gemm  # noqa: E402
+from profkit.kernels.int8.layers import quantize_weight  # noqa: E402
 
 
 def round_half_away(v: torch.Tensor) -> torch.Tensor:

@@ -16,10 +16,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from kernels.int8.convert import (bitsandbytes_available, module_bytes,  # noqa: E402
+from profkit.kernels.int8.convert import (bitsandbytes_available, module_bytes,  # noqa: E402
                                   quantize_model, quantize_model_bnb)
-from kernels.int8.layers import QuantizedEmbedding, QuantizedLinear  # noqa: E402
-from kernels.int8.model import DecoderLM, ModelConfig  # noqa: E402
+from profkit.kernels.int8.layers import QuantizedEmbedding, QuantizedLinear  # noqa: E402
+from profkit.kernels.int8.model import DecoderLM, ModelConfig  # noqa: E402
 
 
 def int8_error_bound(x: torch.Tensor, layer: QuantizedLinear, weight: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels.int8 import gemm
+from profkit.kernels.int8 import gemm
 
 def base(fn):
     while not isinstance(fn, triton.runtime.jit.JITFunction):

@@ -8,10 +8,10 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernels.int8.__main__ import main  # noqa: E402
-from kernels.int8.data import load_splits  # noqa: E402
-from kernels.int8.model import DecoderLM, ModelConfig, sinusoidal_positions  # noqa: E402
-from kernels.int8.train import (TrainConfig, learning_rate, load_checkpoint,  # noqa: E402
+from profkit.kernels.int8.__main__ import main  # noqa: E402
+from profkit.kernels.int8.data import load_splits  # noqa: E402
+from profkit.kernels.int8.model import DecoderLM, ModelConfig, sinusoidal_positions  # noqa: E402
+from profkit.kernels.int8.train import (TrainConfig, learning_rate, load_checkpoint,  # noqa: E402
                                 run_training, train_model)
 
 TINY = {"d_model": 32, "n_heads": 4, "n_layers": 1, "d_ff": 64, "dropout": 0.1}

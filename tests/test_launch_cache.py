@@ -1,11 +1,11 @@
-"""kernels.launch: the recorded fast path replays exactly the launch triton's slow path made."""
+"""profkit.kernels.launch: the recorded fast path replays exactly the launch triton's slow path made."""
 
 import inspect
 
 import pytest
 
-from kernels import launch as launch_mod
-from kernels.launch import LaunchCache, full_arguments, grid_tuple
+from profkit.kernels import launch as launch_mod
+from profkit.kernels.launch import LaunchCache, full_arguments, grid_tuple
 
 
 class _Param:
@@ -137,7 +137,7 @@ def test_grid_tuple_pads_to_three_and_rejects_bad_grids():
 
 def test_matmul_fast_path_key_tracks_layout_and_alignment():
     torch = pytest.importorskip("torch")
-    from kernels.matmul import _launch_key
+    from profkit.kernels.matmul.tiled import _launch_key
 
     a, b = torch.randn(8, 4), torch.randn(4, 6)
     base = _launch_key(a, b, None, None)

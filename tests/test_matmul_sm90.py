@@ -1,4 +1,4 @@
-"""kernels.matmul_sm90: the Gluon 2-CTA cluster matmul with TMA multicast.
+"""profkit.kernels.matmul.sm90: the Gluon 2-CTA cluster matmul with TMA multicast.
 
 Without a GPU: its sm_90 compilation (cluster of two, multicast B loads issued by the lead CTA, the byte count
 each CTA's barrier expects, no spills, shared memory within 227 KiB) and its tile/grid/eligibility rules. On
@@ -11,8 +11,9 @@ import pytest
 import torch
 from offline_compile import run_compile_script
 
-from kernels import matmul as mm
-from kernels import matmul_sm90 as sm90
+from profkit.kernels.common import interpreting
+from profkit.kernels.matmul import sm90
+from profkit.kernels.matmul import tiled as mm
 from profkit.bench import harness
 
 TRITON_BIN = pathlib.Path(mm.triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -23,7 +24,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
-from kernels import matmul_sm90 as sm90
+from profkit.kernels.matmul import sm90
 
 results = {}
 for name, dtype, ptx_type in (("bf16", gl.bfloat16, "bf16"), ("fp16", gl.float16, "f16")):
@@ -121,7 +122,7 @@ def test_not_eligible_off_gpu_or_in_float32():
 
 def _sm90_gpu() -> bool:
     return (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9 and sm90.available()
-            and not mm._interpreting())
+            and not interpreting())
 
 
 @pytest.mark.skipif(not _sm90_gpu(), reason="needs an sm_90 GPU and triton >= 3.9")

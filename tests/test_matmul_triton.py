@@ -1,4 +1,4 @@
-"""kernels.matmul on CPU through triton's interpreter: every variant vs the float64 reference.
+"""profkit.kernels.matmul on CPU through triton's interpreter: every variant vs the float64 reference.
 
 TRITON_INTERPRET=1 is set before triton is imported. Inputs are fresh random normals per test,
 seeded from a base seed printed with each test (set PROFKIT_TEST_SEED to replay one).
@@ -14,7 +14,10 @@ import zlib  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernels import matmul as mm  # noqa: E402
+from profkit.kernels import common  # noqa: E402
+from profkit.kernels.matmul import benchmark, ffma_order  # noqa: E402
+from profkit.kernels.matmul import tiled as mm  # noqa: E402
+from profkit.kernels.matmul.__main__ import main  # noqa: E402
 from profkit.bench import harness  # noqa: E402
 
 BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
@@ -42,7 +45,7 @@ def _operands(gen, m, n, k, dtype):
     return a, b
 
 
-@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.skipif(not common.interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
 @pytest.mark.parametrize("dtype, precision", VARIANTS)
 @pytest.mark.parametrize("m, n, k", SHAPES, ids=lambda v: str(v))
 def test_matches_float64_reference_within_tolerance(gen, dtype, precision, m, n, k):
@@ -56,7 +59,7 @@ def test_matches_float64_reference_within_tolerance(gen, dtype, precision, m, n,
     assert err <= mm.tolerance(dtype, precision, k), f"relative error {err:.3e}"
 
 
-@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.skipif(not common.interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
 def test_strided_inputs_and_fresh_output(gen):
     a_t, b_t = _operands(gen, 40, 24, 48, torch.float32)  # a_t: (40, 48), b_t: (48, 24)
     a = a_t.t().contiguous().t()  # same values, column-major storage
@@ -66,7 +69,7 @@ def test_strided_inputs_and_fresh_output(gen):
     assert harness.relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 48)
 
 
-@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.skipif(not common.interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
 def test_empty_dimensions():
     zero_k = mm.matmul(torch.randn(3, 0), torch.randn(0, 5), out=torch.full((3, 5), float("nan")))
     assert torch.equal(zero_k, torch.zeros(3, 5))
@@ -86,7 +89,7 @@ def test_empty_dimensions():
     (torch.randn(4, 5), torch.randn(5, 3), {"out": torch.empty(4, 3).half()}, "out must be torch.float32"),
 ])
 def test_bad_operands_raise_value_error(a, b, kwargs, message):
-    if not mm._interpreting() and torch.cuda.is_available():  # compiled kernels take CUDA tensors only
+    if not common.interpreting() and torch.cuda.is_available():  # compiled kernels take CUDA tensors only
         a, b = (t.cuda() if t.device.type == "cpu" else t for t in (a, b))
         kwargs = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     with pytest.raises(ValueError, match=message):
@@ -138,9 +141,9 @@ def test_tolerances_separate_ieee_from_tf32():
 
 
 def test_bench_cases_cover_variants_and_skinny_shapes():
-    cases = mm.bench_cases(quick=False)
+    cases = benchmark.bench_cases(quick=False)
     labels = [c.label for c in cases]
-    assert labels[:4] == [f"fp32-ieee {n}x{n}x{n}" for n in mm.BENCH_SIZES]
+    assert labels[:4] == [f"fp32-ieee {n}x{n}x{n}" for n in benchmark.BENCH_SIZES]
     assert "tf32 8192x8192x8192" in labels and "bf16 2048x2048x2048" in labels
     assert labels[-2:] == ["bf16 16x4096x4096", "bf16 4096x4096x512"]
     skinny = cases[-2]
@@ -148,70 +151,70 @@ def test_bench_cases_cover_variants_and_skinny_shapes():
     assert skinny.bytes == (16 * 4096 + 4096 * 4096) * 2 + 16 * 4096 * 2
     assert skinny.params["dtype"] == "bfloat16" and skinny.params["precision"] is None
     assert len({c.params["seed"] for c in cases}) == len(cases)
-    assert [c.label for c in mm.bench_cases(quick=True)][:2] == ["fp32-ieee 1024x1024x1024", "fp32-ieee 4096x4096x4096"]
+    assert [c.label for c in benchmark.bench_cases(quick=True)][:2] == ["fp32-ieee 1024x1024x1024", "fp32-ieee 4096x4096x4096"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without a GPU")
 def test_bench_and_profile_need_a_gpu(tmp_path):
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        mm.bench(out_dir=tmp_path)
+        benchmark.bench(out_dir=tmp_path)
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        mm.profile_workload(n=64)
+        benchmark.profile_workload(n=64)
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        mm.main(["sweep", "--n", "512", "--group-m", "4", "--out-dir", str(tmp_path)])
+        main(["sweep", "--n", "512", "--group-m", "4", "--out-dir", str(tmp_path)])
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        mm.main(["sweep", "--dtype", "fp32", "--n", "512", "--out-dir", str(tmp_path)])
+        main(["sweep", "--dtype", "fp32", "--n", "512", "--out-dir", str(tmp_path)])
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        mm.main(["goals", "--rounds", "7", "--out-dir", str(tmp_path)])
+        main(["goals", "--rounds", "7", "--out-dir", str(tmp_path)])
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        mm.main(["goals", "--case", "bf16 4096x4096x4096", "--out-dir", str(tmp_path)])
+        main(["goals", "--case", "bf16 4096x4096x4096", "--out-dir", str(tmp_path)])
     assert not list(tmp_path.iterdir())
 
 
 def test_goal_cases_are_the_bench_cases_the_issue_sets_goals_for():
     """One case per goal, built like the bench's (same labels, FLOPs, bytes, dtype); the ratios are the issue's."""
-    cases = mm.goal_cases()
-    assert [c.label for c in cases] == list(mm.GOALS)
-    bench = {c.label: c for c in mm.bench_cases()}
+    cases = benchmark.goal_cases()
+    assert [c.label for c in cases] == list(benchmark.GOALS)
+    bench = {c.label: c for c in benchmark.bench_cases()}
     for case in cases:
         twin = bench[case.label]
         assert (case.flops, case.bytes, case.params["dtype"], case.params["precision"]) == \
             (twin.flops, twin.bytes, twin.params["dtype"], twin.params["precision"])
-    assert mm.GOALS["bf16 4096x4096x4096"] == mm.GOALS["bf16 8192x8192x8192"] == 1.0
-    assert mm.GOALS["fp32-ieee 4096x4096x4096"] == 0.95 and mm.GOALS["fp32-ieee 2048x2048x2048"] == 0.85
-    assert mm.GOALS["bf16 2048x2048x2048"] == mm.GOALS["bf16 16x4096x4096"] == mm.GOALS["bf16 4096x4096x512"] == 0.8
-    assert mm.GOAL_ROUNDS >= 6  # fewer rounds give no interval, only "(no interval)" verdicts
-    one = mm.goal_cases(("bf16 4096x4096x4096",))
+    assert benchmark.GOALS["bf16 4096x4096x4096"] == benchmark.GOALS["bf16 8192x8192x8192"] == 1.0
+    assert benchmark.GOALS["fp32-ieee 4096x4096x4096"] == 0.95 and benchmark.GOALS["fp32-ieee 2048x2048x2048"] == 0.85
+    assert benchmark.GOALS["bf16 2048x2048x2048"] == benchmark.GOALS["bf16 16x4096x4096"] == benchmark.GOALS["bf16 4096x4096x512"] == 0.8
+    assert benchmark.GOAL_ROUNDS >= 6  # fewer rounds give no interval, only "(no interval)" verdicts
+    one = benchmark.goal_cases(("bf16 4096x4096x4096",))
     assert [c.label for c in one] == ["bf16 4096x4096x4096"]
     assert one[0].params["seed"] == next(c for c in cases if c.label == "bf16 4096x4096x4096").params["seed"]
     with pytest.raises(ValueError, match="no goal for"):
-        mm.goal_cases(("bf16 4096x4096x4097",))
+        benchmark.goal_cases(("bf16 4096x4096x4097",))
 
 
 def test_sweep_rejects_a_dtype_without_a_path(tmp_path):
     with pytest.raises(ValueError, match="sweep dtype 'tf32'"):
-        mm.sweep("tf32", out_dir=tmp_path)
+        benchmark.sweep("tf32", out_dir=tmp_path)
 
 
-@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.skipif(not common.interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
 def test_sweep_launch_of_an_fma_tile_matches_float64(gen):
     # The sweep times each fma config launched directly with its own GROUP_M; a launch that dropped the
     # config's tile or order would time something else. Small tile, so the interpreter stays quick.
     cfg = mm._config(32, 16, 16, 2, 1)
     a, b = _operands(gen, 45, 37, 29, torch.float32)
     c = torch.full((45, 37), float("nan"))
-    mm._sweep_launch("fma", cfg, 2, 1, a, b, c)
+    benchmark._sweep_launch("fma", cfg, 2, 1, a, b, c)
     assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
-    assert mm._sweep_label(cfg, 2) == "32x16x16 s2 w1 g2"
+    assert benchmark._sweep_label(cfg, 2) == "32x16x16 s2 w1 g2"
     c = torch.full((45, 37), float("nan"))
-    mm._sweep_launch("fma", cfg, 2, 1, a, b, c, m_major=True, order=mm.ffma_order.SERPENTINE)
+    benchmark._sweep_launch("fma", cfg, 2, 1, a, b, c, m_major=True, order=ffma_order.SERPENTINE)
     assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
-    assert mm._sweep_label(cfg, 2, True, mm.ffma_order.SERPENTINE, "fp32") == "32x16x16 s2 w1 g2 aM serp"
-    assert mm._sweep_label(cfg, 2, False, "", "fp32") == "32x16x16 s2 w1 g2 aK"
-    assert mm._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
+    assert benchmark._sweep_label(cfg, 2, True, ffma_order.SERPENTINE, "fp32") == "32x16x16 s2 w1 g2 aM serp"
+    assert benchmark._sweep_label(cfg, 2, False, "", "fp32") == "32x16x16 s2 w1 g2 aK"
+    assert benchmark._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
 
 
-@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.skipif(not common.interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
 @pytest.mark.parametrize("r, c", [(1, 1), (67, 129), (130, 64), (5, 300)])
 def test_transpose_of_odd_and_strided_tiles(gen, r, c):
     x = torch.randn(r, c, generator=gen)
@@ -221,7 +224,7 @@ def test_transpose_of_odd_and_strided_tiles(gen, r, c):
     assert torch.equal(mm.transpose(wide), wide.t())
 
 
-@pytest.mark.skipif(not mm._interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
+@pytest.mark.skipif(not common.interpreting(), reason="needs TRITON_INTERPRET=1 before triton is imported")
 def test_fma_path_reads_a_m_major_from_the_size_threshold_on(gen, monkeypatch):
     # _kernel_a copies A M-major for fma-path problems of at least FMA_M_MAJOR_MIN_FLOPS; the result must not change.
     copies = []
@@ -249,14 +252,14 @@ def test_fma_path_reads_a_m_major_from_the_size_threshold_on(gen, monkeypatch):
 
 def test_profile_workload_rejects_bad_arguments():
     with pytest.raises(ValueError, match="dtype must be one of"):
-        mm.profile_workload(dtype="int4")
+        benchmark.profile_workload(dtype="int4")
     with pytest.raises(ValueError, match="n must be positive"):
-        mm.profile_workload(n=0)
+        benchmark.profile_workload(n=0)
 
 
 def test_command_line_rejects_unknown_dtype(capsys):
     with pytest.raises(SystemExit) as exc:
-        mm.main(["profile", "--dtype", "int4"])
+        main(["profile", "--dtype", "int4"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
 
@@ -273,13 +276,13 @@ def test_tf32_reads_b_k_major_and_other_precisions_read_it_as_given():
 def test_balanced_grid_keeps_the_waves_with_the_fewest_programs():
     """Persistent grids: 512 tiles on 132 SMs take 4 waves, so 128 programs; never more programs than tiles
     or slots, and one program fewer would always add a wave."""
-    assert mm.balanced_grid(512, 132) == 128
-    assert mm.balanced_grid(256, 66) == 64
-    assert mm.balanced_grid(132, 132) == 132 and mm.balanced_grid(133, 132) == 67
-    assert mm.balanced_grid(5, 132) == 5 and mm.balanced_grid(1, 1) == 1
+    assert common.balanced_grid(512, 132) == 128
+    assert common.balanced_grid(256, 66) == 64
+    assert common.balanced_grid(132, 132) == 132 and common.balanced_grid(133, 132) == 67
+    assert common.balanced_grid(5, 132) == 5 and common.balanced_grid(1, 1) == 1
     for tiles in range(1, 600, 7):
         for slots in (1, 7, 66, 132):
-            p = mm.balanced_grid(tiles, slots)
+            p = common.balanced_grid(tiles, slots)
             waves = -(-tiles // min(tiles, slots))
             assert 1 <= p <= min(tiles, slots) and -(-tiles // p) == waves
             assert p == 1 or -(-tiles // (p - 1)) > waves

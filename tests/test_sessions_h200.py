@@ -347,7 +347,7 @@ def test_one_launch_backward_does_the_split_pairs_matmuls_in_less_time():
 
 
 def test_cluster_matmul_reads_dram_like_cublas_and_keeps_its_pace():
-    """sessions/triton-matmul-bf16-n4096-cluster (kernels.matmul_sm90, 2-CTA clusters multicasting B) against cuBLAS
+    """sessions/triton-matmul-bf16-n4096-cluster (profkit.kernels.matmul.sm90, 2-CTA clusters multicasting B) against cuBLAS
     in the same capture and the one-CTA persistent kernel of sessions/triton-matmul-bf16-n4096: the same tensor
     FLOPs as cuBLAS within 1% of its time, cuBLAS's DRAM traffic (the one-CTA kernel moved 22% more) and a busier
     tensor pipe than the one-CTA kernel's."""

@@ -1,9 +1,9 @@
-"""kernels.tuning: every autotuned kernel gets on-disk results and CUDA-graph timing."""
+"""profkit.kernels.tuning: every autotuned kernel gets on-disk results and CUDA-graph timing."""
 
 import pytest
 import triton
 
-from kernels import tuning
+from profkit.kernels import tuning
 
 
 def test_autotune_sets_disk_cache_and_graph_timing_where_triton_has_them():
@@ -21,10 +21,11 @@ def test_autotune_sets_disk_cache_and_graph_timing_where_triton_has_them():
 
 
 def test_every_autotuned_kernel_uses_it():
-    from kernels import flash_attention, matmul
-    from kernels.int8 import gemm
+    from profkit.kernels.flash_attention import fa2 as flash_attention
+    from profkit.kernels.int8 import gemm
+    from profkit.kernels.matmul import tiled
 
-    tuned = [*matmul._AUTOTUNED.values(), gemm._int8_gemm_kernel]
+    tuned = [*tiled._AUTOTUNED.values(), gemm._int8_gemm_kernel]
     if flash_attention._AUTOTUNE:
         tuned += [flash_attention._attn_fwd_tuned, flash_attention._attn_bwd_dkdv_tuned]
     for kernel in tuned:
@@ -71,6 +72,6 @@ def test_quantiles_match_what_the_autotuner_reads():
 
 
 def _kernel_stub():
-    from kernels.matmul import matmul_kernel
+    from profkit.kernels.matmul.tiled import matmul_kernel
 
     return matmul_kernel

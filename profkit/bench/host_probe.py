@@ -58,7 +58,7 @@ def _profile(fn: Callable[[], object], torch, calls: int = 200, lines: int = 12)
 
 
 def fa_backward(torch) -> None:
-    import kernels.flash_attention as fa
+    from profkit.kernels.flash_attention import fa2 as fa
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     class Passthrough(torch.autograd.Function):
@@ -102,7 +102,7 @@ def fa_backward(torch) -> None:
                 o_plain, lse = fa.flash_attention_forward(q, k, v, True)
             label = f"d={head_dim} N={seq}"
             for variant in ("split", "single"):
-                direct = (lambda variant=variant: fa._backward(do, q, k, v, o_plain, lse, True, scale, True,
+                direct = (lambda variant=variant: fa.attention_backward(do, q, k, v, o_plain, lse, True, scale, True,
                                                                variant=variant))
                 print(f"{label}: ours, {variant} backward's recorded launches called directly "
                       f"{per_call_us(direct, torch)}")
@@ -119,9 +119,9 @@ def fa_backward(torch) -> None:
 
 
 def int8_layer(torch) -> None:
-    from kernels.int8 import gemm
-    from kernels.int8.layers import QuantizedLinear
-    from kernels.launch import LaunchCache
+    from profkit.kernels.int8 import gemm
+    from profkit.kernels.int8.layers import QuantizedLinear
+    from profkit.kernels.launch import LaunchCache
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(4096, 4096, bias=True).cuda().half()

@@ -12,9 +12,9 @@ from profkit.errors import UsageError
 
 WORKLOADS = {
     "ladder": "profkit.bench.ladder",
-    "matmul": "kernels.matmul",
-    "flash_attention": "kernels.flash_attention",
-    "int8": "kernels.int8",
+    "matmul": "profkit.kernels.matmul",
+    "flash_attention": "profkit.kernels.flash_attention",
+    "int8": "profkit.kernels.int8",
     "loading": "profkit.bench.loading",
     "quick_capture": "profkit.bench.quick_capture",
     "ncu_overhead": "profkit.bench.ncu_overhead",

@@ -1,82 +1,50 @@
-"""Triton tiled matmul, C(M, N) = A(M, K) @ B(K, N), measured against cuBLAS.
+"""Triton tiled matmul, C(M, N) = A(M, K) @ B(K, N): the kernels, their autotune configs and the host wrapper.
 
 Variants (``precision`` for float32 inputs):
 
 * float32, ``precision="ieee"`` (the default): true fp32 products (``input_precision="ieee"``),
   TF32 really off. On Hopper this runs on the FMA units, like cuBLAS SGEMM with TF32 off; from 2048^3 up
   A is first copied M-major (``transpose_kernel``) and the FMAs are issued in serpentine order
-  (``kernels.ffma_order``), which is what brings it level with cuBLAS.
+  (``matmul.ffma_order``), which is what brings it level with cuBLAS.
 * float32, ``precision="tf32"``: TF32 tensor cores, fp32 accumulate.
 * bfloat16 / float16: tensor cores, fp32 accumulate, output rounded to the input dtype.
 
-Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order:
+Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order (``common.tile_coords``):
 
 * ``matmul_kernel``: one program per output tile, pointer loads, a K loop, any M, N, K and
   strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter.
 * ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): at most one program per SM
-  (the fewest for the same number of tile waves, ``balanced_grid``) looping over tiles, TMA tensor
+  (the fewest for the same number of tile waves, ``common.balanced_grid``) looping over tiles, TMA tensor
   descriptors built on the device (``tl.make_tensor_descriptor``) and a flattened tile x K loop so
   the next tile's loads overlap this tile's epilogue.
 
-With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles and 2^36 FLOPs go to a third
-kernel, ``kernels.matmul_sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
+With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles and 2^36 FLOPs go
+to a third kernel, ``matmul.sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
 Triton cannot express).
 
 Layout of the file, top to bottom: the jitted kernels, the autotune configs (built by
-``matmul_configs``), the host wrapper ``matmul`` and the float64 reference, then the benchmark
-(``bench``), the profiling workload (``profile_workload``) and the command line:
-
-    python -m kernels.matmul bench [--quick]
-    python -m kernels.matmul profile [--n 4096] [--dtype bf16]
+``matmul_configs``), the host wrapper ``matmul`` and the float64 reference with its tolerances. The benchmark
+against cuBLAS is ``matmul.benchmark``; the command line ``python -m profkit.kernels.matmul``.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import inspect
 import math
-import os
 from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels import ffma_order, matmul_sm90
-from kernels.launch import LaunchCache, signature
-from kernels.tuning import autotune, tuned_for
+from ..common import balanced_grid, device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
+from ..launch import LaunchCache, signature
+from ..tuning import autotune, tuned_for
+from . import ffma_order, sm90
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
 # ---------------------------------------------------------------------------------------------
-
-
-def balanced_grid(tiles: int, slots: int) -> int:
-    """Programs for a persistent kernel: the fewest that run ``tiles`` in as many waves as ``slots`` programs
-    (one per SM, or per SM pair for 2-CTA clusters) would. Every wave is then full, and in grouped order the
-    waves are compact blocks of tiles that share operand panels with the next (``matmul_sm90.grid``: 64 clusters
-    at 4096^3 read 131 MB from DRAM where 66 read 147 MB, and ran 1.007 against 1.002x cuBLAS)."""
-    most = max(1, min(slots, tiles))
-    waves = -(-tiles // most)
-    return -(-tiles // waves)
-
-
-@triton.jit
-def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """Grouped tile order: GROUP_M tile-rows sweep the tile-columns together.
-
-    Consecutive programs then share the same B column panels and nearby A row panels, so
-    those panels are read from DRAM once and reused from L2.
-    """
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = tile_id // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
-    pid_n = (tile_id % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
-
 
 ffma_order.install()
 
@@ -98,7 +66,7 @@ def matmul_kernel(
 
     INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
     FFMA_ORDER=ffma_order.SERPENTINE compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
-    dot in serpentine order (``kernels.ffma_order``); it changes no result.
+    dot in serpentine order (``profkit.kernels.matmul.ffma_order``); it changes no result.
     UPCAST_INPUTS converts the loaded tiles to float32 before the dot. Only the interpreter path
     sets it, for bfloat16: triton's interpreter (3.6 to 3.9) multiplies bfloat16 tiles as their
     raw uint16 bits. A bfloat16 x bfloat16 product is exact in float32, so the upcast dot with
@@ -218,8 +186,8 @@ PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
 """Autotuned launch paths; ``select_path`` picks one per call."""
 
 CLUSTER_PATH = "cluster"
-"""bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles and ``matmul_sm90.MIN_FLOPS``:
-``kernels.matmul_sm90`` (Gluon, 2-CTA clusters, TMA multicast; one fixed config, not autotuned)."""
+"""bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles and ``sm90.MIN_FLOPS``:
+``profkit.kernels.matmul.sm90`` (Gluon, 2-CTA clusters, TMA multicast; one fixed config, not autotuned)."""
 
 SKINNY_MAX = 32
 """Problems with min(M, N) at or below this use the skinny configs (small tiles, long K steps)."""
@@ -238,7 +206,7 @@ def matmul_configs(path: str) -> list[triton.Config]:
 
     fma (float32, TF32 off): the dot runs on FMA units; each thread owns a register sub-tile,
     so large tiles with 8 warps and short K steps keep the FMA pipes fed without spilling. With A read
-    M-major and the FMAs in serpentine order (``_kernel_a``, ``kernels.ffma_order``) the 128-accumulator
+    M-major and the FMAs in serpentine order (``_kernel_a``, ``profkit.kernels.matmul.ffma_order``) the 128-accumulator
     tiles lead: 128x128x16 (4 warps, 4 stages) at 2048^3 and 4096^3, 128x128x32 (4 warps, 3 stages) at 8192^3,
     256x128x16 and 128x256x16 (8 warps) within 0.5% (``sweep --dtype fp32``, GPU run CW); 1024^3 (A as given)
     goes to the 64x64 tiles. The 4-warp 128x64 tiles won with a K-major A (GPU runs BA, BD).
@@ -291,7 +259,7 @@ def _autotune(kernel, path: str, key: list[str]):
 _AUTOTUNED = {path: _autotune(matmul_kernel, path, ["M", "N", "K", "INPUT_PRECISION"])
               for path in PATHS if path != "tma"}
 _AUTOTUNED["tma"] = _autotune(matmul_kernel_tma_persistent, "tma", ["M", "N", "K"])
-# Launches recorded per call signature (kernels.launch): a repeated call skips triton's per-launch
+# Launches recorded per call signature (profkit.kernels.launch): a repeated call skips triton's per-launch
 # Python work, which costs more than the whole kernel at 1024^3 and on skinny shapes.
 _LAUNCHES = {path: LaunchCache(tuned, per_call=("a_ptr", "b_ptr", "c_ptr")) for path, tuned in _AUTOTUNED.items()}
 _READY: dict = {}
@@ -307,47 +275,14 @@ PRECISIONS = ("ieee", "tf32")
 _MAX_ELEMENTS = 2 ** 31 - 1  # kernel offsets are 32-bit
 
 
-def _interpreting() -> bool:
-    """True when triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
-    knobs = getattr(triton, "knobs", None)
-    if knobs is not None and hasattr(knobs, "runtime"):
-        return bool(knobs.runtime.interpret)
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-@functools.lru_cache(maxsize=None)
-def _has_device_tma() -> bool:
-    """Whether this triton has device-side tensor descriptors, the allocator hook and tl.range(flatten=)."""
-    return (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
-            and "flatten" in inspect.signature(tl.range.__init__).parameters)
-
-
-def _device_index(t: torch.Tensor) -> int:
-    """The CUDA device index of a tensor (the current device for a tensor on plain "cuda")."""
-    return t.device.index if t.device.index is not None else torch.cuda.current_device()
-
-
-@functools.lru_cache(maxsize=None)
-def _device_info(index: int) -> tuple[int, int]:
-    """(compute capability major, SM count) of a CUDA device."""
-    props = torch.cuda.get_device_properties(index)
-    return props.major, props.multi_processor_count
-
-
-def _tma_workspace(size: int, alignment: int, stream):
-    """Global-memory workspace for device-built TMA descriptors (triton.set_allocator hook); host
-    memory under the interpreter."""
-    return torch.empty(size, device="cpu" if _interpreting() else "cuda", dtype=torch.int8)
-
-
-def _tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
+def tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
     """The persistent TMA kernel applies: 16-bit, Hopper/Blackwell-class device, compiled mode,
     contiguous operands whose row strides and base addresses are 16-byte aligned (c None: a
     fresh output, which always is)."""
-    if _interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
+    if interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
         return False
-    major, _ = _device_info(_device_index(a))
-    if major not in (9, 10) or not _has_device_tma():
+    major, _ = device_info(device_index(a))
+    if major not in (9, 10) or not has_device_tma():
         return False
     aligned = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (a, b, c) if t is not None)
     return aligned and (a.shape[1] * a.element_size()) % 16 == 0 and (b.shape[1] * b.element_size()) % 16 == 0
@@ -377,7 +312,7 @@ def _validate(a, b, precision, out) -> str | None:
         raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
-    if a.device.type != "cuda" and not _interpreting():
+    if a.device.type != "cuda" and not interpreting():
         raise ValueError(f"tensors on {a.device} need TRITON_INTERPRET=1 (set before importing triton); "
                          "compiled kernels need CUDA tensors")
     m, n = a.shape[0], b.shape[1]
@@ -424,7 +359,7 @@ def transpose(x: torch.Tensor) -> torch.Tensor:
     r, c = x.shape
     y = torch.empty((c, r), device=x.device, dtype=x.dtype)
     if r and c:
-        device = None if _interpreting() else _device_index(x)
+        device = None if interpreting() else device_index(x)
         grid = (triton.cdiv(r, TRANSPOSE_BLOCKS["BLOCK_R"]), triton.cdiv(c, TRANSPOSE_BLOCKS["BLOCK_C"]))
         _TRANSPOSES.launch((x.device, signature(x)), grid, (x, y, r, c, x.stride(0), x.stride(1)), device,
                            **TRANSPOSE_BLOCKS)
@@ -436,7 +371,7 @@ def _kernel_a(a: torch.Tensor, n: int, path: str) -> torch.Tensor:
     ``FMA_M_MAJOR_MIN_FLOPS`` is copied M-major (``transpose(a).t()``, same values): the dot's shared loads
     then fetch four rows of one k, and ptxas issues each k step's FMAs as one outer product that accumulates in
     place (65% of FFMAs against 37% from a K-major A, 128x64x32 tile, sm_90 SASS of triton 3.9) with fewer
-    registers (145 against 168), which ``kernels.ffma_order`` then walks in serpentine order (86%, 139). The copy moves 8*M*K bytes per
+    registers (145 against 168), which ``profkit.kernels.matmul.ffma_order`` then walks in serpentine order (86%, 139). The copy moves 8*M*K bytes per
     call and is part of the timed call. Other paths and smaller problems read A as given."""
     m, k = a.shape
     if path == "fma" and a.stride(1) == 1 and a.stride(0) != 1 and 2 * m * n * k >= FMA_M_MAJOR_MIN_FLOPS:
@@ -459,8 +394,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     TRITON_INTERPRET=1 with a fixed 16x16x16 tile. Raises ValueError for bad operands.
 
     A call with the same signature as an earlier one (see ``_launch_key``) reuses its validated,
-    autotuned and compiled launch directly (kernels.launch). Large bf16/fp16 problems on sm_90 go to
-    ``kernels.matmul_sm90`` when this triton has Gluon's multi-CTA API (``CLUSTER_PATH``).
+    autotuned and compiled launch directly (profkit.kernels.launch). Large bf16/fp16 problems on sm_90 go to
+    ``profkit.kernels.matmul.sm90`` when this triton has Gluon's multi-CTA API (``CLUSTER_PATH``).
     """
     try:
         key = _launch_key(a, b, precision, out)
@@ -469,7 +404,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         key, path = None, None
     if path == CLUSTER_PATH:
         c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
-        return matmul_sm90.launch(a, b, c)
+        return sm90.launch(a, b, c)
     if path is not None:
         # Recorded and still usable (fast path on, no launch hook installed since), and the tensors'
         # GPU is the current one (the recorded launcher runs in the current context).
@@ -477,7 +412,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         if launch is not None and a.device.index == torch.cuda.current_device():
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
             if path == "tma":
-                triton.set_allocator(_tma_workspace)
+                triton.set_allocator(tma_workspace)
             launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision), c))
             return c
 
@@ -491,7 +426,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         return c.zero_()
     input_precision = precision or "ieee"  # ignored by tl.dot for 16-bit operands
 
-    if _interpreting():
+    if interpreting():
         blocks = INTERPRETER_BLOCKS
         grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
         a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision)
@@ -500,15 +435,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
                             UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
         return c
 
-    if matmul_sm90.eligible(a, b, c):
+    if sm90.eligible(a, b, c):
         if key is not None:
             _READY[key] = CLUSTER_PATH
-        return matmul_sm90.launch(a, b, c)
-    device = _device_index(a)
-    path = select_path(m, n, a.element_size(), precision, _tma_eligible(a, b, c))
+        return sm90.launch(a, b, c)
+    device = device_index(a)
+    path = select_path(m, n, a.element_size(), precision, tma_eligible(a, b, c))
     if path == "tma":
-        _, num_sms = _device_info(device)
-        triton.set_allocator(_tma_workspace)
+        _, num_sms = device_info(device)
+        triton.set_allocator(tma_workspace)
         args, kwargs = (a, b, c, m, n, k), {}
 
         def grid(meta):
@@ -670,10 +605,10 @@ def _checker(inputs: _Inputs, chosen: dict[str, str | None]):
     def check(case, outputs):
         a, b = inputs.get(case)
         p = case.params
-        if matmul_sm90.eligible(a, b, a.new_empty((p["m"], p["n"]))):
-            chosen[case.label] = f"{CLUSTER_PATH}: {matmul_sm90.CONFIG}"
+        if sm90.eligible(a, b, a.new_empty((p["m"], p["n"]))):
+            chosen[case.label] = f"{CLUSTER_PATH}: {sm90.CONFIG}"
         else:
-            path = select_path(p["m"], p["n"], a.element_size(), p["precision"], _tma_eligible(a, b, None))
+            path = select_path(p["m"], p["n"], a.element_size(), p["precision"], tma_eligible(a, b, None))
             chosen[case.label] = f"{path}: {tuned_config(path, p['m'], p['n'], p['k'], a.dtype)}"
         reference = matmul_reference(a, b)
         tol = tolerance(a.dtype, p["precision"], p["k"])
@@ -691,7 +626,7 @@ def host_launch_cost(n: int = 128, calls: int = 2000) -> dict:
 
     from profkit.bench import harness
 
-    harness.require_cuda("kernels.matmul.host_launch_cost")
+    harness.require_cuda("profkit.kernels.matmul.host_launch_cost")
     gen = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(n, n, device="cuda", generator=gen).to(torch.bfloat16)
     b = torch.randn(n, n, device="cuda", generator=gen).to(torch.bfloat16)
@@ -735,7 +670,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
 
     from profkit.bench import flops, harness
 
-    harness.require_cuda("kernels.matmul.bench")
+    harness.require_cuda("profkit.kernels.matmul.bench")
     inputs, chosen = _Inputs(), {}
     cases = bench_cases(quick)
     rounds = 2 if quick else 3
@@ -814,7 +749,7 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
     from profkit.bench import flops, harness
 
     cases = goal_cases(labels)
-    harness.require_cuda("kernels.matmul.goals")
+    harness.require_cuda("profkit.kernels.matmul.goals")
     inputs, chosen = _Inputs(), {}
     df = harness.compare(cases, {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
                          baseline="cublas", check=_checker(inputs, chosen), rounds=rounds)
@@ -861,8 +796,8 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
         raise ValueError(f"n must be positive, got {n}")
     if loop < 0:
         raise ValueError(f"loop must be >= 0, got {loop}")
-    harness.require_cuda("kernels.matmul.profile_workload")
-    nvtx = harness.require_nvtx("kernels.matmul.profile_workload")
+    harness.require_cuda("profkit.kernels.matmul.profile_workload")
+    nvtx = harness.require_nvtx("profkit.kernels.matmul.profile_workload")
 
     torch_dtype, precision = VARIANTS[dtype]
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -895,7 +830,7 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
             for _ in range(loop):
                 torch.matmul(a, b, out=c_cublas)
             torch.cuda.synchronize()
-    path = select_path(n, n, a.element_size(), precision, _tma_eligible(a, b, c_triton))
+    path = select_path(n, n, a.element_size(), precision, tma_eligible(a, b, c_triton))
     return {"variant": dtype, "n": n, "path": path, "triton_config": tuned_config(path, n, n, n, torch_dtype)}
 
 
@@ -954,11 +889,11 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
 
     if dtype not in SWEEP_PATHS:
         raise ValueError(f"sweep dtype {dtype!r}; expected one of {sorted(SWEEP_PATHS)}")
-    harness.require_cuda("kernels.matmul.sweep")
+    harness.require_cuda("profkit.kernels.matmul.sweep")
     path, torch_dtype = SWEEP_PATHS[dtype], VARIANTS["fp32-ieee" if dtype == "fp32" else dtype][0]
     device = torch.cuda.current_device()
-    _, num_sms = _device_info(device)
-    triton.set_allocator(_tma_workspace)
+    _, num_sms = device_info(device)
+    triton.set_allocator(tma_workspace)
     configs = [(cfg, group_m, m_major, order) for cfg in matmul_configs(path) for group_m in group_ms
                for m_major, order in SWEEP_OPERANDS[dtype] if cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"] >= min_tile]
 
@@ -1004,46 +939,3 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
                               indent=1) + "\n")
     print(f"wrote {out}")
     return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line: ``bench [--quick] [--out-dir DIR]``, ``goals [--rounds R] [--case LABEL ...] [--out-dir DIR]``,
-    ``profile [--n N] [--dtype VARIANT]`` or
-    ``sweep [--dtype bf16|fp32] [--n N ...] [--group-m G ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m kernels.matmul",
-                                     description="Triton tiled matmul vs cuBLAS: benchmark or profiling workload")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_bench = sub.add_parser("bench", help="benchmark vs cuBLAS and write reports/benchmarks/matmul.json|csv")
-    p_bench.add_argument("--quick", action="store_true", help="fewer sizes and rounds")
-    p_bench.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
-    p_goals = sub.add_parser("goals", help="each goal case over many interleaved rounds, with a verdict from the "
-                                           "interval of the median ratio (matmul_goals.json|csv)")
-    p_goals.add_argument("--rounds", type=int, default=GOAL_ROUNDS)
-    p_goals.add_argument("--case", action="append", dest="cases", metavar="LABEL",
-                         help="only this goal case (repeatable), e.g. 'bf16 4096x4096x4096'")
-    p_goals.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
-    p_prof = sub.add_parser("profile", help="one Triton and one cuBLAS launch inside NVTX ranges")
-    p_prof.add_argument("--n", type=int, default=4096)
-    p_prof.add_argument("--dtype", choices=sorted(VARIANTS), default="bf16")
-    p_prof.add_argument("--loop", type=int, default=20, help="back-to-back launches per side after the single ones")
-    p_sweep = sub.add_parser("sweep", help="one path's tile configs x GROUP_M vs cuBLAS (matmul_sweep[_fp32].json)")
-    p_sweep.add_argument("--dtype", choices=sorted(SWEEP_PATHS), default="bf16",
-                         help="bf16: the persistent TMA tiles; fp32: the fma tiles, TF32 off")
-    p_sweep.add_argument("--n", type=int, nargs="+", default=[4096, 8192])
-    p_sweep.add_argument("--group-m", type=int, nargs="+", default=[4, 8, 16, 32])
-    p_sweep.add_argument("--min-tile", type=int, default=0, help="only tiles of at least this many outputs")
-    p_sweep.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
-    args = parser.parse_args(argv)
-    if args.command == "bench":
-        bench(out_dir=args.out_dir, quick=args.quick)
-    elif args.command == "goals":
-        goals(out_dir=args.out_dir, rounds=args.rounds, labels=tuple(args.cases) if args.cases else None)
-    elif args.command == "sweep":
-        sweep(args.dtype, tuple(args.n), tuple(args.group_m), out_dir=args.out_dir, min_tile=args.min_tile)
-    else:
-        print(profile_workload(n=args.n, dtype=args.dtype, loop=args.loop))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -21,7 +21,7 @@ Conventions used throughout:
   exists to measure the skipping with counters.
 
 On sm_90, contiguous forwards (any length) may instead run the warp-specialized Gluon kernel of
-``kernels.flash_attention_sm90`` (FlashAttention-3's schedule; ``_pick_forward`` times it against the kernel
+``flash_attention.sm90`` (FlashAttention-3's schedule; ``_pick_forward`` times it against the kernel
 below once per shape). The kernels below load and store through plain pointers with strides, which works
 on every GPU Triton targets and for non-contiguous inputs. The forward can also read Q/K/V and write O
 through TMA tensor descriptors built on the device (``USE_TMA``, a config knob of the d=128 search space on
@@ -33,32 +33,30 @@ PROFKIT_FA_AUTOTUNE=0 launches the first config of each search space instead. Un
 TRITON_INTERPRET=1 (CPU tests) small fixed tiles are used.
 
 Layout of this file: forward kernels, backward kernels, the autotune search space, host wrappers
-that validate input, the autograd Function, the float64 reference, then the benchmark and the
-profiling workload (``python -m kernels.flash_attention bench|profile``).
+that validate input, the autograd Function, the float64 reference, then what the autotuner chose
+(``tuned_configs``). The benchmark against SDPA and the profiling workload are ``flash_attention.benchmark``
+(``python -m profkit.kernels.flash_attention bench|profile|power``).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import gc
 import math
 import os
-from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels import flash_attention_sm90 as sm90
-from kernels.launch import LaunchCache, replay_allowed, signature
-from kernels.matmul import _device_info, _has_device_tma, _tma_workspace
-from kernels.tuning import autotune
+from ..common import device_info, device_tma, interpreting, tma_workspace
+from ..launch import LaunchCache, replay_allowed, signature
+from ..tuning import autotune
+from . import sm90
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_INTERPRET = interpreting()
 _LOG2E = tl.constexpr(1.4426950408889634)
 _LN2 = tl.constexpr(0.6931471805599453)
 
@@ -798,7 +796,7 @@ _attn_bwd_dq_tuned = _autotuned("dq")(_attn_bwd_dq)
 _attn_bwd_dkdvq_tuned = _autotuned("dkdvq")(_attn_bwd_dkdv)
 _attn_bwd_single_tuned = _autotuned("single")(_attn_bwd_single)
 
-# Launches recorded per call signature (kernels.launch): repeated calls skip triton's per-launch
+# Launches recorded per call signature (profkit.kernels.launch): repeated calls skip triton's per-launch
 # Python work (tens of microseconds each, four launches per forward+backward), which otherwise
 # dominates N <= 2048.
 _FWD_LAUNCH = LaunchCache(_attn_fwd_tuned, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
@@ -815,7 +813,7 @@ _CONVERT_BLOCK_M = 32 if _INTERPRET else 64
 _SM90_LAUNCH = (LaunchCache(sm90.attn_fwd_sm90, per_call=("Q", "K", "V", "Out", "LSE", "sm_scale"))
                 if sm90.available() else None)
 SM90_FORWARD = os.environ.get("PROFKIT_FA_SM90", "1") != "0"
-"""Whether eligible forwards (see kernels.flash_attention_sm90.eligible) may run the warp-specialized Gluon kernel
+"""Whether eligible forwards (see flash_attention.sm90.eligible) may run the warp-specialized Gluon kernel
 (where ``_pick_forward`` finds it fastest); PROFKIT_FA_SM90=0 keeps every forward on the Triton kernel above."""
 _FWD_REPLAYS: dict = {}
 """``_layout_key(q, k, v, causal, block_skip, sm90)`` -> (the forward's recorded launch, whether it reads through TMA
@@ -828,7 +826,7 @@ _BWD_REPLAYS: dict = {}
 the variant) -> the backward's recorded launches (split: dQ, dK/dV and whether dQ reads through TMA descriptors;
 fused: preprocess, dK/dV, conversion; single: its one launch). A backward runs in autograd's device thread, where
 the host time of the Python path adds to the engine's own: at N = 512, d=64 a backward through
-torch.autograd.grad cost 124 µs of host time, 49 µs of it in ``_backward`` and 55 µs the engine's round trip into
+torch.autograd.grad cost 124 µs of host time, 49 µs of it in ``attention_backward`` and 55 µs the engine's round trip into
 any Python backward (``python -m profkit.bench.host_probe fa_backward``, GPU run AV). The replay skips the
 ten-tensor key, the grid closures, the launch keywords and three cache lookups."""
 
@@ -924,18 +922,18 @@ def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float |
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
     if tma:
-        triton.set_allocator(_tma_workspace)
+        triton.set_allocator(tma_workspace)
     launch((q, k, v, o, lse, _resolve_scale(sm_scale, q.shape[-1])))
     return o, lse
 
 
-def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None, sm90_allowed: bool | None = None,
+def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None, sm90_allowed: bool | None = None,
              layout: tuple | None = None):
     """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
 
     out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
     buffers once to prove every element gets written. sm90_allowed (default SM90_FORWARD): a call
-    kernels.flash_attention_sm90 can take may run its Gluon kernel instead of the Triton one, whichever
+    flash_attention.sm90 can take may run its Gluon kernel instead of the Triton one, whichever
     ran faster on this shape (``_pick_forward``). layout: ``_layout_key(q, k, v, causal, block_skip,
     sm90_allowed)`` when the caller has computed it (the autograd forward keeps it for its backward).
     """
@@ -958,9 +956,9 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
     key = (signature(q, k, v, o, lse), bool(causal), bool(block_skip))
     tma_ok = _tma_ok(q, k, v, o)
     sm90_ok = (sm90_allowed and _SM90_LAUNCH is not None and device is not None and not _INTERPRET
-               and lse.is_contiguous() and sm90.eligible(q, k, v, o, _device_info(device)[0], block_skip))
+               and lse.is_contiguous() and sm90.eligible(q, k, v, o, device_info(device)[0], block_skip))
     if tma_ok or sm90_ok:  # device-built descriptors live in a workspace the launcher allocates
-        triton.set_allocator(_tma_workspace)
+        triton.set_allocator(tma_workspace)
 
     def launch_triton(o, lse):
         _FWD_LAUNCH.launch(
@@ -972,7 +970,7 @@ def _forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
 
     def launch_sm90(o, lse, persistent: bool):
         sm90_key = key + (persistent,)
-        _SM90_LAUNCH.launch(sm90_key, sm90.grid(q, _device_info(device)[1] if persistent else None, causal),
+        _SM90_LAUNCH.launch(sm90_key, sm90.grid(q, device_info(device)[1] if persistent else None, causal),
                             (q, k, v, o, lse, sm_scale), device, **sm90.launch_options(q, causal, persistent))
         return _SM90_LAUNCH, sm90_key
 
@@ -1012,7 +1010,7 @@ def _choices_file():
 
 def _pick_variant(choice_key: str, variants: tuple, calls) -> str:
     """The variant a call runs: the first of ``variants`` with autotuning off (quick GPU test runs); otherwise the
-    fastest on this shape, each timed once like an autotune config (``kernels.tuning.flushed_graph_bench``:
+    fastest on this shape, each timed once like an autotune config (``profkit.kernels.tuning.flushed_graph_bench``:
     CUDA-graph replays, the L2 cleared before each call) and kept on disk beside profkit's other caches, so a
     later process (the same workload under ncu, where timings mean nothing) makes the same choice.
     calls(): variant -> a zero-argument call running it into scratch outputs (built only when timing)."""
@@ -1021,7 +1019,7 @@ def _pick_variant(choice_key: str, variants: tuple, calls) -> str:
     if choice_key not in _VARIANT_CHOICES:
         import json  # noqa: PLC0415
 
-        from kernels.tuning import flushed_graph_bench  # noqa: PLC0415
+        from ..tuning import flushed_graph_bench  # noqa: PLC0415
 
         path = _choices_file()
         try:
@@ -1050,17 +1048,12 @@ def _pick_forward(q, causal: bool, launchers: dict) -> str:
     return _pick_variant(_choice_key("fwd", q, causal), FORWARD_VARIANTS, calls)
 
 
-def _device_tma(t: torch.Tensor) -> bool:
-    """Whether t lives on an sm_90/sm_100 GPU and this triton builds TMA descriptors on the device."""
-    return t.is_cuda and _device_info(t.device.index)[0] in (9, 10) and _has_device_tma()
-
-
 def _tma_ok(*tensors: torch.Tensor) -> bool:
     """Whether a kernel may read and write these through TMA descriptors: contiguous, 16-byte
     aligned, and (compiled) on an sm_90/sm_100 GPU with a triton that builds descriptors on the device."""
     if not all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors):
         return False
-    return _INTERPRET or _device_tma(tensors[0])
+    return _INTERPRET or device_tma(tensors[0])
 
 
 BACKWARD_VARIANTS = ("split", "fused", "single")
@@ -1085,7 +1078,7 @@ _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
 def _reduce_with_tma(q: torch.Tensor) -> bool:
     """Whether the fused backward's dQ adds go through TMA reduce (sm_90/sm_100 with device descriptors);
     otherwise they are per-element atomics (the interpreter, other GPUs)."""
-    return not _INTERPRET and _device_tma(q)
+    return not _INTERPRET and device_tma(q)
 
 
 def _backward_work(shape, causal: bool) -> int:
@@ -1094,7 +1087,7 @@ def _backward_work(shape, causal: bool) -> int:
     return batch * heads * seq * seq * head_dim // (2 if causal else 1)
 
 
-def _backward_variant(variant: str | None, shape, causal: bool) -> str:
+def backward_variant(variant: str | None, shape, causal: bool) -> str:
     """The variant a backward of q's shape runs: the caller's, else PROFKIT_FA_BWD, else "single" up to
     SINGLE_MAX_WORK and "split" above."""
     variant = variant or _BWD_VARIANT or ("single" if _backward_work(shape, causal) <= SINGLE_MAX_WORK else "split")
@@ -1130,32 +1123,32 @@ def _replay_backward(replay: tuple, variant: str, do, q, k, v, o, lse, sm_scale:
         preprocess, dkdv, convert = replay
         acc = _dq_accumulator(q)
         if _reduce_with_tma(q):
-            triton.set_allocator(_tma_workspace)
+            triton.set_allocator(tma_workspace)
         preprocess((o, do, delta, acc))
         dkdv((q, k, v, do, dk, dv, lse, delta, acc, sm_scale))
         convert((acc, dq, sm_scale))
     else:
         dq_launch, dkdv, dq_tma = replay
         if dq_tma:
-            triton.set_allocator(_tma_workspace)
+            triton.set_allocator(tma_workspace)
         dq_launch((q, k, v, o, do, dq, lse, delta, sm_scale))
         dkdv((q, k, v, do, dk, dv, lse, delta, None, sm_scale))
     return dq, dk, dv
 
 
-def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None,
+def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None,
               variant: str | None = None, layout: tuple | None = None):
     """Launch the backward; returns dq, dk, dv in the input dtype.
 
-    variant (BACKWARD_VARIANTS; default ``_backward_variant``): split launches the dQ kernel (which also writes
+    variant (BACKWARD_VARIANTS; default ``backward_variant``): split launches the dQ kernel (which also writes
     delta), then dK/dV; single launches both kinds of program in one grid; fused launches the preprocess (delta,
     clearing the dQ accumulator), dK/dV with dQ added, and the dQ conversion.
-    out: optional preallocated (dq, dk, dv), as for _forward.
+    out: optional preallocated (dq, dk, dv), as for attention_forward.
     layout: the ``_layout_key`` of the forward that made o and lse (the autograd path). o and lse are then that
     forward's fresh buffers, whose layouts follow from q's, so the replay key needs only do's layout besides.
     """
     batch, heads, seq, head_dim = q.shape
-    variant = _backward_variant(variant, q.shape, causal)
+    variant = backward_variant(variant, q.shape, causal)
     short_key = (_backward_key(do, q, k, v, o, lse, causal, block_skip, variant, layout)
                  if out is None and q.is_cuda else None)
     replay = _BWD_REPLAYS.get(short_key) if short_key is not None else None
@@ -1183,7 +1176,7 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
     key = (signature(*(t for t in (do, q, k, v, o, lse, dq, dk, dv, delta, acc) if t is not None)),
            bool(causal), bool(block_skip), variant)
     if tma or dq_tma:  # device-built descriptors live in a workspace the launcher allocates
-        triton.set_allocator(_tma_workspace)
+        triton.set_allocator(tma_workspace)
 
     def launch_dkdv(cache):
         cache.launch(
@@ -1230,12 +1223,12 @@ def _backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bo
 
 class FlashAttentionFunction(torch.autograd.Function):
     """Autograd wrapper: saves q, k, v, o and the LSE; the backward recomputes P from the LSE.
-    variant: the backward's (BACKWARD_VARIANTS; None: ``_backward_variant``'s default)."""
+    variant: the backward's (BACKWARD_VARIANTS; None: ``backward_variant``'s default)."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, sm_scale: float, block_skip: bool, variant: str | None = None):
         layout = _layout_key(q, k, v, causal, block_skip, SM90_FORWARD) if q.is_cuda else None
-        o, lse = _forward(q, k, v, causal, sm_scale, block_skip, layout=layout)
+        o, lse = attention_forward(q, k, v, causal, sm_scale, block_skip, layout=layout)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.sm_scale, ctx.block_skip, ctx.variant, ctx.layout = causal, sm_scale, block_skip, variant, layout
         return o
@@ -1253,7 +1246,7 @@ class FlashAttentionFunction(torch.autograd.Function):
 def _attention_grads(ctx, do):
     """FlashAttentionFunction's backward: dq, dk, dv and no gradient for the other arguments."""
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = _backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip, variant=ctx.variant,
+    dq, dk, dv = attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip, variant=ctx.variant,
                            layout=ctx.layout)
     return dq, dk, dv, None, None, None, None
 
@@ -1261,7 +1254,7 @@ def _attention_grads(ctx, do):
 _once_differentiable_grads = torch.autograd.function.once_differentiable(_attention_grads)
 
 
-def _variant_attention(variant: str):
+def variant_attention(variant: str):
     """attention(q, k, v, causal): flash_attention (default scale, block skipping) with the named backward variant,
     for the benchmark's fa2_bwd_<variant> rows and the profile workload's fa2_bwd_fused range."""
     def attention(q, k, v, causal: bool):
@@ -1269,13 +1262,13 @@ def _variant_attention(variant: str):
     return attention
 
 
-_fused_backward_attention = _variant_attention("fused")
+_fused_backward_attention = variant_attention("fused")
 
 
-def _tl_forward(q, k, v, causal: bool) -> torch.Tensor:
+def triton_forward(q, k, v, causal: bool) -> torch.Tensor:
     """o from the Triton (tl.dot) forward even where the Gluon sm_90 one would run (default scale, block skipping):
     the benchmark's fa2_tl_fwd row, the profile workload's fa2_fwd_tl range and the power probe."""
-    return _forward(q, k, v, causal, _resolve_scale(None, q.shape[-1]), True, sm90_allowed=False)[0]
+    return attention_forward(q, k, v, causal, _resolve_scale(None, q.shape[-1]), True, sm90_allowed=False)[0]
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
@@ -1298,7 +1291,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     _validate(q, k, v)
     scale = _resolve_scale(sm_scale, q.shape[-1])
     if inference:
-        return _forward(q, k, v, causal, scale, block_skip)[0]  # no autograd node
+        return attention_forward(q, k, v, causal, scale, block_skip)[0]  # no autograd node
     return FlashAttentionFunction.apply(q, k, v, causal, scale, block_skip)
 
 
@@ -1312,7 +1305,7 @@ def flash_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
     """
     _validate(q, k, v)
     scale = _resolve_scale(sm_scale, q.shape[-1])
-    return _forward(q, k, v, bool(causal), scale, bool(block_skip))
+    return attention_forward(q, k, v, bool(causal), scale, bool(block_skip))
 
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
@@ -1335,216 +1328,6 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     return o, lse
 
 
-# --------------------------------------------------------------------------------------------------
-# Benchmark and profiling workload (GPU only)
-# --------------------------------------------------------------------------------------------------
-
-WORKLOAD = "flash_attention"
-BENCH_SHAPES = ((64, 4, 8), (128, 4, 16))  # (head_dim, batch, heads): B*H = 32 and 64
-BENCH_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
-QUICK_SEQS = (1024, 4096)
-BASELINE = "sdpa_default"
-GRAPH_MAX_SEQ = 2048
-"""Cases up to this length are also timed from CUDA graphs (kernel time, no launch cost)."""
-CHECK_TOL = 1e-2
-TIMED = {
-    "fwd": "one attention call on fixed inputs that do not require grad",
-    "bwd": "torch.autograd.grad(o, (q, k, v), do, retain_graph=True) on a graph built by one "
-           "forward outside the timed region: the backward kernels plus dq/dk/dv allocation, "
-           "identical for every implementation",
-    "method": "harness.time_fn: CUDA events per call, L2 flushed before each call, eager launches, "
-              "3 interleaved rounds, median of all runs; cases with N <= GRAPH_MAX_SEQ are "
-              "timed again as CUDA-graph replays (impl names ending in _graph: kernels only; a backward's "
-              "forward runs on a side stream, so its backward can join the capture)",
-}
-
-
-def bench_cases(quick: bool = False, seqs=None) -> list:
-    """The benchmark grid: causal fp16, d=64 (B=4, H=8) and d=128 (B=4, H=16), fwd and bwd,
-    N in seqs (default BENCH_SEQS, QUICK_SEQS when quick); FLOPs and bytes from profkit.bench.flops."""
-    from profkit.bench import flops, harness
-
-    cases = []
-    for head_dim, batch, heads in BENCH_SHAPES:
-        for seq in seqs or (QUICK_SEQS if quick else BENCH_SEQS):
-            for direction in ("fwd", "bwd"):
-                cases.append(harness.Case(
-                    workload=WORKLOAD,
-                    label=f"{direction} d={head_dim} N={seq}",
-                    params=dict(direction=direction, batch=batch, heads=heads, seq=seq,
-                                head_dim=head_dim, causal=True, dtype="float16",
-                                seed=len(cases)),
-                    flops=flops.attention_flops(batch, heads, seq, head_dim, True, direction),
-                    bytes=flops.attention_bytes(batch, heads, seq, head_dim, 2, direction)))
-    return cases
-
-
-def _random_inputs(params: dict, requires_grad: bool):
-    """Random q, k, v, do of the case's shape (batch, heads, seq, head_dim) on the current GPU."""
-    shape = (params["batch"], params["heads"], params["seq"], params["head_dim"])
-    dtype = getattr(torch, params["dtype"])
-    gen = torch.Generator(device="cuda").manual_seed(params.get("seed", 0))
-    q, k, v, do = (torch.randn(shape, device="cuda", generator=gen).to(dtype) for _ in range(4))
-    for t in (q, k, v):
-        t.requires_grad_(requires_grad)
-    return q, k, v, do
-
-
-class _CaseInputs:
-    """The current case's inputs, created once and shared by every implementation."""
-
-    def __init__(self):
-        self._label, self._tensors = None, None
-
-    def get(self, case):
-        if case.label != self._label:
-            self._tensors = None
-            self._tensors = _random_inputs(case.params, case.params["direction"] == "bwd")
-            self._label = case.label
-        return self._tensors
-
-    def clear(self) -> None:
-        self._label, self._tensors = None, None
-
-
-def _sdpa_call(backend):
-    """attention(q, k, v, causal) through SDPA with a backend pinned (None: PyTorch's choice)."""
-    from torch.nn.attention import sdpa_kernel
-    from torch.nn.functional import scaled_dot_product_attention
-
-    def call(q, k, v, causal):
-        if backend is None:
-            return scaled_dot_product_attention(q, k, v, is_causal=causal)
-        with sdpa_kernel(backend):
-            return scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return call
-
-
-def attention_impls() -> dict:
-    """name -> attention(q, k, v, causal): ours and the SDPA backends we compare against."""
-    from torch.nn.attention import SDPBackend
-
-    return {
-        "fa2_triton": lambda q, k, v, causal: flash_attention(q, k, v, causal=causal),
-        # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
-        "fa2_tl_fwd": _tl_forward,
-        # Every backward variant beside fa2_triton's default one (backward cases only; the split and one-launch
-        # rows only where fa2_triton runs the other).
-        **{f"fa2_bwd_{variant}": _variant_attention(variant) for variant in BACKWARD_VARIANTS},
-        "sdpa_default": _sdpa_call(None),
-        "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
-        "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
-    }
-
-
-def _check_writes_everything(case, q, k, v, do) -> None:
-    """Run our kernels once into NaN-filled outputs; raise CheckFailed if any NaN survives.
-
-    The timed calls allocate fresh outputs, which the caching allocator may hand back still
-    holding a previous call's correct values; poisoning proves every element is written.
-    """
-    from profkit.bench import harness
-
-    causal, scale = case.params["causal"], 1.0 / math.sqrt(q.shape[-1])
-    q, k, v = q.detach(), k.detach(), v.detach()
-    nan = float("nan")
-    outputs = {"o": torch.full_like(q, nan),
-               "lse": torch.full(q.shape[:3], nan, device=q.device, dtype=torch.float32)}
-    _forward(q, k, v, causal, scale, True, out=(outputs["o"], outputs["lse"]))
-    if case.params["direction"] == "bwd":
-        grads = {name: torch.full_like(q, nan) for name in ("dq", "dk", "dv")}
-        _backward(do, q, k, v, outputs["o"], outputs["lse"], causal, scale, True,
-                  out=tuple(grads.values()))
-        outputs.update(grads)
-    for name, t in outputs.items():
-        if torch.isnan(t).any():
-            raise harness.CheckFailed(f"{case.label}: fa2_triton left NaN in {name} "
-                                      f"({int(torch.isnan(t).sum())} elements)")
-
-
-def _impl_factory(name: str, attention, inputs: _CaseInputs):
-    """harness factory: bind the case's inputs and return the zero-arg timed call (see TIMED)."""
-    from profkit.bench import harness
-
-    def factory(case):
-        causal = case.params["causal"]
-        if name == "fa2_tl_fwd" and case.params["direction"] != "fwd":
-            raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
-        if name.startswith("fa2_bwd_") and case.params["direction"] != "bwd":
-            raise harness.Unsupported("backward only (its forward is fa2_triton's)")
-        shape = tuple(case.params[key] for key in ("batch", "heads", "seq", "head_dim"))
-        if name.startswith("fa2_bwd_") and name[len("fa2_bwd_"):] == _backward_variant(None, shape, causal):
-            raise harness.Unsupported("fa2_triton's backward at this shape (the default variant)")
-        q, k, v, do = inputs.get(case)
-        try:  # compile, autotune and record the launches; the poison check below replays them
-            o = attention(q, k, v, causal)
-            if case.params["direction"] == "bwd":
-                torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
-        except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
-            raise harness.Unsupported(str(err).splitlines()[0]) from err
-        if name == "fa2_triton":
-            _check_writes_everything(case, q, k, v, do)
-        if case.params["direction"] == "fwd":
-            return lambda: attention(q, k, v, causal)
-        return lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
-    return factory
-
-
-def _graph_factory(factory):
-    """A harness factory whose call can be captured in a CUDA graph, else Unsupported.
-
-    The call is built on a side stream: autograd runs each backward op on the stream of its forward op, and
-    work on the legacy default stream cannot join a capture, while a side stream's can."""
-    from profkit.bench import harness
-
-    def graph_factory(case):
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn = factory(case)
-        torch.cuda.current_stream().wait_stream(side)  # the inputs and the recorded forward are ready before any replay
-        try:
-            harness.capture_graph(fn)
-        except RuntimeError as err:
-            raise harness.Unsupported(f"not capturable: {str(err).splitlines()[0]}") from err
-        return fn
-    return graph_factory
-
-
-def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
-    """Raise harness.CheckFailed unless every implementation's o (fwd) or dq, dk, dv (bwd) is
-    within tol of the baseline's in relative Frobenius norm.
-
-    Two fp16 implementations with fp32 accumulation differ by a few units of fp16 roundoff
-    (4.9e-4) in this norm; 1e-2 still catches a wrong mask, scale or block.
-    """
-    from profkit.bench import harness
-
-    reference = outputs.get(BASELINE)
-    if reference is None:
-        return
-    ref_parts = reference if isinstance(reference, tuple) else (reference,)
-    names = ("dq", "dk", "dv") if len(ref_parts) == 3 else ("o",)
-    for impl, out in outputs.items():
-        if impl == BASELINE or out is None:
-            continue
-        parts = out if isinstance(out, tuple) else (out,)
-        for label, got, ref in zip(names, parts, ref_parts):
-            harness.require_close(got, ref, tol, f"{case.label}: {impl} {label} vs {BASELINE}")
-
-
-def add_ratio_vs(df, impl: str):
-    """Add ratio_vs_<impl>: impl's median_ms over each row's median_ms on the same case
-    (> 1: faster than impl), like the harness's ratio_vs_baseline. CUDA-graph rows (impl
-    ending in "_graph") are held against impl's graph row."""
-    times = dict(zip(zip(df["case"], df["impl"]), df["median_ms"]))
-    reference = [times.get((case, f"{impl}_graph" if name.endswith("_graph") else impl), math.nan)
-                 for case, name in zip(df["case"], df["impl"])]
-    out = df.copy()
-    out[f"ratio_vs_{impl}"] = [r / t if t > 0 else math.nan for r, t in zip(reference, df["median_ms"])]
-    return out
-
-
 def tuned_configs() -> dict:
     """The config each kernel launched with, per autotune key (or the fixed config)."""
     chosen = {}
@@ -1559,305 +1342,3 @@ def tuned_configs() -> dict:
                           "warps": "2 consumer warpgroups + 1 loader warp", "enabled": SM90_FORWARD}
     chosen["variant_choices"] = dict(_VARIANT_CHOICES)  # the forward's variant timings (keys fwd|...)
     return chosen
-
-
-def _peak_bytes(run) -> tuple[int, int]:
-    """(peak bytes allocated while run() executes, bytes allocated just before it).
-
-    Garbage from earlier calls is collected first, so no gc pass inside run() frees it there: it would count in
-    the "before" figure and not in the peak. GPU run AO measured 49 MiB above the inputs for the fused backward
-    at N=4096, d=64, less than its dQ, dK and dV alone (runs AJ and AN: 97), which such a pass explains."""
-    gc.collect()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    out = run()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated()
-    del out
-    return peak, before
-
-
-def _memory_row(name: str, attention, params: dict, direction: str) -> dict:
-    """One memory_table row: fresh inputs, one unmeasured call, then one measured call."""
-    mib = float(1 << 20)
-    q, k, v, do = _random_inputs(params, requires_grad=direction == "fwd+bwd")
-
-    def run():
-        o = attention(q, k, v, True)
-        return o if direction == "fwd" else torch.autograd.grad(o, (q, k, v), do)
-
-    row = dict(impl=name, direction=direction, **{key: params[key] for key in
-                                                  ("head_dim", "batch", "heads", "seq")},
-               inputs_mib=4 * q.numel() * q.element_size() / mib,
-               peak_allocated_mib=float("nan"), peak_above_inputs_mib=float("nan"), note="")
-    try:
-        run()
-        peak, before = _peak_bytes(run)
-    except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
-        row["note"] = str(err).splitlines()[0]
-        return row
-    row.update(peak_allocated_mib=peak / mib, peak_above_inputs_mib=(peak - before) / mib)
-    return row
-
-
-_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), **{f"fa2_bwd_{variant}": ("fwd+bwd",) for variant in BACKWARD_VARIANTS}}
-"""What the one-direction rows of attention_impls() measure in the memory table."""
-
-
-def memory_table(seqs=BENCH_SEQS, shapes=BENCH_SHAPES):
-    """Peak GPU memory of one attention call, ours vs SDPA, forward and forward+backward.
-
-    Columns: impl, direction ("fwd" | "fwd+bwd"), head_dim, batch, heads, seq,
-    inputs_mib (q, k, v, do), peak_allocated_mib (torch.cuda.max_memory_allocated after a
-    reset: inputs plus everything the call allocates), peak_above_inputs_mib (that peak minus
-    what was allocated before the call: outputs, saved tensors, gradients, workspaces),
-    note (why a backend could not run). Each call runs once unmeasured first (autotuning, cuDNN
-    plans); while it is measured only its inputs and its own tensors are alive.
-    """
-    import pandas as pd
-
-    rows = []
-    for head_dim, batch, heads in shapes:
-        for seq in seqs:
-            params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
-            for name, attention in attention_impls().items():
-                for direction in _DIRECTIONS.get(name, ("fwd", "fwd+bwd")):
-                    rows.append(_memory_row(name, attention, params, direction))
-                    torch.cuda.empty_cache()
-    return pd.DataFrame(rows)
-
-
-def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=None):
-    """Time ours vs SDPA (default, flash pinned, cuDNN pinned), fwd and bwd; measure peak memory.
-
-    Writes <out_dir>/flash_attention.json|csv (timings, with ratio_vs_baseline against SDPA's
-    default backend and ratio_vs_sdpa_flash) and flash_attention_memory.json|csv, prints both
-    and returns the timing table. The memory table is measured first, before the harness
-    allocates its L2-flush buffer. Our kernels are first run once into NaN-poisoned outputs,
-    and every case's outputs are checked against SDPA's default (CHECK_TOL). seqs: the lengths to run (default
-    BENCH_SEQS, QUICK_SEQS when quick).
-    """
-    import pandas as pd
-
-    from profkit.bench import flops, harness
-
-    harness.require_cuda("kernels.flash_attention.bench")
-    seqs = tuple(seqs or (QUICK_SEQS if quick else BENCH_SEQS))
-    memory = memory_table(seqs)
-
-    inputs = _CaseInputs()
-    impls = {name: _impl_factory(name, fn, inputs) for name, fn in attention_impls().items()}
-    cases = bench_cases(seqs=seqs)
-    rounds = 2 if quick else 3
-    df = harness.compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
-    # Short sequences again with every call replayed from a CUDA graph: the kernels alone, so
-    # eager minus graph is each side's launch overhead (host work per call).
-    short = [c for c in cases if c.params["seq"] <= GRAPH_MAX_SEQ]
-    if short:
-        graphed = {f"{name}_graph": _graph_factory(factory) for name, factory in impls.items()}
-        graph_df = harness.compare(short, graphed, f"{BASELINE}_graph", check=None, rounds=rounds,
-                                   cuda_graph=True)
-        df = pd.concat([df, graph_df], ignore_index=True)
-    inputs.clear()
-    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(add_ratio_vs(df, "sdpa_flash"))
-
-    meta = {
-        "workload": WORKLOAD,
-        "environment": harness.environment(),
-        "formulas": {"flops": flops.FORMULAS["attention_flops"],
-                     "bytes": flops.FORMULAS["attention_bytes"]},
-        "timed": TIMED,
-        "ceilings": ceilings,
-        "ceiling_clocks": ceiling_clocks,
-        "baseline": "torch SDPA, default backend choice; sdpa_flash and sdpa_cudnn pin "
-                    "SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
-        "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES],
-        "seqs": list(seqs), "dtype": "float16", "causal": True,
-        "check": f"relative Frobenius error vs {BASELINE} <= {CHECK_TOL}; ours also run once "
-                 "into NaN-poisoned outputs",
-        "triton_configs": tuned_configs(),
-    }
-    memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
-    print(harness.format_table(df, meta))
-    ours = df[df["impl"].str.startswith("fa2_")]
-    print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend "
-          "(_graph rows: CUDA-graph replay vs SDPA's graph replay):")
-    print(ours[["case", "impl", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
-    print("\npeak memory of one call (MiB):")
-    print(memory.to_string(index=False))
-    for path in (harness.write_results(df, meta, Path(out_dir) / WORKLOAD)
-                 + harness.write_results(memory, memory_meta, Path(out_dir) / f"{WORKLOAD}_memory")):
-        print(f"wrote {path}")
-    return df
-
-
-def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int = 20) -> dict:
-    """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
-
-    Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
-    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (its default variant for n), SDPA (default
-    backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot) forward "fa2_fwd_tl" (the same as
-    fa2_fwd where the Gluon sm_90 kernel does not apply), that kernel with block skipping off "fa2_fwd_noskip" (the
-    skipping measured on one kernel), and every backward variant by name: "fa2_bwd_split" (2 kernels: dQ, which
-    also writes delta, then dK/dV), "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion) and
-    "fa2_bwd_single" (1 kernel). Then ``loop`` back-to-back forwards each (no
-    synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
-    show the host launch cost against kernel time (``profkit show -t launch``). fp16, B=4 and
-    H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
-    Triton configs used.
-    """
-    from profkit.bench import harness
-
-    shapes = {head_dim: (batch, heads) for head_dim, batch, heads in BENCH_SHAPES}
-    if d not in shapes:
-        raise ValueError(f"head_dim {d} is not supported; supported values are "
-                         f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
-    if n < 1:
-        raise ValueError(f"sequence length must be at least 1, got {n}")
-    if loop < 0:
-        raise ValueError(f"loop must be >= 0, got {loop}")
-    harness.require_cuda("kernels.flash_attention.profile_workload")
-    nvtx = harness.require_nvtx("kernels.flash_attention.profile_workload")
-
-    batch, heads = shapes[d]
-    params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")
-    q, k, v, do = _random_inputs(params, requires_grad=True)
-    sdpa = _sdpa_call(None)
-
-    def triton_forward():
-        return _tl_forward(q, k, v, causal)
-
-    with nvtx.annotate("warmup"):
-        for _ in range(3):
-            torch.autograd.grad(flash_attention(q, k, v, causal), (q, k, v), do)
-            torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
-            triton_forward()
-            flash_attention(q, k, v, causal, block_skip=False)
-            for variant in BACKWARD_VARIANTS:
-                torch.autograd.grad(_variant_attention(variant)(q, k, v, causal), (q, k, v), do)
-        torch.cuda.synchronize()
-
-    # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
-    # thread, where a push/pop range of this thread would not cover the backward kernels.
-    # Capture with --nvtx-include fa2_bwd (no trailing slash: a start/end range).
-    def timed(name, fn):
-        handle = nvtx.start_range(message=name)
-        try:
-            result = fn()
-            torch.cuda.synchronize()
-        finally:
-            nvtx.end_range(handle)
-        return result
-
-    o = timed("fa2_fwd", lambda: flash_attention(q, k, v, causal))
-    timed("fa2_bwd", lambda: torch.autograd.grad(o, (q, k, v), do))
-    o_sdpa = timed("sdpa_fwd", lambda: sdpa(q, k, v, causal))
-    timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
-    timed("fa2_fwd_tl", triton_forward)
-    timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
-    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip"]
-    for variant in BACKWARD_VARIANTS:
-        o_variant = _variant_attention(variant)(q, k, v, causal)
-        timed(f"fa2_bwd_{variant}", lambda: torch.autograd.grad(o_variant, (q, k, v), do))
-        ranges.append(f"fa2_bwd_{variant}")
-    if loop:
-        with torch.no_grad():
-            for name, attention in (("fa2_fwd_loop", flash_attention), ("sdpa_fwd_loop", sdpa)):
-                timed(name, lambda: [attention(q, k, v, causal) for _ in range(loop)])
-                ranges.append(name)
-    return {"n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "dtype": "float16",
-            "ranges": ranges,
-            "triton_configs": tuned_configs()}
-
-
-def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: float = 2.0,
-                out_dir: Path | None = Path("reports/benchmarks")):
-    """Short bursts vs sustained runs of the causal fp16 forward at one length (the benchmark's shapes): ours
-    (``flash_attention``), the Triton forward and cuDNN, each after ``idle_s`` of idle GPU, timed first from
-    CUDA-graph replays (~10 ms of GPU time, ``kernels.tuning.flushed_graph_bench``) and then for ``rep_ms``
-    (triton ``do_bench`` median, L2 flushed), with the SM clock, power and throttle reasons nvidia-smi reported
-    during the sustained window. Writes <out_dir>/flash_attention_power.json|csv; returns the table."""
-    import time
-
-    import pandas as pd
-    from torch.nn.attention import SDPBackend
-    from triton.testing import do_bench
-
-    from kernels.tuning import flushed_graph_bench
-    from profkit.bench import flops, harness
-    from profkit.bench.gpu_clocks import ClockSampler, window
-
-    harness.require_cuda("kernels.flash_attention.power_probe")
-    cudnn = _sdpa_call(SDPBackend.CUDNN_ATTENTION)
-    rows = []
-    with ClockSampler(torch.cuda.current_device()) as clocks:
-        for head_dim, batch, heads in BENCH_SHAPES:
-            params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
-            q, k, v, _ = _random_inputs(params, requires_grad=False)
-            impls = {"fa2_triton": lambda: flash_attention(q, k, v, causal=True),
-                     "fa2_tl_fwd": lambda: _tl_forward(q, k, v, True),
-                     "sdpa_cudnn": lambda: cudnn(q, k, v, True)}
-            for fn in impls.values():  # compile, autotune, choose the variant
-                fn()
-            torch.cuda.synchronize()
-            work = flops.attention_flops(batch, heads, seq, head_dim, True, "fwd")
-            for round_ in range(rounds):
-                for name, fn in impls.items():
-                    time.sleep(idle_s)
-                    burst_ms = flushed_graph_bench(fn, None)
-                    start = time.time()
-                    sustained_ms = do_bench(fn, warmup=100, rep=rep_ms, return_mode="median")
-                    state = window(clocks.samples, start, time.time())
-                    rows.append(dict(case=f"fwd d={head_dim} N={seq}", impl=name, round=round_,
-                                     burst_us=burst_ms * 1e3, sustained_us=sustained_ms * 1e3,
-                                     sustained_tflops=work / (sustained_ms * 1e-3) / 1e12,
-                                     slowdown=sustained_ms / burst_ms, **{f"sustained_{k}": v for k, v in state.items()}))
-            del q, k, v
-    df = pd.DataFrame(rows)
-    print(df.to_string(index=False))
-    if out_dir is not None:
-        meta = {"workload": "flash_attention_power", "environment": harness.environment(),
-                "formulas": {"flops": flops.FORMULAS["attention_flops"]},
-                "timed": f"after {idle_s} s idle: burst = flushed CUDA-graph replays (~10 ms of GPU time); "
-                         f"sustained = triton do_bench median over {rep_ms} ms, L2 flushed; clocks from nvidia-smi "
-                         "-lms 100 during the sustained window",
-                "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES], "seq": seq,
-                "variant_choices": dict(_VARIANT_CHOICES)}
-        for path in harness.write_results(df, meta, Path(out_dir) / "flash_attention_power"):
-            print(f"wrote {path}")
-    return df
-
-
-def main(argv: list[str] | None = None) -> int:
-    """python -m kernels.flash_attention bench [--quick] [--seqs N ...] | profile [--n N] [--d D] [--non-causal]
-    | power [--n N]"""
-    parser = argparse.ArgumentParser(prog="python -m kernels.flash_attention",
-                                     description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    bench_cmd = commands.add_parser("bench", help="benchmark vs SDPA and write reports")
-    bench_cmd.add_argument("--quick", action="store_true", help=f"only N in {QUICK_SEQS}")
-    bench_cmd.add_argument("--seqs", type=int, nargs="+", help=f"these N only (default {BENCH_SEQS})")
-    bench_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
-    profile_cmd = commands.add_parser("profile", help="run the NVTX-ranged profiling workload")
-    profile_cmd.add_argument("--n", type=int, default=4096, help="sequence length")
-    profile_cmd.add_argument("--d", type=int, default=64, choices=SUPPORTED_HEAD_DIMS)
-    profile_cmd.add_argument("--non-causal", action="store_true")
-    profile_cmd.add_argument("--loop", type=int, default=20, help="back-to-back forwards per side at the end")
-    power_cmd = commands.add_parser("power", help="short bursts vs sustained forwards with the GPU's clocks")
-    power_cmd.add_argument("--n", type=int, default=16384, help="sequence length")
-    power_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
-    args = parser.parse_args(argv)
-    if args.command == "bench":
-        if args.seqs and min(args.seqs) < 1:
-            parser.error(f"--seqs must be positive, got {args.seqs}")
-        bench(args.out_dir, quick=args.quick, seqs=args.seqs)
-    elif args.command == "power":
-        power_probe(seq=args.n, out_dir=args.out_dir)
-    else:
-        print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal, loop=args.loop))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -3,7 +3,7 @@
 cuBLAS's kernel at 4096^3 bf16 (``nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA``) runs 2-CTA clusters: one operand
 tile is read from L2 once per pair of SMs and TMA *multicasts* it into both CTAs' shared memory. Plain Triton
 cannot ask for that: with device-built descriptors ``num_ctas=2`` fails to compile in triton 3.6, and in 3.9 it
-compiles to a tile split over the pair with no multicast load (sm_90 PTX of ``kernels.matmul``'s persistent
+compiles to a tile split over the pair with no multicast load (sm_90 PTX of ``profkit.kernels.matmul``'s persistent
 kernel). Gluon can, from triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers). This
 kernel:
 
@@ -21,18 +21,18 @@ kernel:
   number of tile waves), tiles in GROUP_M order.
 
 Measured on the H200 (GPU runs CG, CH2, CH3: triton 3.9 ``do_bench`` medians, L2 flushed, three interleaved
-rounds with cuBLAS and ``kernels.matmul``'s one-CTA persistent kernel): 1.000 / 1.000 / 1.002x cuBLAS at 4096^3
+rounds with cuBLAS and ``profkit.kernels.matmul``'s one-CTA persistent kernel): 1.000 / 1.000 / 1.002x cuBLAS at 4096^3
 (the one-CTA kernel 0.973 / 0.986 / 0.963x), 1.026 / 0.974 / 1.012x at 8192^3 (1.012 / 1.007 / 1.002x) and
 0.959 / 0.918 / 0.931x at 2048^3 (0.946 / 0.909 / 0.944x); run CN (five rounds): 1.024 / 1.016x at 4096^3 /
 8192^3. Other shapes of the same kernel were slower: 4 stages with a split or register epilogue 0.94-0.97x at
 4096^3, BLOCK_K 32 with 6 stages 0.983x, 2 x 2 clusters (both operands multicast) 0.64x; or no better: a
 double-buffered epilogue in four column pieces, 3 or 4 stages, 1.028 / 1.026x at 4096^3 (run CN).
-``kernels.matmul`` uses this kernel when ``eligible``.
+``profkit.kernels.matmul`` uses this kernel when ``eligible``.
 
 Limits (``eligible``): an sm_90 GPU, triton with Gluon's multi-CTA API, bf16 or fp16, row-major operands with
 16-byte aligned bases and row strides (TMA), at least one full wave of 256 x 256 tiles (below that the one-CTA
 kernel's smaller tiles fill the GPU better) and ``MIN_FLOPS`` of work. Descriptors are built on the host: built
-on the device (``tma.make_tensor_descriptor``, which would let ``kernels.launch`` record the launch) the same
+on the device (``tma.make_tensor_descriptor``, which would let ``profkit.kernels.launch`` record the launch) the same
 kernel ran 0.68x cuBLAS at 4096^3 in GPU run CL. Any M, N, K past that: TMA zero-fills reads past the
 edges and clips the stores.
 """
@@ -44,7 +44,7 @@ import inspect
 
 import torch
 
-import kernels.matmul as _matmul  # tile_coords and _device_info (kernels.matmul imports this module first)
+from ..common import balanced_grid, device_index, device_info, tile_coords
 
 try:
     from triton.experimental import gluon
@@ -84,7 +84,7 @@ if gluon is not None:
         stage_bytes: gl.constexpr = 2 * a_desc.nbytes_per_cta + b_desc.nbytes_per_cta
         it = 0
         for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-            pid_m, pid_n = _matmul.tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
             off_m = pid_m * 2 * PIECE_M
             off_n = pid_n * BLOCK_N
             for kk in range(k_tiles):
@@ -115,7 +115,7 @@ if gluon is not None:
         c_buf = c_smem.index(WG)
         it = 0
         for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-            pid_m, pid_n = _matmul.tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+            pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
             acc = gl.zeros([PIECE_M, BLOCK_N], gl.float32, acc_layout)
             prev = 0
             for i in range(k_tiles):
@@ -204,7 +204,7 @@ def grid(m: int, n: int, num_sms: int, config: dict = CONFIG) -> tuple[int]:
     harness.compare from CUDA graphs, 7 and 11 rounds, both at the 700 W cap and the same sampled clock):
     1.007 / 1.010x cuBLAS against 1.002 / 1.001x with 66 clusters at 4096^3, 1.029 / 1.026x against 1.024 / 1.016x
     at 8192^3, and 0.836 against 0.788x at 3072^3 (48 clusters for 144 tiles)."""
-    return (_matmul.balanced_grid(tiles(m, n, config), num_sms // NUM_CTAS),)
+    return (balanced_grid(tiles(m, n, config), num_sms // NUM_CTAS),)
 
 
 def _tma_ready(t: torch.Tensor) -> bool:
@@ -226,7 +226,7 @@ def eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
         return False
     if not (a.dtype == b.dtype == c.dtype) or not (a.device == b.device == c.device):
         return False
-    major, num_sms = _matmul._device_info(_matmul._device_index(a))
+    major, num_sms = device_info(device_index(a))
     if major != 9:  # wgmma: Hopper only
         return False
     m, k = a.shape
@@ -244,9 +244,9 @@ def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     sa, sb, sc = block_shapes()
     descs = (TensorDescriptor.from_tensor(a, sa, la), TensorDescriptor.from_tensor(b, sb, lb),
              TensorDescriptor.from_tensor(c, sc, lc))
-    device = _matmul._device_index(a)
+    device = device_index(a)
     with torch.cuda.device(device):
-        matmul_cluster_kernel[grid(m, n, _matmul._device_info(device)[1])](
+        matmul_cluster_kernel[grid(m, n, device_info(device)[1])](
             *descs, m, n, k, **CONFIG, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
             num_warps=4, num_ctas=NUM_CTAS)
     return c

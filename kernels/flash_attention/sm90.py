@@ -1,6 +1,6 @@
 """FlashAttention forward for Hopper (sm_90) in Gluon: warp-specialized, TMA-fed, wgmma overlapped with the softmax.
 
-The same math as ``kernels.flash_attention._attn_fwd`` (online softmax in base 2, fp32 running max/sum and
+The same math as ``profkit.kernels.flash_attention.fa2._attn_fwd`` (online softmax in base 2, fp32 running max/sum and
 accumulator, natural-log LSE saved per row, causal blocks right of the diagonal never loaded), scheduled the
 way FlashAttention-3 does it, which plain Triton cannot express. Work comes in tiles of 128 query rows of one
 (batch, head); a CTA computes one tile or, with a persistent grid of one CTA per SM, walks several (causal
@@ -16,7 +16,7 @@ blocks to within one pair):
   both run on the tensor cores, and waits for PV(j) only before rescaling the accumulator.
 
 Triton's ``tl.dot`` waits for every wgmma right after issuing it, so its softmax never overlaps the tensor
-cores of the same warpgroup; that overlap is what this kernel adds. ``kernels.flash_attention`` times both
+cores of the same warpgroup; that overlap is what this kernel adds. ``profkit.kernels.flash_attention`` times both
 grids and its Triton forward once per shape and runs the fastest (GPU run AP, causal fp16, B*H = 32 / 64:
 the persistent kernel with paired tiles 168 / 603 / 2296 us at d=64 and N = 4096 / 8192 / 16384 against 193 /
 718 / 2725 us for the Triton forward; 462 / 1733 / 6978 against 623 / 2212 / 8907 us at d=128; unpaired, run AJ:
@@ -25,13 +25,13 @@ the persistent kernel with paired tiles 168 / 603 / 2296 us at d=64 and N = 4096
 0.85x cuDNN at d=64 against 0.94 / 0.98 / 1.01x for the back-to-back issue; letting the two warpgroups take
 turns at the tensor cores (FA3's "ping-pong") was 1-2% slower than leaving them free, so it is not used.
 
-Limits (``eligible`` checks them; ``kernels.flash_attention`` falls back to the Triton kernel otherwise):
+Limits (``eligible`` checks them; ``profkit.kernels.flash_attention`` falls back to the Triton kernel otherwise):
 an sm_90 GPU, contiguous q/k/v/o of one shape, fp16 or bf16, head_dim 64 or 128, block skipping on. Any
 length: Q/K/V/O go through (batch*heads, seq, head_dim) descriptors, so a tile past the sequence end reads
 zeros and stores nothing within its own head, and the keys past it are masked.
 Descriptors are built on the device (``tma.make_tensor_descriptor``; their 128-byte records live in the
 workspace ``triton.set_allocator`` provides), so a launch takes plain pointers and a recorded launch
-(``kernels.launch``) replays it like any Triton kernel.
+(``profkit.kernels.launch``) replays it like any Triton kernel.
 """
 
 from __future__ import annotations
