@@ -1,10 +1,10 @@
-"""profkit.bench.host_probe without a GPU: the per-call timing arithmetic, and a clear refusal."""
+"""benchmarks/host_probe.py without a GPU: the per-call timing arithmetic, and a clear refusal."""
 
 import time
 
 import pytest
 
-from profkit.bench import host_probe
+from benchmarks import host_probe
 
 
 class _FakeCuda:

@@ -1,10 +1,10 @@
-"""profkit.bench.many_report: a many-launch report built from one real H200 launch reads back whole."""
+"""benchmarks/many_report.py: a many-launch report built from one real H200 launch reads back whole."""
 
 from pathlib import Path
 
 import pytest
 
-from profkit.bench.many_report import encode_varint, messages, replicate_launches, top_fields
+from benchmarks.many_report import encode_varint, messages, replicate_launches, top_fields
 from profkit.errors import ReportError
 from profkit.parse.ncu import load_ncu_report
 

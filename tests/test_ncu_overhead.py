@@ -1,8 +1,8 @@
-"""profkit.bench.ncu_overhead: the capture variants it times, and its summary, without a GPU."""
+"""benchmarks/ncu_overhead.py: the capture variants it times, and its summary, without a GPU."""
 
 import pytest
 
-from profkit.bench import ncu_overhead as no
+from benchmarks import ncu_overhead as no
 from profkit.capture.ncu import ncu_command
 from profkit.parse.catalog import quick_metrics
 
@@ -56,7 +56,7 @@ def test_committed_h200_result_bounds_what_a_metric_selection_can_save():
 
 
 def test_quick_less_a_group_drops_that_group_and_its_alternate_names_only():
-    from profkit.bench import quick_capture as qc
+    from benchmarks import quick_capture as qc
     from profkit.parse import catalog
 
     quick = quick_metrics()

@@ -1,4 +1,4 @@
-"""profkit.bench.quick_capture: --quick vs --set full agreement, on synthetic tables and real sessions."""
+"""benchmarks/quick_capture.py: --quick vs --set full agreement, on synthetic tables and real sessions."""
 
 import json
 import math
@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profkit.bench import quick_capture as qc
+from benchmarks import quick_capture as qc
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -180,7 +180,7 @@ def test_quick_capture_result_follows_from_the_committed_sessions():
     re-runs kept in the result; the table values follow from the committed sessions."""
     import json
 
-    from profkit.bench import quick_capture
+    from benchmarks import quick_capture
 
     committed = json.loads((SESSIONS.parent / "reports" / "benchmarks" / "quick_capture.json").read_text())
     values, walls, summary = quick_capture.compare(SESSIONS / "ladder-quick-n4096", SESSIONS / "ladder-full-n4096",
@@ -204,7 +204,7 @@ def test_one_process_quick_capture_result_follows_from_its_sessions_and_reruns()
     import json
     import statistics
 
-    from profkit.bench import quick_capture
+    from benchmarks import quick_capture
 
     committed = json.loads((SESSIONS.parent / "reports" / "benchmarks" / "quick_capture_one_process.json").read_text())
     reruns = committed["reruns"]

@@ -827,7 +827,7 @@ the variant) -> the backward's recorded launches (split: dQ, dK/dV and whether d
 fused: preprocess, dK/dV, conversion; single: its one launch). A backward runs in autograd's device thread, where
 the host time of the Python path adds to the engine's own: at N = 512, d=64 a backward through
 torch.autograd.grad cost 124 µs of host time, 49 µs of it in ``attention_backward`` and 55 µs the engine's round trip into
-any Python backward (``python -m profkit.bench.host_probe fa_backward``, GPU run AV). The replay skips the
+any Python backward (``python -m benchmarks.host_probe fa_backward``, GPU run AV). The replay skips the
 ten-tensor key, the grid closures, the launch keywords and three cache lookups."""
 
 

@@ -536,13 +536,13 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sessi
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m profkit.bench.quick_capture QUICK_SESSION FULL_SESSION [--out-dir DIR] [--stem STEM]
+    """``python -m benchmarks.quick_capture QUICK_SESSION FULL_SESSION [--out-dir DIR] [--stem STEM]
     [--one-pass CAPTURE=SECONDS ...] [--reruns JSON] [--rerun ROUNDS] [--repeat FULL_SESSION]``: compare two
     committed sessions offline (no GPU; ``--rerun`` times their stored ncu commands again on the GPU) and write
     STEM.json|csv."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m profkit.bench.quick_capture", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.quick_capture", description=main.__doc__)
     parser.add_argument("quick_session", type=Path)
     parser.add_argument("full_session", type=Path)
     parser.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))

@@ -1,10 +1,10 @@
 """A program with many small kernel launches in one NVTX range: the large report for `profkit bench loading`.
 
-    python -m profkit.bench.many_launches [--count 1000]
+    python -m benchmarks.many_launches [--count 1000]
 
 Captured on the H200 with
     profkit profile --quick --name many-launches --nvtx-include many/ --launch-count 1000 \\
-        -- python -m profkit.bench.many_launches
+        -- python -m benchmarks.many_launches
 Each launch scales a 1 Mi-element fp32 vector in place (4 MiB: replays stay short).
 """
 
@@ -14,7 +14,7 @@ import argparse
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profkit.bench.many_launches", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.many_launches", description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000, help="kernel launches inside the range")
     args = parser.parse_args(argv)
     if args.count < 1:

@@ -1,7 +1,7 @@
 """Host time per call of the shipped kernels' Python paths, on a CUDA GPU: where eager calls of small
 problems spend their time when the GPU is not the limit.
 
-    python -m profkit.bench.host_probe [fa_backward] [int8_layer]
+    python -m benchmarks.host_probe [fa_backward] [int8_layer]
 
 Each figure is (host µs, total µs) per call over 300 back-to-back calls after 20 warm-up calls: host =
 until the last call returned, total = until the GPU finished. When host ≈ total, the loop is host-bound.
@@ -155,7 +155,7 @@ def int8_layer(torch) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profkit.bench.host_probe", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.host_probe", description=__doc__.splitlines()[0])
     parser.add_argument("probes", nargs="*", choices=PROBES, default=list(PROBES))
     args = parser.parse_args(argv)
     from profkit.bench import harness
