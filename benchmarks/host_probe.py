@@ -58,8 +58,9 @@ def _profile(fn: Callable[[], object], torch, calls: int = 200, lines: int = 12)
 
 
 def fa_backward(torch) -> None:
-    from profkit.kernels.flash_attention import fa2 as fa
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from profkit.kernels.flash_attention import fa2 as fa
 
     class Passthrough(torch.autograd.Function):
         """Saves three tensors and hands them back as gradients: what any Python backward costs."""

@@ -19,8 +19,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from .quick_capture import ONE_PASS_METRIC
 from profkit.capture.ncu import NcuOptions, available_metrics, keep_available, ncu_command, replay_passes
+
+from .quick_capture import ONE_PASS_METRIC
 
 PROGRAMS = ["matmul_cublas", "matmul_tiled", "matmul_naive"]
 SIZE = "4096"
@@ -97,8 +98,9 @@ def measure(workdir: Path) -> dict:
 def ladder_without_groups(workdir: Path, quick: list[str]) -> list[dict]:
     """The whole ladder in one process (cuda/ladder_bench.cu, one ncu): one metric, --quick, and --quick
     less each multi-pass metric group, so each group's share of a quick capture shows."""
-    from .quick_capture import LADDER_NVTX, LADDER_ONE_PROCESS, without_group
     from profkit.build import nvcc
+
+    from .quick_capture import LADDER_NVTX, LADDER_ONE_PROCESS, without_group
 
     program = [str(nvcc.build(LADDER_ONE_PROCESS, out_dir=workdir).binary), SIZE]
     nvtx = list(LADDER_NVTX)
