@@ -229,8 +229,9 @@ def _peak_bytes(run) -> tuple[int, int]:
     """(peak bytes allocated while run() executes, bytes allocated just before it).
 
     Garbage from earlier calls is collected first, so no gc pass inside run() frees it there: it would count in
-    the "before" figure and not in the peak. GPU run AO measured 49 MiB above the inputs for the fused backward
-    at N=4096, d=64, less than its dQ, dK and dV alone (runs AJ and AN: 97), which such a pass explains."""
+    the "before" figure and not in the peak. Without it the fused backward at N=4096, d=64 measured 49 MiB above
+    the inputs on the H200, less than its dQ, dK and dV alone (97 MiB in the other measurements), which such a
+    pass explains."""
     gc.collect()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()

@@ -683,11 +683,11 @@ _SEARCH_SPACE = {
         128: [((128, 64), 8, (3, 2, 4)), ((128, 128), 8, (2, 3)), ((128, 32), 8, (2, 3)),
               ((64, 64), 4, (2, 3))],
     },
-    # dK/dV at d=64: one tile. Each config timed alone (GPU run AL, causal fp16, B*H = 32), 64x64 with 4 warps and
+    # dK/dV at d=64: one tile. Each config timed alone on the H200 (causal fp16, B*H = 32), 64x64 with 4 warps and
     # 3 stages was the fastest at N = 4096 / 8192 / 16384 (337 / 1245 / 4682 us), 3-10% ahead of the next tiles
     # (64x128 with 8 warps 372 / 1282 / 4837, 32x64 with 4 warps 354 / 1298 / 4937), and the autotuner picked it
-    # for N = 512 ... 4096 in run AM, where its 10 ms graph timings also picked those 3-4% slower tiles at 8192
-    # and 16384: a gap smaller than its noise at the long lengths, so the measured tile is fixed.
+    # for N = 512 ... 4096, where its 10 ms graph timings also picked those 3-4% slower tiles at 8192 and 16384:
+    # a gap smaller than its noise at the long lengths, so the measured tile is fixed.
     "dkdv": {
         64: [((64, 64), 4, (3,))],
         128: [((32, 128), 8, (2, 3, 4)), ((16, 128), 8, (2, 3)), ((32, 64), 8, (2, 3)),
@@ -714,11 +714,11 @@ _SEARCH_SPACE = {
     },
 }
 # Forward configs that move Q/K/V/O through TMA descriptors (USE_TMA), offered to the autotuner
-# beside the pointer configs when the call allows them (TMA_OK). Timed on the H200 (GPU run L/M,
-# d=128, B*H=64, causal fp16, against the autotuned pointer kernel): 128x64 tiles with 4 warps and
+# beside the pointer configs when the call allows them (TMA_OK). Timed on the H200 (d=128, B*H=64,
+# causal fp16, against the autotuned pointer kernel): 128x64 tiles with 4 warps and
 # 2 stages ran 0.830 / 0.883x cuDNN at N = 4096 / 8192 against 0.802 / 0.832x; at N = 1024 0.66x
 # against 0.82x, and at d=64 every TMA tile lost (0.91x vs 0.95x at N = 16384), hence d=128 only.
-# The dQ kernel's d=64 descriptor tiles (K and V through TMA) were its fastest in GPU run AL (causal fp16,
+# The dQ kernel's d=64 descriptor tiles (K and V through TMA) were its fastest on the H200 (causal fp16,
 # B*H = 32, each config timed alone): 128x64 with 4 warps 222 / 788 / 2911 us at N = 4096 / 8192 / 16384
 # against 226 / 812 / 3110 us for the best pointer tile (64x64). Descriptor loads in the dK/dV kernel (Q and
 # dO) lost at every tile there (64x64, 4 warps: 361 / 1300 / 4932 us against 337 / 1245 / 4682), so it has none.
@@ -820,15 +820,15 @@ _FWD_REPLAYS: dict = {}
 descriptors). A hit means an earlier call with the same dtypes, shapes, strides, alignment and devices passed
 validation and recorded its launch, so a repeated call skips validation, the five-tensor key, the argument
 tuple and the launch keywords: at N = 1024, d=64 a forward cost 62 µs of host time, 12 µs of it the recorded
-launch itself, while the kernel takes 27 µs (GPU run O)."""
+launch itself, while the kernel takes 27 µs (H200)."""
 _BWD_REPLAYS: dict = {}
 """``_backward_key`` (the forward's layout key and do's layout, or the six tensors' signatures and the flags; then
 the variant) -> the backward's recorded launches (split: dQ, dK/dV and whether dQ reads through TMA descriptors;
 fused: preprocess, dK/dV, conversion; single: its one launch). A backward runs in autograd's device thread, where
 the host time of the Python path adds to the engine's own: at N = 512, d=64 a backward through
-torch.autograd.grad cost 124 µs of host time, 49 µs of it in ``attention_backward`` and 55 µs the engine's round trip into
-any Python backward (``python -m benchmarks.host_probe fa_backward``, GPU run AV). The replay skips the
-ten-tensor key, the grid closures, the launch keywords and three cache lookups."""
+torch.autograd.grad cost 124 µs of host time on the H200, 49 µs of it in ``attention_backward`` and 55 µs the
+engine's round trip into any Python backward (``python -m benchmarks.host_probe fa_backward``). The replay skips
+the ten-tensor key, the grid closures, the launch keywords and three cache lookups."""
 
 
 def _fixed_launch(kernel: str, head_dim: int) -> dict:
@@ -1062,15 +1062,15 @@ key blocks, each recomputing P and dP (seven matmuls per block pair). "single" (
 the same programs in one launch, each computing the delta it needs from O and dO (one launch and one buffer less of
 host time, an O load per dK/dV step more on the GPU). "fused": dQ added, in fp32, from the dK/dV kernel (five
 matmuls, then a conversion pass; TMA reduce-adds on sm_90, atomics elsewhere; the order of the adds varies, so dQ is
-not bitwise reproducible); on the H200 it ran at 0.84-0.96x the split backward's speed for N >= 2048 (GPU run AJ; its
+not bitwise reproducible); on the H200 it ran at 0.84-0.96x the split backward's speed for N >= 2048 (its
 8-warp tiles need 255 registers, one CTA per SM), hence opt-in."""
 SINGLE_MAX_WORK = 1 << 31
-"""The most work (``_backward_work``) whose backward runs "single" by default. Measured on the H200 (GPU run CD,
-CUDA-graph times, L2 flushed; d = 64 / 128, B*H = 32 / 128 / 512, N = 512 / 1024 / 2048, causal and not): the one
+"""The most work (``_backward_work``) whose backward runs "single" by default. Measured on the H200 (CUDA-graph
+times, L2 flushed; d = 64 / 128, B*H = 32 / 128 / 512, N = 512 / 1024 / 2048, causal and not): the one
 launch took 0.85-1.01x the split pair's GPU time for causal work up to 2^31, 0.96-1.08x at 2^32 and 0.99-1.20x above,
 and 0.96-1.16x for full attention up to 2^31 (1.08-1.22x above), where the split pair's 29-96 us are below the
-~150 us of host time an autograd backward costs, so the launch it saves counts more (run BY: 146-160 us a call
-against 166-186 split)."""
+~150 us of host time an autograd backward costs, so the launch it saves counts more (146-160 us a call against
+166-186 split, eager)."""
 _BWD_VARIANT = os.environ.get("PROFKIT_FA_BWD", "")
 """PROFKIT_FA_BWD=<a BACKWARD_VARIANTS entry> picks the backward of every call that does not name one."""
 

@@ -17,13 +17,13 @@ blocks to within one pair):
 
 Triton's ``tl.dot`` waits for every wgmma right after issuing it, so its softmax never overlaps the tensor
 cores of the same warpgroup; that overlap is what this kernel adds. ``profkit.kernels.flash_attention`` times both
-grids and its Triton forward once per shape and runs the fastest (GPU run AP, causal fp16, B*H = 32 / 64:
-the persistent kernel with paired tiles 168 / 603 / 2296 us at d=64 and N = 4096 / 8192 / 16384 against 193 /
-718 / 2725 us for the Triton forward; 462 / 1733 / 6978 against 623 / 2212 / 8907 us at d=128; unpaired, run AJ:
-182 / 630 / 2389 and 488 / 1861 / 7854). Probes that shaped the loop
-(runs Z-Z3): issuing QK^T(j+1) before the softmax of block j and PV(j) after it reached only 0.76 / 0.80 /
-0.85x cuDNN at d=64 against 0.94 / 0.98 / 1.01x for the back-to-back issue; letting the two warpgroups take
-turns at the tensor cores (FA3's "ping-pong") was 1-2% slower than leaving them free, so it is not used.
+grids and its Triton forward once per shape and runs the fastest (H200, causal fp16, B*H = 32 / 64: the
+persistent kernel with paired tiles 168 / 603 / 2296 us at d=64 and N = 4096 / 8192 / 16384 against 193 /
+718 / 2725 us for the Triton forward; 462 / 1733 / 6978 against 623 / 2212 / 8907 us at d=128; unpaired:
+182 / 630 / 2389 and 488 / 1861 / 7854). The probes that shaped the loop: issuing QK^T(j+1) before the softmax
+of block j and PV(j) after it reached only 0.76 / 0.80 / 0.85x cuDNN at d=64 against 0.94 / 0.98 / 1.01x for
+the back-to-back issue; letting the two warpgroups take turns at the tensor cores (FA3's "ping-pong") was
+1-2% slower than leaving them free, so it is not used.
 
 Limits (``eligible`` checks them; ``profkit.kernels.flash_attention`` falls back to the Triton kernel otherwise):
 an sm_90 GPU, contiguous q/k/v/o of one shape, fp16 or bf16, head_dim 64 or 128, block skipping on. Any
@@ -49,7 +49,7 @@ except ImportError:  # a triton without Gluon: the Triton forward serves every c
 BLOCK_M = 128
 """Query rows per CTA: two consumer warpgroups of 64 (the wgmma M)."""
 BLOCK_N = 128
-"""Keys per block (measured best for d=64 and d=128 in run Z3 against 64, and against 3 stages)."""
+"""Keys per block (measured best for d=64 and d=128 on the H200, against 64 and against 3 stages)."""
 STAGES = 2
 CONSUMER_REGS = 240
 LOADER_REGS = 24

@@ -48,7 +48,7 @@ def _int8_code(xf, inv):
 
     inv >= 0, so |xf * inv| = |xf| * inv exactly; truncating |xf| * inv + 0.5 (clamped first) is the
     half-away rounding of the magnitude with one float -> int conversion (a floor, a clamp on both
-    sides and a float -> int8 conversion made the kernel issue-bound: GPU run BT)."""
+    sides and a float -> int8 conversion made the kernel issue-bound on the H200)."""
     mag = tl.minimum(tl.abs(xf) * inv + 0.5, 127.0).to(tl.int32)
     return tl.where(xf < 0, -mag, mag).to(tl.int8)
 
@@ -107,7 +107,7 @@ def _quantize_rows_kernel(
             else:
                 dest = kk
             tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=mask & (dest >= 0)[None, :])
-    if HAS_OUTLIERS:  # gathered through the outlier column list: a masked store over every column cost 18% (run BT)
+    if HAS_OUTLIERS:  # gathered through the outlier column list: a masked store over every column cost 18% (H200)
         o_rows = xo_ptr + offs_m[:, None] * stride_om
         for o0 in range(0, N_OUT, BLOCK_O):
             offs_o = o0 + tl.arange(0, BLOCK_O)
@@ -521,8 +521,8 @@ class RecordedLinear:
     """One QuantizedLinear call signature, replayed: allocate codes, scales, outliers and y, then
     call the two recorded launches (profkit.kernels.launch) directly. ``quantize_rows`` + ``int8_linear``
     validate, build two signature keys and pick a GEMM kernel on every call, ~50 µs of Python on
-    the H200 host, which made the eager layer host-bound up to M = 2048 (run H: 208 µs of host per
-    M = 2048 call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
+    the H200 host, which made the eager layer host-bound up to M = 2048 (208 µs of host per M = 2048
+    call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
 
     __slots__ = ("quantize", "gemm", "m", "kq_pad", "n", "n_outliers", "outlier_dtype", "out_dtype",
                  "column_map", "outlier_cols", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device")

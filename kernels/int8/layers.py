@@ -26,7 +26,6 @@ from torch import nn
 
 from ..common import interpreting
 from ..launch import replay_allowed
-
 from . import gemm
 
 BACKENDS = ("auto", "triton", "torch")

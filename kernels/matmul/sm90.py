@@ -3,8 +3,7 @@
 cuBLAS's kernel at 4096^3 bf16 (``nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA``) runs 2-CTA clusters: one operand
 tile is read from L2 once per pair of SMs and TMA *multicasts* it into both CTAs' shared memory. Plain Triton
 cannot ask for that: with device-built descriptors ``num_ctas=2`` fails to compile in triton 3.6, and in 3.9 it
-compiles to a tile split over the pair with no multicast load (sm_90 PTX of ``profkit.kernels.matmul``'s persistent
-kernel). Gluon can, from triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers). This
+compiles to a tile split over the pair with no multicast load (sm_90 PTX of ``tiled``'s persistent kernel). Gluon can, from triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers). This
 kernel:
 
 * a cluster of two CTAs owns a 256 x 256 tile of C; CTA r computes, in each 128-row half, the 64 rows starting at
@@ -20,21 +19,21 @@ kernel:
   next use. The grid is persistent, at most one cluster per two SMs (``grid``: the fewest clusters for the same
   number of tile waves), tiles in GROUP_M order.
 
-Measured on the H200 (GPU runs CG, CH2, CH3: triton 3.9 ``do_bench`` medians, L2 flushed, three interleaved
-rounds with cuBLAS and ``profkit.kernels.matmul``'s one-CTA persistent kernel): 1.000 / 1.000 / 1.002x cuBLAS at 4096^3
-(the one-CTA kernel 0.973 / 0.986 / 0.963x), 1.026 / 0.974 / 1.012x at 8192^3 (1.012 / 1.007 / 1.002x) and
-0.959 / 0.918 / 0.931x at 2048^3 (0.946 / 0.909 / 0.944x); run CN (five rounds): 1.024 / 1.016x at 4096^3 /
-8192^3. Other shapes of the same kernel were slower: 4 stages with a split or register epilogue 0.94-0.97x at
-4096^3, BLOCK_K 32 with 6 stages 0.983x, 2 x 2 clusters (both operands multicast) 0.64x; or no better: a
-double-buffered epilogue in four column pieces, 3 or 4 stages, 1.028 / 1.026x at 4096^3 (run CN).
-``profkit.kernels.matmul`` uses this kernel when ``eligible``.
+Measured on the H200 (three runs of triton 3.9 ``do_bench`` medians, L2 flushed, three interleaved rounds each
+with cuBLAS and ``tiled``'s one-CTA persistent kernel): 1.000 / 1.000 / 1.002x cuBLAS at 4096^3 (the one-CTA
+kernel 0.973 / 0.986 / 0.963x), 1.026 / 0.974 / 1.012x at 8192^3 (1.012 / 1.007 / 1.002x) and 0.959 / 0.918 /
+0.931x at 2048^3 (0.946 / 0.909 / 0.944x); over five rounds, 1.024 / 1.016x at 4096^3 / 8192^3. Other shapes of
+the same kernel were slower: 4 stages with a split or register epilogue 0.94-0.97x at 4096^3, BLOCK_K 32 with
+6 stages 0.983x, 2 x 2 clusters (both operands multicast) 0.64x; or no better: a double-buffered epilogue in
+four column pieces, 3 or 4 stages, 1.028 / 1.026x at 4096^3 (five rounds). ``tiled.matmul`` uses this kernel
+when ``eligible``.
 
 Limits (``eligible``): an sm_90 GPU, triton with Gluon's multi-CTA API, bf16 or fp16, row-major operands with
 16-byte aligned bases and row strides (TMA), at least one full wave of 256 x 256 tiles (below that the one-CTA
 kernel's smaller tiles fill the GPU better) and ``MIN_FLOPS`` of work. Descriptors are built on the host: built
-on the device (``tma.make_tensor_descriptor``, which would let ``profkit.kernels.launch`` record the launch) the same
-kernel ran 0.68x cuBLAS at 4096^3 in GPU run CL. Any M, N, K past that: TMA zero-fills reads past the
-edges and clips the stores.
+on the device (``tma.make_tensor_descriptor``, which would let ``profkit.kernels.launch`` record the launch) the
+same kernel ran 0.68x cuBLAS at 4096^3 on the H200. Any M, N, K past that: TMA zero-fills reads past the edges
+and clips the stores.
 """
 
 from __future__ import annotations
@@ -66,8 +65,8 @@ buffer, 208 KB of shared memory per CTA; the fastest of the shapes measured (mod
 NUM_CTAS = 2
 MIN_FLOPS = 2 ** 36
 """Smallest problem (2*M*N*K) sent here, ~100 us of tensor-core work: a launch cost ~100 us of host time (three
-host descriptors, their layouts then rebuilt per call, and triton 3.9's launch path), which at 4096 x 4096 x 512 made the eager call 0.28x cuBLAS
-while the kernel alone ran 0.97x (GPU run CK, CUDA-graph rows)."""
+host descriptors, their layouts then rebuilt per call, and triton 3.9's launch path), which at 4096 x 4096 x 512
+made the eager call 0.28x cuBLAS on the H200 while the kernel alone ran 0.97x (CUDA-graph rows)."""
 CONSUMER_REGS = 232
 LOADER_REGS = 40
 
@@ -198,10 +197,10 @@ def grid(m: int, n: int, num_sms: int, config: dict = CONFIG) -> tuple[int]:
     """Clusters to launch: the fewest that still run the tiles in as many waves as one cluster per two SMs.
 
     At 4096^3 that is 64 clusters, not 66: 256 tiles take 4 waves either way, but every wave is now full and an
-    8 x 8 square of tiles in GROUP_M order, whose A and B panels the next wave shares. ncu at locked clocks (GPU
-    run DI, probe ``.devcache/gridncu.py``, not shipped): 217.1 against 218.6 us, DRAM reads 131.3 against 147.1 MB (cuBLAS 218.8 us,
-    148.2 MB), tensor pipe 94.9 against 94.8% of active cycles. Timed (GPU runs DC and DD, probe ``.devcache/gridprobe.py``,
-    harness.compare from CUDA graphs, 7 and 11 rounds, both at the 700 W cap and the same sampled clock):
+    8 x 8 square of tiles in GROUP_M order, whose A and B panels the next wave shares. ncu on the H200 at locked
+    clocks: 217.1 against 218.6 us, DRAM reads 131.3 against 147.1 MB (cuBLAS 218.8 us, 148.2 MB), tensor pipe
+    94.9 against 94.8% of active cycles. Timed (harness.compare from CUDA graphs, 7 and 11 rounds, both at the
+    700 W cap and the same sampled clock):
     1.007 / 1.010x cuBLAS against 1.002 / 1.001x with 66 clusters at 4096^3, 1.029 / 1.026x against 1.024 / 1.016x
     at 8192^3, and 0.836 against 0.788x at 3072^3 (48 clusters for 144 tiles)."""
     return (balanced_grid(tiles(m, n, config), num_sms // NUM_CTAS),)

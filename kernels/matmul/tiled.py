@@ -204,10 +204,10 @@ def matmul_configs(path: str) -> list[triton.Config]:
 
     fma (float32, TF32 off): the dot runs on FMA units; each thread owns a register sub-tile,
     so large tiles with 8 warps and short K steps keep the FMA pipes fed without spilling. With A read
-    M-major and the FMAs in serpentine order (``_kernel_a``, ``profkit.kernels.matmul.ffma_order``) the 128-accumulator
-    tiles lead: 128x128x16 (4 warps, 4 stages) at 2048^3 and 4096^3, 128x128x32 (4 warps, 3 stages) at 8192^3,
-    256x128x16 and 128x256x16 (8 warps) within 0.5% (``sweep --dtype fp32``, GPU run CW); 1024^3 (A as given)
-    goes to the 64x64 tiles. The 4-warp 128x64 tiles won with a K-major A (GPU runs BA, BD).
+    M-major and the FMAs in serpentine order (``_kernel_a``, ``ffma_order``) the 128-accumulator tiles lead on
+    the H200: 128x128x16 (4 warps, 4 stages) at 2048^3 and 4096^3, 128x128x32 (4 warps, 3 stages) at 8192^3,
+    256x128x16 and 128x256x16 (8 warps) within 0.5% (``sweep --dtype fp32``); 1024^3 (A as given) goes to the
+    64x64 tiles. The 4-warp 128x64 tiles won with a K-major A.
     tf32: tensor cores on 4-byte operands, so shared memory per stage is twice bf16's; BLOCK_K
     32 with 3-4 stages. mma16: tutorial-style tiles for bf16/fp16 without TMA. skinny16 /
     skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
@@ -215,7 +215,7 @@ def matmul_configs(path: str) -> list[triton.Config]:
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128 and
     64x128 tiles so sizes near 1024-2048 still give every SM a tile. The 3-stage 128x256 tiles also
     come in GROUP_M=16 order (16 tile-rows share each B panel), worth at most ~1% (``sweep`` on
-    graph replays, GPU run Y: 0.973x vs 0.969x cuBLAS at 4096^3, 1.018x vs 1.012x at 8192^3).
+    graph replays: 0.973x vs 0.969x cuBLAS at 4096^3, 1.018x vs 1.012x at 8192^3).
     """
     if path == "fma":
         return [_config(*c) for c in (
@@ -346,7 +346,7 @@ def _kernel_b(b: torch.Tensor, precision: str | None) -> torch.Tensor:
 FMA_M_MAJOR_MIN_FLOPS = 2 * 2048 ** 3
 """fma-path problems of at least this many FLOPs read A M-major (``_kernel_a``). At 2048^3 the best M-major tile, copy
 included, ran 0.951x cuBLAS against 0.869x for the best with A as given; at 1024^3 1.051x against 1.064x
-(``sweep --dtype fp32``, GPU run CW)."""
+(``sweep --dtype fp32`` on the H200)."""
 TRANSPOSE_BLOCKS = {"BLOCK_R": 64, "BLOCK_C": 64}
 _TRANSPOSES = LaunchCache(transpose_kernel, per_call=("x_ptr", "y_ptr"))
 
