@@ -103,8 +103,8 @@ def fa_backward(torch) -> None:
                 o_plain, lse = fa.flash_attention_forward(q, k, v, True)
             label = f"d={head_dim} N={seq}"
             for variant in ("split", "single"):
-                direct = (lambda variant=variant: fa.attention_backward(do, q, k, v, o_plain, lse, True, scale, True,
-                                                               variant=variant))
+                direct = (lambda variant=variant: fa.attention_backward(do, q, k, v, o_plain, lse, True, scale,
+                                                                        True, variant=variant))
                 print(f"{label}: ours, {variant} backward's recorded launches called directly "
                       f"{per_call_us(direct, torch)}")
             for name, o in outputs.items():

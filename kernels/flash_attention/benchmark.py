@@ -134,7 +134,7 @@ def _check_writes_everything(case, q, k, v, do) -> None:
     if case.params["direction"] == "bwd":
         grads = {name: torch.full_like(q, nan) for name in ("dq", "dk", "dv")}
         attention_backward(do, q, k, v, outputs["o"], outputs["lse"], causal, scale, True,
-                  out=tuple(grads.values()))
+                           out=tuple(grads.values()))
         outputs.update(grads)
     for name, t in outputs.items():
         if torch.isnan(t).any():

@@ -927,8 +927,8 @@ def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float |
     return o, lse
 
 
-def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None, sm90_allowed: bool | None = None,
-             layout: tuple | None = None):
+def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
+                      sm90_allowed: bool | None = None, layout: tuple | None = None):
     """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
 
     out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
@@ -1137,7 +1137,7 @@ def _replay_backward(replay: tuple, variant: str, do, q, k, v, o, lse, sm_scale:
 
 
 def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block_skip: bool, out=None,
-              variant: str | None = None, layout: tuple | None = None):
+                       variant: str | None = None, layout: tuple | None = None):
     """Launch the backward; returns dq, dk, dv in the input dtype.
 
     variant (BACKWARD_VARIANTS; default ``backward_variant``): split launches the dQ kernel (which also writes
@@ -1246,8 +1246,8 @@ class FlashAttentionFunction(torch.autograd.Function):
 def _attention_grads(ctx, do):
     """FlashAttentionFunction's backward: dq, dk, dv and no gradient for the other arguments."""
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip, variant=ctx.variant,
-                           layout=ctx.layout)
+    dq, dk, dv = attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale, ctx.block_skip,
+                                    variant=ctx.variant, layout=ctx.layout)
     return dq, dk, dv, None, None, None, None
 
 

@@ -3,8 +3,9 @@
 An fp32 ``tl.dot(..., input_precision="ieee")`` runs on the FMA units. Triton lowers it to one
 ``fma.rn.f32 acc, a, b, acc`` per element of a thread's sub-tile and k step, row by row: the FMAs of a row share
 their A register, and the first FMA of the next row shares no source register with the last one of this row.
-ptxas keeps that order within a k step when A reaches the dot M-major (``tiled`` transposes A for the fma path), and an FMA that shares a source register, in the same operand slot, with the FMA issued before it
-reads that operand from the operand reuse cache instead of the register file. Reversing every other row (a
+ptxas keeps that order within a k step when A reaches the dot M-major (``tiled`` transposes A for the fma path),
+and an FMA that shares a source register, in the same operand slot, with the FMA issued before it reads that
+operand from the operand reuse cache instead of the register file. Reversing every other row (a
 serpentine walk: row 0 left to right, row 1 right to left, ...) makes the row boundary share the B register too,
 so fewer FFMAs read all three operands from the register file: 31% -> 14% of them in the 128x128x32 8-warp fma
 tile, and the warps' dispatch stalls drop with them (sm_90 SASS of triton 3.6 and 3.9, and ncu on the H200: the

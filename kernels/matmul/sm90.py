@@ -3,8 +3,8 @@
 cuBLAS's kernel at 4096^3 bf16 (``nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA``) runs 2-CTA clusters: one operand
 tile is read from L2 once per pair of SMs and TMA *multicasts* it into both CTAs' shared memory. Plain Triton
 cannot ask for that: with device-built descriptors ``num_ctas=2`` fails to compile in triton 3.6, and in 3.9 it
-compiles to a tile split over the pair with no multicast load (sm_90 PTX of ``tiled``'s persistent kernel). Gluon can, from triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers). This
-kernel:
+compiles to a tile split over the pair with no multicast load (sm_90 PTX of ``tiled``'s persistent kernel). Gluon
+can, from triton 3.9 on (``tma.async_load(..., multicast=True)``, cluster-wide mbarriers). This kernel:
 
 * a cluster of two CTAs owns a 256 x 256 tile of C; CTA r computes, in each 128-row half, the 64 rows starting at
   r * 64 (two consumer warpgroups, one per half, m64n256k16 wgmmas), so the pair needs the same B tile;
