@@ -142,8 +142,14 @@ def case_id(case) -> str:
             f"{str(dtype).removeprefix('torch.')}-{layout}{scale}")
 
 
-@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout,sm_scale", SHORT + LONG,
-                         ids=[case_id(c) for c in SHORT + LONG])
+def cases(*specs):
+    """pytest params of (batch, heads, seq, ...) cases; N = 1000 takes ~10 s a test in the interpreter, so there
+    it is in the slow set (``-m slow``), while compiled it runs by default."""
+    return [pytest.param(*spec, id=case_id(spec), marks=pytest.mark.slow if spec[2] >= 1000 and not COMPILED else ())
+            for spec in specs]
+
+
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout,sm_scale", cases(*SHORT, *LONG))
 def test_matches_float64_reference(device, batch, heads, seq, head_dim, causal, dtype, layout, sm_scale,
                                    seed):
     q, k, v, do = make_inputs((batch, heads, seq, head_dim), dtype, seed, layout, device=device)
@@ -167,8 +173,7 @@ BACKWARD_CASES = [LONG[0], LONG[1], LONG[2], LONG[5], SHORT[3], (1, 2, 77, 128, 
 
 
 @pytest.mark.parametrize("variant", fa.BACKWARD_VARIANTS)
-@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout,sm_scale", BACKWARD_CASES,
-                         ids=[case_id(c) for c in BACKWARD_CASES])
+@pytest.mark.parametrize("batch,heads,seq,head_dim,causal,dtype,layout,sm_scale", cases(*BACKWARD_CASES))
 def test_backward_variants_match_float64_reference(device, batch, heads, seq, head_dim, causal, dtype, layout, sm_scale,
                                                    variant, seed):
     """Every backward, dQ from its own kernel (split), from its own programs in the dK/dV launch (single) or added
