@@ -11,7 +11,7 @@
   (graph of n x (clear, call) minus graph of n x clear). Back-to-back replays of one problem keep
   its operands in the 60 MB L2 and ranked configs differently from the flushed benchmark: on the
   H200 the autotuner picked a bf16 4096^3 config that then ran at 0.91x cuBLAS where another ran at
-  0.98x (run F: every config timed alone with triton's flushed do_bench).
+  0.98x (every config timed alone with triton's flushed do_bench).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _flush_buffer(torch):
     """A buffer of twice the current GPU's L2 (the benchmark harness's rule): zeroing it evicts the L2.
     Allocated per tuning measurement and dropped after it (the caching allocator reuses the block), so
     no 120 MB buffer stays allocated inside the program that tuned: on the H200 it had stayed live
-    and counted in the INT8 model's peak memory (run I)."""
+    and counted in the INT8 model's peak memory."""
     from profkit.bench.harness import l2_flush_bytes  # noqa: PLC0415 - pandas-importing module, needed only here
 
     device = torch.cuda.current_device()
@@ -135,7 +135,7 @@ def autotune(configs: list, key: list[str], **options):
 def tuned_for(tuner, key_prefix: tuple, *also: str):
     """The config an autotuned kernel chose for calls whose autotune key starts with ``key_prefix`` (the key
     arguments' values, in order) and holds each of ``also`` (triton appends the tensors' dtype names); None
-    when it never tuned one. Result metadata reads this, not ``best_config``: a recorded launch (kernels.launch)
+    when it never tuned one. Result metadata reads this, not ``best_config``: a recorded launch (profkit.kernels.launch)
     replays without the autotuner, so best_config still names the last shape it tuned."""
     width = len(key_prefix)
     for key, config in getattr(tuner, "cache", {}).items():

@@ -286,7 +286,7 @@ def check_nsys(host: Host) -> list[Check]:
 # ---- triton ----------------------------------------------------------------------------------------------------
 
 CLUSTER_MATMUL_TRITON = (3, 9)
-"""The first triton whose Gluon has multi-CTA clusters and multicast TMA loads (kernels/matmul_sm90.py)."""
+"""The first triton whose Gluon has multi-CTA clusters and multicast TMA loads (kernels/matmul/sm90.py)."""
 
 
 def check_triton(host: Host, gpu: GpuFacts) -> Check:
@@ -298,10 +298,10 @@ def check_triton(host: Host, gpu: GpuFacts) -> Check:
         return Check("triton", WARN, f"triton does not import ({exc}): the kernels/ workloads cannot run; .cu targets "
                      "and other programs still profile", "pip install triton")
     if _version(version)[:2] >= CLUSTER_MATMUL_TRITON:
-        return Check("triton", OK, f"triton {version}: Gluon multi-CTA clusters available (kernels/matmul_sm90.py)")
+        return Check("triton", OK, f"triton {version}: Gluon multi-CTA clusters available (kernels/matmul/sm90.py)")
     if gpu.compute_capability.startswith("9."):
-        return Check("triton", WARN, f"triton {version}: kernels.matmul runs bf16/fp16 on its one-CTA TMA kernel; the "
-                     "2-CTA cluster kernel with TMA multicast (kernels/matmul_sm90.py) needs triton >= 3.9",
+        return Check("triton", WARN, f"triton {version}: profkit.kernels.matmul runs bf16/fp16 on its one-CTA TMA kernel; the "
+                     "2-CTA cluster kernel with TMA multicast (kernels/matmul/sm90.py) needs triton >= 3.9",
                      "pip install 'triton>=3.9', or put a triton 3.9 first on PYTHONPATH (README: the H200 recipe)")
     return Check("triton", OK, f"triton {version}")
 

@@ -1,23 +1,54 @@
-"""Test-session setup that must happen before any test module imports triton.
+"""Test-session setup: how this process runs the Triton kernels, decided once, and the markers' rules.
 
-Without a CUDA GPU the Triton kernels can only run in triton's CPU interpreter, and TRITON_INTERPRET=1 must
-be set before triton is first imported (its standard library is decorated for the interpreter or for
-compilation at import time). Each interpreter test module also sets it, but only for itself: a module that
-imports triton without it (tests/test_tuning.py, the sm_90 compile test) and is collected first would leave
-every later interpreter test calling compiled-mode helpers. Setting it here makes any subset or order of
-test files behave like the full suite. With a GPU nothing is set: the GPU tests need compiled kernels.
+Interpreter or compiled is decided here, once per test process, before any test module imports triton
+(triton decorates its language for the interpreter or for compilation when it is first imported, so a
+process must not mix them):
+
+* with a CUDA GPU: compiled. TRITON_INTERPRET=0, the kernel tests take CUDA tensors (``device`` fixture) and
+  the tests marked ``gpu`` run. PROFKIT_FA_AUTOTUNE defaults to 0 there, so FlashAttention launches the first
+  config of each search space instead of tuning every odd test length (set it to 1 to tune).
+* without one: triton's CPU interpreter. TRITON_INTERPRET=1, CPU tensors, ``gpu`` tests skipped.
+
+Markers (registered in pyproject.toml):
+
+* ``gpu``: needs a CUDA GPU; skipped without one.
+* ``interpreter``: checks behaviour of triton's CPU interpreter; skipped when the kernels are compiled.
+* ``slow``: deselected by default (``-m "not slow"`` in addopts); ``python -m pytest -m slow`` runs them,
+  ``python -m pytest -m "slow or not slow"`` runs everything.
 """
+
+from __future__ import annotations
 
 import os
 
+import pytest
 
-def _has_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+from tests.triton_mode import COMPILED, DEVICE
+
+pytest_plugins = ["tests.committed_sessions"]
 
 
-if not _has_cuda():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+def pytest_configure(config):
+    os.environ["TRITON_INTERPRET"] = "0" if COMPILED else "1"
+    if COMPILED:
+        os.environ.setdefault("PROFKIT_FA_AUTOTUNE", "0")
+
+
+def pytest_report_header(config):
+    mode = "compiled on a CUDA GPU" if COMPILED else "triton's CPU interpreter (no CUDA GPU)"
+    return f"profkit kernels: {mode}, tensors on {DEVICE}"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if not COMPILED and item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if COMPILED and item.get_closest_marker("interpreter"):
+            item.add_marker(pytest.mark.skip(reason="checks triton's CPU interpreter; the kernels are compiled here"))
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    """Where the kernel tests put their tensors: "cuda" when the kernels are compiled, "cpu" under the
+    interpreter (tests/triton_mode.py)."""
+    return DEVICE

@@ -13,7 +13,7 @@ Pipeline, one module per step:
     evaluate   perplexity / footprint / peak memory / latency per precision variant
     benchmark  layer-speed benchmark through profkit.bench.harness; profile_workload (NVTX)
 
-Command line: ``python -m kernels.int8 {train,evaluate,bench,all,profile}``. Set
+Command line: ``python -m profkit.kernels.int8 {train,evaluate,bench,all,profile}``. Set
 TRITON_INTERPRET=1 before importing this package to run the kernels on a CPU.
 """
 from .benchmark import bench, profile_workload

@@ -1,4 +1,4 @@
-"""Command line: ``python -m kernels.int8 {train,evaluate,bench,all,profile}``.
+"""Command line: ``python -m profkit.kernels.int8 {train,evaluate,bench,all,profile}``.
 
     train     --text PATH --out DIR          train the KJV decoder, save the checkpoint in DIR
     evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json]
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .train import TrainConfig
 
     defaults = TrainConfig()
-    parser = argparse.ArgumentParser(prog="python -m kernels.int8",
+    parser = argparse.ArgumentParser(prog="python -m profkit.kernels.int8",
                                      description="LLM.int8()-style INT8 quantizer: train, evaluate, benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
 

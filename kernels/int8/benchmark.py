@@ -312,7 +312,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     """
     from profkit.bench import flops, harness
 
-    harness.require_cuda("kernels.int8.bench")
+    harness.require_cuda("profkit.kernels.int8.bench")
     if (ckpt is None) != (text is None):
         raise ValueError("pass both --ckpt and --text (the model's activations need the corpus), "
                          "or neither (synthetic outlier profile)")
@@ -389,8 +389,8 @@ def profile_workload(m: int = 2048, k: int = 4096, n: int = 4096,
 
     if min(m, k, n) < 1:
         raise ValueError(f"m, k, n must be positive, got {m}, {k}, {n}")
-    harness.require_cuda("kernels.int8.profile_workload")
-    nvtx = harness.require_nvtx("kernels.int8.profile_workload")
+    harness.require_cuda("profkit.kernels.int8.profile_workload")
+    nvtx = harness.require_nvtx("profkit.kernels.int8.profile_workload")
     if include_bnb:
         try:
             import_bitsandbytes()

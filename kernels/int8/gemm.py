@@ -22,16 +22,13 @@ A ``torch._int_mm`` implementation of the same math (:func:`quantize_rows_torch`
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from kernels import matmul as mm
-from kernels.launch import LaunchCache, signature
-from kernels.matmul import tile_coords
-from kernels.tuning import autotune, tuned_for
+from ..common import device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
+from ..launch import LaunchCache, signature
+from ..tuning import autotune, tuned_for
 
 #: Single-pass quantization keeps the whole row in registers up to this many columns.
 MAX_SINGLE_BLOCK_K = 16384
@@ -45,18 +42,13 @@ K_ALIGN = 16
 OUTLIER_BLOCK = 64
 
 
-def interpreting() -> bool:
-    """True when Triton runs kernels on the CPU interpreter (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
 @triton.jit
 def _int8_code(xf, inv):
     """round(xf * inv) half away from zero, clamped to [-127, 127], as int8.
 
     inv >= 0, so |xf * inv| = |xf| * inv exactly; truncating |xf| * inv + 0.5 (clamped first) is the
     half-away rounding of the magnitude with one float -> int conversion (a floor, a clamp on both
-    sides and a float -> int8 conversion made the kernel issue-bound: GPU run BT)."""
+    sides and a float -> int8 conversion made the kernel issue-bound on the H200)."""
     mag = tl.minimum(tl.abs(xf) * inv + 0.5, 127.0).to(tl.int32)
     return tl.where(xf < 0, -mag, mag).to(tl.int8)
 
@@ -115,7 +107,7 @@ def _quantize_rows_kernel(
             else:
                 dest = kk
             tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=mask & (dest >= 0)[None, :])
-    if HAS_OUTLIERS:  # gathered through the outlier column list: a masked store over every column cost 18% (run BT)
+    if HAS_OUTLIERS:  # gathered through the outlier column list: a masked store over every column cost 18% (H200)
         o_rows = xo_ptr + offs_m[:, None] * stride_om
         for o0 in range(0, N_OUT, BLOCK_O):
             offs_o = o0 + tl.arange(0, BLOCK_O)
@@ -283,7 +275,7 @@ def _int8_gemm_tma_kernel(
     """The same GEMM and epilogue for large M on Hopper: NUM_SMS persistent programs walk the tiles,
     a: int8 (M, K) and b: int8 (N, K) (both contiguous, rows 16-byte aligned) arrive through TMA
     descriptors built on the device (zero-filled past the edges), and the tile loop is flattened
-    with the K loop so the next tile's loads overlap this tile's epilogue (kernels.matmul's
+    with the K loop so the next tile's loads overlap this tile's epilogue (profkit.kernels.matmul's
     persistent bf16 kernel, with the int8 epilogue)."""
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -292,7 +284,7 @@ def _int8_gemm_tma_kernel(
     num_tiles = num_pid_m * num_pid_n
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
-    tile_id_c = start_pid - NUM_SMS  # the epilogue's tile, one behind the loads (see kernels.matmul)
+    tile_id_c = start_pid - NUM_SMS  # the epilogue's tile, one behind the loads (see profkit.kernels.matmul)
     for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
@@ -309,7 +301,7 @@ def _int8_gemm_tma_kernel(
                        HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
 
 
-# Launches recorded per call signature (kernels.launch): a layer called again with the same
+# Launches recorded per call signature (profkit.kernels.launch): a layer called again with the same
 # shapes skips triton's per-launch Python work, which is longer than the GEMM at small M.
 _QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel,
                                per_call=("x_ptr", "map_ptr", "ocol_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
@@ -327,9 +319,9 @@ compute-bound: the pointer kernel reached ~745 int8 TOPS at M = 2048 on the H200
 def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor) -> bool:
     """The persistent TMA GEMM applies: compiled mode on an sm_90/sm_100 GPU, M >= TMA_MIN_M,
     contiguous codes and weights with 16-byte aligned rows, a row-major output."""
-    if interpreting() or not codes.is_cuda or codes.shape[0] < TMA_MIN_M or not mm._has_device_tma():
+    if interpreting() or not codes.is_cuda or codes.shape[0] < TMA_MIN_M or not has_device_tma():
         return False
-    major, _ = mm._device_info(mm._device_index(codes))
+    major, _ = device_info(device_index(codes))
     return (major in (9, 10) and codes.is_contiguous() and weight_int8.is_contiguous() and out.stride(1) == 1
             and codes.shape[1] % 16 == 0 and codes.data_ptr() % 16 == 0 and weight_int8.data_ptr() % 16 == 0)
 
@@ -499,12 +491,12 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     operands = _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier)
     outliers, weight_outlier = operands[6], operands[7]
     if _tma_gemm_eligible(codes, weight_int8, out):
-        _, num_sms = mm._device_info(mm._device_index(codes))
+        _, num_sms = device_info(device_index(codes))
 
         def persistent_grid(meta):
             return (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
 
-        triton.set_allocator(mm._tma_workspace)
+        triton.set_allocator(tma_workspace)
         _GEMM_TMA_LAUNCH.launch(
             _gemm_key(operands, bias), persistent_grid,
             (*operands, m, n, k, n_out, m_bucket(m), out.stride(0), outliers.stride(0), weight_outlier.stride(0)),
@@ -527,10 +519,10 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
 
 class RecordedLinear:
     """One QuantizedLinear call signature, replayed: allocate codes, scales, outliers and y, then
-    call the two recorded launches (kernels.launch) directly. ``quantize_rows`` + ``int8_linear``
+    call the two recorded launches (profkit.kernels.launch) directly. ``quantize_rows`` + ``int8_linear``
     validate, build two signature keys and pick a GEMM kernel on every call, ~50 µs of Python on
-    the H200 host, which made the eager layer host-bound up to M = 2048 (run H: 208 µs of host per
-    M = 2048 call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
+    the H200 host, which made the eager layer host-bound up to M = 2048 (208 µs of host per M = 2048
+    call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
 
     __slots__ = ("quantize", "gemm", "m", "kq_pad", "n", "n_outliers", "outlier_dtype", "out_dtype",
                  "column_map", "outlier_cols", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device")

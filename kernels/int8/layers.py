@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from kernels.launch import replay_allowed
-
+from ..common import interpreting
+from ..launch import replay_allowed
 from . import gemm
 
 BACKENDS = ("auto", "triton", "torch")
@@ -190,7 +190,7 @@ class QuantizedLinear(nn.Module):
     def resolved_backend(self, device: torch.device) -> str:
         if self.backend != "auto":
             return self.backend
-        return "triton" if device.type == "cuda" or gemm.interpreting() else "torch"
+        return "triton" if device.type == "cuda" or interpreting() else "torch"
 
     def _check_buffers(self) -> None:
         if (self.weight_scale.dtype != self.scale_dtype or self.weight_int8.dtype != torch.int8

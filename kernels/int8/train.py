@@ -165,7 +165,7 @@ def load_checkpoint(ckpt_dir: str | Path, device: torch.device | str = "cpu",
     """Model (fp32, eval mode, on ``device``), vocabulary and training log from a checkpoint."""
     ckpt_dir = Path(ckpt_dir)
     if not (ckpt_dir / "model.pt").is_file():
-        raise ValueError(f"{ckpt_dir} holds no model.pt; run 'python -m kernels.int8 train' first")
+        raise ValueError(f"{ckpt_dir} holds no model.pt; run 'python -m profkit.kernels.int8 train' first")
     blob = torch.load(ckpt_dir / "model.pt", map_location="cpu", weights_only=True)
     model = DecoderLM(ModelConfig(**blob["config"]))
     model.load_state_dict(blob["state_dict"])

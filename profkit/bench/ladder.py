@@ -20,6 +20,7 @@ from profkit.errors import CaptureError
 
 SOURCE = Path(__file__).resolve().parents[2] / "cuda" / "ladder_bench.cu"
 DEFAULT_SIZES = (1024, 2048, 4096, 8192)
+QUICK_SIZES = (1024, 4096)
 BASELINE = "matmul_cublas"
 
 
@@ -52,9 +53,11 @@ def bench_lines_to_table(stdout: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def bench(out_dir: Path = Path("reports/benchmarks"), sizes=DEFAULT_SIZES, reps: int = 20,
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sizes=None, reps: int = 20,
           arch: str | None = None) -> pd.DataFrame:
-    """Build and run the ladder benchmark, print its table, write ladder.json/csv."""
+    """Build and run the ladder benchmark, print its table, write ladder.json/csv. sizes: the N to run
+    (default DEFAULT_SIZES, QUICK_SIZES when quick)."""
+    sizes = sizes or (QUICK_SIZES if quick else DEFAULT_SIZES)
     built = nvcc.build(SOURCE, arch=arch)
     command = [str(built.binary.resolve()), *(str(s) for s in sizes), "--reps", str(reps)]
     result = process.run(command, timeout=3600)

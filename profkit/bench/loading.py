@@ -74,7 +74,7 @@ MANY_SOURCE = Path("sessions") / "ladder-quick-n4096" / "matmul_tiled.ncu-rep"
 def many_launch_report(count: int = 1000, workdir: Path | None = None) -> Path:
     """The 1000-launch report of the benchmark, built from the committed --quick H200 capture of
     matmul_tiled (``profkit.bench.many_report``): nothing to commit, rebuilt the same every time."""
-    from profkit.bench.many_report import replicate_launches
+    from benchmarks.many_report import replicate_launches
 
     source = MANY_SOURCE
     workdir = Path(workdir or tempfile.mkdtemp(prefix="profkit-many-"))

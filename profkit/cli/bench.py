@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import click
 
+from profkit.bench import workloads
 from profkit.cli import main
-from profkit.errors import UsageError
-
-WORKLOADS = {
-    "ladder": "profkit.bench.ladder",
-    "matmul": "kernels.matmul",
-    "flash_attention": "kernels.flash_attention",
-    "int8": "kernels.int8",
-    "loading": "profkit.bench.loading",
-    "quick_capture": "profkit.bench.quick_capture",
-    "ncu_overhead": "profkit.bench.ncu_overhead",
-}
 
 
 @main.command()
-@click.argument("workload", type=click.Choice(sorted(WORKLOADS)))
+@click.argument("workload", metavar="WORKLOAD")
 @click.option("--quick", is_flag=True, help="Fewer sizes and rounds.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="reports/benchmarks", show_default=True)
 def bench(workload: str, quick: bool, out_dir: str) -> None:
     """Benchmark WORKLOAD against its production baseline on this GPU; writes OUT_DIR/WORKLOAD.json|csv
     and rewrites OUT_DIR/benchmarks.html, the page of every result there.
+
+    WORKLOAD: ladder, matmul, flash_attention, int8, or one of profkit's measurements of itself, which run
+    from a source checkout (its benchmarks/ folder: loading, quick_capture, ncu_overhead).
 
     `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions.
     `quick_capture` captures the ladder with `profile --quick` and with `--set full`, one program per rung and all
@@ -45,21 +37,5 @@ def bench(workload: str, quick: bool, out_dir: str) -> None:
 
 
 def run_workload(workload: str, quick: bool, out_dir: str) -> None:
-    """Run one workload's benchmark entry, which writes its result files into out_dir."""
-    module = importlib.import_module(WORKLOADS[workload])
-    if workload == "loading":
-        sessions = sorted(p for p in Path("sessions").iterdir() if (p / "manifest.json").exists())
-        reports = sorted(p for s in sessions for p in s.glob("*.ncu-rep*"))
-        biggest = sorted(reports, key=lambda p: p.stat().st_size)[-2:] if quick else reports
-        count = 100 if quick else 1000
-        many = module.many_launch_report(count)
-        module.bench(biggest + [many], sessions[:1] if quick else sessions, Path(out_dir) / "loading.json",
-                     labels={many: f"{module.MANY_SOURCE}, its launch x{count} (profkit.bench.many_report)"})
-        return
-    if workload == "ladder":
-        module.bench(Path(out_dir), sizes=(1024, 4096) if quick else module.DEFAULT_SIZES)
-        return
-    entry = getattr(module, "bench", None)
-    if entry is None:
-        raise UsageError(f"{WORKLOADS[workload]} has no bench() entry")
-    entry(out_dir=Path(out_dir), quick=quick)
+    """Run one workload's benchmark entry (``profkit.bench.workloads``), which writes its result files into out_dir."""
+    workloads.run(workload, quick, out_dir)

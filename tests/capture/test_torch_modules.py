@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from profkit.capture import torch_modules as tm  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+from tests import REPO
 
 
 class Block(torch.nn.Module):

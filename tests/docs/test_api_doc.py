@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests import REPO
 API = REPO / "docs" / "api.md"
 
 

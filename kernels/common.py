@@ -1,0 +1,81 @@
+"""Device, TMA and tile-order helpers shared by every kernel family.
+
+The matmul, FlashAttention-2 and INT8 kernels ask the same questions of the device they run on (its
+index, compute capability and SM count; whether this triton builds TMA descriptors on the device and
+where those descriptors live; whether triton runs in its CPU interpreter) and walk output tiles in the
+same grouped order. They are answered here, once, so no kernel file borrows another's private helpers.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+def interpreting() -> bool:
+    """True when triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None and hasattr(knobs, "runtime"):
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def device_index(t: torch.Tensor) -> int:
+    """The CUDA device index of a tensor (the current device for a tensor on plain "cuda")."""
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+@functools.lru_cache(maxsize=None)
+def device_info(index: int) -> tuple[int, int]:
+    """(compute capability major, SM count) of a CUDA device."""
+    props = torch.cuda.get_device_properties(index)
+    return props.major, props.multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def has_device_tma() -> bool:
+    """Whether this triton has device-side tensor descriptors, the allocator hook and tl.range(flatten=)."""
+    return (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
+            and "flatten" in inspect.signature(tl.range.__init__).parameters)
+
+
+def device_tma(t: torch.Tensor) -> bool:
+    """Whether t lives on an sm_90/sm_100 GPU and this triton builds TMA descriptors on the device."""
+    return t.is_cuda and device_info(t.device.index)[0] in (9, 10) and has_device_tma()
+
+
+def tma_workspace(size: int, alignment: int, stream):
+    """Global-memory workspace for device-built TMA descriptors (the ``triton.set_allocator`` hook); host
+    memory under the interpreter."""
+    return torch.empty(size, device="cpu" if interpreting() else "cuda", dtype=torch.int8)
+
+
+def balanced_grid(tiles: int, slots: int) -> int:
+    """Programs for a persistent kernel: the fewest that run ``tiles`` in as many waves as ``slots`` programs
+    (one per SM, or per SM pair for 2-CTA clusters) would. Every wave is then full, and in grouped order the
+    waves are compact blocks of tiles that share operand panels with the next (``matmul.sm90.grid``: 64 clusters
+    at 4096^3 read 131 MB from DRAM where 66 read 147 MB, and ran 1.007 against 1.002x cuBLAS)."""
+    most = max(1, min(slots, tiles))
+    waves = -(-tiles // most)
+    return -(-tiles // waves)
+
+
+@triton.jit
+def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped tile order: GROUP_M tile-rows sweep the tile-columns together.
+
+    Consecutive programs then share the same B column panels and nearby A row panels, so
+    those panels are read from DRAM once and reused from L2.
+    """
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n

@@ -1,0 +1,43 @@
+"""Command line of the FlashAttention-2 family: ``python -m profkit.kernels.flash_attention bench|profile|power``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .benchmark import BENCH_SEQS, QUICK_SEQS, bench, power_probe, profile_workload
+from .fa2 import SUPPORTED_HEAD_DIMS
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m profkit.kernels.flash_attention bench [--quick] [--seqs N ...] | profile [--n N] [--d D] [--non-causal]
+    | power [--n N]"""
+    parser = argparse.ArgumentParser(prog="python -m profkit.kernels.flash_attention",
+                                     description="FlashAttention-2 forward and backward in Triton")
+    commands = parser.add_subparsers(dest="command", required=True)
+    bench_cmd = commands.add_parser("bench", help="benchmark vs SDPA and write reports")
+    bench_cmd.add_argument("--quick", action="store_true", help=f"only N in {QUICK_SEQS}")
+    bench_cmd.add_argument("--seqs", type=int, nargs="+", help=f"these N only (default {BENCH_SEQS})")
+    bench_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    profile_cmd = commands.add_parser("profile", help="run the NVTX-ranged profiling workload")
+    profile_cmd.add_argument("--n", type=int, default=4096, help="sequence length")
+    profile_cmd.add_argument("--d", type=int, default=64, choices=SUPPORTED_HEAD_DIMS)
+    profile_cmd.add_argument("--non-causal", action="store_true")
+    profile_cmd.add_argument("--loop", type=int, default=20, help="back-to-back forwards per side at the end")
+    power_cmd = commands.add_parser("power", help="short bursts vs sustained forwards with the GPU's clocks")
+    power_cmd.add_argument("--n", type=int, default=16384, help="sequence length")
+    power_cmd.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        if args.seqs and min(args.seqs) < 1:
+            parser.error(f"--seqs must be positive, got {args.seqs}")
+        bench(args.out_dir, quick=args.quick, seqs=args.seqs)
+    elif args.command == "power":
+        power_probe(seq=args.n, out_dir=args.out_dir)
+    else:
+        print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal, loop=args.loop))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,495 @@
+"""FlashAttention-2 against PyTorch's SDPA: benchmark cases, the memory table, the profiling workload and the
+power probe (GPU only).
+
+FLOPs (``profkit.bench.flops``): forward 4·B·H·N²·d, halved when causal; backward 2.5x the forward. Bytes:
+forward 4·B·H·N·d·itemsize (Q, K, V read, O written), backward 8x (Q, K, V, O, dO read, dQ, dK, dV written).
+Every case's outputs are checked against SDPA's default backend (``CHECK_TOL``) and ours are first run into
+NaN-poisoned buffers. Entries: ``bench``, ``profile_workload``, ``power_probe``
+(``python -m profkit.kernels.flash_attention bench|profile|power``).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from pathlib import Path
+
+import torch
+
+from .fa2 import (BACKWARD_VARIANTS, SUPPORTED_HEAD_DIMS, attention_backward, attention_forward, backward_variant,
+                  flash_attention, triton_forward, tuned_configs, variant_attention)
+
+WORKLOAD = "flash_attention"
+BENCH_SHAPES = ((64, 4, 8), (128, 4, 16))  # (head_dim, batch, heads): B*H = 32 and 64
+BENCH_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+QUICK_SEQS = (1024, 4096)
+BASELINE = "sdpa_default"
+GRAPH_MAX_SEQ = 2048
+"""Cases up to this length are also timed from CUDA graphs (kernel time, no launch cost)."""
+CHECK_TOL = 1e-2
+TIMED = {
+    "fwd": "one attention call on fixed inputs that do not require grad",
+    "bwd": "torch.autograd.grad(o, (q, k, v), do, retain_graph=True) on a graph built by one "
+           "forward outside the timed region: the backward kernels plus dq/dk/dv allocation, "
+           "identical for every implementation",
+    "method": "harness.time_fn: CUDA events per call, L2 flushed before each call, eager launches, "
+              "3 interleaved rounds, median of all runs; cases with N <= GRAPH_MAX_SEQ are "
+              "timed again as CUDA-graph replays (impl names ending in _graph: kernels only; a backward's "
+              "forward runs on a side stream, so its backward can join the capture)",
+}
+
+
+def bench_cases(quick: bool = False, seqs=None) -> list:
+    """The benchmark grid: causal fp16, d=64 (B=4, H=8) and d=128 (B=4, H=16), fwd and bwd,
+    N in seqs (default BENCH_SEQS, QUICK_SEQS when quick); FLOPs and bytes from profkit.bench.flops."""
+    from profkit.bench import flops, harness
+
+    cases = []
+    for head_dim, batch, heads in BENCH_SHAPES:
+        for seq in seqs or (QUICK_SEQS if quick else BENCH_SEQS):
+            for direction in ("fwd", "bwd"):
+                cases.append(harness.Case(
+                    workload=WORKLOAD,
+                    label=f"{direction} d={head_dim} N={seq}",
+                    params=dict(direction=direction, batch=batch, heads=heads, seq=seq,
+                                head_dim=head_dim, causal=True, dtype="float16",
+                                seed=len(cases)),
+                    flops=flops.attention_flops(batch, heads, seq, head_dim, True, direction),
+                    bytes=flops.attention_bytes(batch, heads, seq, head_dim, 2, direction)))
+    return cases
+
+
+def _random_inputs(params: dict, requires_grad: bool):
+    """Random q, k, v, do of the case's shape (batch, heads, seq, head_dim) on the current GPU."""
+    shape = (params["batch"], params["heads"], params["seq"], params["head_dim"])
+    dtype = getattr(torch, params["dtype"])
+    gen = torch.Generator(device="cuda").manual_seed(params.get("seed", 0))
+    q, k, v, do = (torch.randn(shape, device="cuda", generator=gen).to(dtype) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(requires_grad)
+    return q, k, v, do
+
+
+class _CaseInputs:
+    """The current case's inputs, created once and shared by every implementation."""
+
+    def __init__(self):
+        self._label, self._tensors = None, None
+
+    def get(self, case):
+        if case.label != self._label:
+            self._tensors = None
+            self._tensors = _random_inputs(case.params, case.params["direction"] == "bwd")
+            self._label = case.label
+        return self._tensors
+
+    def clear(self) -> None:
+        self._label, self._tensors = None, None
+
+
+def _sdpa_call(backend):
+    """attention(q, k, v, causal) through SDPA with a backend pinned (None: PyTorch's choice)."""
+    from torch.nn.attention import sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention
+
+    def call(q, k, v, causal):
+        if backend is None:
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+        with sdpa_kernel(backend):
+            return scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return call
+
+
+def attention_impls() -> dict:
+    """name -> attention(q, k, v, causal): ours and the SDPA backends we compare against."""
+    from torch.nn.attention import SDPBackend
+
+    return {
+        "fa2_triton": lambda q, k, v, causal: flash_attention(q, k, v, causal=causal),
+        # The tl.dot forward where the Gluon one would run (forward cases only): both of ours side by side.
+        "fa2_tl_fwd": triton_forward,
+        # Every backward variant beside fa2_triton's default one (backward cases only; the split and one-launch
+        # rows only where fa2_triton runs the other).
+        **{f"fa2_bwd_{variant}": variant_attention(variant) for variant in BACKWARD_VARIANTS},
+        "sdpa_default": _sdpa_call(None),
+        "sdpa_flash": _sdpa_call(SDPBackend.FLASH_ATTENTION),
+        "sdpa_cudnn": _sdpa_call(SDPBackend.CUDNN_ATTENTION),
+    }
+
+
+def _check_writes_everything(case, q, k, v, do) -> None:
+    """Run our kernels once into NaN-filled outputs; raise CheckFailed if any NaN survives.
+
+    The timed calls allocate fresh outputs, which the caching allocator may hand back still
+    holding a previous call's correct values; poisoning proves every element is written.
+    """
+    from profkit.bench import harness
+
+    causal, scale = case.params["causal"], 1.0 / math.sqrt(q.shape[-1])
+    q, k, v = q.detach(), k.detach(), v.detach()
+    nan = float("nan")
+    outputs = {"o": torch.full_like(q, nan),
+               "lse": torch.full(q.shape[:3], nan, device=q.device, dtype=torch.float32)}
+    attention_forward(q, k, v, causal, scale, True, out=(outputs["o"], outputs["lse"]))
+    if case.params["direction"] == "bwd":
+        grads = {name: torch.full_like(q, nan) for name in ("dq", "dk", "dv")}
+        attention_backward(do, q, k, v, outputs["o"], outputs["lse"], causal, scale, True,
+                           out=tuple(grads.values()))
+        outputs.update(grads)
+    for name, t in outputs.items():
+        if torch.isnan(t).any():
+            raise harness.CheckFailed(f"{case.label}: fa2_triton left NaN in {name} "
+                                      f"({int(torch.isnan(t).sum())} elements)")
+
+
+def _impl_factory(name: str, attention, inputs: _CaseInputs):
+    """harness factory: bind the case's inputs and return the zero-arg timed call (see TIMED)."""
+    from profkit.bench import harness
+
+    def factory(case):
+        causal = case.params["causal"]
+        if name == "fa2_tl_fwd" and case.params["direction"] != "fwd":
+            raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
+        if name.startswith("fa2_bwd_") and case.params["direction"] != "bwd":
+            raise harness.Unsupported("backward only (its forward is fa2_triton's)")
+        shape = tuple(case.params[key] for key in ("batch", "heads", "seq", "head_dim"))
+        if name.startswith("fa2_bwd_") and name[len("fa2_bwd_"):] == backward_variant(None, shape, causal):
+            raise harness.Unsupported("fa2_triton's backward at this shape (the default variant)")
+        q, k, v, do = inputs.get(case)
+        try:  # compile, autotune and record the launches; the poison check below replays them
+            o = attention(q, k, v, causal)
+            if case.params["direction"] == "bwd":
+                torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+        except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
+            raise harness.Unsupported(str(err).splitlines()[0]) from err
+        if name == "fa2_triton":
+            _check_writes_everything(case, q, k, v, do)
+        if case.params["direction"] == "fwd":
+            return lambda: attention(q, k, v, causal)
+        return lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+    return factory
+
+
+def _graph_factory(factory):
+    """A harness factory whose call can be captured in a CUDA graph, else Unsupported.
+
+    The call is built on a side stream: autograd runs each backward op on the stream of its forward op, and
+    work on the legacy default stream cannot join a capture, while a side stream's can."""
+    from profkit.bench import harness
+
+    def graph_factory(case):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn = factory(case)
+        torch.cuda.current_stream().wait_stream(side)  # the inputs and the recorded forward are ready before any replay
+        try:
+            harness.capture_graph(fn)
+        except RuntimeError as err:
+            raise harness.Unsupported(f"not capturable: {str(err).splitlines()[0]}") from err
+        return fn
+    return graph_factory
+
+
+def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
+    """Raise harness.CheckFailed unless every implementation's o (fwd) or dq, dk, dv (bwd) is
+    within tol of the baseline's in relative Frobenius norm.
+
+    Two fp16 implementations with fp32 accumulation differ by a few units of fp16 roundoff
+    (4.9e-4) in this norm; 1e-2 still catches a wrong mask, scale or block.
+    """
+    from profkit.bench import harness
+
+    reference = outputs.get(BASELINE)
+    if reference is None:
+        return
+    ref_parts = reference if isinstance(reference, tuple) else (reference,)
+    names = ("dq", "dk", "dv") if len(ref_parts) == 3 else ("o",)
+    for impl, out in outputs.items():
+        if impl == BASELINE or out is None:
+            continue
+        parts = out if isinstance(out, tuple) else (out,)
+        for label, got, ref in zip(names, parts, ref_parts):
+            harness.require_close(got, ref, tol, f"{case.label}: {impl} {label} vs {BASELINE}")
+
+
+def add_ratio_vs(df, impl: str):
+    """Add ratio_vs_<impl>: impl's median_ms over each row's median_ms on the same case
+    (> 1: faster than impl), like the harness's ratio_vs_baseline. CUDA-graph rows (impl
+    ending in "_graph") are held against impl's graph row."""
+    times = dict(zip(zip(df["case"], df["impl"]), df["median_ms"]))
+    reference = [times.get((case, f"{impl}_graph" if name.endswith("_graph") else impl), math.nan)
+                 for case, name in zip(df["case"], df["impl"])]
+    out = df.copy()
+    out[f"ratio_vs_{impl}"] = [r / t if t > 0 else math.nan for r, t in zip(reference, df["median_ms"])]
+    return out
+
+
+def _peak_bytes(run) -> tuple[int, int]:
+    """(peak bytes allocated while run() executes, bytes allocated just before it).
+
+    Garbage from earlier calls is collected first, so no gc pass inside run() frees it there: it would count in
+    the "before" figure and not in the peak. Without it the fused backward at N=4096, d=64 measured 49 MiB above
+    the inputs on the H200, less than its dQ, dK and dV alone (97 MiB in the other measurements), which such a
+    pass explains."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = run()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    del out
+    return peak, before
+
+
+def _memory_row(name: str, attention, params: dict, direction: str) -> dict:
+    """One memory_table row: fresh inputs, one unmeasured call, then one measured call."""
+    mib = float(1 << 20)
+    q, k, v, do = _random_inputs(params, requires_grad=direction == "fwd+bwd")
+
+    def run():
+        o = attention(q, k, v, True)
+        return o if direction == "fwd" else torch.autograd.grad(o, (q, k, v), do)
+
+    row = dict(impl=name, direction=direction, **{key: params[key] for key in
+                                                  ("head_dim", "batch", "heads", "seq")},
+               inputs_mib=4 * q.numel() * q.element_size() / mib,
+               peak_allocated_mib=float("nan"), peak_above_inputs_mib=float("nan"), note="")
+    try:
+        run()
+        peak, before = _peak_bytes(run)
+    except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
+        row["note"] = str(err).splitlines()[0]
+        return row
+    row.update(peak_allocated_mib=peak / mib, peak_above_inputs_mib=(peak - before) / mib)
+    return row
+
+
+_DIRECTIONS = {"fa2_tl_fwd": ("fwd",), **{f"fa2_bwd_{variant}": ("fwd+bwd",) for variant in BACKWARD_VARIANTS}}
+"""What the one-direction rows of attention_impls() measure in the memory table."""
+
+
+def memory_table(seqs=BENCH_SEQS, shapes=BENCH_SHAPES):
+    """Peak GPU memory of one attention call, ours vs SDPA, forward and forward+backward.
+
+    Columns: impl, direction ("fwd" | "fwd+bwd"), head_dim, batch, heads, seq,
+    inputs_mib (q, k, v, do), peak_allocated_mib (torch.cuda.max_memory_allocated after a
+    reset: inputs plus everything the call allocates), peak_above_inputs_mib (that peak minus
+    what was allocated before the call: outputs, saved tensors, gradients, workspaces),
+    note (why a backend could not run). Each call runs once unmeasured first (autotuning, cuDNN
+    plans); while it is measured only its inputs and its own tensors are alive.
+    """
+    import pandas as pd
+
+    rows = []
+    for head_dim, batch, heads in shapes:
+        for seq in seqs:
+            params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
+            for name, attention in attention_impls().items():
+                for direction in _DIRECTIONS.get(name, ("fwd", "fwd+bwd")):
+                    rows.append(_memory_row(name, attention, params, direction))
+                    torch.cuda.empty_cache()
+    return pd.DataFrame(rows)
+
+
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=None):
+    """Time ours vs SDPA (default, flash pinned, cuDNN pinned), fwd and bwd; measure peak memory.
+
+    Writes <out_dir>/flash_attention.json|csv (timings, with ratio_vs_baseline against SDPA's
+    default backend and ratio_vs_sdpa_flash) and flash_attention_memory.json|csv, prints both
+    and returns the timing table. The memory table is measured first, before the harness
+    allocates its L2-flush buffer. Our kernels are first run once into NaN-poisoned outputs,
+    and every case's outputs are checked against SDPA's default (CHECK_TOL). seqs: the lengths to run (default
+    BENCH_SEQS, QUICK_SEQS when quick).
+    """
+    import pandas as pd
+
+    from profkit.bench import flops, harness
+
+    harness.require_cuda("profkit.kernels.flash_attention.bench")
+    seqs = tuple(seqs or (QUICK_SEQS if quick else BENCH_SEQS))
+    memory = memory_table(seqs)
+
+    inputs = _CaseInputs()
+    impls = {name: _impl_factory(name, fn, inputs) for name, fn in attention_impls().items()}
+    cases = bench_cases(seqs=seqs)
+    rounds = 2 if quick else 3
+    df = harness.compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
+    # Short sequences again with every call replayed from a CUDA graph: the kernels alone, so
+    # eager minus graph is each side's launch overhead (host work per call).
+    short = [c for c in cases if c.params["seq"] <= GRAPH_MAX_SEQ]
+    if short:
+        graphed = {f"{name}_graph": _graph_factory(factory) for name, factory in impls.items()}
+        graph_df = harness.compare(short, graphed, f"{BASELINE}_graph", check=None, rounds=rounds,
+                                   cuda_graph=True)
+        df = pd.concat([df, graph_df], ignore_index=True)
+    inputs.clear()
+    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(add_ratio_vs(df, "sdpa_flash"))
+
+    meta = {
+        "workload": WORKLOAD,
+        "environment": harness.environment(),
+        "formulas": {"flops": flops.FORMULAS["attention_flops"],
+                     "bytes": flops.FORMULAS["attention_bytes"]},
+        "timed": TIMED,
+        "ceilings": ceilings,
+        "ceiling_clocks": ceiling_clocks,
+        "baseline": "torch SDPA, default backend choice; sdpa_flash and sdpa_cudnn pin "
+                    "SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
+        "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES],
+        "seqs": list(seqs), "dtype": "float16", "causal": True,
+        "check": f"relative Frobenius error vs {BASELINE} <= {CHECK_TOL}; ours also run once "
+                 "into NaN-poisoned outputs",
+        "triton_configs": tuned_configs(),
+    }
+    memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
+    print(harness.format_table(df, meta))
+    ours = df[df["impl"].str.startswith("fa2_")]
+    print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend "
+          "(_graph rows: CUDA-graph replay vs SDPA's graph replay):")
+    print(ours[["case", "impl", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
+    print("\npeak memory of one call (MiB):")
+    print(memory.to_string(index=False))
+    for path in (harness.write_results(df, meta, Path(out_dir) / WORKLOAD)
+                 + harness.write_results(memory, memory_meta, Path(out_dir) / f"{WORKLOAD}_memory")):
+        print(f"wrote {path}")
+    return df
+
+
+def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int = 20) -> dict:
+    """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
+
+    Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
+    each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (its default variant for n), SDPA (default
+    backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot) forward "fa2_fwd_tl" (the same as
+    fa2_fwd where the Gluon sm_90 kernel does not apply), that kernel with block skipping off "fa2_fwd_noskip" (the
+    skipping measured on one kernel), and every backward variant by name: "fa2_bwd_split" (2 kernels: dQ, which
+    also writes delta, then dK/dV), "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion) and
+    "fa2_bwd_single" (1 kernel). Then ``loop`` back-to-back forwards each (no
+    synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
+    show the host launch cost against kernel time (``profkit show -t launch``). fp16, B=4 and
+    H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
+    Triton configs used.
+    """
+    from profkit.bench import harness
+
+    shapes = {head_dim: (batch, heads) for head_dim, batch, heads in BENCH_SHAPES}
+    if d not in shapes:
+        raise ValueError(f"head_dim {d} is not supported; supported values are "
+                         f"{', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    if n < 1:
+        raise ValueError(f"sequence length must be at least 1, got {n}")
+    if loop < 0:
+        raise ValueError(f"loop must be >= 0, got {loop}")
+    harness.require_cuda("profkit.kernels.flash_attention.profile_workload")
+    nvtx = harness.require_nvtx("profkit.kernels.flash_attention.profile_workload")
+
+    batch, heads = shapes[d]
+    params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")
+    q, k, v, do = _random_inputs(params, requires_grad=True)
+    sdpa = _sdpa_call(None)
+
+    def forward_tl():
+        return triton_forward(q, k, v, causal)
+
+    with nvtx.annotate("warmup"):
+        for _ in range(3):
+            torch.autograd.grad(flash_attention(q, k, v, causal), (q, k, v), do)
+            torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
+            forward_tl()
+            flash_attention(q, k, v, causal, block_skip=False)
+            for variant in BACKWARD_VARIANTS:
+                torch.autograd.grad(variant_attention(variant)(q, k, v, causal), (q, k, v), do)
+        torch.cuda.synchronize()
+
+    # Start/end (process-wide) ranges, not push/pop: autograd runs the backward on its own device
+    # thread, where a push/pop range of this thread would not cover the backward kernels.
+    # Capture with --nvtx-include fa2_bwd (no trailing slash: a start/end range).
+    def timed(name, fn):
+        handle = nvtx.start_range(message=name)
+        try:
+            result = fn()
+            torch.cuda.synchronize()
+        finally:
+            nvtx.end_range(handle)
+        return result
+
+    o = timed("fa2_fwd", lambda: flash_attention(q, k, v, causal))
+    timed("fa2_bwd", lambda: torch.autograd.grad(o, (q, k, v), do))
+    o_sdpa = timed("sdpa_fwd", lambda: sdpa(q, k, v, causal))
+    timed("sdpa_bwd", lambda: torch.autograd.grad(o_sdpa, (q, k, v), do))
+    timed("fa2_fwd_tl", forward_tl)
+    timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
+    ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip"]
+    for variant in BACKWARD_VARIANTS:
+        o_variant = variant_attention(variant)(q, k, v, causal)
+        timed(f"fa2_bwd_{variant}", lambda: torch.autograd.grad(o_variant, (q, k, v), do))
+        ranges.append(f"fa2_bwd_{variant}")
+    if loop:
+        with torch.no_grad():
+            for name, attention in (("fa2_fwd_loop", flash_attention), ("sdpa_fwd_loop", sdpa)):
+                timed(name, lambda: [attention(q, k, v, causal) for _ in range(loop)])
+                ranges.append(name)
+    return {"n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "dtype": "float16",
+            "ranges": ranges,
+            "triton_configs": tuned_configs()}
+
+
+def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: float = 2.0,
+                out_dir: Path | None = Path("reports/benchmarks")):
+    """Short bursts vs sustained runs of the causal fp16 forward at one length (the benchmark's shapes): ours
+    (``flash_attention``), the Triton forward and cuDNN, each after ``idle_s`` of idle GPU, timed first from
+    CUDA-graph replays (~10 ms of GPU time, ``tuning.flushed_graph_bench``) and then for ``rep_ms``
+    (triton ``do_bench`` median, L2 flushed), with the SM clock, power and throttle reasons nvidia-smi reported
+    during the sustained window. Writes <out_dir>/flash_attention_power.json|csv; returns the table."""
+    import time
+
+    import pandas as pd
+    from torch.nn.attention import SDPBackend
+    from triton.testing import do_bench
+
+    from profkit.bench import flops, harness
+    from profkit.bench.gpu_clocks import ClockSampler, window
+
+    from ..tuning import flushed_graph_bench
+
+    harness.require_cuda("profkit.kernels.flash_attention.power_probe")
+    cudnn = _sdpa_call(SDPBackend.CUDNN_ATTENTION)
+    rows = []
+    with ClockSampler(torch.cuda.current_device()) as clocks:
+        for head_dim, batch, heads in BENCH_SHAPES:
+            params = dict(batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype="float16")
+            q, k, v, _ = _random_inputs(params, requires_grad=False)
+            impls = {"fa2_triton": lambda: flash_attention(q, k, v, causal=True),
+                     "fa2_tl_fwd": lambda: triton_forward(q, k, v, True),
+                     "sdpa_cudnn": lambda: cudnn(q, k, v, True)}
+            for fn in impls.values():  # compile, autotune, choose the variant
+                fn()
+            torch.cuda.synchronize()
+            work = flops.attention_flops(batch, heads, seq, head_dim, True, "fwd")
+            for round_ in range(rounds):
+                for name, fn in impls.items():
+                    time.sleep(idle_s)
+                    burst_ms = flushed_graph_bench(fn, None)
+                    start = time.time()
+                    sustained_ms = do_bench(fn, warmup=100, rep=rep_ms, return_mode="median")
+                    state = window(clocks.samples, start, time.time())
+                    rows.append(dict(case=f"fwd d={head_dim} N={seq}", impl=name, round=round_,
+                                     burst_us=burst_ms * 1e3, sustained_us=sustained_ms * 1e3,
+                                     sustained_tflops=work / (sustained_ms * 1e-3) / 1e12,
+                                     slowdown=sustained_ms / burst_ms, **{f"sustained_{k}": v for k, v in state.items()}))
+            del q, k, v
+    df = pd.DataFrame(rows)
+    print(df.to_string(index=False))
+    if out_dir is not None:
+        meta = {"workload": "flash_attention_power", "environment": harness.environment(),
+                "formulas": {"flops": flops.FORMULAS["attention_flops"]},
+                "timed": f"after {idle_s} s idle: burst = flushed CUDA-graph replays (~10 ms of GPU time); "
+                         f"sustained = triton do_bench median over {rep_ms} ms, L2 flushed; clocks from nvidia-smi "
+                         "-lms 100 during the sustained window",
+                "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES], "seq": seq,
+                "variant_choices": tuned_configs()["variant_choices"]}
+        for path in harness.write_results(df, meta, Path(out_dir) / "flash_attention_power"):
+            print(f"wrote {path}")
+    return df

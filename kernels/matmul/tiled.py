@@ -1,0 +1,504 @@
+"""Triton tiled matmul, C(M, N) = A(M, K) @ B(K, N): the kernels, their autotune configs and the host wrapper.
+
+Variants (``precision`` for float32 inputs):
+
+* float32, ``precision="ieee"`` (the default): true fp32 products (``input_precision="ieee"``),
+  TF32 really off. On Hopper this runs on the FMA units, like cuBLAS SGEMM with TF32 off; from 2048^3 up
+  A is first copied M-major (``transpose_kernel``) and the FMAs are issued in serpentine order
+  (``matmul.ffma_order``), which is what brings it level with cuBLAS.
+* float32, ``precision="tf32"``: TF32 tensor cores, fp32 accumulate.
+* bfloat16 / float16: tensor cores, fp32 accumulate, output rounded to the input dtype.
+
+Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order (``common.tile_coords``):
+
+* ``matmul_kernel``: one program per output tile, pointer loads, a K loop, any M, N, K and
+  strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter.
+* ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): at most one program per SM
+  (the fewest for the same number of tile waves, ``common.balanced_grid``) looping over tiles, TMA tensor
+  descriptors built on the device (``tl.make_tensor_descriptor``) and a flattened tile x K loop so
+  the next tile's loads overlap this tile's epilogue.
+
+With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles and 2^36 FLOPs go
+to a third kernel, ``matmul.sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
+Triton cannot express).
+
+Layout of the file, top to bottom: the jitted kernels, the autotune configs (built by
+``matmul_configs``), the host wrapper ``matmul`` and the float64 reference with its tolerances. The benchmark
+against cuBLAS is ``matmul.benchmark``; the command line ``python -m profkit.kernels.matmul``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..common import balanced_grid, device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
+from ..launch import LaunchCache, signature
+from ..tuning import autotune, tuned_for
+from . import ffma_order, sm90
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------
+
+ffma_order.install()
+
+
+@triton.jit(repr=ffma_order.specialization_name("matmul_kernel"))
+def matmul_kernel(
+        a_ptr, b_ptr, c_ptr,
+        M, N, K,
+        stride_am, stride_ak,
+        stride_bk, stride_bn,
+        stride_cm, stride_cn,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr,
+        INPUT_PRECISION: tl.constexpr,
+        UPCAST_INPUTS: tl.constexpr = False,
+        FFMA_ORDER: tl.constexpr = "",
+):
+    """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
+
+    INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
+    FFMA_ORDER=ffma_order.SERPENTINE compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
+    dot in serpentine order (``profkit.kernels.matmul.ffma_order``); it changes no result.
+    UPCAST_INPUTS converts the loaded tiles to float32 before the dot. Only the interpreter path
+    sets it, for bfloat16: triton's interpreter (3.6 to 3.9) multiplies bfloat16 tiles as their
+    raw uint16 bits. A bfloat16 x bfloat16 product is exact in float32, so the upcast dot with
+    fp32 accumulation computes what the tensor cores compute.
+    """
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
+
+    # Rows and columns past the edge wrap around (% M, % N): every load stays in bounds without
+    # an M/N mask, and the wrapped values only reach outputs that the final store masks off.
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_remaining = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
+        if UPCAST_INPUTS:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c = accumulator.to(c_ptr.dtype.element_ty)
+
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, c, mask=c_mask)
+
+
+@triton.jit
+def matmul_kernel_tma_persistent(
+        a_ptr, b_ptr, c_ptr,
+        M, N, K,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr,
+        EPILOGUE_SUBTILE: tl.constexpr,
+):
+    """Persistent TMA matmul for contiguous 16-bit a: (M, K), b: (K, N), c: (M, N).
+
+    P programs (the grid, at most one per SM: ``balanced_grid``) each walk tiles tile_id = pid, pid + P, ...
+    The TMA descriptors are built on the device (their 128-byte records live in a workspace from
+    triton.set_allocator); TMA zero-fills out-of-bounds loads and clips out-of-bounds stores, so no masks
+    are needed, but row strides must be multiples of 16 bytes (the host wrapper checks). The tile loop is
+    flattened with the K loop so the software pipeline keeps loading across tile boundaries.
+    EPILOGUE_SUBTILE stores the tile as two (BLOCK_M, BLOCK_N // 2) halves, halving the shared
+    memory the epilogue needs so more of it can go to pipeline stages.
+    """
+    dtype = c_ptr.dtype.element_ty
+    start_pid = tl.program_id(axis=0)
+    num_programs = tl.num_programs(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1],
+                                       block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1],
+                                       block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1],
+                                       block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
+
+    # The epilogue recomputes its tile from a separate counter, one tile behind the loads, so
+    # the flattened pipeline does not tie the prologue of tile i+1 to the epilogue of tile i.
+    tile_id_c = start_pid - num_programs
+    for tile_id in tl.range(start_pid, num_tiles, num_programs, flatten=True):
+        pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_am = pid_m * BLOCK_M
+        offs_bn = pid_n * BLOCK_N
+
+        accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            offs_k = ki * BLOCK_K
+            a = a_desc.load([offs_am, offs_k])
+            b = b_desc.load([offs_k, offs_bn])
+            accumulator = tl.dot(a, b, accumulator)
+
+        tile_id_c += num_programs
+        pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        offs_cm = pid_m * BLOCK_M
+        offs_cn = pid_n * BLOCK_N
+        if EPILOGUE_SUBTILE:
+            acc = tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2))
+            acc = tl.permute(acc, (0, 2, 1))
+            acc0, acc1 = tl.split(acc)
+            c_desc.store([offs_cm, offs_cn], acc0.to(dtype))
+            c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(dtype))
+        else:
+            c_desc.store([offs_cm, offs_cn], accumulator.to(dtype))
+
+
+@triton.jit
+def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """y = x^T: x (R, C) with any strides, y (C, R) contiguous; one (BLOCK_R, BLOCK_C) tile of x per program
+    (reads along x's rows, writes along y's rows: triton turns the tile around in shared memory)."""
+    offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (offs_r[:, None] < R) & (offs_c[None, :] < C)
+    tile = tl.load(x_ptr + offs_r[:, None] * stride_xr + offs_c[None, :] * stride_xc, mask=mask)
+    tl.store(y_ptr + offs_c[:, None] * R + offs_r[None, :], tl.trans(tile), mask=tl.trans(mask))
+
+
+# ---------------------------------------------------------------------------------------------
+# Autotune configurations
+# ---------------------------------------------------------------------------------------------
+
+PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
+"""Autotuned launch paths; ``select_path`` picks one per call."""
+
+CLUSTER_PATH = "cluster"
+"""bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles and ``sm90.MIN_FLOPS``:
+``profkit.kernels.matmul.sm90`` (Gluon, 2-CTA clusters, TMA multicast; one fixed config, not autotuned)."""
+
+SKINNY_MAX = 32
+"""Problems with min(M, N) at or below this use the skinny configs (small tiles, long K steps)."""
+
+INTERPRETER_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4}
+"""Fixed tile for TRITON_INTERPRET=1 runs (no autotuning there: every config would be interpreted)."""
+
+
+def _config(bm: int, bn: int, bk: int, stages: int, warps: int, **extra) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, **extra},
+                         num_stages=stages, num_warps=warps)
+
+
+def matmul_configs(path: str) -> list[triton.Config]:
+    """Autotune candidates per launch path (at most 16 each, so tuning one shape takes seconds).
+
+    fma (float32, TF32 off): the dot runs on FMA units; each thread owns a register sub-tile,
+    so large tiles with 8 warps and short K steps keep the FMA pipes fed without spilling. With A read
+    M-major and the FMAs in serpentine order (``_kernel_a``, ``ffma_order``) the 128-accumulator tiles lead on
+    the H200: 128x128x16 (4 warps, 4 stages) at 2048^3 and 4096^3, 128x128x32 (4 warps, 3 stages) at 8192^3,
+    256x128x16 and 128x256x16 (8 warps) within 0.5% (``sweep --dtype fp32``); 1024^3 (A as given) goes to the
+    64x64 tiles. The 4-warp 128x64 tiles won with a K-major A.
+    tf32: tensor cores on 4-byte operands, so shared memory per stage is twice bf16's; BLOCK_K
+    32 with 3-4 stages. mma16: tutorial-style tiles for bf16/fp16 without TMA. skinny16 /
+    skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
+    full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
+    (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128 and
+    64x128 tiles so sizes near 1024-2048 still give every SM a tile. The 3-stage 128x256 tiles also
+    come in GROUP_M=16 order (16 tile-rows share each B panel), worth at most ~1% (``sweep`` on
+    graph replays: 0.973x vs 0.969x cuBLAS at 4096^3, 1.018x vs 1.012x at 8192^3).
+    """
+    if path == "fma":
+        return [_config(*c) for c in (
+            (128, 128, 32, 3, 8), (128, 128, 64, 3, 8), (128, 128, 16, 4, 8), (128, 256, 16, 3, 8),
+            (256, 128, 16, 3, 8), (64, 256, 16, 3, 8), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4),
+            (64, 64, 32, 4, 4), (128, 64, 16, 5, 4), (128, 64, 64, 3, 4), (128, 128, 16, 4, 4),
+            (128, 128, 32, 3, 4), (64, 128, 16, 5, 4), (128, 64, 32, 5, 4), (64, 64, 16, 4, 2))]
+    if path == "tf32":
+        return [_config(*c) for c in (
+            (128, 256, 32, 3, 8), (256, 128, 32, 3, 8), (128, 128, 32, 4, 4), (128, 128, 32, 4, 8),
+            (128, 128, 64, 3, 8), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 64, 4, 4))]
+    if path == "mma16":
+        return [_config(*c) for c in (
+            (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
+            (128, 128, 64, 4, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4))]
+    if path == "skinny16":
+        return [_config(*c) for c in (
+            (16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 64, 128, 5, 4), (16, 128, 128, 4, 4),
+            (32, 32, 256, 4, 4), (32, 64, 128, 4, 4), (16, 32, 512, 3, 4), (64, 16, 256, 4, 4))]
+    if path == "skinny32":
+        return [_config(*c) for c in (
+            (16, 32, 128, 4, 4), (16, 64, 128, 4, 4), (16, 64, 64, 5, 4), (16, 128, 64, 4, 4),
+            (32, 32, 128, 4, 4), (32, 64, 64, 4, 4), (64, 16, 128, 4, 4))]
+    if path == "tma":
+        return [_config(*c, EPILOGUE_SUBTILE=s, GROUP_M=g) for *c, s, g in (
+            (128, 256, 64, 3, 8, False, 8), (128, 256, 64, 3, 8, True, 8), (128, 256, 64, 4, 8, True, 8),
+            (128, 256, 64, 3, 8, False, 16), (128, 256, 64, 3, 8, True, 16), (128, 256, 64, 3, 8, False, 4),
+            (256, 128, 64, 3, 8, False, 8), (256, 128, 64, 4, 8, True, 8), (128, 128, 64, 4, 8, False, 8),
+            (128, 128, 64, 5, 8, True, 8), (128, 128, 64, 4, 4, False, 8), (128, 128, 128, 3, 8, True, 8),
+            (64, 256, 64, 4, 4, True, 8), (64, 128, 64, 5, 4, False, 8))]
+    raise ValueError(f"unknown matmul path {path!r}; expected one of {PATHS}")
+
+
+def _autotune(kernel, path: str, key: list[str]):
+    return autotune(matmul_configs(path), key)(kernel)
+
+
+# Autotuning keys: the shape plus the precision; triton appends every tensor argument's dtype.
+_AUTOTUNED = {path: _autotune(matmul_kernel, path, ["M", "N", "K", "INPUT_PRECISION"])
+              for path in PATHS if path != "tma"}
+_AUTOTUNED["tma"] = _autotune(matmul_kernel_tma_persistent, "tma", ["M", "N", "K"])
+# Launches recorded per call signature (profkit.kernels.launch): a repeated call skips triton's per-launch
+# Python work, which costs more than the whole kernel at 1024^3 and on skinny shapes.
+_LAUNCHES = {path: LaunchCache(tuned, per_call=("a_ptr", "b_ptr", "c_ptr")) for path, tuned in _AUTOTUNED.items()}
+_READY: dict = {}
+"""Call signature (see ``_launch_key``) -> the path whose LaunchCache recorded it (the fast path of
+``matmul`` skips validation and path selection for these)."""
+
+# ---------------------------------------------------------------------------------------------
+# Host wrapper
+# ---------------------------------------------------------------------------------------------
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+PRECISIONS = ("ieee", "tf32")
+_MAX_ELEMENTS = 2 ** 31 - 1  # kernel offsets are 32-bit
+
+
+def tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
+    """The persistent TMA kernel applies: 16-bit, Hopper/Blackwell-class device, compiled mode,
+    contiguous operands whose row strides and base addresses are 16-byte aligned (c None: a
+    fresh output, which always is)."""
+    if interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    major, _ = device_info(device_index(a))
+    if major not in (9, 10) or not has_device_tma():
+        return False
+    aligned = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (a, b, c) if t is not None)
+    return aligned and (a.shape[1] * a.element_size()) % 16 == 0 and (b.shape[1] * b.element_size()) % 16 == 0
+
+
+def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool) -> str:
+    """The autotuned path for an (m, k) @ (k, n) problem; see PATHS and ``matmul_configs``."""
+    if min(m, n) <= SKINNY_MAX:
+        return "skinny16" if itemsize == 2 else "skinny32"
+    if itemsize == 2:
+        return "tma" if tma else "mma16"
+    return "tf32" if precision == "tf32" else "fma"
+
+
+def _validate(a, b, precision, out) -> str | None:
+    """Check the operands; return the effective precision ("ieee"/"tf32" for float32, else None)."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"{name} has dtype {t.dtype}; supported: float32, bfloat16, float16")
+    if a.dtype != b.dtype:
+        raise ValueError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.device.type != "cuda" and not interpreting():
+        raise ValueError(f"tensors on {a.device} need TRITON_INTERPRET=1 (set before importing triton); "
+                         "compiled kernels need CUDA tensors")
+    m, n = a.shape[0], b.shape[1]
+    if max(a.numel(), b.numel(), m * n) > _MAX_ELEMENTS:
+        raise ValueError(f"operands of {a.numel()}, {b.numel()} and {m * n} elements exceed the "
+                         f"32-bit offsets this kernel uses ({_MAX_ELEMENTS})")
+    if a.dtype == torch.float32:
+        precision = "ieee" if precision is None else precision
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS} or None, got {precision!r}")
+    elif precision is not None:
+        raise ValueError(f"precision applies to float32 inputs only; got {precision!r} for {a.dtype}")
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (m, n):
+            raise ValueError(f"out must be a tensor of shape {(m, n)}, got "
+                             f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+        if out.dtype != a.dtype or out.device != a.device:
+            raise ValueError(f"out must be {a.dtype} on {a.device}, got {out.dtype} on {out.device}")
+    return precision
+
+
+def _kernel_b(b: torch.Tensor, precision: str | None) -> torch.Tensor:
+    """B as the kernel reads it. For tf32, a row-major (N-major) B is copied K-major (b.t().contiguous().t(),
+    same values): the sm_90 tf32 wgmma reads B K-major from shared memory, and from an N-major B
+    triton fills the tile with 4-byte cp.async copies instead of 16-byte ones (68 against 32 in the
+    sm_90 PTX of the 128x128x32 config, triton 3.6). The copy moves 8*K*N bytes per call and is
+    part of the timed call. Other precisions read B as given."""
+    if precision == "tf32" and b.dim() == 2 and b.stride(1) == 1 and b.shape[0] > 1:
+        return b.t().contiguous().t()
+    return b
+
+
+FMA_M_MAJOR_MIN_FLOPS = 2 * 2048 ** 3
+"""fma-path problems of at least this many FLOPs read A M-major (``_kernel_a``). At 2048^3 the best M-major tile, copy
+included, ran 0.951x cuBLAS against 0.869x for the best with A as given; at 1024^3 1.051x against 1.064x
+(``sweep --dtype fp32`` on the H200)."""
+TRANSPOSE_BLOCKS = {"BLOCK_R": 64, "BLOCK_C": 64}
+_TRANSPOSES = LaunchCache(transpose_kernel, per_call=("x_ptr", "y_ptr"))
+
+
+def transpose(x: torch.Tensor) -> torch.Tensor:
+    """x (R, C), any strides -> x^T as a new contiguous (C, R) tensor, by ``transpose_kernel`` (after the first call
+    of a layout, through its recorded launch)."""
+    r, c = x.shape
+    y = torch.empty((c, r), device=x.device, dtype=x.dtype)
+    if r and c:
+        device = None if interpreting() else device_index(x)
+        grid = (triton.cdiv(r, TRANSPOSE_BLOCKS["BLOCK_R"]), triton.cdiv(c, TRANSPOSE_BLOCKS["BLOCK_C"]))
+        _TRANSPOSES.launch((x.device, signature(x)), grid, (x, y, r, c, x.stride(0), x.stride(1)), device,
+                           **TRANSPOSE_BLOCKS)
+    return y
+
+
+def _kernel_a(a: torch.Tensor, n: int, path: str) -> torch.Tensor:
+    """A as the kernel reads it. On the fma path (float32, TF32 off) a K-contiguous A of a problem of at least
+    ``FMA_M_MAJOR_MIN_FLOPS`` is copied M-major (``transpose(a).t()``, same values): the dot's shared loads
+    then fetch four rows of one k, and ptxas issues each k step's FMAs as one outer product that accumulates in
+    place (65% of FFMAs against 37% from a K-major A, 128x64x32 tile, sm_90 SASS of triton 3.9) with fewer
+    registers (145 against 168), which ``profkit.kernels.matmul.ffma_order`` then walks in serpentine order (86%, 139). The copy moves 8*M*K bytes per
+    call and is part of the timed call. Other paths and smaller problems read A as given."""
+    m, k = a.shape
+    if path == "fma" and a.stride(1) == 1 and a.stride(0) != 1 and 2 * m * n * k >= FMA_M_MAJOR_MIN_FLOPS:
+        return transpose(a).t()
+    return a
+
+
+def _launch_key(a, b, precision, out) -> tuple:
+    """Everything that fixes a launch except the data: operand dtypes, shapes, strides and
+    alignment, the device, the precision argument and whether ``out`` was given (and its layout)."""
+    return (precision, a.device, signature(a, b) if out is None else signature(a, b, out))
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    """C = a @ b with the Triton kernels; a: (M, K), b: (K, N) -> (M, N) in a's dtype.
+
+    precision: float32 only; "ieee" (default, true fp32 products) or "tf32". bfloat16/float16
+    accumulate in fp32. ``out`` (M, N) receives the result when given. CPU tensors work under
+    TRITON_INTERPRET=1 with a fixed 16x16x16 tile. Raises ValueError for bad operands.
+
+    A call with the same signature as an earlier one (see ``_launch_key``) reuses its validated,
+    autotuned and compiled launch directly (profkit.kernels.launch). Large bf16/fp16 problems on sm_90 go to
+    ``profkit.kernels.matmul.sm90`` when this triton has Gluon's multi-CTA API (``CLUSTER_PATH``).
+    """
+    try:
+        key = _launch_key(a, b, precision, out)
+        path = _READY.get(key)
+    except (AttributeError, TypeError):  # not tensors: the checks below say what is wrong
+        key, path = None, None
+    if path == CLUSTER_PATH:
+        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
+        return sm90.launch(a, b, c)
+    if path is not None:
+        # Recorded and still usable (fast path on, no launch hook installed since), and the tensors'
+        # GPU is the current one (the recorded launcher runs in the current context).
+        launch = _LAUNCHES[path].get(key)
+        if launch is not None and a.device.index == torch.cuda.current_device():
+            c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
+            if path == "tma":
+                triton.set_allocator(tma_workspace)
+            launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision), c))
+            return c
+
+    precision = _validate(a, b, precision, out)
+    m, k = a.shape
+    n = b.shape[1]
+    c = torch.empty((m, n), device=a.device, dtype=a.dtype) if out is None else out
+    if m == 0 or n == 0:
+        return c
+    if k == 0:
+        return c.zero_()
+    input_precision = precision or "ieee"  # ignored by tl.dot for 16-bit operands
+
+    if interpreting():
+        blocks = INTERPRETER_BLOCKS
+        grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
+        a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision)
+        matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                            c.stride(0), c.stride(1), INPUT_PRECISION=input_precision,
+                            UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
+        return c
+
+    if sm90.eligible(a, b, c):
+        if key is not None:
+            _READY[key] = CLUSTER_PATH
+        return sm90.launch(a, b, c)
+    device = device_index(a)
+    path = select_path(m, n, a.element_size(), precision, tma_eligible(a, b, c))
+    if path == "tma":
+        _, num_sms = device_info(device)
+        triton.set_allocator(tma_workspace)
+        args, kwargs = (a, b, c, m, n, k), {}
+
+        def grid(meta):
+            return (balanced_grid(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), num_sms),)
+    else:
+        a, b = _kernel_a(a, n, path), _kernel_b(b, precision)
+        args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+        kwargs = {"INPUT_PRECISION": input_precision}
+        if path == "fma":
+            kwargs["FFMA_ORDER"] = ffma_order.SERPENTINE
+
+        def grid(meta):
+            return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    with torch.cuda.device(device):
+        launch = _LAUNCHES[path].launch(key, grid, args, device, **kwargs)
+    if launch is not None and key is not None:
+        _READY[key] = path
+    return c
+
+
+def tuned_config(path: str, m: int, n: int, k: int, dtype: torch.dtype) -> str | None:
+    """The config the autotuner of ``path`` chose for an (m, k) @ (k, n) problem in dtype, as text (None when
+    it has not tuned that problem; see ``tuning.tuned_for``: its key starts with M, N, K)."""
+    config = tuned_for(_AUTOTUNED[path], (m, n, k), str(dtype))
+    return None if config is None else str(config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference and tolerances
+# ---------------------------------------------------------------------------------------------
+
+FP32_UNIT_ROUNDOFF = 2.0 ** -24
+
+
+def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b in float64 on a's device; a: (M, K), b: (K, N) -> (M, N) float64."""
+    return a.double() @ b.double()
+
+
+def tolerance(dtype: torch.dtype, precision: str | None, k: int) -> float:
+    """Largest accepted Frobenius relative error vs ``matmul_reference`` for random normal inputs.
+
+    * float32 ieee: max(1e-6, 4 * u * sqrt(K)), u = 2^-24. Rounding errors of a length-K fp32
+      dot product with random signs grow like u * sqrt(K) relative to the result (probabilistic
+      bound, Higham & Mary 2019); 4x is the margin. At K = 8192 this is 2.2e-5, still 20x below
+      the ~5e-4 error TF32 gives, so a run that silently used TF32 fails.
+    * float32 tf32: 2e-3. TF32 keeps 10 mantissa bits: each input carries a relative error up to
+      2^-11 when rounded and 2^-10 when truncated, which shrinks every product by ~2^-10 on
+      average, about 1e-3 relative for the whole result; 2e-3 is that with 2x margin.
+    * bfloat16 / float16: 1e-2. The inputs are exact in the reference (it reads the same 16-bit
+      values); the error is the final conversion of C to 16 bits: about 1.7e-3 for bfloat16
+      when rounded to nearest (the GPU), 3.3e-3 when truncated (triton's interpreter does),
+      8x smaller for float16; fp32 accumulation adds little. 1e-2 keeps a 3x margin.
+    """
+    if dtype == torch.float32 and precision == "tf32":
+        return 2e-3
+    if dtype == torch.float32:
+        return max(1e-6, 4.0 * FP32_UNIT_ROUNDOFF * math.sqrt(max(k, 1)))
+    return 1e-2

@@ -1,0 +1,61 @@
+"""analyse.timeline.launch_overhead: host-bound and GPU-bound launch loops told apart."""
+
+import lzma
+import shutil
+
+import pandas as pd
+import pytest
+
+from profkit.analyse.timeline import LAUNCH_COLUMNS, launch_overhead
+from tests import REPO
+
+
+def _loop(path, kernel, launches, interval_ns, kernel_ns, api_ns=5_000):
+    """Synthetic nsys rows: a launch every interval_ns; each kernel starts when launched or when
+    the previous one ends, whichever is later (one stream)."""
+    rows, gpu_free = [], 0
+    for i in range(launches):
+        call = 1_000_000 + i * interval_ns
+        start = max(call + 3_000, gpu_free)
+        gpu_free = start + kernel_ns
+        rows.append({"nvtx_path": path, "kernel": kernel, "start_ns": start, "end_ns": gpu_free,
+                     "duration_ns": kernel_ns, "launch_start_ns": call, "launch_end_ns": call + api_ns})
+    return rows
+
+
+def test_host_bound_loop_idles_the_gpu_and_gpu_bound_loop_queues():
+    kernels = pd.DataFrame(_loop("loop_small", "small", 20, interval_ns=40_000, kernel_ns=10_000)
+                           + _loop("loop_big", "big", 20, interval_ns=8_000, kernel_ns=180_000))
+    out = launch_overhead(kernels).set_index("kernel")
+    assert list(launch_overhead(kernels).columns) == LAUNCH_COLUMNS
+    small, big = out.loc["small"], out.loc["big"]
+    assert small["bound"] == "host" and big["bound"] == "GPU"
+    assert small["launch_interval_us"] == pytest.approx(40.0) and small["kernel_median_us"] == pytest.approx(10.0)
+    assert small["gpu_busy_pct"] < 30 and big["gpu_busy_pct"] > 99
+    assert small["queue_median_us"] == pytest.approx(3.0)  # started right after its launch call
+    assert big["queue_median_us"] > 1000  # waited behind earlier kernels
+    assert small["api_median_us"] == pytest.approx(5.0) and small["launches"] == 20
+
+
+def test_single_launches_and_old_tables_give_no_rows():
+    one = pd.DataFrame(_loop("once", "k", 1, 1_000, 1_000))
+    assert launch_overhead(one).empty
+    old = one.drop(columns=["launch_start_ns", "launch_end_ns"])
+    assert launch_overhead(old).empty and launch_overhead(pd.DataFrame()).empty
+
+
+def test_committed_h200_capture_carries_launch_api_times(tmp_path):
+    """The real export: every kernel is tied to the API call that launched it, on the host clock
+    before the kernel starts; Triton's driver-API launches get their NVTX path too."""
+    from profkit.parse.nsys import read_nsys
+
+    packed = REPO / "sessions" / "triton-matmul-bf16-n4096" / "python3.sqlite.xz"
+    target = tmp_path / "capture.sqlite"
+    with lzma.open(packed) as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    kernels = read_nsys(target).kernels
+    assert kernels["launch_start_ns"].notna().all()
+    assert (kernels["launch_start_ns"] < kernels["start_ns"]).all()
+    assert (kernels["launch_end_ns"] > kernels["launch_start_ns"]).all()
+    triton = kernels[kernels["kernel"] == "matmul_kernel_tma_persistent"]
+    assert set(triton["nvtx_path"]) == {"warmup", "triton_matmul"}

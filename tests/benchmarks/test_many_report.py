@@ -1,0 +1,49 @@
+"""benchmarks/many_report.py: a many-launch report built from one real H200 launch reads back whole."""
+
+
+import pytest
+
+from benchmarks.many_report import encode_varint, messages, replicate_launches, top_fields
+from profkit.errors import ReportError
+from profkit.parse.ncu import load_ncu_report
+from tests import REPO
+
+SOURCE = REPO / "sessions" / "ladder-quick-n4096" / "matmul_tiled.ncu-rep"
+
+
+def test_replicated_report_has_every_launch_with_the_source_values(tmp_path):
+    one = load_ncu_report(SOURCE, use_cache=False).launches
+    many = load_ncu_report(replicate_launches(SOURCE, 7, tmp_path / "many.ncu-rep"), use_cache=False).launches
+    assert len(one) == 1 and len(many) == 7
+    assert many["launch"].tolist() == list(range(7))
+    for column in ("duration_ns", "kernel", "registers_per_thread", "dram_read_bytes", "global_load_sectors"):
+        assert many[column].nunique() == 1 and many[column].iloc[0] == one[column].iloc[0]
+
+
+def test_count_one_is_the_source_itself_and_bad_inputs_are_refused(tmp_path):
+    assert replicate_launches(SOURCE, 1, tmp_path / "one.ncu-rep").read_bytes() == SOURCE.read_bytes()
+    with pytest.raises(ValueError):
+        replicate_launches(SOURCE, 0, tmp_path / "none.ncu-rep")
+    bogus = tmp_path / "bogus.ncu-rep"
+    bogus.write_bytes(b"NVR\x00" + b"\xff\xff\xff\x7f")
+    with pytest.raises(ReportError):
+        replicate_launches(bogus, 3, tmp_path / "x.ncu-rep")
+
+
+def test_protobuf_helpers_round_trip():
+    for value in (0, 1, 127, 128, 300, 2 ** 31):
+        assert top_fields(b"\x28" + encode_varint(value)) == {5: value}
+    assert len(messages(SOURCE.read_bytes())) > 5
+
+
+def test_loading_benchmark_times_the_load_call_and_the_process(tmp_path):
+    """One fresh-process cold and cached read of a 3-launch report: the call's own time is inside the
+    process's wall time, the cache makes the call faster, and the launch count is the report's."""
+    from profkit.bench.loading import measure_report
+
+    report = replicate_launches(SOURCE, 3, tmp_path / "three.ncu-rep")
+    row = measure_report(report, repeats=1, cache_dir=tmp_path / "cache")
+    assert row["launches"] == 3
+    assert 0 < row["cold_load_call_s"] < row["cold_s"] and 0 < row["cached_load_call_s"] < row["cached_s"]
+    assert row["cached_load_call_s"] < row["cold_load_call_s"]
+    assert row["cold_peak_rss_mib"] > row["cached_peak_rss_mib"] > 0  # the native reader only runs cold

@@ -1,0 +1,100 @@
+"""The layer benchmark's cases, implementations and checks, with a fake timer.
+
+Timing is the benchmark's; everything before it (inputs with outlier columns, every implementation's
+factory, the float64 / exact-integer checks, the goal summary) runs here on small shapes, on the test
+process's device (CUDA with a GPU, else the CPU and triton's interpreter: the ``device`` fixture).
+"""
+import json
+
+import torch
+
+from profkit.bench import harness
+from profkit.kernels.int8 import benchmark
+from profkit.kernels.int8.calibrate import outlier_columns
+from profkit.kernels.int8.convert import bitsandbytes_available
+from profkit.kernels.int8.train import TrainConfig, run_training
+
+
+def fake_timer(fn, cuda_graph=False):
+    fn()
+    return harness.Timing.from_samples([1.0, 1.02, 0.98])
+
+
+def test_synthetic_profile_has_the_documented_outlier_channels():
+    sigma = benchmark.synthetic_sigma(4096, **benchmark.SYNTHETIC_PROFILE)
+    assert int((sigma == 10.0).sum()) == 8 and int((sigma == 1.0).sum()) == 4088
+    assert torch.equal(sigma, benchmark.synthetic_sigma(4096, **benchmark.SYNTHETIC_PROFILE))
+    tiled = benchmark.tiled_sigma(torch.tensor([4.0, 40.0]), 5)
+    assert tiled.tolist() == [1.0, 10.0, 1.0, 10.0, 1.0]
+    src = benchmark.square_source(benchmark.synthetic_sigma(256, n_large=3), 64, 32, "synthetic",
+                                  "cpu")
+    # the calibration draw flags exactly the large channels under the fixed rule
+    assert outlier_columns(src.calib_absmax, "fixed", 6.0).tolist() == torch.nonzero(
+        benchmark.synthetic_sigma(256, n_large=3) > 1).flatten().tolist()
+
+
+def test_every_implementation_runs_and_is_checked(device):
+    sigma = benchmark.synthetic_sigma(128, n_large=2)
+    src = benchmark.square_source(sigma, 64, 32, "synthetic", device)
+    entries = [(src, 16), (src, 32)]
+    cases = [benchmark.bench_case(s, m) for s, m in entries]
+    layers = benchmark.LayerImpls({c.label: e for c, e in zip(cases, entries)})
+    errors, configs = {}, {}
+    impls = benchmark.implementations(layers, full=True)
+    check = benchmark.output_checker(layers, errors, configs)
+    df = harness.compare(cases, impls, baseline="fp16_linear", check=check, rounds=1,
+                         timer=fake_timer)
+    graph_impls = {"fp16_linear_graph": impls["fp16_linear"],
+                   "int8_custom_graph": impls["int8_custom"]}
+    harness.compare(cases[:1], graph_impls, baseline="fp16_linear_graph", check=check, rounds=1,
+                    timer=fake_timer)
+    assert set(errors[cases[0].label]) >= {"int8_custom", "int8_custom_graph"}
+    notes = {(r.case, r.impl): r.note for r in df.itertuples()}
+    small, large = cases[0].label, cases[1].label
+    assert "M > 16" in notes[(small, "int_mm_ceiling")]
+    if bitsandbytes_available() and device == "cuda":
+        assert errors[large]["bnb_int8"] < benchmark.TOLERANCES["bnb_int8"]
+    else:  # not installed, or no GPU for it: the row says why
+        assert "bitsandbytes" in notes[(small, "bnb_int8")]
+    assert errors[large]["int_mm_ceiling"] == 0.0  # the int32 GEMM is exact
+    assert errors[large]["fp16_linear"] < 1e-3
+    assert 1e-3 < errors[large]["int8_custom"] < benchmark.TOLERANCES["int8_custom"]
+    assert errors[large]["int8_custom_torch"] < benchmark.TOLERANCES["int8_custom_torch"]
+    params = json.loads(df["params"].iloc[0])
+    assert params["n_outliers"] == 2 and params["dtype"] == "int8+fp16"
+    assert df.loc[df["impl"] == "int8_custom", "flops"].iloc[0] == 2 * 16 * 128 * 64
+    assert df.loc[df["impl"] == "fp16_linear", "bytes"].iloc[0] == (
+        2 * 16 * 128 + 128 * 64 + 2 * 16 * 64)
+
+
+def test_goal_summary_reads_the_square_cases():
+    rows = []
+    for m, custom, bnb, fp16 in ((16, 0.01, 0.05, 0.012), (2048, 0.09, 0.3, 0.093)):
+        for impl, ms in (("int8_custom", custom), ("bnb_int8", bnb), ("fp16_linear", fp16)):
+            rows.append({"case": f"square M={m}", "impl": impl, "median_ms": ms,
+                         "params": json.dumps({"m": m, "layer": "square 4096x4096"})})
+    rows.append({"case": "blocks.0.fc1 M=2048", "impl": "int8_custom", "median_ms": 1.0,
+                 "params": json.dumps({"m": 2048, "layer": "blocks.0.fc1"})})
+    goals = benchmark.goal_summary(__import__("pandas").DataFrame(rows))
+    assert goals["m"].tolist() == [16, 2048]
+    assert goals["meets_bnb_goal"].tolist() == [True, True]
+    assert goals["meets_fp16_goal"].tolist() == [None, True]
+
+
+def test_model_sources_capture_real_activations(tmp_path):
+    lines = ["title"] + [f"Bk{chr(97 + b)}1:{v + 1} And the LORD said unto w{chr(97 + b) * 3}, "
+                         f"Go {v % 4}." for b in range(14) for v in range(40)]
+    text = tmp_path / "bible.txt"
+    text.write_text("\n".join(lines) + "\n")
+    ckpt = tmp_path / "ckpt"
+    run_training(text, ckpt, TrainConfig(steps=1, batch_size=2, seq_len=16, eval_every=1,
+                                         eval_windows=1, warmup_steps=1),
+                 model_overrides={"d_model": 32, "n_heads": 4, "n_layers": 2, "d_ff": 64},
+                 device="cpu")
+    sources, profile_layer = benchmark.model_sources(ckpt, text, rows=64, device="cpu")
+    shapes = sorted((s.weight.shape[1], s.weight.shape[0]) for s in sources)
+    assert shapes == [(32, 32), (32, 64), (32, 96), (32, 128), (64, 32)]  # 128 = padded vocab
+    for src in sources:
+        assert src.inputs.shape == (64, src.weight.shape[1]) and src.inputs.dtype == torch.float16
+        torch.testing.assert_close(src.calib_absmax, src.inputs.abs().amax(0).float())
+    assert profile_layer in sources

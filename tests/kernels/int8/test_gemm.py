@@ -1,0 +1,307 @@
+"""Triton INT8 kernels against float64 references: compiled on CUDA tensors with a GPU, in triton's CPU
+interpreter on CPU tensors without one (tests/conftest.py decides once; the ``device`` fixture). Inputs are
+drawn on the CPU and moved, so both modes check the same values.
+
+Tolerances: the quantization kernel computes in fp32 what the reference computes in fp64, so a
+code may differ by one step where x * 127 / absmax lies within fp32 rounding of a .5 boundary
+(expected about once per 10^5 codes); scales agree to fp32 rounding. The GEMM's int32
+accumulation is exact, so with identical codes the only error is the fp32 epilogue (~1e-7
+relative) and the final fp16 rounding (2^-11 relative): rtol = 2^-10.
+"""
+import pytest
+import torch
+
+from profkit.kernels.int8 import gemm
+from profkit.kernels.int8.layers import quantize_weight
+from tests.triton_mode import COMPILED
+
+
+def round_half_away(v: torch.Tensor) -> torch.Tensor:
+    return torch.sign(v) * torch.floor(v.abs() + 0.5)
+
+
+def reference_codes(x: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """float64 per-row absmax quantization of x's kept columns: codes (M, |keep|), scale (M,)."""
+    kept = x.double()[:, keep]
+    absmax = kept.abs().amax(dim=1)
+    safe = torch.where(absmax > 0, absmax, torch.ones_like(absmax))
+    codes = torch.where(absmax[:, None] > 0, round_half_away(kept * 127.0 / safe[:, None]), 0.0)
+    return codes, absmax / 127.0
+
+
+def on(device, parts: dict) -> dict:
+    """quantize_weight's buffers moved to device."""
+    return {name: t.to(device) if isinstance(t, torch.Tensor) else t for name, t in parts.items()}
+
+
+def layer_parts(k: int, n: int, outliers: list[int], seed: int = 0, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    weight = (torch.randn(n, k, generator=gen) * 0.05).half()
+    parts = quantize_weight(weight, torch.tensor(outliers, dtype=torch.int64), torch.float16)
+    return weight.to(device), on(device, parts)
+
+
+def activations(m: int, k: int, outliers: list[int], seed: int = 1, device="cpu") -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen)
+    x[:, outliers] *= 25.0
+    return x.half().to(device)
+
+
+def outlier_cols(parts, k: int):
+    """The outlier columns in slot order, as a QuantizedLinear passes them (None without outliers)."""
+    cols = gemm.column_lists(parts["column_map"], k, parts["weight_int8"].device)[1]
+    return cols if cols.numel() else None
+
+
+def run_kernels(x, parts, bias=None):
+    kq_pad = parts["weight_int8"].shape[1]
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], outlier_cols(parts, x.shape[1]), kq_pad,
+                                           torch.float16)
+    y = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
+                         parts["weight_outlier"], bias, x.dtype)
+    return codes, scales, xo, y
+
+
+def epilogue_reference(codes, scales, parts, xo, bias):
+    """float64 of the GEMM + epilogue math on given codes and scales."""
+    acc = codes.double() @ parts["weight_int8"].double().t()
+    y = acc * scales.double()[:, None] * parts["weight_scale"].double()[None, :]
+    y += xo.double() @ parts["weight_outlier"].double()
+    if bias is not None:
+        y += bias.double()
+    return y
+
+
+@pytest.mark.parametrize("m,k,n,outliers", [(3, 67, 45, [5, 66]), (33, 128, 64, []),
+                                            (20, 160, 70, list(range(0, 160, 8))),
+                                            (9, 200, 30, list(range(1, 200, 2)))])  # > OUTLIER_BLOCK outliers
+def test_quantize_rows_matches_float64_reference(device, m, k, n, outliers):
+    x = activations(m, k, outliers, device=device)
+    _, parts = layer_parts(k, n, outliers, device=device)
+    codes, scales, xo, _ = run_kernels(x, parts)
+    keep = parts["keep_idx"]
+    ref_codes, ref_scale = reference_codes(x, keep)
+    kq = keep.numel()
+    diff = (codes[:, :kq].double() - ref_codes).abs()
+    assert diff.max() <= 1 and (diff > 0).double().mean() < 1e-3
+    assert (codes[:, kq:] == 0).all()  # the K padding is written as zeros
+    torch.testing.assert_close(scales.double(), ref_scale, rtol=1e-6, atol=0)
+    assert torch.equal(xo, x[:, parts["outlier_idx"]])
+
+
+def test_round_trip_error_is_at_most_half_a_step(device):
+    x = activations(64, 96, [3], device=device)
+    _, parts = layer_parts(96, 16, [3], device=device)
+    codes, scales, _, _ = run_kernels(x, parts)
+    kept = x.double()[:, parts["keep_idx"]]
+    restored = codes[:, :kept.shape[1]].double() * scales.double()[:, None]
+    step = scales.double()[:, None]
+    assert ((restored - kept).abs() <= step * (0.5 + 1e-6)).all()
+    assert codes.abs().max() == 127  # each row's absmax maps to +-127
+
+
+def test_quantizer_rounds_ties_away_from_zero_and_clamps_to_127(device):
+    """Scaled values exactly on .5 round away from zero (the rounding LLM.int8() uses), in the Triton kernel and
+    the torch fallback alike: a row whose absmax is 127 has scale 1, so each code is the rounded input."""
+    values = [0.5, 1.5, 2.5, -0.5, -2.5, 126.5, -126.5, 127.0, -3.25, 0.0]
+    want = [1, 2, 3, -1, -3, 127, -127, 127, -3, 0]
+    x = torch.tensor([values, [-v for v in values]], dtype=torch.float16, device=device)
+    k = x.shape[1]
+    parts = on(device, quantize_weight(torch.randn(8, k).half(), torch.tensor([], dtype=torch.int64), torch.float16))
+    kq_pad = parts["weight_int8"].shape[1]
+    codes, scales, _ = gemm.quantize_rows(x, parts["column_map"], None, kq_pad, torch.float16)
+    codes_t, scales_t, _ = gemm.quantize_rows_torch(x, parts["keep_idx"], parts["outlier_idx"], kq_pad,
+                                                    torch.float16)
+    for got in (codes, codes_t):
+        assert got[0, :k].tolist() == want and got[1, :k].tolist() == [-w for w in want]
+        assert (got[:, k:] == 0).all()
+    assert scales.tolist() == [1.0, 1.0] and torch.equal(scales, scales_t)
+
+
+def test_weight_round_trip_error_is_at_most_half_a_step():
+    weight, parts = layer_parts(80, 24, [0, 79])
+    kq = parts["keep_idx"].numel()
+    restored = parts["weight_int8"][:, :kq].double() * parts["weight_scale"].double()[:, None]
+    kept = weight.double()[:, parts["keep_idx"]]
+    assert ((restored - kept).abs() <= parts["weight_scale"].double()[:, None] * 0.5001).all()
+    assert torch.equal(parts["weight_outlier"], weight[:, [0, 79]].t())
+    assert parts["column_map"].tolist()[:2] == [-1, 0] and parts["column_map"][-1] == -2
+
+
+@pytest.mark.parametrize("m,k,n,outliers,with_bias", [(3, 67, 45, [5, 66], True),
+                                                      (3, 67, 45, [], False),
+                                                      (40, 128, 96, [1, 2, 100], True),
+                                                      (17, 64, 40, list(range(40)), True)])
+def test_int8_gemm_matches_float64_of_the_same_math(device, m, k, n, outliers, with_bias):
+    x = activations(m, k, outliers, device=device)
+    _, parts = layer_parts(k, n, outliers, device=device)
+    bias = torch.linspace(-1, 1, n).half().to(device) if with_bias else None
+    codes, scales, xo, y = run_kernels(x, parts, bias)
+    assert y.dtype == torch.float16 and y.shape == (m, n)
+    ref = epilogue_reference(codes, scales, parts, xo, bias)
+    torch.testing.assert_close(y.double(), ref, rtol=2**-10, atol=1e-6 * float(ref.abs().max()))
+
+
+def test_zero_rows_and_columns_give_no_nan(device):
+    m, k, n = 6, 48, 20
+    x = activations(m, k, [7], device=device)
+    x[2] = 0                      # an all-zero token: scale 0
+    x[:, 11] = 0                  # an all-zero input channel
+    weight = (torch.randn(n, k) * 0.05).half()
+    weight[4] = 0                 # an all-zero output row: weight scale 0
+    weight[:, 30] = 0             # an all-zero weight column
+    parts = on(device, quantize_weight(weight, torch.tensor([7]), torch.float16))
+    assert parts["weight_scale"][4] == 0 and (parts["weight_int8"][4] == 0).all()
+    bias = torch.arange(n).half().to(device)
+    codes, scales, xo, y = run_kernels(x, parts, bias)
+    assert torch.isfinite(y).all()
+    assert scales[2] == 0 and (codes[2] == 0).all()
+    outlier_part = xo.double() @ parts["weight_outlier"].double()
+    torch.testing.assert_close(y[2].double(), outlier_part[2] + bias.double(), rtol=2**-10,
+                               atol=1e-3)
+    torch.testing.assert_close(y[:, 4].double(), outlier_part[:, 4] + bias[4].double(),
+                               rtol=2**-10, atol=1e-3)
+    ref = epilogue_reference(codes, scales, parts, xo, bias)
+    torch.testing.assert_close(y.double(), ref, rtol=2**-10, atol=1e-6 * float(ref.abs().max()))
+
+
+def test_all_zero_input_is_the_bias(device):
+    _, parts = layer_parts(32, 16, [], device=device)
+    bias = torch.linspace(-2, 2, 16).half().to(device)
+    *_, y = run_kernels(torch.zeros(5, 32, device=device).half(), parts, bias)
+    assert torch.equal(y, bias.expand(5, 16))
+
+
+def test_long_rows_take_the_two_pass_path(device):
+    k = gemm.MAX_SINGLE_BLOCK_K + 100
+    x = activations(2, k, [1, k - 1], device=device)
+    _, parts = layer_parts(k, 16, [1, k - 1], device=device)
+    codes, scales, xo, _ = run_kernels(x, parts)
+    ref_codes, ref_scale = reference_codes(x, parts["keep_idx"])
+    assert (codes[:, :k - 2].double() - ref_codes).abs().max() <= 1
+    torch.testing.assert_close(scales.double(), ref_scale, rtol=1e-6, atol=0)
+    assert torch.equal(xo, x[:, [1, k - 1]])
+
+
+def test_torch_int_mm_backend_gives_the_same_codes_and_outputs(device):
+    m, k, n, outliers = 19, 72, 48, [0, 50]
+    x = activations(m, k, outliers, device=device)
+    _, parts = layer_parts(k, n, outliers, device=device)
+    bias = torch.linspace(-1, 1, n).half().to(device)
+    codes, scales, xo, y = run_kernels(x, parts, bias)
+    kq_pad = parts["weight_int8"].shape[1]
+    codes_t, scales_t, xo_t = gemm.quantize_rows_torch(x, parts["keep_idx"], parts["outlier_idx"],
+                                                       kq_pad, torch.float16)
+    assert torch.equal(codes, codes_t) and torch.equal(scales, scales_t) and torch.equal(xo, xo_t)
+    y_t = gemm.int8_linear_torch(codes_t, scales_t, parts["weight_int8"], parts["weight_scale"],
+                                 xo_t, parts["weight_outlier"], bias, torch.float16)
+    ref = epilogue_reference(codes, scales, parts, xo, bias)
+    # the torch path rounds the fp16 outlier product before adding it: one more fp16 rounding
+    torch.testing.assert_close(y_t.double(), ref, rtol=2**-9, atol=1e-3)
+
+
+def test_bfloat16_and_float32_inputs(device):
+    """fp32 and bf16 activations through the Triton path (fp16 outliers), and bf16 outlier weights through the
+    torch path and, compiled, through the Triton path too: triton's CPU interpreter (3.6 to 3.9) multiplies bf16
+    tl.dot operands as their raw bits, so the bf16 outlier product inside the Triton epilogue is checked only
+    where the kernels compile."""
+    x32 = activations(8, 64, [9], device=device).float()
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(24, 64, generator=gen) * 0.05
+    outlier = torch.tensor([9], device=device)
+    for x in (x32, x32.bfloat16()):
+        parts = on(device, quantize_weight(weight, torch.tensor([9]), torch.float16))
+        codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], outlier, 64, torch.float16)
+        y = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
+                             parts["weight_outlier"], None, x.dtype)
+        assert y.dtype == x.dtype
+        ref = epilogue_reference(codes, scales, parts, xo, None)
+        rtol = 2**-7 if x.dtype == torch.bfloat16 else 1e-5
+        torch.testing.assert_close(y.double(), ref, rtol=rtol, atol=1e-5 * float(ref.abs().max()))
+    parts = on(device, quantize_weight(weight.bfloat16(), torch.tensor([9]), torch.bfloat16))
+    codes, scales, xo = gemm.quantize_rows_torch(x32.bfloat16(), parts["keep_idx"],
+                                                 parts["outlier_idx"], 64, torch.bfloat16)
+    y = gemm.int8_linear_torch(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
+                               parts["weight_outlier"], None, torch.bfloat16)
+    ref = epilogue_reference(codes, scales, parts, xo, None)
+    torch.testing.assert_close(y.double(), ref, rtol=2**-6, atol=1e-3 * float(ref.abs().max()))
+    if COMPILED:
+        codes, scales, xo = gemm.quantize_rows(x32.bfloat16(), parts["column_map"], outlier, 64, torch.bfloat16)
+        y = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
+                             parts["weight_outlier"], None, torch.bfloat16)
+        ref = epilogue_reference(codes, scales, parts, xo, None)
+        torch.testing.assert_close(y.double(), ref, rtol=2**-7, atol=1e-5 * float(ref.abs().max()))
+
+
+def test_poisoned_out_buffer_is_fully_written(device):
+    x = activations(21, 64, [2], device=device)
+    _, parts = layer_parts(64, 40, [2], device=device)
+    codes, scales, xo, y = run_kernels(x, parts)
+    out = torch.full((21, 40), float("nan"), dtype=torch.float16, device=device)
+    got = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
+                           parts["weight_outlier"], None, torch.float16, out=out)
+    assert got.data_ptr() == out.data_ptr() and torch.equal(out, y)
+
+
+def test_wrappers_reject_bad_inputs(device):
+    _, parts = layer_parts(32, 16, [1], device=device)
+    x = activations(4, 32, [1], device=device)
+    cols = outlier_cols(parts, 32)
+    with pytest.raises(ValueError, match="dtype"):
+        gemm.quantize_rows(x.to(torch.int32), parts["column_map"], cols, 32, torch.float16)
+    with pytest.raises(ValueError, match="column_map"):
+        gemm.quantize_rows(x, parts["column_map"][:5], cols, 32, torch.float16)
+    with pytest.raises(ValueError, match="column_map"):
+        gemm.quantize_rows(x, None, cols, 32, torch.float16)
+    with pytest.raises(ValueError, match="outlier_cols"):
+        gemm.quantize_rows(x, parts["column_map"], cols.float(), 32, torch.float16)
+    with pytest.raises(ValueError, match="outlier_cols"):
+        gemm.quantize_rows(x, parts["column_map"], cols[None, :], 32, torch.float16)
+    with pytest.raises(ValueError, match="multiple"):
+        gemm.quantize_rows(x, parts["column_map"], cols, 33, torch.float16)
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], cols, 32, torch.float16)
+    with pytest.raises(ValueError, match="columns"):
+        gemm.int8_linear(codes[:, :16], scales, parts["weight_int8"], parts["weight_scale"], xo,
+                         parts["weight_outlier"], None, torch.float16)
+    with pytest.raises(ValueError, match="bias"):
+        gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
+                         parts["weight_outlier"], torch.zeros(3, device=device).half(), torch.float16)
+    with pytest.raises(ValueError, match="out must be"):
+        gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo,
+                         parts["weight_outlier"], None, torch.float16,
+                         out=torch.empty(4, 16, dtype=torch.float32, device=device))
+    with pytest.raises(ValueError, match="distinct"):
+        quantize_weight(torch.ones(4, 8), torch.tensor([1, 1]), torch.float16)
+
+
+def test_autotune_regimes_prune_by_m_bucket():
+    assert gemm.m_bucket(3) == 16 and gemm.m_bucket(2048) == 2048 and gemm.m_bucket(10**6) == 8192
+    assert gemm.padded_k(0) == 16 and gemm.padded_k(4093) == 4096 and gemm.padded_k(4096) == 4096
+    configs = [__import__("triton").Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                                            "GROUP_M": 8}, num_stages=s, num_warps=w)
+               for bm, bn, bk, s, w in (gemm._SMALL_M_TILES + gemm._LARGE_M_TILES)]
+    large = gemm._prune(configs, {"M_BUCKET": 8192})
+    small = gemm._prune(configs, {"M_BUCKET": 16})
+    assert {c.kwargs["BLOCK_M"] for c in large} >= {128} and min(
+        c.kwargs["BLOCK_M"] for c in large) >= 128
+    assert max(c.kwargs["BLOCK_M"] for c in small) <= 64
+
+
+def test_gemm_config_names_the_kernel_and_config_of_the_asked_shape(monkeypatch):
+    """Result metadata: a case whose GEMM replayed a recorded launch left best_config naming the last tuned
+    shape (int8_linear.json's M = 16 and 64 rows named the persistent TMA kernel, which starts at TMA_MIN_M)."""
+    import triton
+
+    plain = triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 256, "GROUP_M": 8}, num_stages=3, num_warps=4)
+    tma = triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 8}, num_stages=4, num_warps=8)
+    k = gemm.padded_k(4000)
+    monkeypatch.setattr(gemm._int8_gemm_kernel, "cache",
+                        {(16, 4096, k, "torch.int8"): plain, (2048, 4096, k, "torch.int8"): plain}, raising=False)
+    monkeypatch.setattr(gemm._int8_gemm_tma_kernel, "cache",
+                        {(16, 4096, k, "torch.int8"): tma, (2048, 4096, k, "torch.int8"): tma}, raising=False)
+    assert gemm.gemm_config(16, 4096, k) == str(plain)          # below TMA_MIN_M: never the TMA kernel
+    assert gemm.gemm_config(1500, 4096, k) == "persistent TMA: " + str(tma)  # M bucket 2048
+    assert gemm.gemm_config(2048, 4096, k + 128) is None
+    monkeypatch.setattr(gemm._int8_gemm_tma_kernel, "cache", {}, raising=False)  # a GPU without the TMA kernel
+    assert gemm.gemm_config(2048, 4096, k) == str(plain)

@@ -1,0 +1,103 @@
+"""The INT8 kernels lower to sm_90 (Hopper) code: compiled ahead of time, no GPU needed.
+
+The interpreter tests check the math; this checks that the GPU compile path works for the
+big-tile config the H200 benchmark depends on: int8 wgmma in the main loop, the fused 16-bit
+outlier product, no register spills, shared memory within the 227 KiB an sm_90 block may use.
+It runs in a subprocess because the kernels must be imported without TRITON_INTERPRET.
+"""
+from tests.kernels.offline_compile import needs_triton_tools, run_compile_script
+
+SCRIPT = r"""
+import json, re, subprocess, sys, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from profkit.kernels.int8 import gemm
+
+def base(fn):
+    while not isinstance(fn, triton.runtime.jit.JITFunction):
+        fn = fn.fn
+    return fn
+
+def compile_sm90(kernel_fn, sig, consts, aligned, **options):
+    # (compiled kernel, its PTX, cuobjdump resource usage) for sm_90, with 16-byte divisibility hints
+    names = list(sig)
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    kernel = triton.compile(ASTSource(base(kernel_fn), sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                            options=options)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"]); f.flush()
+        usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
+                               capture_output=True, text=True, check=True).stdout
+    return kernel, kernel.asm["ptx"], usage
+
+def gemm_facts(kernel, ptx, usage):
+    return {"shared": kernel.metadata.shared,
+            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+            "wgmma_s8": bool(re.search(r"wgmma\.mma_async\S*\.s32\.s8\.s8", ptx)),
+            "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
+            "mma_s8": bool(re.search(r"mma\.sync\S*\.s32\.s8\.s8", ptx)),
+            "tma": "cp.async.bulk.tensor" in ptx}
+
+OPERANDS = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp16",
+            "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+            "N_OUTLIERS": "i32", "M_BUCKET": "i32"}
+ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "N", "K",
+           "stride_cm", "stride_xom", "stride_woo")
+
+def compile_gemm(bm, bn, bk, stages, warps):
+    sig = {**OPERANDS, "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
+           "stride_bn": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "stride_xom": "i32",
+           "stride_xoo": "constexpr", "stride_woo": "i32", "stride_won": "constexpr",
+           "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr",
+           "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr",
+           "EVEN_K": "constexpr", "BLOCK_O": "constexpr"}
+    consts = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "stride_xoo": 1, "stride_won": 1,
+              "HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn,
+              "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "BLOCK_O": 16}
+    return gemm_facts(*compile_sm90(gemm._int8_gemm_kernel, sig, consts, ALIGNED + ("stride_am", "stride_bn"),
+                                    num_warps=warps, num_stages=stages))
+
+def compile_tma(bm, bn, bk, stages, warps):
+    sig = {**OPERANDS, "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32",
+           "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+           "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "BLOCK_O": "constexpr", "NUM_SMS": "constexpr"}
+    consts = {"HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+              "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132}
+    return gemm_facts(*compile_sm90(gemm._int8_gemm_tma_kernel, sig, consts, ALIGNED,
+                                    num_warps=warps, num_stages=stages))
+
+def compile_quantize(k):
+    single, block_k, block_m, warps = gemm.quantize_tile(k)
+    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "ocol_ptr": "*i64", "q_ptr": "*i8", "xo_ptr": "*fp16",
+           "scale_ptr": "*fp32", "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "N_OUT": "i32",
+           "stride_xm": "i32", "stride_xk": "constexpr", "stride_qm": "i32", "stride_om": "i32",
+           "BLOCK_M": "constexpr", "BLOCK_K": "constexpr", "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr",
+           "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
+    consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
+              "HAS_OUTLIERS": True, "PAD_BLOCK": gemm.K_ALIGN, "BLOCK_O": gemm.OUTLIER_BLOCK}
+    _, _, usage = compile_sm90(gemm._quantize_rows_kernel, sig, consts, (), num_warps=warps)
+    return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
+            "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
+
+print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
+                  "small": compile_gemm(16, 64, 256, 4, 4),
+                  "tma": [compile_tma(*c) for c in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8))],
+                  "quantize": {k: compile_quantize(k) for k in (512, 2048, 4096)}}))
+"""
+
+
+@needs_triton_tools
+def test_gemm_kernel_compiles_for_hopper():
+    result = run_compile_script("INT8 sm_90 compile", SCRIPT)
+    large, small = result["large"], result["small"]
+    assert large["wgmma_s8"] and large["wgmma_f16"]  # int8 main loop + fp16 outlier product
+    assert small["mma_s8"]  # BLOCK_M = 16 is below one warpgroup: mma.sync
+    for r in (large, small, *result["tma"]):
+        assert r["local"] == 0  # no register spills
+        assert r["shared"] <= 227 * 1024
+    for r in result["tma"]:  # persistent large-M kernel: TMA loads, int8 wgmma, fp16 outlier product
+        assert r["tma"] and r["wgmma_s8"] and r["wgmma_f16"], r
+    for k, q in result["quantize"].items():
+        # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM
+        assert q["local"] == 0 and q["registers"] <= 64 and q["warps"] >= 8, (k, q)

@@ -1,0 +1,98 @@
+"""Training loop, checkpoint round trip, and the evaluate command on a tiny CPU model."""
+import json
+import math
+
+import pytest
+import torch
+
+from profkit.kernels.int8.__main__ import main
+from profkit.kernels.int8.data import load_splits
+from profkit.kernels.int8.model import DecoderLM, ModelConfig, sinusoidal_positions
+from profkit.kernels.int8.train import TrainConfig, learning_rate, load_checkpoint, run_training, train_model
+
+TINY = {"d_model": 32, "n_heads": 4, "n_layers": 1, "d_ff": 64, "dropout": 0.1}
+TINY_TRAIN = TrainConfig(steps=2, batch_size=2, seq_len=16, warmup_steps=1, eval_every=1,
+                         eval_windows=2, seed=0)
+
+
+def corpus_file(tmp_path):
+    lines = ["Holy Bible, test layout."]
+    for b in range(14):
+        letter = chr(ord("a") + b)
+        for v in range(8):
+            lines.append(f"Bk{letter}1:{v + 1} And the LORD spake unto w{letter * 3}, saying, "
+                         f"Go thou {v % 4}; and he went.")
+    path = tmp_path / "bible.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_model_shapes_and_tied_projection():
+    cfg = ModelConfig(vocab_size=50, max_seq_len=16, **TINY)
+    model = DecoderLM(cfg)
+    assert model.lm_head.weight is model.embed.weight
+    assert model(torch.zeros(3, 16, dtype=torch.int64)).shape == (3, 16, 50)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        model(torch.zeros(1, 17, dtype=torch.int64))
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig(vocab_size=50, d_model=30, n_heads=4)
+    table = sinusoidal_positions(4, 8)
+    assert torch.allclose(table[0], torch.tensor([0.0, 1.0] * 4))
+
+
+def test_learning_rate_warms_up_then_decays():
+    cfg = TrainConfig(steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
+    assert learning_rate(0, cfg) == pytest.approx(0.1)
+    assert learning_rate(9, cfg) == pytest.approx(1.0)
+    assert learning_rate(99, cfg) == pytest.approx(0.1, abs=1e-3)
+    assert all(learning_rate(s, cfg) >= learning_rate(s + 1, cfg) for s in range(10, 99))
+
+
+def test_two_training_steps_are_seeded(tmp_path):
+    splits = load_splits(corpus_file(tmp_path))
+    cfg = ModelConfig(vocab_size=len(splits.vocab), max_seq_len=16, **TINY)
+    first, log = train_model(splits, cfg, TINY_TRAIN, torch.device("cpu"))
+    second, log2 = train_model(splits, cfg, TINY_TRAIN, torch.device("cpu"))
+    assert [h["train_loss"] for h in log["history"]] == [h["train_loss"] for h in log2["history"]]
+    for (name, a), (_, b) in zip(first.state_dict().items(), second.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert len(log["history"]) == 2 and math.isfinite(log["history"][-1]["calibration_loss"])
+    assert log["selected_step"] in (1, 2) and log["precision"] == "fp32"
+    untrained = DecoderLM(cfg)
+    assert not torch.equal(untrained.blocks[0].fc1.weight, first.blocks[0].fc1.weight)
+
+
+def test_checkpoint_round_trip_and_evaluate_command(tmp_path):
+    text = corpus_file(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    log = run_training(text, ckpt, TINY_TRAIN, model_overrides=TINY, device="cpu")
+    assert log["corpus_version"].startswith("unrecognised")  # not the Debian bible.data
+    model, vocab, saved_log = load_checkpoint(ckpt)
+    assert saved_log["selected_step"] == log["selected_step"] and len(vocab) % 128 == 0
+    assert model.cfg.d_model == 32 and not model.training
+
+    out = tmp_path / "int8_model.json"
+    code = main(["evaluate", "--text", str(text), "--ckpt", str(ckpt), "--out", str(out),
+                 "--variants", "fp32,fp16,int8_fixed,int8_stat,bnb_int8", "--eval-batch", "4"])
+    assert code == 0
+    payload = json.loads(out.read_text())
+    rows = {r["variant"]: r for r in payload["rows"]}
+    assert set(rows) == {"fp32", "fp16", "int8_fixed", "int8_stat", "bnb_int8"}
+    assert rows["fp16"]["ppl_rel_change_vs_fp16"] == 0.0
+    for variant in ("fp32", "int8_fixed", "int8_stat"):
+        assert math.isfinite(rows[variant]["perplexity"])
+        assert abs(rows[variant]["ppl_rel_change_vs_fp16"]) < 0.05
+    assert rows["int8_fixed"]["layers_int8"] == 4 + 1
+    assert rows["int8_fixed"]["static_ratio_vs_fp16"] < 0.9
+    if rows["bnb_int8"].get("perplexity") is None:  # bitsandbytes is not installed on CPU CI
+        assert "bitsandbytes is not usable" in rows["bnb_int8"]["note"]
+    assert (tmp_path / "int8_model.csv").is_file()
+    assert payload["meta"]["data"]["books"]["evaluation"] == ["Bkg"]
+    layers = payload["meta"]["variants"]["int8_stat"]["layers"]
+    assert {r["layer"] for r in layers} >= {"lm_head", "embed"}
+
+
+def test_cli_rejects_missing_corpus(tmp_path, capsys):
+    code = main(["evaluate", "--text", str(tmp_path / "nope.data"), "--ckpt", str(tmp_path)])
+    assert code == 2
+    assert "model.pt" in capsys.readouterr().out

@@ -1,0 +1,296 @@
+"""profkit.kernels.matmul.tiled: every variant vs the float64 reference, on odd shapes and strides.
+
+The kernels run compiled on CUDA tensors when this process has a GPU and in triton's CPU interpreter on CPU
+tensors otherwise (tests/conftest.py decides once; the ``device`` fixture). Compiled, each autotuned path
+launches its first config untuned (``first_configs``): these tests check the math, the benchmark checks
+what the tuner picks. Inputs are fresh random normals per test, drawn on the CPU from a base seed printed
+with each test (set PROFKIT_TEST_SEED to replay one) and then moved to the device.
+"""
+
+import os
+import random
+import zlib
+
+import pytest
+import torch
+
+from profkit.bench import harness
+from profkit.kernels import common
+from profkit.kernels.launch import LaunchCache
+from profkit.kernels.matmul import benchmark, ffma_order
+from profkit.kernels.matmul import tiled as mm
+from profkit.kernels.matmul.__main__ import main
+from tests.triton_mode import COMPILED
+
+BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
+
+VARIANTS = [
+    pytest.param(torch.float32, "ieee", id="fp32-ieee"),
+    pytest.param(torch.float32, "tf32", id="tf32"),
+    pytest.param(torch.bfloat16, None, id="bf16"),
+    pytest.param(torch.float16, None, id="fp16"),
+]
+SHAPES = [(67, 129, 33), (1, 1, 1), (128, 64, 256), (33, 200, 17)]
+
+
+@pytest.fixture
+def gen(request):
+    """A generator seeded from BASE_SEED and the test id; the seed is printed for replay."""
+    seed = (BASE_SEED + zlib.crc32(request.node.nodeid.encode())) % 2 ** 31
+    print(f"PROFKIT_TEST_SEED={BASE_SEED} (this test: torch seed {seed})")
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture(autouse=True)
+def first_configs(monkeypatch):
+    """Compiled: every autotuned path launches its first config, untuned (triton's autotuner runs a lone
+    config directly). The interpreter never tunes."""
+    if COMPILED:
+        for tuner in mm._AUTOTUNED.values():
+            monkeypatch.setattr(tuner, "configs", tuner.configs[:1])
+
+
+def _operands(gen, m, n, k, dtype, device="cpu"):
+    a = torch.randn(m, k, generator=gen).to(device, dtype)
+    b = torch.randn(k, n, generator=gen).to(device, dtype)
+    return a, b
+
+
+@pytest.mark.parametrize("dtype, precision", VARIANTS)
+@pytest.mark.parametrize("m, n, k", SHAPES, ids=lambda v: str(v))
+def test_matches_float64_reference_within_tolerance(gen, device, dtype, precision, m, n, k):
+    a, b = _operands(gen, m, n, k, dtype, device)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device=device)  # poison: an unwritten element fails
+    result = mm.matmul(a, b, precision=precision, out=out)
+    assert result.data_ptr() == out.data_ptr() and result.dtype == dtype
+    assert not torch.isnan(result).any()
+    err = harness.relative_error(result, mm.matmul_reference(a, b))
+    # Under the interpreter tf32 may compute exactly like ieee: assert the bound only.
+    assert err <= mm.tolerance(dtype, precision, k), f"relative error {err:.3e}"
+
+
+def test_strided_inputs_and_fresh_output(gen, device):
+    a_t, b_t = _operands(gen, 40, 24, 48, torch.float32, device)  # a_t: (40, 48), b_t: (48, 24)
+    a = a_t.t().contiguous().t()  # same values, column-major storage
+    b = torch.randn(24, 48, generator=gen).to(device).t()  # (48, 24) view with strides (1, 48)
+    result = mm.matmul(a, b)
+    assert result.shape == (40, 24) and result.dtype == torch.float32 and result.is_contiguous()
+    assert harness.relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 48)
+
+
+def test_empty_dimensions(device):
+    zero_k = mm.matmul(torch.randn(3, 0, device=device), torch.randn(0, 5, device=device),
+                       out=torch.full((3, 5), float("nan"), device=device))
+    assert torch.equal(zero_k, torch.zeros(3, 5, device=device))
+    assert mm.matmul(torch.randn(0, 4, device=device), torch.randn(4, 5, device=device)).shape == (0, 5)
+
+
+@pytest.mark.parametrize("a, b, kwargs, message", [
+    (torch.randn(4, 5), torch.randn(6, 3), {}, "inner dimensions differ"),
+    (torch.randn(4), torch.randn(4, 3), {}, "a must be 2-D"),
+    (torch.randn(4, 5), torch.randn(5, 3, 1), {}, "b must be 2-D"),
+    (torch.ones(4, 5, dtype=torch.int32), torch.ones(5, 3, dtype=torch.int32), {}, "dtype torch.int32"),
+    (torch.randn(4, 5), torch.randn(5, 3, device="meta"), {}, "same device"),
+    (torch.randn(4, 5), torch.randn(5, 3).half(), {}, "same dtype"),
+    (torch.randn(4, 5).bfloat16(), torch.randn(5, 3).bfloat16(), {"precision": "tf32"}, "float32 inputs only"),
+    (torch.randn(4, 5), torch.randn(5, 3), {"precision": "fp8"}, "precision must be one of"),
+    (torch.randn(4, 5), torch.randn(5, 3), {"out": torch.empty(3, 4)}, "out must be a tensor of shape"),
+    (torch.randn(4, 5), torch.randn(5, 3), {"out": torch.empty(4, 3).half()}, "out must be torch.float32"),
+])
+def test_bad_operands_raise_value_error(device, a, b, kwargs, message):
+    a, b = (t.to(device) if t.device.type == "cpu" else t for t in (a, b))
+    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    with pytest.raises(ValueError, match=message):
+        mm.matmul(a, b, **kwargs)
+
+
+def test_select_path():
+    assert mm.select_path(16, 4096, 2, None, tma=True) == "skinny16"
+    assert mm.select_path(4096, 8, 4, "ieee", tma=False) == "skinny32"
+    assert mm.select_path(4096, 4096, 2, None, tma=True) == "tma"
+    assert mm.select_path(4096, 4096, 2, None, tma=False) == "mma16"
+    assert mm.select_path(4096, 4096, 4, "ieee", tma=False) == "fma"
+    assert mm.select_path(4096, 4096, 4, "tf32", tma=False) == "tf32"
+
+
+def test_autotune_lists_are_modest_and_distinct():
+    for path in mm.PATHS:
+        configs = mm.matmul_configs(path)
+        keys = {(tuple(sorted(c.kwargs.items())), c.num_warps, c.num_stages) for c in configs}
+        assert 1 <= len(configs) <= 16 and len(keys) == len(configs), path
+    with pytest.raises(ValueError, match="unknown matmul path"):
+        mm.matmul_configs("sparse")
+
+
+def test_tuned_config_names_the_config_of_the_asked_shape_and_dtype(monkeypatch):
+    # The benchmark records each case's config after the case ran; when that case's launch was a replay,
+    # the autotuner's best_config still named the last *tuned* shape (an fp32 2048^3 row once named the 4096^3
+    # pick). The per-key cache answers for the asked problem only.
+    tuner = mm._AUTOTUNED["tma"]
+    configs = mm.matmul_configs("tma")
+    cache = {(2048, 2048, 2048, "torch.bfloat16", "torch.bfloat16", "torch.bfloat16"): configs[0],
+             (2048, 2048, 2048, "torch.float16", "torch.float16", "torch.float16"): configs[1],
+             (4096, 4096, 512, "torch.bfloat16", "torch.bfloat16", "torch.bfloat16"): configs[2]}
+    monkeypatch.setattr(tuner, "cache", cache, raising=False)
+    monkeypatch.setattr(tuner, "best_config", configs[2], raising=False)
+    assert mm.tuned_config("tma", 2048, 2048, 2048, torch.bfloat16) == str(configs[0])
+    assert mm.tuned_config("tma", 2048, 2048, 2048, torch.float16) == str(configs[1])
+    assert mm.tuned_config("tma", 4096, 4096, 512, torch.bfloat16) == str(configs[2])
+    assert mm.tuned_config("tma", 4096, 4096, 4096, torch.bfloat16) is None
+
+
+def test_tolerances_separate_ieee_from_tf32():
+    # Even at K = 8192 the fp32 bound stays 10x below TF32's input rounding (2^-11 ~ 4.9e-4),
+    # so a kernel that silently used TF32 would fail the ieee check.
+    assert mm.tolerance(torch.float32, "ieee", 33) == pytest.approx(1.38e-6, rel=1e-2)
+    assert mm.tolerance(torch.float32, "ieee", 8192) < 2 ** -11 / 10
+    assert mm.tolerance(torch.float32, "tf32", 8192) == 2e-3
+    assert mm.tolerance(torch.bfloat16, None, 8192) == mm.tolerance(torch.float16, None, 1) == 1e-2
+
+
+def test_bench_cases_cover_variants_and_skinny_shapes():
+    cases = benchmark.bench_cases(quick=False)
+    labels = [c.label for c in cases]
+    assert labels[:4] == [f"fp32-ieee {n}x{n}x{n}" for n in benchmark.BENCH_SIZES]
+    assert "tf32 8192x8192x8192" in labels and "bf16 2048x2048x2048" in labels
+    assert labels[-2:] == ["bf16 16x4096x4096", "bf16 4096x4096x512"]
+    skinny = cases[-2]
+    assert skinny.flops == 2.0 * 16 * 4096 * 4096
+    assert skinny.bytes == (16 * 4096 + 4096 * 4096) * 2 + 16 * 4096 * 2
+    assert skinny.params["dtype"] == "bfloat16" and skinny.params["precision"] is None
+    assert len({c.params["seed"] for c in cases}) == len(cases)
+    assert [c.label for c in benchmark.bench_cases(quick=True)][:2] == ["fp32-ieee 1024x1024x1024", "fp32-ieee 4096x4096x4096"]
+
+
+@pytest.mark.skipif(COMPILED, reason="checks the error raised without a GPU")
+def test_bench_and_profile_need_a_gpu(tmp_path):
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        benchmark.bench(out_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        benchmark.profile_workload(n=64)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        main(["sweep", "--n", "512", "--group-m", "4", "--out-dir", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        main(["sweep", "--dtype", "fp32", "--n", "512", "--out-dir", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        main(["goals", "--rounds", "7", "--out-dir", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        main(["goals", "--case", "bf16 4096x4096x4096", "--out-dir", str(tmp_path)])
+    assert not list(tmp_path.iterdir())
+
+
+def test_goal_cases_are_the_bench_cases_the_issue_sets_goals_for():
+    """One case per goal, built like the bench's (same labels, FLOPs, bytes, dtype); the ratios are the issue's."""
+    cases = benchmark.goal_cases()
+    assert [c.label for c in cases] == list(benchmark.GOALS)
+    bench = {c.label: c for c in benchmark.bench_cases()}
+    for case in cases:
+        twin = bench[case.label]
+        assert (case.flops, case.bytes, case.params["dtype"], case.params["precision"]) == \
+            (twin.flops, twin.bytes, twin.params["dtype"], twin.params["precision"])
+    assert benchmark.GOALS["bf16 4096x4096x4096"] == benchmark.GOALS["bf16 8192x8192x8192"] == 1.0
+    assert benchmark.GOALS["fp32-ieee 4096x4096x4096"] == 0.95 and benchmark.GOALS["fp32-ieee 2048x2048x2048"] == 0.85
+    assert benchmark.GOALS["bf16 2048x2048x2048"] == benchmark.GOALS["bf16 16x4096x4096"] == benchmark.GOALS["bf16 4096x4096x512"] == 0.8
+    assert benchmark.GOAL_ROUNDS >= 6  # fewer rounds give no interval, only "(no interval)" verdicts
+    one = benchmark.goal_cases(("bf16 4096x4096x4096",))
+    assert [c.label for c in one] == ["bf16 4096x4096x4096"]
+    assert one[0].params["seed"] == next(c for c in cases if c.label == "bf16 4096x4096x4096").params["seed"]
+    with pytest.raises(ValueError, match="no goal for"):
+        benchmark.goal_cases(("bf16 4096x4096x4097",))
+
+
+def test_sweep_rejects_a_dtype_without_a_path(tmp_path):
+    with pytest.raises(ValueError, match="sweep dtype 'tf32'"):
+        benchmark.sweep("tf32", out_dir=tmp_path)
+
+
+def test_sweep_launch_of_an_fma_tile_matches_float64(gen, device):
+    # The sweep times each fma config launched directly with its own GROUP_M; a launch that dropped the
+    # config's tile or order would time something else. Small tile, so the interpreter stays quick.
+    cfg = mm._config(32, 16, 16, 2, 1)
+    a, b = _operands(gen, 45, 37, 29, torch.float32, device)
+    c = torch.full((45, 37), float("nan"), device=device)
+    benchmark._sweep_launch("fma", cfg, 2, 1, a, b, c)
+    assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
+    assert benchmark._sweep_label(cfg, 2) == "32x16x16 s2 w1 g2"
+    c = torch.full((45, 37), float("nan"), device=device)
+    benchmark._sweep_launch("fma", cfg, 2, 1, a, b, c, m_major=True, order=ffma_order.SERPENTINE)
+    assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
+    assert benchmark._sweep_label(cfg, 2, True, ffma_order.SERPENTINE, "fp32") == "32x16x16 s2 w1 g2 aM serp"
+    assert benchmark._sweep_label(cfg, 2, False, "", "fp32") == "32x16x16 s2 w1 g2 aK"
+    assert benchmark._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
+
+
+@pytest.mark.parametrize("r, c", [(1, 1), (67, 129), (130, 64), (5, 300)])
+def test_transpose_of_odd_and_strided_tiles(gen, device, r, c):
+    x = torch.randn(r, c, generator=gen).to(device)
+    y = mm.transpose(x)
+    assert y.shape == (c, r) and y.is_contiguous() and torch.equal(y, x.t())
+    wide = torch.randn(r, 2 * c + 3, generator=gen).to(device)[:, 1:2 * c + 1:2]  # a strided view
+    assert torch.equal(mm.transpose(wide), wide.t())
+
+
+def test_fma_path_reads_a_m_major_from_the_size_threshold_on(gen, device, monkeypatch):
+    # _kernel_a copies A M-major for fma-path problems of at least FMA_M_MAJOR_MIN_FLOPS; the result must not change.
+    # The threshold moves between calls of one shape here, so nothing may replay a launch recorded with A's
+    # other layout (in a real process the threshold is fixed and the shape decides the copy).
+    monkeypatch.setattr(LaunchCache, "enabled", False)
+    copies = []
+
+    def counting_transpose(x):
+        copies.append(tuple(x.shape))
+        return transpose(x)
+    transpose = mm.transpose
+    monkeypatch.setattr(mm, "transpose", counting_transpose)
+    a, b = _operands(gen, 67, 45, 33, torch.float32, device)
+    monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 2 * 67 * 45 * 33 + 1)
+    small = mm.matmul(a, b)
+    assert copies == []
+    monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 2 * 67 * 45 * 33)
+    big = mm.matmul(a, b)
+    assert copies == [(67, 33)]
+    for result in (small, big):
+        assert harness.relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 33)
+    mm.matmul(a, b, precision="tf32")  # other paths, and an A that is M-major already, are read as given
+    mm.matmul(a.t().contiguous().t(), b)
+    assert copies == [(67, 33)]
+    kernel_a = mm._kernel_a(a, 45, "fma")
+    assert kernel_a.stride() == (1, 67) and torch.equal(kernel_a, a)
+
+
+def test_profile_workload_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        benchmark.profile_workload(dtype="int4")
+    with pytest.raises(ValueError, match="n must be positive"):
+        benchmark.profile_workload(n=0)
+
+
+def test_command_line_rejects_unknown_dtype(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["profile", "--dtype", "int4"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_tf32_reads_b_k_major_and_other_precisions_read_it_as_given():
+    b = torch.randn(33, 17)
+    kmajor = mm._kernel_b(b, "tf32")
+    assert kmajor.stride() == (1, 33) and torch.equal(kmajor, b)
+    assert mm._kernel_b(b, "ieee") is b and mm._kernel_b(b, None) is b
+    already = torch.randn(17, 33).t()  # K-major view: used as is
+    assert mm._kernel_b(already, "tf32") is already
+
+
+def test_balanced_grid_keeps_the_waves_with_the_fewest_programs():
+    """Persistent grids: 512 tiles on 132 SMs take 4 waves, so 128 programs; never more programs than tiles
+    or slots, and one program fewer would always add a wave."""
+    assert common.balanced_grid(512, 132) == 128
+    assert common.balanced_grid(256, 66) == 64
+    assert common.balanced_grid(132, 132) == 132 and common.balanced_grid(133, 132) == 67
+    assert common.balanced_grid(5, 132) == 5 and common.balanced_grid(1, 1) == 1
+    for tiles in range(1, 600, 7):
+        for slots in (1, 7, 66, 132):
+            p = common.balanced_grid(tiles, slots)
+            waves = -(-tiles // min(tiles, slots))
+            assert 1 <= p <= min(tiles, slots) and -(-tiles // p) == waves
+            assert p == 1 or -(-tiles // (p - 1)) > waves
