@@ -79,3 +79,29 @@ def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
     pid_n = (tile_id % num_pid_in_group) // group_size_m
     return pid_m, pid_n
+
+
+@triton.jit
+def _bf16_dot_probe(a_ptr, b_ptr, c_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    a = tl.load(a_ptr + offs[:, None] * N + offs[None, :])
+    b = tl.load(b_ptr + offs[:, None] * N + offs[None, :])
+    tl.store(c_ptr + offs[:, None] * N + offs[None, :], tl.dot(a, b))
+
+
+def interpreter_bf16_dot_ok() -> bool:
+    """Whether tl.dot on bfloat16 gives the right products in this process's triton interpreter.
+
+    Triton's interpreter (3.6 to 3.9) multiplies bfloat16 tiles as their raw uint16 bits: a kernel that runs
+    such a dot under TRITON_INTERPRET=1 returns garbage (FlashAttention-2 in bf16: relative error ~4e9). Checked
+    on a 16 x 16 product of small integers (exact in bfloat16 and float32), not by version, so a fixed
+    interpreter (or a patched one) passes. True when not interpreting."""
+    if not interpreting():
+        return True
+    n = 16
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randint(-3, 4, (n, n), generator=gen).to(torch.bfloat16)
+    b = torch.randint(-3, 4, (n, n), generator=gen).to(torch.bfloat16)
+    c = torch.empty((n, n), dtype=torch.float32)
+    _bf16_dot_probe[(1,)](a, b, c, N=n)
+    return bool(torch.equal(c, a.float() @ b.float()))

@@ -100,6 +100,54 @@ def _sdpa_call(backend):
     return call
 
 
+SDPA_BACKEND_PATTERNS = (("cudnn", ("cudnn",)), ("flash", ("pytorch_flash", "flash_fwd", "flash_bwd")),
+                         ("efficient", ("fmha", "efficient_attention", "mem_efficient")),
+                         ("math", ("softmax", "gemm", "gemv", "nvjet", "bmm")))
+"""SDPA backend -> substrings of its kernels' names (lower case), most specific first."""
+
+
+def sdpa_backend(kernel_names) -> str:
+    """Which SDPA backend ran, from the names of the kernels one call launched: cudnn, flash, efficient, math, or
+    'unknown' (a label must come from what ran, not from what the PyTorch version usually picks)."""
+    names = [str(n).lower() for n in kernel_names]
+    for backend, markers in SDPA_BACKEND_PATTERNS:
+        if any(marker in name for name in names for marker in markers):
+            return backend
+    return "unknown"
+
+
+def sdpa_backends_ran(seq: int = 1024, head_dim: int = 64) -> dict:
+    """{sdpa impl: {direction: backend, "kernels": names}}: each SDPA baseline called once (forward, then forward +
+    backward) under torch.profiler on this GPU. A pinned backend that ran something else raises CheckFailed."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from profkit.bench import harness
+
+    q, k, v = (torch.randn(1, 8, seq, head_dim, device="cuda", dtype=torch.float16, requires_grad=True)
+               for _ in range(3))
+    out = {}
+    for name, attention in attention_impls().items():
+        if not name.startswith("sdpa_"):
+            continue
+        row = {}
+        for direction in ("fwd", "bwd"):
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                o = attention(q, k, v, True)
+                if direction == "bwd":
+                    o.sum().backward()
+                torch.cuda.synchronize()
+            kernels = sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+            row[direction] = sdpa_backend(kernels)
+            row[f"{direction}_kernels"] = kernels
+        pinned = {"sdpa_cudnn": "cudnn", "sdpa_flash": "flash"}.get(name)
+        if pinned and row["fwd"] != pinned:
+            raise harness.CheckFailed(f"{name} pins {pinned} but its kernels say {row['fwd']}: "
+                                      f"{', '.join(row['fwd_kernels'][:4])}")
+        out[name] = row
+    return out
+
+
 def attention_impls() -> dict:
     """name -> attention(q, k, v, causal): ours and the SDPA backends we compare against."""
     from torch.nn.attention import SDPBackend
@@ -308,6 +356,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
     from profkit.bench import flops, harness
 
     harness.require_cuda("profkit.kernels.flash_attention.bench")
+    backends = sdpa_backends_ran()  # what each baseline really runs here, from its kernels' names
     seqs = tuple(seqs or (QUICK_SEQS if quick else BENCH_SEQS))
     memory = memory_table(seqs)
 
@@ -337,6 +386,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
         "ceiling_clocks": ceiling_clocks,
         "baseline": "torch SDPA, default backend choice; sdpa_flash and sdpa_cudnn pin "
                     "SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
+        "sdpa_backends_ran": backends,
         "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES],
         "seqs": list(seqs), "dtype": "float16", "causal": True,
         "check": f"relative Frobenius error vs {BASELINE} <= {CHECK_TOL}; ours also run once "

@@ -48,7 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..common import device_info, device_tma, interpreting, tma_workspace
+from ..common import device_info, device_tma, interpreter_bf16_dot_ok, interpreting, tma_workspace
 from ..launch import LaunchCache, replay_allowed, signature
 from ..tuning import autotune
 from . import sm90
@@ -882,6 +882,9 @@ def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.device.type != "cuda" and not _INTERPRET:
         raise ValueError(f"the Triton kernels need CUDA tensors (got {q.device}); "
                          "set TRITON_INTERPRET=1 before importing to run them on the CPU")
+    if _INTERPRET and q.dtype == torch.bfloat16 and not interpreter_bf16_dot_ok():
+        raise ValueError("this triton's CPU interpreter computes tl.dot on bfloat16 wrong (it multiplies the raw "
+                         "bits), so the result would be garbage: use torch.float16 under TRITON_INTERPRET=1, or a GPU")
 
 
 def _strides(t: torch.Tensor) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ from tests.triton_mode import COMPILED, on_sm90
 needs_sm90 = pytest.mark.skipif(not on_sm90(), reason="the Gluon forward runs on an sm_90 GPU only")
 
 UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+_RAW_CREATE_DOT = interpreter.InterpreterBuilder.create_dot  # before the fixture below widens bf16
 O_TOL_U, GRAD_TOL_U = 4, 10
 LSE_RTOL = 1e-5
 
@@ -851,3 +852,35 @@ def test_inference_call_skips_autograd_and_matches_the_training_path(device):
     tracked = fa.flash_attention(*(t.clone().requires_grad_(True) for t in (q, k, v)), causal=True)
     assert tracked.grad_fn is not None
     assert torch.equal(plain, tracked.detach())
+
+
+@pytest.mark.interpreter
+def test_bf16_under_an_interpreter_that_multiplies_raw_bits_is_refused(monkeypatch, seed):
+    """Without the widening above, the interpreter's bf16 dot is wrong: the wrapper says so instead of returning
+    garbage (relative error ~4e9 was seen); fp16 still runs."""
+    from profkit.kernels.common import interpreter_bf16_dot_ok
+
+    assert interpreter_bf16_dot_ok()  # the module's fixture widens bf16: the probe sees correct products
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", _RAW_CREATE_DOT)
+    assert not interpreter_bf16_dot_ok()
+    q, k, v, _ = make_inputs((1, 1, 17, 64), torch.bfloat16, seed)
+    with pytest.raises(ValueError, match="bfloat16 wrong"):
+        fa.flash_attention(q, k, v, causal=True)
+    q16, k16, v16, _ = make_inputs((1, 1, 17, 64), torch.float16, seed)
+    assert torch.isfinite(fa.flash_attention(q16, k16, v16, causal=True)).all()
+
+
+def test_sdpa_backend_is_read_from_the_kernels_that_ran():
+    """The backend label comes from kernel names (the committed H200 sessions' SDPA kernels are cuDNN's), never
+    from what a PyTorch version usually picks."""
+    import pandas as pd
+
+    from tests import REPO
+
+    names = pd.read_csv(REPO / "sessions" / "fa2-n4096-d64" / "tables" / "nsys_kernels.csv")
+    sdpa = names[names["nvtx_path"].fillna("").str.contains("sdpa")]["kernel"]
+    assert fa_bench.sdpa_backend(sdpa) == "cudnn"
+    assert fa_bench.sdpa_backend(["pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>"]) == "flash"
+    assert fa_bench.sdpa_backend(["fmha_cutlassF_f16_aligned_64x64_rf_sm80"]) == "efficient"
+    assert fa_bench.sdpa_backend(["ampere_fp16_s16816gemm", "softmax_warp_forward"]) == "math"
+    assert fa_bench.sdpa_backend(["my_kernel"]) == "unknown"
