@@ -134,6 +134,9 @@ def _grid_threads(grid: str) -> int:
 def _fill_opaque_grids(timings: pd.DataFrame, launch_tables: list[pd.DataFrame], labels: set[str]) -> pd.DataFrame:
     """Library calls (cuBLAS) report no grid: take the grids their labelled launches had, smallest size first."""
     timings = timings.copy()
+    if "grid" not in timings:
+        timings["grid"] = None
+    timings["grid"] = timings["grid"].astype(object)  # an all-missing grid column reads as float
     opaque = timings["grid"].isna() | timings["grid"].astype(str).isin(["", "0×0×0", "None", "nan"])
     if not opaque.any() or not launch_tables:
         return timings

@@ -50,6 +50,7 @@ class ProfileOptions:
     timeout: float = 3600
     python: str = sys.executable
     guided: bool | None = None   # None: guided for a foreign program given no ncu filter (is_guided)
+    repeat: int = 1              # ncu captures per target: the spread --fail-if gates against
     guide: GuidedOptions = field(default_factory=GuidedOptions)
 
 
@@ -171,6 +172,9 @@ def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOpti
         process.require_tool("nsys")
     resolved, builds = resolve_targets(targets, options, None, log)
     if any(is_guided(t, options) for t in resolved):
+        if options.repeat > 1:
+            raise UsageError("--repeat applies to plain captures (profkit harness programs, or --plain)",
+                             hint="a guided capture already profiles a steady-state launch of each kernel")
         tool_check()  # before the program runs even once
         writer.manifest["mode"] = "guided"
     if builds:
@@ -230,16 +234,24 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
 
     ncu_options = _ncu_options_for(target, options.ncu, log)
     env = {"PROFKIT_REPS": str(options.ncu_reps), "PROFKIT_WARMUP": "1"} if target.profkit_harness else None
-    report = writer.path(f"{target.name}.ncu-rep")
     what = f"--set {ncu_options.set_name}" if ncu_options.set_name else f"--metrics ({len(ncu_options.metrics)})"
-    log(f"[{target.name}] ncu {what} (each kernel is replayed once per pass)")
-    with _wall_time(seconds, "ncu"):
-        cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
-                               on_line=_progress_printer(log, target.name))
-    writer.write_text(f"{target.name}.ncu.log", ncu_log)
+    reports = []
+    for repeat in range(options.repeat):
+        suffix = "" if repeat == 0 else f".r{repeat}"
+        report = writer.path(f"{target.name}{suffix}.ncu-rep")
+        count = f" (repeat {repeat + 1} of {options.repeat})" if options.repeat > 1 else ""
+        log(f"[{target.name}] ncu {what}{count} (each kernel is replayed once per pass)")
+        with _wall_time(seconds, f"ncu{suffix}"):
+            cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
+                                   on_line=_progress_printer(log, target.name))
+        writer.write_text(f"{target.name}{suffix}.ncu.log", ncu_log)
+        reports.append(report)
     entry["ncu_command"] = shlex.join(cmd)
     entry["ncu_env"] = env or {}
-    entry["files"].update(ncu_report=report.name, ncu_log=f"{target.name}.ncu.log")
+    entry["files"].update(ncu_report=reports[0].name, ncu_log=f"{target.name}.ncu.log")
+    if len(reports) > 1:  # repeated captures: each launch carries its repeat as ncu_run (the gates' spread)
+        entry["files"]["ncu_reports"] = [r.name for r in reports]
+    report = reports if len(reports) > 1 else reports[0]
     nsys_report = None
     if options.nsys:
         log(f"[{target.name}] nsys profile --trace=cuda,nvtx")

@@ -59,13 +59,15 @@ def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> 
 @click.option("--coverage", type=float, default=0.8, show_default=True,
               help="Guided: profile instances in rank order until they hold this share of steady-state GPU time.")
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Guided: profile exactly the top N instances.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Capture each target under ncu N times: `diff --fail-if` then gates only beyond the spread.")
 @click.option("--torch-modules", is_flag=True,
               help="NVTX ranges per nn.Module path, forward and backward, so each kernel names its module.")
 @click.option("--timeout", type=float, default=3600, show_default=True, help="Seconds per step.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, metrics, nvtx_include, kernel_name,
             launch_count, launch_skip, clock_control, cache_control, replay_mode, reps_under_ncu, guided, coverage,
-            top, torch_modules, timeout, sessions_dir):
+            top, repeat, torch_modules, timeout, sessions_dir):
     """Time TARGETS unprofiled, capture them under ncu (and nsys), and store a session.
 
     TARGETS: .cu files (built first), a .py script, or -- COMMAND [ARGS...]. A program that is not a profkit
@@ -91,7 +93,7 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
                      import_source=not quick,  # a quick report has no source view to show the files in
                      extra=[] if replay_mode == "kernel" else ["--replay-mode", replay_mode])
     options = ProfileOptions(name=name, arch=arch, args=shlex.split(program_args), nsys=nsys, ncu=ncu,
-                             ncu_reps=reps_under_ncu, timeout=timeout, guided=guided,
+                             ncu_reps=reps_under_ncu, timeout=timeout, guided=guided, repeat=repeat,
                              guide=GuidedOptions(coverage=coverage, top=top, torch_modules=torch_modules))
     path = run_profile(list(targets), options, root=Path(sessions_dir) if sessions_dir else None)
     from profkit.session.store import read_manifest

@@ -14,7 +14,8 @@ from profkit.errors import UsageError
 
 FAIL_IF_HELP = ("CI gate, repeatable: METRIC OP LIMIT with OP in > >= < <=; LIMIT 'N%' is B's change relative "
                 "to A, '+N'/'-N' the absolute change, 'N' B's own value. E.g. 'duration>+5%', 'registers>+8', "
-                "'spill_bytes>0'. Exit 1 when any is violated.")
+                "'spill_bytes>0'. Exit 1 when any is violated. Captures repeated with `profile --repeat N` are "
+                "gated only beyond their measured spread; a change within it is reported as 'cannot tell'.")
 
 
 def _root(sessions_dir: str | None) -> Path | None:
@@ -33,9 +34,13 @@ def _root(sessions_dir: str | None) -> Path | None:
 @click.option("--sum", "summed", is_flag=True, help="Add up every kernel each pattern matches (all of an NVTX "
                                                    "range's launches) instead of taking the one with the most "
                                                    "GPU time.")
+@click.option("--junit", type=click.Path(dir_okay=False), default=None,
+              help="Write the --fail-if checks as JUnit XML (a failure per violated gate, skipped when undecided).")
+@click.option("--markdown", type=click.Path(dir_okay=False), default=None,
+              help="Write the --fail-if checks as a Markdown summary (e.g. for a pull-request comment).")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json: bool, as_csv: bool, full: bool,
-                 summed: bool, sessions_dir: str | None) -> None:
+                 summed: bool, junit: str | None, markdown: str | None, sessions_dir: str | None) -> None:
     """Compare kernel A with kernel B, or capture A with capture B.
 
     A and B are each: a capture (a session folder or name, or a report file: .ncu-rep, .nsys-rep, .sqlite, also
@@ -57,6 +62,14 @@ def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json:
         from profkit.render.diff_text import format_diff
 
         click.echo(format_diff(result, full=full))
+    if junit or markdown:
+        from profkit.render.gates import junit_xml, markdown_summary
+        from profkit.render.html import write_html
+
+        if junit:
+            write_html(junit, junit_xml(result.checks, suite=f"profkit diff {a} {b}"))
+        if markdown:
+            write_html(markdown, markdown_summary(result.checks, title=f"profkit diff {a} → {b}"))
     if not result.violations.empty:
         listed = "" if not (as_json or as_csv) else "\n".join(f"  {v.pair}: {v.message}"
                                                               for v in result.violations.itertuples())

@@ -90,9 +90,11 @@ def format_diff(result, full: bool = False) -> str:
                                 "== unmatched kernels", max_text=60))
         out.append("")
     if result.thresholds:
+        undecided = result.checks[result.checks["status"] == "undecided"] if "status" in result.checks else []
         if result.violations.empty:
             out.append(f"thresholds: all {len(result.thresholds)} passed ({', '.join(result.thresholds)})")
         else:
             out.append("== threshold violations")
             out += [f"  FAIL {v.pair}: {v.message}" for v in result.violations.itertuples()]
+        out += [f"  CANNOT TELL {v.pair}: {v.message}" for v in getattr(undecided, "itertuples", lambda: [])()]
     return "\n".join(out).rstrip()

@@ -99,9 +99,10 @@ def test_evaluate_lists_violations_and_unreadable_metrics():
                                                  "bank_conflicts>0", "duration>+50%")]
     out = evaluate(thresholds, [("x → y", a, b)])
     assert list(out.columns) == VIOLATION_COLUMNS
-    assert list(out["expression"]) == ["duration>+5%", "registers>+8", "spill_bytes>0", "bank_conflicts>0"]
+    assert list(out["status"]) == ["violated", "violated", "violated", "not measured", "pass"]
     assert out["observed"].iloc[0] == pytest.approx(10.0)
     assert "not measured" in out["message"].iloc[3]
+    assert "noise is not measured" in out["message"].iloc[0]  # one capture per side
     empty = evaluate(thresholds[:1], [])
     assert list(empty["message"]) == ["no kernel pairs to check"]
 
@@ -310,7 +311,7 @@ def test_cli_diff_json_shape(sessions_root):
               "duration>-100%")
     assert out.exit_code == 1
     doc = json.loads(out.stdout)
-    assert set(doc) == {"kind", "a", "b", "sessions", "forced", "comparability", "pairs", "unmatched",
+    assert set(doc) == {"kind", "a", "b", "sessions", "forced", "comparability", "pairs", "unmatched", "checks",
                         "thresholds", "violations"}
     assert set(doc["sessions"]["a"]) == {"name", "path", "created", "gpu", "arch", "ncu", "clock_control",
                                          "cache_control", "args"}
@@ -440,3 +441,19 @@ def test_cli_diff_sum_and_its_refusal_for_two_sessions():
     assert sessions.exit_code == 2 and "--sum adds up the kernels a pattern matches" in sessions.output
     report = run("report", "--sum", SHORT_BWD, "--sessions-dir", str(COMMITTED))
     assert report.exit_code == 2 and "--sum applies to --diff" in report.output
+
+
+def test_a_gate_fails_only_beyond_the_measured_spread():
+    """With repeated captures each side has a range: a change all of whose combinations violate fails, one only
+    some do is undecided (said, not failed), one none do passes."""
+    a = _row(duration_us=100.0)
+    gate = parse_threshold("duration>+5%")
+    far = evaluate([gate], [("p", a, _row(duration_us=120.0), {"duration_us": (98.0, 102.0)},
+                             {"duration_us": (118.0, 121.0)})])
+    assert list(far["status"]) == ["violated"] and "beyond the measured spread" in far["message"].iloc[0]
+    noisy = evaluate([gate], [("p", a, _row(duration_us=107.0), {"duration_us": (95.0, 105.0)},
+                               {"duration_us": (101.0, 112.0)})])
+    assert list(noisy["status"]) == ["undecided"] and "cannot tell" in noisy["message"].iloc[0]
+    calm = evaluate([gate], [("p", a, _row(duration_us=101.0), {"duration_us": (99.5, 100.5)},
+                              {"duration_us": (100.5, 101.5)})])
+    assert list(calm["status"]) == ["pass"]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.analyse.diff.comparability import COMPARABILITY_COLUMNS, comparability, launch_shape_notes, manifest_field
-from profkit.analyse.diff.gates import ThresholdViolated, evaluate, parse_threshold
+from profkit.analyse.diff.gates import FAILING, VIOLATION_COLUMNS, ThresholdViolated, evaluate, parse_threshold
 from profkit.analyse.diff.match import match_kernel_rows
 from profkit.analyse.diff.metrics import METRIC_COLUMNS, metric_table
 from profkit.analyse.diff.rules import explain
@@ -58,6 +58,8 @@ class DiffResult:
     violations: pd.DataFrame
     thresholds: list[str] = field(default_factory=list)
     forced: bool = False
+    checks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=VIOLATION_COLUMNS))
+    """Every --fail-if check, passing, undecided or failing (violations: the failing ones)."""
 
     def metrics_frame(self) -> pd.DataFrame:
         """Every pair's metric table stacked, with the pair's identity in front (the --csv output)."""
@@ -76,17 +78,18 @@ class DiffResult:
         frames = [p.explanation.assign(pair=p.name)[["pair", "rule", "message"]] for p in self.pairs]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["pair", "rule", "message"])
 
-    TABLES = ("metrics", "explanation", "comparability", "unmatched", "violations")
+    TABLES = ("metrics", "explanation", "comparability", "unmatched", "violations", "checks")
 
     def tables(self) -> list[str]:
         """The diff's table names (`table(name)`)."""
         return list(self.TABLES)
 
     def table(self, name: str) -> pd.DataFrame:
-        """metrics (every pair's metric rows), explanation, comparability, unmatched or violations."""
+        """metrics (every pair's metric rows), explanation, comparability, unmatched, violations (the failing
+        --fail-if checks) or checks (every one, with its status)."""
         frames = {"metrics": self.metrics_frame, "explanation": self.explanations_frame,
                   "comparability": lambda: self.comparability, "unmatched": lambda: self.unmatched,
-                  "violations": lambda: self.violations}
+                  "violations": lambda: self.violations, "checks": lambda: self.checks}
         if name not in frames:
             raise UsageError(f"unknown diff table {name!r}", hint=f"choose from {', '.join(self.TABLES)}")
         return frames[name]()
@@ -105,6 +108,7 @@ class DiffResult:
             "unmatched": self.unmatched.to_dict(orient="records"),
             "thresholds": list(self.thresholds),
             "violations": self.violations.to_dict(orient="records"),
+            "checks": self.checks.to_dict(orient="records"),
         })
 
 def _session_info(session: Bundle) -> dict:
@@ -164,6 +168,9 @@ def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = Fa
     pairs = [PairDiff(sa, sb, level, metric_table(sa.row, sb.row), explain(sa.row, sb.row),
                       opcode_comparison(sa.opcodes(), sb.opcodes()))
              for sa, sb, level in sides]
-    violations = evaluate(thresholds, [(p.name, p.a.row, p.b.row) for p in pairs])
-    return DiffResult(kind, a_spec, b_spec, session_a, session_b, pairs, unmatched, report, violations,
-                      [t.text for t in thresholds], force)
+    columns = {t.metric.column for t in thresholds}
+    checks = evaluate(thresholds, [(p.name, p.a.row, p.b.row, p.a.spreads(columns), p.b.spreads(columns))
+                                   for p in pairs])
+    return DiffResult(kind, a_spec, b_spec, session_a, session_b, pairs, unmatched, report,
+                      checks[checks["status"].isin(FAILING)].reset_index(drop=True), [t.text for t in thresholds],
+                      force, checks)

@@ -58,29 +58,68 @@ def parse_threshold(text: str) -> Threshold:
     mode = "percent" if pct else ("delta" if sign else "value")
     return Threshold(text.strip(), metric, op, limit, mode)
 
-VIOLATION_COLUMNS = ["pair", "expression", "metric", "a", "b", "observed", "message"]
+VIOLATION_COLUMNS = ["pair", "expression", "metric", "a", "b", "observed", "status", "message"]
+FAILING = ("violated", "not measured")
+"""Check statuses that fail the gate; "undecided" (the change lies within the measured spread) and "pass" do not."""
 
-def evaluate(thresholds: list[Threshold], pairs: list[tuple[str, pd.Series, pd.Series]]) -> pd.DataFrame:
-    """Every (threshold, pair) that violates. pairs: (name, row_a, row_b). A metric missing on either side
-    is a violation too: a gate must not pass on data it could not read. Columns: VIOLATION_COLUMNS."""
+
+def _range(threshold: Threshold, a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    """The smallest and largest observed value over the corners of A's and B's measured ranges."""
+    values = [threshold.observed(x, y) for x in a for y in b]
+    return min(values), max(values)
+
+
+def check(threshold: Threshold, name: str, a_row: pd.Series, b_row: pd.Series,
+          spread_a: tuple[float, float] | None = None, spread_b: tuple[float, float] | None = None) -> dict:
+    """One gate on one pair: status pass / violated / undecided / not measured, with a message.
+
+    With spreads (each side's lowest and highest value over repeated captures, `profile --repeat N`), a gate
+    fails only when every combination of A's and B's readings violates it; when only some do, the change is
+    within the noise and the gate says it cannot tell ("undecided"). Without them the medians decide."""
+    metric = threshold.metric
+    a, b = _num(a_row.get(metric.column)), _num(b_row.get(metric.column))
+    base = {"pair": name, "expression": threshold.text, "metric": metric.key, "a": a, "b": b}
+    if math.isnan(b) or (threshold.mode != "value" and math.isnan(a)):
+        return {**base, "observed": math.nan, "status": "not measured",
+                "message": f"{metric.key} not measured, cannot check {threshold.text}"}
+    value = threshold.observed(a, b)
+    shown = {"percent": f" ({value:+.1f}%)", "delta": f" ({value:+g})", "value": ""}[threshold.mode]
+    unit = f" {metric.unit}" if metric.unit else ""
+    reading = f"{metric.key}: {a:g} → {b:g}{unit}{shown}"
+    median_violates = threshold.violated(value)
+    if spread_a is None or spread_b is None:
+        status = "violated" if median_violates else "pass"
+        note = "" if not median_violates else " (one capture per side: its noise is not measured; profile --repeat N)"
+        return {**base, "observed": value, "status": status,
+                "message": f"{reading} {'violates' if median_violates else 'passes'} {threshold.text}{note}"}
+    low, high = _range(threshold, spread_a, spread_b)
+    corners = [threshold.violated(low), threshold.violated(high)]
+    spread = f"over repeats {low:+.3g}..{high:+.3g}" if threshold.mode != "value" else f"over repeats {low:g}..{high:g}"
+    if all(corners):
+        return {**base, "observed": value, "status": "violated",
+                "message": f"{reading} violates {threshold.text} beyond the measured spread ({spread})"}
+    if any(corners) or median_violates:
+        return {**base, "observed": value, "status": "undecided",
+                "message": f"{reading}: cannot tell whether it violates {threshold.text}: the change lies within "
+                           f"the measured spread ({spread})"}
+    return {**base, "observed": value, "status": "pass", "message": f"{reading} passes {threshold.text} ({spread})"}
+
+
+def evaluate(thresholds: list[Threshold], pairs: list[tuple]) -> pd.DataFrame:
+    """Every (threshold, pair) check, one row each (VIOLATION_COLUMNS; `status` in pass / violated / undecided /
+    not measured). pairs: (name, row_a, row_b) or (name, row_a, row_b, spreads_a, spreads_b) where spreads map a
+    column to (lowest, highest) over repeated captures. A metric missing on either side fails: a gate must not
+    pass on data it could not read."""
     rows = []
     for threshold in thresholds:
         if not pairs:
             rows.append({"pair": "", "expression": threshold.text, "metric": threshold.metric.key, "a": math.nan,
-                         "b": math.nan, "observed": math.nan, "message": "no kernel pairs to check"})
-        for name, a_row, b_row in pairs:
-            a, b = _num(a_row.get(threshold.metric.column)), _num(b_row.get(threshold.metric.column))
-            needs_a = threshold.mode != "value"
-            if math.isnan(b) or (needs_a and math.isnan(a)):
-                rows.append({"pair": name, "expression": threshold.text, "metric": threshold.metric.key, "a": a,
-                             "b": b, "observed": math.nan,
-                             "message": f"{threshold.metric.key} not measured, cannot check {threshold.text}"})
-                continue
-            value = threshold.observed(a, b)
-            if threshold.violated(value):
-                shown = {"percent": f" ({value:+.1f}%)", "delta": f" ({value:+g})", "value": ""}[threshold.mode]
-                unit = f" {threshold.metric.unit}" if threshold.metric.unit else ""
-                message = f"{threshold.metric.key}: {a:g} → {b:g}{unit}{shown} violates {threshold.text}"
-                rows.append({"pair": name, "expression": threshold.text, "metric": threshold.metric.key, "a": a,
-                             "b": b, "observed": value, "message": message})
+                         "b": math.nan, "observed": math.nan, "status": "not measured",
+                         "message": "no kernel pairs to check"})
+        for pair in pairs:
+            name, a_row, b_row = pair[:3]
+            spreads_a, spreads_b = (pair[3], pair[4]) if len(pair) == 5 else ({}, {})
+            column = threshold.metric.column
+            rows.append(check(threshold, name, a_row, b_row, (spreads_a or {}).get(column),
+                              (spreads_b or {}).get(column)))
     return pd.DataFrame(rows, columns=VIOLATION_COLUMNS)

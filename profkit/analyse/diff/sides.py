@@ -65,6 +65,25 @@ class KernelSide:
             selected &= opcodes["capture"].astype(str).isin({str(c) for c in rows["capture"]})
         return opcodes[selected]
 
+    def spreads(self, columns) -> dict:
+        """{column: (lowest, highest)} of this side's per-repeat medians when its capture was repeated
+        (`profile --repeat N`: launches carry `ncu_run`); empty for one capture, a summed side or a #launch."""
+        launches = self.source.stored("launches")
+        if self.members is not None or "ncu_run" not in launches or launches["ncu_run"].nunique() < 2 \
+                or "launch" in self.row and int(_num(self.row.get("launches")) or 0) == 1:
+            return {}
+        keys = pd.DataFrame({key: launches[key].fillna("").astype(str) if key in launches else ""
+                             for key in KEYS}, index=launches.index)
+        wanted = tuple(str(self.row.get(key, "")) for key in KEYS)
+        mine = launches[[tuple(k) == wanted for k in keys.itertuples(index=False)]]
+        out = {}
+        for column in columns:
+            if column in mine:
+                per_run = pd.to_numeric(mine[column], errors="coerce").groupby(mine["ncu_run"]).median().dropna()
+                if len(per_run) >= 2:
+                    out[column] = (float(per_run.min()), float(per_run.max()))
+        return out
+
     def identity(self) -> dict:
         ident = {"session": self.source.name}
         ident.update({key: str(self.row.get(key, "")) for key in KEYS})
