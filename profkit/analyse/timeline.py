@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 
@@ -48,21 +49,25 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     needed = {"nvtx_path", "kernel", "start_ns", "end_ns", "duration_ns", "launch_start_ns", "launch_end_ns"}
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
-    rows = []
-    timed = kernels.dropna(subset=["launch_start_ns"]).fillna({"nvtx_path": ""})
-    for (path, kernel), group in timed.groupby(["nvtx_path", "kernel"], sort=False):
-        if len(group) < 2:
-            continue
-        group = group.sort_values("launch_start_ns")
-        span = group["end_ns"].max() - group["start_ns"].min()
-        interval = group["launch_start_ns"].diff().median() / 1e3
-        kernel_us = group["duration_ns"].median() / 1e3
-        rows.append({
-            "nvtx_path": path, "kernel": kernel, "launches": len(group), "kernel_median_us": kernel_us,
-            "launch_interval_us": interval,
-            "api_median_us": (group["launch_end_ns"] - group["launch_start_ns"]).median() / 1e3,
-            "queue_median_us": (group["start_ns"] - group["launch_start_ns"]).median() / 1e3,
-            "gpu_busy_pct": 100 * group["duration_ns"].sum() / span if span > 0 else float("nan"),
-            "bound": "host" if interval > kernel_us else "GPU",
-        })
-    return pd.DataFrame(rows, columns=LAUNCH_COLUMNS)
+    keys = ["nvtx_path", "kernel"]
+    timed = kernels[[*needed]].dropna(subset=["launch_start_ns"]).fillna({"nvtx_path": ""})
+    timed = timed.astype({c: "float64" for c in needed - set(keys)})
+    # integer group codes, in first-appearance order: every statistic below groups by them, not by the strings
+    # (a 10^6-kernel trace has 10^5 (path, kernel) groups)
+    code = timed.groupby(keys, sort=False).ngroup().to_numpy()
+    timed["api"] = timed["launch_end_ns"] - timed["launch_start_ns"]
+    timed["queue"] = timed["start_ns"] - timed["launch_start_ns"]
+    grouped = timed.groupby(code, sort=True)
+    out = pd.DataFrame({"launches": grouped.size(), "kernel_median_us": grouped["duration_ns"].median() / 1e3,
+                        "api_median_us": grouped["api"].median() / 1e3, "queue_median_us": grouped["queue"].median() / 1e3,
+                        "busy": grouped["duration_ns"].sum(), "span": grouped["end_ns"].max() - grouped["start_ns"].min()})
+    first = grouped.head(1)
+    out["nvtx_path"], out["kernel"] = first["nvtx_path"].to_numpy(), first["kernel"].to_numpy()
+    order = np.lexsort((timed["launch_start_ns"].to_numpy(), code))
+    starts, codes = timed["launch_start_ns"].to_numpy()[order], code[order]
+    steps = pd.Series(np.where(codes[1:] == codes[:-1], np.diff(starts), np.nan))
+    out["launch_interval_us"] = steps.groupby(codes[1:]).median() / 1e3
+    out = out[out["launches"] >= 2].reset_index(drop=True)
+    out["gpu_busy_pct"] = 100 * out["busy"] / out["span"].where(out["span"] > 0)
+    out["bound"] = (out["launch_interval_us"] > out["kernel_median_us"]).map({True: "host", False: "GPU"})
+    return out[LAUNCH_COLUMNS].astype({"launches": "int64"})

@@ -1,0 +1,171 @@
+"""Read an Nsight Systems capture through its SQLite export.
+
+export.py reads the export's rows (sqlite3 -> Arrow); joins.py attributes GPU work to the CUDA API calls and
+NVTX ranges behind it (DuckDB). Tables of an NsysCapture:
+- kernels: one row per kernel execution (kernel, function, start_ns, end_ns, duration_ns, grid, block,
+  registers_per_thread, static_smem_bytes, dynamic_smem_bytes, local_bytes_per_thread, stream, nvtx_path,
+  launch_start_ns, launch_end_ns: the host-side CUDA API call that launched it; device; thread: the calling
+  thread's globalTid, its process in the bits above 24)
+- nvtx: push/pop and start/end ranges (text, start_ns, end_ns, duration_ns, thread, kind)
+- memcpy: one row per copy (copy_kind: HtoD, DtoH, ...; start_ns, end_ns, duration_ns, bytes, device, stream,
+  nvtx_path, launch_start_ns, launch_end_ns, thread); memset: the same with value in place of copy_kind
+- gpu: one row per GPU (name, sm_count, cc, memory bandwidth, l2 bytes) and the nsys version.
+Integer columns stay integers (Int64 where some values are missing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from profkit import process
+from profkit.build.ptxas import kernel_base_name
+from profkit.errors import ReportError
+from profkit.parse.nsys.export import NULL_SENTINEL, SQLITE_MAGIC, Export  # noqa: F401 - SQLITE_MAGIC re-exported
+from profkit.parse.nsys.joins import attribute
+
+NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins
+START_END_TYPES = (60, 71)
+KERNEL_COLUMNS = ["start", "end", "correlationId", "shortName", "demangledName", "gridX", "gridY", "gridZ",
+                  "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory",
+                  "localMemoryPerThread", "streamId", "deviceId"]
+COPY_COLUMNS = ["start", "end", "correlationId", "deviceId", "streamId"]
+COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+              10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
+"""ENUM_CUDA_MEMCPY_OPER of the export schema (stable since nsys 2021), short names."""
+
+
+@dataclass
+class NsysCapture:
+    path: Path
+    kernels: pd.DataFrame
+    nvtx: pd.DataFrame
+    gpu: pd.DataFrame
+    version: str
+    memcpy: pd.DataFrame = field(default_factory=pd.DataFrame)
+    memset: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def sqlite_for(report: Path, *, export: bool = True) -> Path:
+    """The SQLite export beside a .nsys-rep; exported with `nsys export` when missing or older."""
+    from profkit.parse.files import plain_file, plain_name, stored_path
+
+    report = Path(report)
+    if plain_name(report).endswith(".sqlite"):
+        return plain_file(report)
+    sqlite = report.with_suffix(".sqlite")
+    if not sqlite.exists() and stored_path(sqlite) is not None:
+        return plain_file(sqlite)
+    nsys = process.find_tool("nsys")
+    if sqlite.exists() and (nsys is None or not export or sqlite.stat().st_mtime >= report.stat().st_mtime):
+        return sqlite
+    if not report.exists():
+        raise ReportError(f"no such report: {report}")
+    if not export:
+        raise ReportError(f"{report} has no .sqlite export beside it")
+    if nsys is None:
+        raise ReportError(f"{report} has no .sqlite export beside it and nsys is not installed to make one",
+                          hint="run `nsys export --type sqlite` where nsys exists, or install Nsight Systems")
+    result = process.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
+                          str(report)], timeout=600)
+    if result.returncode != 0 or not sqlite.exists():
+        raise ReportError(f"nsys export failed for {report}", details=result.stderr or result.stdout)
+    return sqlite
+
+
+def read_nsys(path: str | Path) -> NsysCapture:
+    """Kernels, NVTX ranges, copies, memsets and GPU info of one capture (.nsys-rep or .sqlite).
+
+    The export is read (and a damaged one refused) before DuckDB is needed; without duckdb this raises
+    ReaderError, which a capture turns into `tables_pending`."""
+    sqlite = sqlite_for(Path(path))
+    with Export(sqlite) as export:
+        raw = _raw_tables(export)
+        gpu = _gpu(export)
+        meta = dict(export.rows("select name, value from META_DATA_EXPORT")) if "META_DATA_EXPORT" in export.tables else {}
+    from profkit.parse.engine import connect
+
+    conn = connect()
+    try:
+        joined = attribute(conn, raw, lambda short, demangled: kernel_base_name(short or demangled))
+    finally:
+        conn.close()
+    memcpy = _frame(joined["memcpy"])
+    memcpy["copy_kind"] = memcpy["copy_kind"].map(COPY_KINDS).fillna("other")
+    return NsysCapture(sqlite, _frame(joined["kernels"]), _frame(joined["nvtx"]), gpu,
+                       meta.get("EXPORT_PRODUCT_VERSION", ""), memcpy, _frame(joined["memset"]))
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table as a DataFrame whose integer columns stay integers: int64, or nullable Int64 where some
+    values are missing (an activity whose API call is not in the export has no launch times)."""
+    frame = table.to_pandas()
+    for name in table.column_names:
+        column = table.column(name)
+        if pa.types.is_integer(column.type) and column.null_count:
+            frame[name] = column.to_pandas(types_mapper={column.type: pd.Int64Dtype()}.get)
+    return frame
+
+
+def _raw_tables(export: Export) -> dict[str, pa.Table]:
+    """The export's rows that the joins need, each with `ord`, its rowid (ties in start keep table order)."""
+    strings = export.strings()
+    kernels = _ordered(export, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLUMNS)
+    memcpy = _ordered(export, "CUPTI_ACTIVITY_KIND_MEMCPY", COPY_COLUMNS + ["bytes", "copyKind"])
+    memset = _ordered(export, "CUPTI_ACTIVITY_KIND_MEMSET", COPY_COLUMNS + ["bytes", "value"])
+    activity = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+                if t in export.tables and "correlationId" in export.columns(t)]
+    calls = []
+    for src, table in enumerate(("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")):
+        if table not in export.tables or not activity or not {"correlationId", "start", "end", "globalTid"} <= export.columns(table):
+            continue
+        # only calls that issued GPU work: SQLite filters them (2.4 s of 8M rows at 10^6 kernels) far faster
+        # than Python could fetch them all
+        issued = " union ".join(f"select correlationId from {t}" for t in activity)
+        rows = export.integers(f"select correlationId, start, \"end\", ifnull(globalTid, {NULL_SENTINEL}), rowid "
+                               f"from {table} where correlationId in ({issued})",
+                               ["correlationId", "start", "end", "globalTid", "ord"])
+        calls.append(rows.append_column("src", pa.array([src] * rows.num_rows, pa.int64())))
+    empty_calls = pa.table({c: pa.array([], pa.int64()) for c in ("correlationId", "start", "end", "globalTid", "ord", "src")})
+    return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "nvtx_raw": _nvtx_rows(export),
+            "calls_raw": pa.concat_tables(calls) if calls else empty_calls,
+            "strings": pa.table({"id": pa.array(list(strings), pa.int64()),
+                                 "value": pa.array(list(strings.values()), pa.string())})}
+
+
+def _ordered(export: Export, table: str, columns: list[str]) -> pa.Table:
+    """`columns` of an activity table with `ord`, its rowid: the joins order rows by (start, ord), as SQLite's
+    `order by start, rowid` would, but in parallel (SQLite's sort cost 1.1 s of a 10^6-kernel read).
+    Empty when the export lacks the table."""
+    if table not in export.tables:
+        return pa.table({c: pa.array([], pa.int64()) for c in [*columns, "ord"]})
+    return export.integers(f"select {export.select_list(table, columns)}, rowid from {table}", [*columns, "ord"])
+
+
+def _nvtx_rows(export: Export) -> pa.Table:
+    """Closed push/pop and start/end ranges (kind 0 / 1), in start order, their text apart from their ids."""
+    columns = ["start", "end", "globalTid", "textId", "kind"]
+    if "NVTX_EVENTS" not in export.tables:
+        return pa.table({**{c: pa.array([], pa.int64()) for c in [*columns, "ord"]}, "text": pa.array([], pa.string())})
+    where = (f"from NVTX_EVENTS where eventType in ({','.join(str(t) for t in NVTX_RANGE_TYPES)}) and \"end\" is not null "
+             f"order by rowid")
+    kind = f"case when eventType in ({','.join(str(t) for t in START_END_TYPES)}) then 1 else 0 end"
+    select = export.select_list("NVTX_EVENTS", ["start", "end", "globalTid", "textId"])
+    rows = export.integers(f"select {select}, {kind}, rowid {where}", [*columns, "ord"])
+    text = export.rows(f"select {'text' if 'text' in export.columns('NVTX_EVENTS') else 'NULL'} {where}")
+    return rows.append_column("text", pa.array([row[0] for row in text], pa.string()))
+
+
+def _gpu(export: Export) -> pd.DataFrame:
+    if "TARGET_INFO_GPU" not in export.tables:
+        return pd.DataFrame()
+    want = {"name": "name", "smCount": "sm_count", "computeMajor": "cc_major", "computeMinor": "cc_minor",
+            "memoryBandwidth": "memory_bandwidth_bytes_per_s", "l2CacheSize": "l2_bytes", "clockRate": "clock_hz"}
+    cols = [c for c in want if c in export.columns("TARGET_INFO_GPU")]
+    if not cols:
+        return pd.DataFrame()
+    return pd.DataFrame(export.rows(f"select {', '.join(cols)} from TARGET_INFO_GPU"),
+                        columns=[want[c] for c in cols])

@@ -1,0 +1,123 @@
+"""Kernel / copy <-> CUDA API call <-> NVTX attribution on small hand-made exports (pure unit tests of the
+joins: several processes, threads, devices and streams; nested push/pop ranges; start/end ranges process-wide)."""
+
+import sqlite3
+import sys
+
+import pytest
+
+pytest.importorskip("duckdb")
+
+from profkit.errors import ReaderError, ReportError  # noqa: E402
+from profkit.parse.nsys import read_nsys  # noqa: E402
+
+
+def gtid(pid: int, tid: int) -> int:
+    """nsys's serialized global thread id: process in bits 24-47, thread in bits 0-23."""
+    return (pid << 24) | tid
+
+
+def export(path, kernels, calls, ranges, *, driver=(), memcpy=(), strings=None):
+    """kernels: (start, end, correlationId, device, stream, name); calls: (correlationId, start, end, globalTid);
+    ranges: (start, end, eventType, text, globalTid)."""
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        create table StringIds (id integer primary key, value text not null);
+        create table CUPTI_ACTIVITY_KIND_KERNEL (start int, end int, deviceId int, streamId int, correlationId int,
+            shortName int, demangledName int, gridX int, gridY int, gridZ int, blockX int, blockY int, blockZ int,
+            registersPerThread int, staticSharedMemory int, dynamicSharedMemory int, localMemoryPerThread int);
+        create table CUPTI_ACTIVITY_KIND_RUNTIME (start int, end int, globalTid int, correlationId int, nameId int);
+        create table CUPTI_ACTIVITY_KIND_DRIVER (start int, end int, globalTid int, correlationId int, nameId int);
+        create table CUPTI_ACTIVITY_KIND_MEMCPY (start int, end int, deviceId int, streamId int, correlationId int,
+            bytes int, copyKind int);
+        create table NVTX_EVENTS (start int, end int, eventType int, text text, textId int, globalTid int);
+    """)
+    names = strings or {}
+    for start, end, cid, device, stream, name in kernels:
+        sid = names.setdefault(name, len(names) + 1)
+        conn.execute("insert into CUPTI_ACTIVITY_KIND_KERNEL values (?,?,?,?,?,?,?,1,1,1,32,1,1,16,0,0,0)",
+                     (start, end, device, stream, cid, sid, sid))
+    conn.executemany("insert into StringIds values (?, ?)", [(i, n) for n, i in names.items()])
+    conn.executemany("insert into CUPTI_ACTIVITY_KIND_RUNTIME values (?,?,?,?,0)",
+                     [(s, e, t, c) for c, s, e, t in calls])
+    conn.executemany("insert into CUPTI_ACTIVITY_KIND_DRIVER values (?,?,?,?,0)", [(s, e, t, c) for c, s, e, t in driver])
+    conn.executemany("insert into CUPTI_ACTIVITY_KIND_MEMCPY values (?,?,0,7,?,?,1)", memcpy)
+    conn.executemany("insert into NVTX_EVENTS values (?,?,?,?,NULL,?)", ranges)
+    conn.commit()
+    conn.close()
+    return path
+
+
+A, B, C = gtid(100, 100), gtid(100, 101), gtid(200, 200)  # two threads of process 100, one of process 200
+
+
+@pytest.fixture
+def two_processes(tmp_path):
+    kernels = [(1100, 1200, 1, 0, 7, "k_outer"), (2100, 2200, 2, 0, 7, "k_inner"), (3100, 3200, 3, 1, 9, "k_other"),
+               (4100, 4200, 4, 1, 13, "k_proc2"), (5100, 5200, 5, 0, 7, "k_driver"), (6100, 6200, 6, 0, 7, "k_orphan"),
+               (7100, 7200, 7, 0, 7, "k_edge")]
+    calls = [(1, 1000, 1010, A), (2, 2000, 2010, A), (3, 3000, 3010, B), (4, 4000, 4010, C), (7, 7000, 7010, A)]
+    driver = [(5, 5000, 5010, A), (1, 1, 2, B)]  # correlation 1 also in the driver table: the runtime call wins
+    ranges = [(500, 8000, 59, "outer", A), (1500, 2500, 59, "inner", A),  # nested push/pop on thread A
+              (2900, 3500, 59, "b_only", B),  # thread B's own range: not on A
+              (900, 4500, 60, "epoch", B),  # start/end, opened on thread B: covers every thread of process 100
+              (3900, 4500, 59, "p2", C), (7000, 7000, 59, "instant", A),  # open at its own start and end
+              (6000, None, 59, "never_closed", A)]
+    return export(tmp_path / "two.sqlite", kernels, calls, ranges, driver=driver,
+                  memcpy=[(2300, 2400, 2, 4096)])
+
+
+def test_paths_follow_the_calling_thread_and_process(two_processes):
+    kernels = read_nsys(two_processes).kernels.set_index("kernel")
+    assert kernels.loc["k_outer", "nvtx_path"] == "outer/epoch"  # by start: outer (500) before epoch (900)
+    assert kernels.loc["k_inner", "nvtx_path"] == "outer/epoch/inner"
+    assert kernels.loc["k_other", "nvtx_path"] == "epoch/b_only"  # B's own range, not A's
+    assert kernels.loc["k_proc2", "nvtx_path"] == "p2"  # process 200: neither A's nor process 100's epoch
+    assert kernels.loc["k_driver", "nvtx_path"] == "outer"  # a driver-API launch (Triton) gets its path too
+    assert kernels.loc["k_orphan", "nvtx_path"] == "" and kernels["launch_start_ns"].isna().sum() == 1
+    assert kernels.loc["k_edge", "nvtx_path"] == "outer/instant"
+    assert kernels.loc["k_outer", "launch_start_ns"] == 1000 and kernels.loc["k_outer", "thread"] == A
+    assert kernels.loc["k_other", "device"] == 1 and kernels.loc["k_proc2", "stream"] == 13
+    assert str(kernels["launch_start_ns"].dtype) == "Int64" and kernels["start_ns"].dtype == "int64"
+
+
+def test_copies_are_attributed_like_kernels(two_processes):
+    copies = read_nsys(two_processes).memcpy
+    assert copies[["copy_kind", "bytes", "nvtx_path", "launch_start_ns"]].values.tolist() == [
+        ["HtoD", 4096, "outer/epoch/inner", 2000]]
+
+
+def test_ranges_without_end_are_left_out(two_processes):
+    nvtx = read_nsys(two_processes).nvtx
+    assert "never_closed" not in set(nvtx["text"]) and len(nvtx) == 6
+    assert set(nvtx.loc[nvtx["text"] == "epoch", "kind"]) == {"start_end"}
+
+
+def test_without_duckdb_reading_is_a_reader_error(two_processes, monkeypatch):
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    with pytest.raises(ReaderError, match="duckdb is not installed") as info:
+        read_nsys(two_processes)
+    assert "profkit show --rebuild" in info.value.hint
+
+
+def test_bit_flips_are_report_errors(two_processes):
+    """Every single-byte flip of the export is read or refused with a ReportError, never a traceback."""
+    data = two_processes.read_bytes()
+    for offset in range(16, len(data), max(1, len(data) // 120)):
+        flipped = bytearray(data)
+        flipped[offset] ^= 0xFF
+        two_processes.write_bytes(bytes(flipped))
+        try:
+            read_nsys(two_processes)
+        except ReportError:
+            pass
+
+
+def test_undecodable_text_reads(tmp_path):
+    """A flipped bit inside a string (UnicodeDecodeError in sqlite3) reads as a replacement character."""
+    path = export(tmp_path / "t.sqlite", [(10, 20, 1, 0, 7, "kernel_name")], [(1, 5, 6, A)],
+                  [(1, 30, 59, "range", A)])
+    data = path.read_bytes()
+    at = data.rindex(b"kernel_name")
+    path.write_bytes(data[:at] + b"\xff" + data[at + 1:])
+    assert read_nsys(path).kernels["kernel"].iloc[0].endswith("ernel_name")
