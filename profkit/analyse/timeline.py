@@ -71,3 +71,107 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     out["gpu_busy_pct"] = 100 * out["busy"] / out["span"].where(out["span"] > 0)
     out["bound"] = (out["launch_interval_us"] > out["kernel_median_us"]).map({True: "host", False: "GPU"})
     return out[LAUNCH_COLUMNS].astype({"launches": "int64"})
+
+
+
+GAP_COLUMNS = ["device", "start_ns", "end_ns", "gap_us", "before", "after", "nvtx_path"]
+LATENCY_COLUMNS = ["kernel", "launches", "api_median_us", "latency_median_us", "latency_p95_us", "latency_max_us"]
+COPY_COLUMNS = ["kind", "count", "total_bytes", "total_us", "median_us", "gbps"]
+
+
+def _activities(kernels: pd.DataFrame, memcpy: pd.DataFrame | None, memset: pd.DataFrame | None) -> pd.DataFrame:
+    """Kernels, copies and memsets as one frame: device, start_ns, end_ns, name, nvtx_path."""
+    frames = []
+    for frame, label in ((kernels, None), (memcpy, "memcpy "), (memset, "memset")):
+        if frame is None or frame.empty or not {"start_ns", "end_ns"} <= set(frame.columns):
+            continue
+        if label is None:
+            name = frame["kernel"]
+        else:
+            name = label + frame["copy_kind"].astype(str) if "copy_kind" in frame else pd.Series(label, frame.index)
+        frames.append(pd.DataFrame({"device": frame["device"] if "device" in frame else 0,
+                                    "start_ns": frame["start_ns"].astype("int64"),
+                                    "end_ns": frame["end_ns"].astype("int64"), "name": name,
+                                    "nvtx_path": frame["nvtx_path"].fillna("") if "nvtx_path" in frame else ""}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def gpu_idle_gaps(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None, memset: pd.DataFrame | None = None,
+                  *, min_gap_us: float = 0.0) -> pd.DataFrame:
+    """Every stretch of time a GPU runs nothing (no kernel, copy or memset on any stream) between its first and
+    last activity and longer than min_gap_us, in device then time order.
+
+    Columns: device; start_ns, end_ns (the gap); gap_us; before, after (the activity whose end opened the gap
+    and the one that closed it: a kernel name, "memcpy HtoD", "memset"); nvtx_path (of `after`: where the host
+    was when it issued the work that ended the gap). Without a device column (older session tables) every
+    activity counts as device 0."""
+    acts = _activities(kernels, memcpy, memset)
+    if acts.empty:
+        return pd.DataFrame(columns=GAP_COLUMNS)
+    acts = acts.sort_values(["device", "start_ns", "end_ns"], kind="stable", ignore_index=True)
+    device = acts["device"].to_numpy()
+    end = acts["end_ns"].to_numpy()
+    busy_until = acts.groupby("device")["end_ns"].cummax().to_numpy()
+    # the row whose end is the running maximum: the activity before a gap
+    holder = pd.Series(np.where(end == busy_until, np.arange(len(acts)), np.nan)).ffill().to_numpy()
+    same = np.r_[False, device[1:] == device[:-1]]
+    previous = np.r_[0, busy_until[:-1]]
+    gap = acts["start_ns"].to_numpy() - previous
+    rows = np.flatnonzero(same & (gap > max(min_gap_us, 0.0) * 1e3))
+    before = holder[rows - 1].astype("int64") if len(rows) else np.array([], dtype="int64")
+    return pd.DataFrame({"device": device[rows], "start_ns": previous[rows], "end_ns": acts["start_ns"].to_numpy()[rows],
+                         "gap_us": gap[rows] / 1e3, "before": acts["name"].to_numpy()[before],
+                         "after": acts["name"].to_numpy()[rows], "nvtx_path": acts["nvtx_path"].to_numpy()[rows]},
+                        columns=GAP_COLUMNS)
+
+
+def gpu_idle_summary(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None,
+                     memset: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per device: span_us (first activity start to last end), busy_us (time anything ran), idle_us, busy_pct,
+    gaps (count), median_gap_us, max_gap_us."""
+    columns = ["device", "span_us", "busy_us", "idle_us", "busy_pct", "gaps", "median_gap_us", "max_gap_us"]
+    acts = _activities(kernels, memcpy, memset)
+    if acts.empty:
+        return pd.DataFrame(columns=columns)
+    gaps = gpu_idle_gaps(kernels, memcpy, memset).groupby("device")["gap_us"]
+    span = (acts.groupby("device")["end_ns"].max() - acts.groupby("device")["start_ns"].min()) / 1e3
+    out = pd.DataFrame({"span_us": span, "idle_us": gaps.sum(), "gaps": gaps.size(), "median_gap_us": gaps.median(),
+                        "max_gap_us": gaps.max()}).fillna({"idle_us": 0.0, "gaps": 0})
+    out["busy_us"] = out["span_us"] - out["idle_us"]
+    out["busy_pct"] = 100 * out["busy_us"] / out["span_us"].where(out["span_us"] > 0)
+    return out.reset_index().astype({"gaps": "int64"})[columns]
+
+
+def launch_latency(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel name: launches, api_median_us (the launch call's own duration) and the latency from the call's
+    start to the kernel's start: latency_median_us, latency_p95_us, latency_max_us (queueing behind earlier work
+    and the driver's own cost), most launched first. Needs the launch API times (launch_start_ns)."""
+    needed = {"kernel", "start_ns", "launch_start_ns", "launch_end_ns"}
+    if kernels is None or kernels.empty or not needed <= set(kernels.columns):
+        return pd.DataFrame(columns=LATENCY_COLUMNS)
+    timed = kernels.dropna(subset=["launch_start_ns"])
+    latency = (timed["start_ns"] - timed["launch_start_ns"]).astype("float64") / 1e3
+    api = (timed["launch_end_ns"] - timed["launch_start_ns"]).astype("float64") / 1e3
+    by = latency.groupby(timed["kernel"])
+    out = pd.DataFrame({"launches": by.size(), "api_median_us": api.groupby(timed["kernel"]).median(),
+                        "latency_median_us": by.median(), "latency_p95_us": by.quantile(0.95),
+                        "latency_max_us": by.max()}).reset_index()
+    return out.sort_values(["launches", "kernel"], ascending=[False, True], ignore_index=True)[LATENCY_COLUMNS]
+
+
+def copy_summary(memcpy: pd.DataFrame | None, memset: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per copy kind (HtoD, DtoH, DtoD, ...; memsets as "memset"): count, total_bytes, total_us, median_us and
+    gbps (total bytes over total time, 10^9 bytes/s)."""
+    frames = []
+    for frame, kinds in ((memcpy, "copy_kind"), (memset, None)):
+        if frame is not None and not frame.empty:
+            frames.append(pd.DataFrame({"kind": frame[kinds].astype(str) if kinds else "memset",
+                                        "bytes": frame["bytes"].astype("float64"),
+                                        "us": frame["duration_ns"].astype("float64") / 1e3}))
+    if not frames:
+        return pd.DataFrame(columns=COPY_COLUMNS)
+    rows = pd.concat(frames, ignore_index=True).groupby("kind")
+    out = pd.DataFrame({"count": rows.size(), "total_bytes": rows["bytes"].sum(), "total_us": rows["us"].sum(),
+                        "median_us": rows["us"].median()})
+    out["gbps"] = out["total_bytes"] / out["total_us"].where(out["total_us"] > 0) / 1e3
+    return out.reset_index().sort_values("total_us", ascending=False, ignore_index=True)[COPY_COLUMNS]
