@@ -1,7 +1,7 @@
 """Fuzz profkit's readers with damaged copies of the committed reports; every mutant must read or fail clearly.
 
 A mutant is a copy of a real file from sessions/ (an .ncu-rep, its .xz, an nsys .sqlite export, an .nsys-rep,
-a session's manifest.json or one of its tables/*.csv) damaged by one mutator: truncated, bits flipped, a
+a session's manifest.json or one of its stored tables, tables/*.parquet) damaged by one mutator: truncated, bits flipped, a
 block zeroed, blocks shuffled, the header damaged, another kind's bytes under this name, or emptied. Each
 mutant goes through profkit's own readers (`load_ncu_report` in its isolating child process, `read_nsys`,
 `load_session` + `Session.table`, and `profkit show` / `profkit sessions` through click's CliRunner) and
@@ -40,11 +40,12 @@ from typing import Callable
 
 from profkit.errors import ProfkitError
 from profkit.parse.files import PACKED, plain_name
+from profkit.session.store import table_file
 
 READER_TIMEOUT_S = 120  # one ncu_report child; the real reader allows 600 s, no sane mutant needs this long
 # How often a mutant is drawn from each kind of source: the native .ncu-rep reader is the riskiest.
-KIND_WEIGHTS = {"ncu": 0.3, "ncu.xz": 0.1, "sqlite": 0.2, "nsys-rep": 0.05, "manifest": 0.1, "csv": 0.25}
-MIN_CSV_BYTES = 64  # an empty table is a bare newline: nothing to damage
+KIND_WEIGHTS = {"ncu": 0.3, "ncu.xz": 0.1, "sqlite": 0.2, "nsys-rep": 0.05, "manifest": 0.1, "table": 0.25}
+MIN_TABLE_BYTES = 64  # an empty CSV table is a bare newline: nothing to damage
 SESSION_TABLES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
                   "timings", "ptxas", "crosscheck", "notes"]
 
@@ -115,12 +116,12 @@ MUTATORS = [*BYTE_MUTATORS, "wrong_extension"]
 @dataclass(frozen=True)
 class Source:
     """One real file to mutate. kind: ncu, ncu.xz (a stored compressed report, mutated compressed), sqlite,
-    nsys-rep, manifest, csv.
-    name: the file name a mutant gets; for manifest/csv the path inside a session folder."""
+    nsys-rep, manifest, table (a stored session table).
+    name: the file name a mutant gets; for manifest/table the path inside a session folder."""
     kind: str
     path: str
     name: str
-    session: str = ""   # for manifest/csv: the session folder whose manifest and tables/ a mutant copies
+    session: str = ""   # for manifest/table: the session folder whose manifest and tables/ a mutant copies
 
 
 def _plain_size(path: Path) -> int:
@@ -173,13 +174,13 @@ def find_sources(sessions: Path) -> list[Source]:
     sources += [Source("sqlite", str(p), plain_name(p)) for p in _smallest(files("*.sqlite*"), False, 1)]
     sources += [Source("nsys-rep", str(p), plain_name(p)) for p in _smallest(files("*.nsys-rep*"), False, 1)]
     small = min((f for f in folders if (f / "tables").is_dir()),
-                key=lambda f: sum(p.stat().st_size for p in (f / "tables").glob("*.csv")))
+                key=lambda f: sum(p.stat().st_size for p in (f / "tables").iterdir()))
     sources.append(Source("manifest", str(small / "manifest.json"), "manifest.json", str(small)))
     for table in SESSION_TABLES:
-        csv = small / "tables" / f"{table}.csv"
-        if csv.exists() and csv.stat().st_size >= MIN_CSV_BYTES:
-            sources.append(Source("csv", str(csv), f"tables/{table}.csv", str(small)))
-    missing = {"ncu", "sqlite", "manifest", "csv"} - {s.kind for s in sources}
+        stored = table_file(small, table)
+        if stored is not None and stored.stat().st_size >= MIN_TABLE_BYTES:
+            sources.append(Source("table", str(stored), f"tables/{stored.name}", str(small)))
+    missing = {"ncu", "sqlite", "manifest", "table"} - {s.kind for s in sources}
     if missing:
         raise ProfkitError(f"sessions under {sessions} lack files of kind {', '.join(sorted(missing))} to fuzz")
     return sources
@@ -202,7 +203,7 @@ class Mutant:
     mutator: str
     source: Source
     donor: str        # wrong_extension: the path of the source whose bytes were used
-    path: str         # the file (ncu, sqlite, ...) or session folder (manifest, csv) to read
+    path: str         # the file (ncu, sqlite, ...) or session folder (manifest, table) to read
     readers: tuple[str, ...]
 
 
@@ -241,7 +242,7 @@ def make_mutant(index: int, mutator: str, source: Source, donor: Source | None, 
     data = source_bytes(donor) if donor is not None else BYTE_MUTATORS[mutator](source_bytes(source), rng)
     folder = root / f"{index:04d}-{mutator}"
     folder.mkdir(parents=True)
-    if source.kind in ("manifest", "csv"):
+    if source.kind in ("manifest", "table"):
         session = folder / Path(source.session).name
         session.mkdir()
         shutil.copy2(Path(source.session) / "manifest.json", session / "manifest.json")
@@ -367,7 +368,7 @@ def _baseline(source: Source, root: str, cache: str) -> dict:
     """Digest of the unmutated source per direct reader, to tell a faithful read from a changed one."""
     os.environ["PROFKIT_CACHE"] = cache  # runs in a pool process
     folder = Path(tempfile.mkdtemp(prefix="original-", dir=root))
-    if source.kind in ("manifest", "csv"):
+    if source.kind in ("manifest", "table"):
         target = folder / Path(source.session).name
         target.mkdir()
         shutil.copy2(Path(source.session) / "manifest.json", target / "manifest.json")

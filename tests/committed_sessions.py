@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from profkit.errors import ReportError
+from profkit.session.store import read_table, table_file
 from tests import REPO
 
 REPO_SESSIONS = REPO / "sessions"
@@ -22,11 +24,11 @@ NEEDED_KERNELS = ("naive", "tiled")
 
 
 def _holds_needed(session: Path) -> bool:
-    launches = session / "tables" / "launches.csv"
+    launches = table_file(session, "launches")
     try:
         manifest = json.loads((session / "manifest.json").read_text())
-        kernels = pd.read_csv(launches, usecols=["kernel"])["kernel"].astype(str)
-    except (OSError, ValueError, KeyError):
+        kernels = read_table(launches)["kernel"].astype(str)
+    except (OSError, TypeError, ValueError, KeyError, ReportError):
         return False
     return manifest.get("status") in (None, "complete") and all(
         kernels.str.contains(name, case=False).any() for name in NEEDED_KERNELS)

@@ -40,3 +40,4 @@ from profkit.cli import doctor  # noqa: E402,F401 - registers `doctor`
 
 if __name__ == "__main__":
     sys.exit(main())
+from profkit.cli import data  # noqa: E402,F401 - registers `query` and `cache`

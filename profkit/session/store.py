@@ -1,4 +1,7 @@
-"""Sessions on disk: sessions/<name>/ with manifest.json, reports, logs and tables/*.csv.
+"""Sessions on disk: sessions/<name>/ with manifest.json, reports, logs and tables/*.parquet.
+
+Tables are typed Parquet (integers stay integers, text stays text); sessions written before read from
+tables/*.csv. `profkit query` reads every session's tables as one DuckDB view per table (session.query).
 
 A session is written into a hidden sibling folder and renamed into place only when complete, so an
 interrupted capture never leaves a folder that looks complete; the hidden folder keeps a manifest with
@@ -74,9 +77,7 @@ class SessionWriter:
         return target
 
     def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        target = self.path(f"{TABLES}/{name}.csv")
-        df.to_csv(target, index=False)
-        return target
+        return write_table(self.path(TABLES), name, df)
 
     def save_manifest(self) -> None:
         write_manifest(self.tmp, self.manifest)
@@ -131,23 +132,14 @@ class Session:
         return self.path.name
 
     def table(self, name: str) -> pd.DataFrame:
-        """A derived table from tables/<name>.csv (empty when absent)."""
+        """A derived table from tables/<name>.parquet (or the .csv of an older session); empty when absent."""
         if self.manifest.get("tables_pending"):
             raise ReportError(f"session {self.path} has its reports but no tables yet: the capture machine could "
                               f"not read them ({self.manifest['tables_pending']})",
                               hint=f"derive them where ncu_report works: profkit show --rebuild {self.path}")
         if name not in self._tables:
-            target = self.path / TABLES / f"{name}.csv"
-            if not target.exists():
-                self._tables[name] = pd.DataFrame()
-            else:
-                try:
-                    self._tables[name] = pd.read_csv(target)
-                except pd.errors.EmptyDataError:  # an empty table is written as a bare newline
-                    self._tables[name] = pd.DataFrame()
-                except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-                    raise ReportError(f"cannot read {target}: {exc}",
-                                      hint="regenerate the tables with `profkit show --rebuild`") from exc
+            target = table_file(self.path, name)
+            self._tables[name] = pd.DataFrame() if target is None else read_table(target)
         return self._tables[name]
 
     def file(self, name: str) -> Path | None:
@@ -157,6 +149,58 @@ class Session:
 
         path = self.path / name
         return None if stored_path(path) is None else plain_file(path)
+
+
+def table_file(session: Path, name: str) -> Path | None:
+    """The stored file of table `name`: tables/<name>.csv where one exists (an older writer put it there, after
+    any Parquet beside it: `views.rebuild` still writes CSV), else tables/<name>.parquet; None when neither."""
+    for suffix in (".csv", ".parquet"):
+        path = Path(session) / TABLES / f"{name}{suffix}"
+        if path.exists():
+            return path
+    return None
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """One stored table (Parquet or CSV); a damaged file is a ReportError that says how to regenerate it."""
+    from pyarrow import ArrowException
+
+    try:
+        if path.suffix == ".csv":
+            try:
+                return pd.read_csv(path)
+            except pd.errors.EmptyDataError:  # an empty table is written as a bare newline
+                return pd.DataFrame()
+        return pd.read_parquet(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError, ImportError, ArrowException,
+            KeyError, TypeError, IndexError) as exc:  # the last three: pyarrow rebuilding damaged pandas metadata
+        raise ReportError(f"cannot read {path}: {exc}",
+                          hint="regenerate the tables with `profkit show --rebuild`") from exc
+
+
+def write_table(folder: Path, name: str, df: pd.DataFrame) -> Path:
+    """Write folder/<name>.parquet atomically, removing an older <name>.csv; object columns holding mixed
+    values are stored as text."""
+    import pyarrow as pa
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{name}.parquet"
+    partial = folder / f".{name}.parquet.part"
+    try:
+        df.to_parquet(partial, index=False)
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        text = {c: "string" for c in df.columns if df[c].dtype == object}
+        df.astype(text).to_parquet(partial, index=False)
+    partial.replace(target)
+    (folder / f"{name}.csv").unlink(missing_ok=True)
+    return target
+
+
+def write_tables(session: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """Write every table of a session (after a capture or a rebuild) into its tables/ folder."""
+    for name, df in tables.items():
+        write_table(Path(session) / TABLES, name, df)
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:

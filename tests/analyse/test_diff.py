@@ -25,7 +25,7 @@ from profkit.analyse.kernel_rows import KEYS, kernel_rows, summed_row
 from profkit.units import human
 from profkit.cli import main
 from profkit.errors import UsageError
-from profkit.session.store import load_session
+from profkit.session.store import load_session, write_table
 from tests import REPO
 from tests.committed_sessions import copy_session
 
@@ -349,9 +349,9 @@ def test_comparability_guard_refuses_then_forces(sessions_root, pair_session):
 
 def test_whole_session_diff_lists_unmatched(sessions_root, pair_session):
     other = copy_session(sessions_root / pair_session, sessions_root / "without-tiled")
-    launches = pd.read_csv(other / "tables" / "launches.csv")
+    launches = load_session(other).table("launches")
     kept = launches[~launches["kernel"].str.contains("tiled")]
-    kept.to_csv(other / "tables" / "launches.csv", index=False)
+    write_table(other / "tables", "launches", kept)
     result = diff(pair_session, "without-tiled", root=sessions_root)
     assert result.kind == "sessions"
     assert len(result.pairs) == len(kernel_rows(kept))

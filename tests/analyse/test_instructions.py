@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from profkit.analyse.instructions import hot_instructions, opcode_mix, stall_mix
 from profkit.cli import main
 from profkit.parse import ncu
-from profkit.session.store import load_session
+from profkit.session.store import load_session, table_file
 from tests import REPO
 
 SESSIONS = REPO / "sessions"
@@ -224,7 +224,7 @@ def _ncu_set(session: str) -> str | None:
     return json.loads((SESSIONS / session / "manifest.json").read_text()).get("ncu_set")
 
 
-OPCODE_SESSIONS = sorted(p.name for p in SESSIONS.iterdir() if (p / "tables" / "opcodes.csv").exists())
+OPCODE_SESSIONS = sorted(p.name for p in SESSIONS.iterdir() if table_file(p, "opcodes"))
 SAMPLED_SESSIONS = [s for s in OPCODE_SESSIONS if _ncu_set(s) is not None]
 QUICK_SESSIONS = [s for s in OPCODE_SESSIONS if _ncu_set(s) is None]
 

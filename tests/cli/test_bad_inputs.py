@@ -32,7 +32,7 @@ from profkit.parse import ncu as ncu_parse
 from profkit.parse.files import plain_file
 from profkit.parse.ncu import load_ncu_report
 from profkit.parse.nsys import read_nsys
-from profkit.session.store import SessionWriter, load_session
+from profkit.session.store import SessionWriter, load_session, table_file, write_table
 from tests import REPO
 
 SESSIONS = REPO / "sessions"
@@ -574,7 +574,7 @@ def test_an_nsys_report_that_nsys_cannot_export(fakes):
 
 @pytest.fixture
 def session_copy(tmp_path) -> Path:
-    source = next((s for s in sorted(SESSIONS.iterdir()) if (s / "tables" / "nvtx.csv").exists()), None)
+    source = next((s for s in sorted(SESSIONS.iterdir()) if table_file(s, "nvtx")), None)
     if source is None:
         pytest.skip("no committed session with an nvtx table")
     target = tmp_path / source.name
@@ -604,15 +604,19 @@ def test_an_incomplete_session_says_why(session_copy):
 
 
 def test_a_corrupt_table(session_copy):
-    launches = session_copy / "tables" / "launches.csv"
-    launches.write_bytes(b'kernel,grid\n"unterminated,1\n' + bytes(range(256)))
+    launches = session_copy / "tables" / "launches.parquet"
+    launches.write_bytes(launches.read_bytes()[:200] + bytes(range(256)))
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(session_copy)]), 1, "cannot read",
+                         "launches.parquet", "--rebuild")
+    older = session_copy / "tables" / "launches.csv"  # an older session's CSV table
+    older.write_bytes(b'kernel,grid\n"unterminated,1\n' + bytes(range(256)))
     assert_clear_failure(CliRunner().invoke(main, ["show", str(session_copy)]), 1, "cannot read",
                          "launches.csv", "--rebuild")
 
 
 def test_a_table_whose_columns_were_damaged(session_copy):
-    nvtx = session_copy / "tables" / "nvtx.csv"
-    nvtx.write_text(nvtx.read_text().replace("duration_ns", "durXtion_ns", 1))
+    nvtx = load_session(session_copy).table("nvtx").rename(columns={"duration_ns": "durXtion_ns"})
+    write_table(session_copy / "tables", "nvtx", nvtx)
     result = CliRunner().invoke(main, ["show", "-t", "nvtx", str(session_copy)])
     assert_clear_failure(result, 1, "table 'nvtx' cannot be built from the stored tables", "KeyError",
                          "profkit show --rebuild")
@@ -621,7 +625,7 @@ def test_a_table_whose_columns_were_damaged(session_copy):
 def test_sessions_lists_damaged_and_unreadable_sessions_instead_of_failing(session_copy, tmp_path):
     root = session_copy.parent
     damaged = shutil.copytree(session_copy, root / "damaged-table")
-    (damaged / "tables" / "kernels.csv").write_bytes(b'kernel\n"unterminated\n\xff\xfe')
+    (damaged / "tables" / "kernels.parquet").write_bytes(b'PAR1\n"unterminated\n\xff\xfe')
     shuffled = shutil.copytree(session_copy, root / "shuffled-table")  # found by profkit.fuzz (shuffle_blocks)
     (shuffled / "tables" / "kernels.csv").write_text("capture,kernel,grid\nc,0.0,1\nc,10830.9,1\nc,,1\n")
     broken = shutil.copytree(session_copy, root / "broken-manifest")

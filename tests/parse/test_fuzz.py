@@ -32,7 +32,7 @@ def test_mutators_damage_deterministically():
 
 def test_the_plan_takes_mutators_in_turn_and_is_seeded():
     sources = [fuzz.Source("ncu", "a.ncu-rep", "a.ncu-rep"), fuzz.Source("sqlite", "b.sqlite", "b.sqlite"),
-               fuzz.Source("csv", "t/launches.csv", "tables/launches.csv", "t")]
+               fuzz.Source("table", "t/launches.parquet", "tables/launches.parquet", "t")]
     plan = fuzz.plan(70, 3, sources)
     assert plan == fuzz.plan(70, 3, sources) and plan != fuzz.plan(70, 4, sources)
     counts = {name: sum(1 for _, m, _, _ in plan if m == name) for name in fuzz.MUTATORS}
@@ -47,7 +47,7 @@ def test_a_seeded_fuzz_of_the_committed_reports_has_no_crash(tmp_path):
         sources = fuzz.find_sources(SESSIONS)
     except Exception as exc:  # noqa: BLE001 - no committed sessions in this checkout
         pytest.skip(f"no sources to fuzz: {exc}")
-    assert {s.kind for s in sources} >= {"ncu", "ncu.xz", "sqlite", "manifest", "csv"}
+    assert {s.kind for s in sources} >= {"ncu", "ncu.xz", "sqlite", "manifest", "table"}
     count = CI_MUTANTS_PER_MUTATOR * len(fuzz.MUTATORS)
     summary = fuzz.run_fuzz(count, seed=7, sessions=SESSIONS, jobs=2)
     assert summary["outcomes"]["crash"] == 0, fuzz.format_summary(summary)
