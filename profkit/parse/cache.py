@@ -1,8 +1,10 @@
 """Parsed report tables cached on disk, keyed by the report's content hash.
 
-The first read of a report stores its tables as parquet under <cache>/tables/<key>/; later reads of the
-same bytes load them back without the native reader. The key also covers the metric catalogue and
-CACHE_VERSION, so a profkit that extracts different columns never reads stale tables.
+Two levels: each launch's rows as the reader's worker produced them (<cache>/launches/<key>/<i>.pickle, written
+as shares of a report finish, so an interrupted or failed read of a 1000-launch report resumes where it stopped),
+and the report's assembled tables as parquet (<cache>/tables/<key>/), what a later read of the same bytes loads
+without the native reader. The key also covers the metric catalogue and CACHE_VERSION, so a profkit that
+extracts different columns never reads stale tables. Pickles are read only from the user's own cache folder.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import uuid
 from pathlib import Path
@@ -17,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from profkit.parse import catalog
-from profkit.parse.files import cache_dir, file_digest
+from profkit.parse.files import cache_dir, file_digest, remembered_digest
 
-CACHE_VERSION = "4"
+CACHE_VERSION = "5"
 FRAMES = ("launches", "rules", "source", "instructions", "opcodes")
 
 
@@ -29,7 +32,17 @@ def _catalog_fingerprint() -> str:
 
 
 def cache_key(path: Path) -> str:
-    return f"{file_digest(path)}-{_catalog_fingerprint()}-v{CACHE_VERSION}"
+    return _key(file_digest(path))
+
+
+def remembered_key(path: Path) -> str | None:
+    """cache_key without reading the file, when its digest is remembered for its current stat; else None."""
+    digest = remembered_digest(path)
+    return None if digest is None else _key(digest)
+
+
+def _key(digest: str) -> str:
+    return f"{digest}-{_catalog_fingerprint()}-v{CACHE_VERSION}"
 
 
 def _folder(key: str) -> Path:
@@ -67,3 +80,35 @@ def write_cached(key: str, tables: dict) -> None:
 
 def cache_enabled() -> bool:
     return os.environ.get("PROFKIT_NO_CACHE", "") in ("", "0")
+
+
+def _launch_folder(key: str) -> Path:
+    return cache_dir() / "launches" / key
+
+
+def read_launches(key: str, count: int) -> dict[int, dict]:
+    """The cached entries of launches 0..count-1 that exist and read back (the others are read again)."""
+    folder = _launch_folder(key)
+    if not folder.is_dir():
+        return {}
+    entries = {}
+    for launch in range(count):
+        try:
+            with (folder / f"{launch}.pickle").open("rb") as handle:
+                entries[launch] = pickle.load(handle)
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError, AttributeError, ImportError, IndexError):
+            continue
+    return entries
+
+
+def write_launches(key: str, entries: dict[int, dict]) -> None:
+    """Store each launch's entry atomically; a failure only costs the cache."""
+    folder = _launch_folder(key)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for launch, entry in entries.items():
+            partial = folder / f".{launch}.{uuid.uuid4().hex[:8]}"
+            partial.write_bytes(pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(partial, folder / f"{launch}.pickle")
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)

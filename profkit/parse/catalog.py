@@ -136,7 +136,7 @@ PC_METRICS = {
 SASS_PATCHED = ("smsp__sass_inst_executed_op_",)
 """Name prefixes of metrics ncu collects by patching the kernel's SASS: one instrumented replay pass that runs
 every kernel several times slower. On the H200 the four instruction counts of this kind cost 3.6 s of the
-one-process ladder's 10.9 s --quick capture (GPU runs BH and BI), and the hardware counter
+one-process ladder's 10.9 s --quick capture, and the hardware counter
 smsp__inst_executed_op_shared_ld.sum read the same shared-load count on all six ladder kernels."""
 
 QUICK_LEAVES_OUT = {"global_load_instructions", "global_store_instructions", "shared_store_instructions"}
@@ -160,3 +160,11 @@ def quick_metrics() -> list[str]:
                 continue
             names.append(name)
     return names
+
+
+def read_metric_names() -> set[str]:
+    """Every metric a table reads: the candidates of RAW_METRICS and STRING_METRICS, the per-PC metrics and the
+    per-PC stall reasons. A report is pruned to these before the native reader parses it (parse.ncu_file)."""
+    names = {name for candidates in [*RAW_METRICS.values(), *STRING_METRICS.values()] for name in candidates}
+    names |= set(PC_METRICS.values())
+    return names | {f"{PC_STALL_PREFIX}{PC_STALL_NAMES.get(reason, reason)}" for reason in STALL_REASONS}

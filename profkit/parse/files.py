@@ -23,11 +23,45 @@ def cache_dir() -> Path:
 
 
 def file_digest(path: Path) -> str:
+    """sha256 of the file's bytes (24 hex digits); remembered by path and stat (remembered_digest) for the next
+    call: hashing a 1000-launch --set full report (3.7 GB) takes 2.6 s, a cached read of it must take under 1 s."""
+    path = Path(path)
     digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
             digest.update(chunk)
-    return digest.hexdigest()[:24]
+    value = digest.hexdigest()[:24]
+    _remember_digest(path, value)
+    return value
+
+
+def _digest_memo(path: Path) -> tuple[Path, str]:
+    """The memo file of a path, and the stat fingerprint (size, mtime, inode, ctime) its digest is valid for."""
+    resolved = path.resolve()
+    stat = resolved.stat()
+    name = hashlib.sha256(str(resolved).encode()).hexdigest()[:24]
+    return cache_dir() / "digests" / name, f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}"
+
+
+def remembered_digest(path: Path) -> str | None:
+    """file_digest of path from the last time it was hashed, while its stat is unchanged; else None."""
+    try:
+        memo, fingerprint = _digest_memo(Path(path))
+        remembered, digest = memo.read_text().split()
+    except (OSError, ValueError):
+        return None
+    return digest if remembered == fingerprint else None
+
+
+def _remember_digest(path: Path, digest: str) -> None:
+    try:
+        memo, fingerprint = _digest_memo(path)
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_name(f".{memo.name}.{uuid.uuid4().hex[:8]}")
+        partial.write_text(f"{fingerprint} {digest}\n")
+        os.replace(partial, memo)
+    except OSError:
+        pass
 
 
 PACKED = {".xz": lzma.open, ".gz": gzip.open}

@@ -21,6 +21,8 @@ the parent turns the rows into DataFrames.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import pickle
 import re
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from profkit.build.ptxas import kernel_base_name
-from profkit.build.sass import HFMA_MOVE, ffma_registers, opcode as sass_opcode
+from profkit.build.sass import HFMA_MOVE, ffma_registers as _ffma_registers, opcode as _sass_opcode
 from profkit.errors import ReaderError, ReportError
 from profkit.parse import catalog
 
@@ -44,6 +46,9 @@ _WORKER_ERROR = 3  # the worker's exit status for a ProfkitError, pickled to std
 _NATIVE_NOISE = ("WARNING: All log messages before absl::InitializeLog()", "*** Check failure stack trace")
 LAUNCH_FRONT = ["launch", "range_index", "action_index", "kernel", "function", "mangled", "nvtx_path", "device_name"]
 RULE_COLUMNS = ["launch", "kernel", "rule", "section", "title", "message", "speedup_type", "speedup_pct"]
+# A launch's SASS lines repeat in every launch of its kernel: parse each line once per process.
+sass_opcode = functools.lru_cache(maxsize=1 << 16)(_sass_opcode)
+ffma_registers = functools.lru_cache(maxsize=1 << 16)(_ffma_registers)
 HOT_INSTRUCTIONS = 25
 """SASS instructions kept per launch in the instructions table, the most sampled first."""
 
@@ -109,46 +114,147 @@ def _release(version: str) -> tuple[int, ...]:
 
 def load_ncu_report(path: str | Path, *, isolate: bool = True, timeout: float = _WORKER_TIMEOUT_S,
                     use_cache: bool = True) -> NcuReport:
-    """Extract every table from `path`; in a child process (given `timeout` seconds) unless isolate=False.
-    Tables of a report read before come from the on-disk cache (parse.cache) keyed by its content hash."""
+    """Extract every table from `path`: in child processes (read_launches; each given `timeout` seconds) unless
+    isolate=False. A report read before comes from the on-disk cache (parse.cache) keyed by its content: its
+    assembled tables, else the launches read so far."""
     from profkit.parse import cache
     from profkit.parse.files import plain_file
 
     path = plain_file(path)
     check_ncu_file(path)
-    key = cache.cache_key(path) if use_cache and cache.cache_enabled() else None
-    if key is not None and (cached := cache.read_cached(key)) is not None:
-        return _to_report(path, cached)
-    tables = extract_tables(path) if not isolate else tables_from_rows(_extract_isolated(path, timeout))
-    if key is not None:
-        cache.write_cached(key, tables)
+    if not isolate:
+        return _to_report(path, extract_tables(path))
+    key = None
+    if use_cache and cache.cache_enabled():
+        key = cache.remembered_key(path) or Future(cache.cache_key, path)
+        if isinstance(key, str) and (cached := cache.read_cached(key)) is not None:
+            return _to_report(path, cached)
+    found = read_launches(path, key, timeout)
+    if "tables" in found:  # a copy of this report was read before under another name
+        return _to_report(path, found["tables"])
+    tables = tables_from_rows(assemble_rows(found))
+    if found["key"] is not None:
+        cache.write_cached(found["key"], tables)
     return _to_report(path, tables)
 
 
-def _extract_isolated(path: Path, timeout: float) -> dict:
-    """extract_rows in a child process: a crash of the native reader cannot take profkit down."""
-    cmd = [sys.executable, "-m", "profkit.parse.ncu", str(path)]
+class Future:
+    """A value computed in a thread while the readers run (hashing a 3.7 GB report takes 2.6 s; hashlib lets
+    other threads run)."""
+
+    def __init__(self, function: Callable, *args):
+        import threading
+
+        self._result: tuple = ()
+        self._thread = threading.Thread(target=lambda: setattr(self, "_result", self._call(function, *args)),
+                                        daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _call(function: Callable, *args) -> tuple:
+        try:
+            return (function(*args), None)
+        except OSError as exc:
+            return (None, exc)
+
+    def result(self):
+        self._thread.join()
+        value, error = self._result
+        if error is not None:
+            raise ReportError(f"cannot read {error.filename}: {error.strerror}") from error
+        return value
+
+
+def read_launches(path: Path, key: str | Future | None, timeout: float) -> dict:
+    """Every launch's rows ({"entries": {launch: entry}, as extract_entries gives them, "key": the cache key}):
+    cached launches from the cache, the others from child processes, one per core, each reading its share of the
+    launches from a pruned shard of the report (parse.ncu_file); a report whose layout is not the known one is
+    read whole by one. With the key still being computed, the children start first; should the key turn out to
+    have cached tables, they are stopped and {"tables": ...} comes back."""
+    from profkit.parse import cache, ncu_file
+
+    layout = ncu_file.scan(path)
+    count = len(layout.launches) if layout is not None else 0
+    entries = cache.read_launches(key, count) if isinstance(key, str) and count else {}
+    todo = [i for i in range(count) if i not in entries]
+    shares = _shares(layout, todo) if todo else [] if count else [None]
+    procs = _start_workers(path, shares)
     try:
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise ReaderError(f"reading {path} took longer than {timeout:.0f} s",
-                          hint="the report is probably corrupted; capture it again") from exc
-    if proc.returncode == _WORKER_ERROR:
-        error = _worker_error(proc.stdout, path)
+        if isinstance(key, Future):
+            key = key.result()
+            if (cached := cache.read_cached(key)) is not None:
+                return {"tables": cached}
+        fresh = _collect_workers(path, procs, timeout)
+    finally:
+        _stop(procs)
+    if isinstance(key, str) and count:
+        cache.write_launches(key, fresh)
+    return {"entries": {**entries, **fresh}, "key": key}
+
+
+def _shares(layout, todo: list[int]) -> list[list[int]]:
+    """todo split into one contiguous share per core (at most), of about equal payload bytes."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    count = max(1, min(cores, len(todo)))
+    sizes = [layout.launches[i].payload_size for i in todo]
+    total, shares, running = sum(sizes), [[] for _ in range(count)], 0
+    for index, size in zip(todo, sizes):
+        shares[min(count - 1, running * count // max(total, 1))].append(index)
+        running += size
+    return [share for share in shares if share]
+
+
+def _start_workers(path: Path, shares: list[list[int] | None]) -> list[subprocess.Popen]:
+    """One child per share, all at once: share None reads the whole report, a list of launches reads them from a
+    pruned shard (a crash of the native reader cannot take profkit down)."""
+    procs = []
+    for share in shares:
+        cmd = [sys.executable, "-m", "profkit.parse.ncu", str(path)]
+        if share is not None:
+            cmd += ["--launches", ",".join(str(i) for i in share)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    return procs
+
+
+def _collect_workers(path: Path, procs: list[subprocess.Popen], timeout: float) -> dict:
+    entries: dict = {}
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ReaderError(f"reading {path} took longer than {timeout:.0f} s",
+                              hint="the report is probably corrupted; capture it again") from exc
+        entries.update(_worker_result(path, proc.returncode, stdout, stderr)["entries"])
+    return entries
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _worker_result(path: Path, returncode: int, stdout: bytes, stderr: bytes) -> dict:
+    """A worker's pickled result, or its failure as a ReportError / ReaderError."""
+    if returncode == _WORKER_ERROR:
+        error = _worker_error(stdout, path)
         raise (ReaderError if error.pop("reader") else ReportError)(**error)
-    if proc.returncode != 0:
-        err = [line for line in proc.stderr.decode(errors="replace").strip().splitlines()
+    if returncode != 0:
+        err = [line for line in stderr.decode(errors="replace").strip().splitlines()
                if not line.startswith(_NATIVE_NOISE)]
         message = err[-1] if err else ""
-        if proc.returncode < 0:
-            raise ReaderError(f"the ncu_report library crashed reading {path} (signal {-proc.returncode})",
+        if returncode < 0:
+            raise ReaderError(f"the ncu_report library crashed reading {path} (signal {-returncode})",
                               details="\n".join(err[-10:]), hint="the report is probably corrupted; capture it again")
         text = message.split(": ", 1)[-1] if message else "unknown error"
         python_failed = any(line.startswith("Traceback") for line in err)  # the worker broke; its last line says why
         raise ReportError(text if str(path) in text else f"cannot read {path}: {text}",
                           details="" if python_failed else "\n".join(err[-10:]))
     try:
-        return pickle.loads(proc.stdout)
+        return pickle.loads(stdout)
     except Exception as exc:  # the child printed something that is not our pickle
         raise ReportError(f"cannot read {path}: the reader returned no tables ({type(exc).__name__})") from exc
 
@@ -179,8 +285,13 @@ def _import_ncu_report():
 
 
 def extract_tables(path: Path) -> dict:
-    """All tables of one report as DataFrames, read in this process."""
+    """All tables of one report as DataFrames, read whole in this process."""
     return tables_from_rows(extract_rows(path))
+
+
+def extract_rows(path: Path) -> dict:
+    """All tables of one report as plain rows (lists of dicts), read whole in this process."""
+    return assemble_rows(extract_entries(path))
 
 
 def tables_from_rows(rows: dict) -> dict:
@@ -200,49 +311,84 @@ def tables_from_rows(rows: dict) -> dict:
             "opcodes": frame("opcodes", ["opcode", "launch", "kernel"]), "notes": rows["notes"]}
 
 
-def extract_rows(path: Path) -> dict:
-    """All tables of one report as plain rows, lists of dicts (the worker process's job: no pandas)."""
+def assemble_rows(result: dict) -> dict:
+    """Per-launch entries (in launch order) -> the report's rows: each child row tagged with its launch and kernel,
+    action_index counted within each range, the notes from the metrics any launch lacked."""
+    launches, rules, sources, instructions, opcodes = [], [], [], [], []
+    missing: set[str] = set()
+    per_range: dict[int, int] = {}
+    entries = [result["entries"][i] for i in sorted(result["entries"])]
+    for launch, entry in enumerate(entries):
+        row = dict(entry["launch"], launch=launch)
+        row["action_index"] = per_range.get(row["range_index"], 0)
+        per_range[row["range_index"]] = row["action_index"] + 1
+        launches.append(row)
+        missing.update(entry["missing"])
+        tag = {"launch": launch, "kernel": row["kernel"]}
+        for out, name in ((rules, "rules"), (sources, "source"), (instructions, "instructions"), (opcodes, "opcodes")):
+            out.extend(dict(r, **tag) for r in entry[name])
+    candidates = {**catalog.RAW_METRICS, **catalog.STRING_METRICS}
+    notes = [f"metric not in this report: {name} ({', '.join(candidates[name])})"
+             for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor", "exact_"))]
+    written_by, reader = (entries[0]["written_by"], entries[0]["reader"]) if entries else ("", "")
+    if written_by and reader and _release(written_by) > _release(reader):
+        notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
+                        "metrics that version renamed read as missing")
+    return {"launches": launches, "rules": rules, "source": sources, "instructions": instructions,
+            "opcodes": opcodes, "notes": notes}
+
+
+def extract_entries(path: Path, version_from: Path | None = None) -> dict:
+    """Every launch of one report as an entry of plain rows (the worker's job: no pandas): {"entries": {launch:
+    {launch: its row, rules, source, instructions, opcodes: its child rows, missing: absent catalog columns,
+    written_by, reader: versions}}}. version_from: the file whose writer version counts (a shard's original)."""
     ncu_report = _import_ncu_report()
     try:
         context = ncu_report.load_report(str(path))
     except Exception as exc:
         raise ReportError(f"cannot read {path}: {exc}") from exc
-    actions = [(r, a, context.range_by_idx(r).action_by_idx(a))
-               for r in range(context.num_ranges())
-               for a in range(context.range_by_idx(r).num_actions())]
-    written_by, reader = report_ncu_version(path), reader_version(ncu_report)
+    positions = [(r, a) for r in range(context.num_ranges()) for a in range(context.range_by_idx(r).num_actions())]
+    written_by, reader = report_ncu_version(version_from or path), reader_version(ncu_report)
     unknown_version = bool(written_by) and bool(reader) and _release(written_by) > _release(reader)
-    if not actions and unknown_version:
+    if not positions and unknown_version:
         raise ReportError(f"{path} was written by Nsight Compute {written_by}, newer than this ncu_report "
                           f"({reader}), which finds no kernels in it",
                           hint="upgrade the reader (pip install -U ncu-report) or use the ncu_report in that "
                                "Nsight Compute's extras/python")
-    if not actions:
+    if not positions:
         raise ReportError(f"{path} holds no profiled kernels (empty, truncated, or every launch was filtered out)")
-    launches, rules, sources, instructions, opcodes = [], [], [], [], []
-    missing: set[str] = set()
+    entries = {}
     known_pcs: dict = {}
-    for launch, (range_idx, action_idx, action) in enumerate(actions):
+    for launch, (range_idx, action_idx) in enumerate(positions):
+        action = context.range_by_idx(range_idx).action_by_idx(action_idx)
         names = set(action.metric_names())  # one native call per launch, shared by both readers below
         row, absent = _launch_row(ncu_report, action, names)
-        row.update(launch=launch, range_index=range_idx, action_index=action_idx)
-        missing |= absent
+        row.update(range_index=range_idx, action_index=action_idx)
         pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs, names)
         row.update(_wide_load_fractions(pcs))
         row.update(_ffma_operand_reuse(pcs))
-        launches.append(row)
-        rules.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _rule_rows(ncu_report, action))
-        sources.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _source_rows(pcs))
-        instructions.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _hot_instruction_rows(pcs))
-        opcodes.extend(dict(r, launch=launch, kernel=row["kernel"]) for r in _opcode_rows(pcs))
-    candidates = {**catalog.RAW_METRICS, **catalog.STRING_METRICS}
-    notes = [f"metric not in this report: {name} ({', '.join(candidates[name])})"
-             for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor", "exact_"))]
-    if unknown_version:
-        notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
-                        "metrics that version renamed read as missing")
-    return {"launches": launches, "rules": rules, "source": sources, "instructions": instructions,
-            "opcodes": opcodes, "notes": notes}
+        entries[launch] = {"launch": row, "rules": _rule_rows(ncu_report, action), "source": _source_rows(pcs),
+                           "instructions": _hot_instruction_rows(pcs), "opcodes": _opcode_rows(pcs),
+                           "missing": sorted(absent), "written_by": written_by, "reader": reader}
+    return {"entries": entries}
+
+
+def extract_share(path: Path, launches: list[int]) -> dict:
+    """extract_entries of some launches of a report, read from a shard pruned to catalog.read_metric_names()."""
+    import tempfile
+
+    from profkit.parse import ncu_file
+
+    layout = ncu_file.scan(path)
+    if layout is None or max(launches) >= len(layout.launches):
+        raise ReaderError(f"{path} changed while it was being read", hint="read it again")
+    with tempfile.TemporaryDirectory(prefix="profkit-shard-") as folder:
+        shard = ncu_file.write_shard(layout, launches, Path(folder) / path.name, catalog.read_metric_names())
+        local = extract_entries(shard, version_from=shard)["entries"]
+    if len(local) != len(launches):
+        raise ReaderError(f"a shard of {path} holds {len(local)} launches, {len(launches)} were written to it",
+                          hint="set PROFKIT_NO_CACHE=1 and report this layout")
+    return {"entries": {launch: local[i] for i, launch in enumerate(launches)}}
 
 
 def _metric_value(metric) -> float | str | None:
@@ -326,7 +472,7 @@ def _pc_rows(action, function: str = "", known: dict | None = None, names: set[s
     instructions that executed (the 128-bit and HFMA2 figures weight by executions)."""
     known = {} if known is None else known
     names = set(action.metric_names()) if names is None else names
-    per_pc: dict[int, dict] = {}
+    columns: dict[str, dict[int, float]] = {}  # column -> PC -> value, a PC's instances summed
 
     def collect(column: str, metric_name: str) -> None:
         if metric_name not in names:
@@ -334,30 +480,55 @@ def _pc_rows(action, function: str = "", known: dict | None = None, names: set[s
         metric = action.metric_by_name(metric_name)
         if metric is None or not metric.has_correlation_ids():
             return
-        ids = metric.correlation_ids()
-        for i in range(metric.num_instances()):
-            pc = ids.as_uint64(i)
-            per_pc.setdefault(pc, {})[column] = per_pc.get(pc, {}).get(column, 0.0) + metric.as_double(i)
+        count = metric.num_instances()
+        pcs, values = _instances(metric, count)
+        if len(set(pcs)) == count:
+            columns[column] = dict(zip(pcs, values))
+            return
+        summed = columns.setdefault(column, {})
+        for pc, value in zip(pcs, values):
+            summed[pc] = summed.get(pc, 0.0) + value
 
     for column, metric_name in catalog.PC_METRICS.items():
         collect(column, metric_name)
     for reason in catalog.STALL_REASONS:
         collect(f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{catalog.PC_STALL_NAMES.get(reason, reason)}")
-    rows = []
-    for pc, values in per_pc.items():
-        key = (function, pc, values.get("instructions_executed", 0.0) > 0)
+    executed = columns.get("instructions_executed", {})
+    rows: dict[int, dict] = {}
+    for pc in dict.fromkeys(itertools.chain.from_iterable(columns.values())):  # PCs in first-seen order
+        key = (function, pc, executed.get(pc, 0.0) > 0)
         if key not in known:
             info = action.source_info(pc)
             known[key] = (action.sass_by_pc(pc) or "" if key[2] else "",
                           info.file_name() if info else "", info.line() if info else -1)
         sass, file, line = known[key]
-        rows.append({"pc": pc, "sass": sass, "file": file, "line": line, **values})
-    return rows
+        rows[pc] = {"pc": pc, "sass": sass, "file": file, "line": line}
+    for column, values in columns.items():  # each row's counters in column order
+        for pc, value in values.items():
+            rows[pc][column] = value
+    return list(rows.values())
+
+
+_PC_FIELDS = ("pc", "sass", "file", "line")
+"""The fields every per-PC row starts with, in this order; its counters follow."""
+
+
+def _instances(metric, count: int) -> tuple[list[int], list[float]]:
+    """An instanced metric's (PCs, values): map() over the reader's functions runs the per-instance loop in C (17k
+    instances a launch on average in the ladder's --set full report), and the module's own functions skip the
+    SWIG wrapper's Python frame (0.8 s of every 120 launches)."""
+    ids = metric.correlation_ids()
+    native = getattr(sys.modules.get("ncu_report"), "_ncu_report", None)
+    as_uint64, as_double = (getattr(native, "IMetric_as_uint64", None), getattr(native, "IMetric_as_double", None))
+    if as_uint64 is None or as_double is None:
+        return list(map(ids.as_uint64, range(count))), list(map(metric.as_double, range(count)))
+    return (list(map(as_uint64, itertools.repeat(ids, count), range(count))),
+            list(map(as_double, itertools.repeat(metric, count), range(count))))
 
 
 def _counter_columns(pcs: list[dict]) -> list[str]:
     """The per-PC counter columns present in pcs, in first-seen order."""
-    return list(dict.fromkeys(k for pc in pcs for k in pc if k not in ("pc", "sass", "file", "line")))
+    return [k for k in dict.fromkeys(itertools.chain.from_iterable(pcs)) if k not in _PC_FIELDS]
 
 
 def _count(pc: dict, column: str) -> float:
@@ -367,16 +538,20 @@ def _count(pc: dict, column: str) -> float:
 
 
 def _summed(pcs: list[dict], key: Callable[[dict], object]) -> dict[object, dict]:
-    """key -> every counter column summed over the PCs with that key (PCs whose key is None left out)."""
+    """key -> every counter column summed over the PCs with that key (PCs whose key is None left out); a counter a
+    PC lacks, or reads NaN, adds nothing."""
     columns = _counter_columns(pcs)
     grouped: dict[object, dict] = {}
     for pc in pcs:
         group = key(pc)
         if group is None:
             continue
-        sums = grouped.setdefault(group, dict.fromkeys(columns, 0.0))
-        for column in columns:
-            sums[column] += _count(pc, column)
+        sums = grouped.get(group)
+        if sums is None:
+            sums = grouped[group] = dict.fromkeys(columns, 0.0)
+        for column, value in itertools.islice(pc.items(), len(_PC_FIELDS), None):
+            if value == value:  # value != value: NaN
+                sums[column] += value
     return grouped
 
 
@@ -473,11 +648,14 @@ def _opcode_rows(pcs: list[dict]) -> list[dict]:
 
 
 def _main(argv: list[str]) -> int:
-    """Worker entry point: pickle the tables of one report to stdout."""
+    """Worker entry point: pickle the entries of one report (PATH) or of some of its launches (PATH --launches
+    I,J,...) to stdout."""
     from profkit.errors import ProfkitError
 
     try:
-        tables = extract_rows(Path(argv[0]))
+        path = Path(argv[0])
+        result = extract_share(path, [int(i) for i in argv[2].split(",")]) if argv[1:2] == ["--launches"] \
+            else extract_entries(path)
     except ProfkitError as exc:
         error = exc
     except Exception as exc:  # noqa: BLE001 - damaged data can break any assumption; one message, not a traceback
@@ -486,7 +664,7 @@ def _main(argv: list[str]) -> int:
                             f"at {Path(frame.filename).name}:{frame.lineno})",
                             hint="the report is probably corrupted; capture it again")
     else:
-        sys.stdout.buffer.write(pickle.dumps(tables))
+        sys.stdout.buffer.write(pickle.dumps(result))
         return 0
     print(f"profkit: {error.message}", file=sys.stderr)
     sys.stdout.buffer.write(pickle.dumps(error.to_dict()))

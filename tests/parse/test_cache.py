@@ -24,7 +24,7 @@ def test_second_read_comes_from_the_cache(cache_root, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("the native reader ran although the tables were cached")
 
-    monkeypatch.setattr(ncu, "_extract_isolated", fail)
+    monkeypatch.setattr(ncu, "_start_workers", fail)
     second = ncu.load_ncu_report(REPORT)
     assert second.launches["kernel"].tolist() == first.launches["kernel"].tolist() == ["matmul_tiled"]
     assert second.launches["duration_ns"].iloc[0] == first.launches["duration_ns"].iloc[0]
