@@ -43,3 +43,35 @@ def query(sql: str | None, sessions_dir: str | None, list_tables: bool, fmt: str
     if not sql:
         raise UsageError("no SQL given", hint='profkit query "select * from launches limit 5" (--tables lists them)')
     _emit(run_query(sql, root), "query", fmt)
+
+
+@main.group()
+def cache() -> None:
+    """The parse cache: decompressed reports and parsed tables, capped at PROFKIT_CACHE_MAX (default 2G), least
+    recently used out first."""
+
+
+@cache.command("info")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
+def cache_info(fmt: str) -> None:
+    """Where the cache is, its cap, and what each kind of entry takes."""
+    import pandas as pd
+
+    from profkit.parse.cache_space import info
+
+    state = info()
+    if fmt == "json":
+        click.echo(json.dumps(state, indent=1))
+        return
+    title = (f"cache {state['path']}: {state['bytes'] / 2**20:.1f} MiB of {state['limit_bytes'] / 2**20:.0f} MiB "
+             f"(PROFKIT_CACHE_MAX)")
+    _emit(pd.DataFrame(state["kinds"]), title, fmt)
+
+
+@cache.command("clear")
+def cache_clear() -> None:
+    """Remove every cached report and table (they are re-parsed when next read)."""
+    from profkit.parse.cache_space import clear
+    from profkit.parse.files import cache_dir
+
+    click.echo(f"removed {clear() / 2**20:.1f} MiB from {cache_dir()}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from profkit.parse import catalog
+from profkit.parse import cache_space, catalog
 from profkit.parse.files import cache_dir, file_digest, remembered_digest
 
 CACHE_VERSION = "5"
@@ -59,6 +59,7 @@ def read_cached(key: str) -> dict | None:
         tables["notes"] = json.loads((folder / "notes.json").read_text())
     except (OSError, ValueError, json.JSONDecodeError, ImportError):
         return None
+    cache_space.touch(folder)
     return tables
 
 
@@ -76,6 +77,8 @@ def write_cached(key: str, tables: dict) -> None:
         os.replace(partial, folder)
     except (OSError, ValueError, ImportError):
         shutil.rmtree(partial, ignore_errors=True)
+        return
+    cache_space.enforce_limit(keep=(folder,))
 
 
 def cache_enabled() -> bool:
@@ -98,6 +101,8 @@ def read_launches(key: str, count: int) -> dict[int, dict]:
                 entries[launch] = pickle.load(handle)
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, AttributeError, ImportError, IndexError):
             continue
+    if entries:
+        cache_space.touch(folder)
     return entries
 
 
@@ -112,3 +117,5 @@ def write_launches(key: str, entries: dict[int, dict]) -> None:
             os.replace(partial, folder / f"{launch}.pickle")
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
+        return
+    cache_space.enforce_limit(keep=(folder,))

@@ -36,11 +36,11 @@ def file_digest(path: Path) -> str:
 
 
 def _digest_memo(path: Path) -> tuple[Path, str]:
-    """The memo file of a path, and the stat fingerprint (size, mtime, inode, ctime) its digest is valid for."""
+    """The memo file of a path, and the stat fingerprint (size, mtime, inode) its digest is valid for."""
     resolved = path.resolve()
     stat = resolved.stat()
     name = hashlib.sha256(str(resolved).encode()).hexdigest()[:24]
-    return cache_dir() / "digests" / name, f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}"
+    return cache_dir() / "digests" / name, f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
 
 
 def remembered_digest(path: Path) -> str | None:
@@ -94,8 +94,11 @@ def plain_file(path: str | Path) -> Path:
         return path
     if not path.exists():
         raise ReportError(f"no such file: {path}")
+    from profkit.parse import cache_space
+
     target = cache_dir() / "reports" / f"{file_digest(path)}-{path.stem}"
     if target.exists():
+        cache_space.touch(target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
@@ -106,6 +109,7 @@ def plain_file(path: str | Path) -> Path:
         partial.unlink(missing_ok=True)
         raise ReportError(f"cannot decompress {path}: {exc}", hint="the file is corrupted or truncated") from exc
     os.replace(partial, target)
+    cache_space.enforce_limit(keep=(target,))
     return target
 
 
