@@ -31,17 +31,20 @@ def _catalog_fingerprint() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def cache_key(path: Path) -> str:
-    return _key(file_digest(path))
+def cache_key(path: Path, kind: str = "ncu") -> str:
+    """The key of a report's (kind "ncu") or an nsys export's (kind "nsys") cached tables."""
+    return _key(remembered_digest(path) or file_digest(path), kind)
 
 
 def remembered_key(path: Path) -> str | None:
     """cache_key without reading the file, when its digest is remembered for its current stat; else None."""
     digest = remembered_digest(path)
-    return None if digest is None else _key(digest)
+    return None if digest is None else _key(digest, "ncu")
 
 
-def _key(digest: str) -> str:
+def _key(digest: str, kind: str) -> str:
+    if kind == "nsys":
+        return f"{digest}-nsys-v{CACHE_VERSION}"
     return f"{digest}-{_catalog_fingerprint()}-v{CACHE_VERSION}"
 
 
@@ -49,13 +52,13 @@ def _folder(key: str) -> Path:
     return cache_dir() / "tables" / key
 
 
-def read_cached(key: str) -> dict | None:
+def read_cached(key: str, frames: tuple[str, ...] = FRAMES) -> dict | None:
     """The cached tables for `key`, or None when absent or unreadable (then the report is parsed again)."""
     folder = _folder(key)
     if not (folder / "notes.json").exists():
         return None
     try:
-        tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in FRAMES}
+        tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in frames}
         tables["notes"] = json.loads((folder / "notes.json").read_text())
     except (OSError, ValueError, json.JSONDecodeError, ImportError):
         return None
@@ -63,13 +66,13 @@ def read_cached(key: str) -> dict | None:
     return tables
 
 
-def write_cached(key: str, tables: dict) -> None:
+def write_cached(key: str, tables: dict, frames: tuple[str, ...] = FRAMES) -> None:
     """Store tables atomically (a partial folder is renamed into place); a failure only costs the cache."""
     folder = _folder(key)
     partial = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
     try:
         partial.mkdir(parents=True)
-        for name in FRAMES:
+        for name in frames:
             frame = tables[name]
             frame = frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object})
             frame.to_parquet(partial / f"{name}.parquet", index=False)

@@ -12,6 +12,11 @@ from profkit.errors import ReaderError, ReportError  # noqa: E402
 from profkit.parse.nsys import read_nsys  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+
+
 def gtid(pid: int, tid: int) -> int:
     """nsys's serialized global thread id: process in bits 24-47, thread in bits 0-23."""
     return (pid << 24) | tid
@@ -93,11 +98,17 @@ def test_ranges_without_end_are_left_out(two_processes):
     assert set(nvtx.loc[nvtx["text"] == "epoch", "kind"]) == {"start_end"}
 
 
-def test_without_duckdb_reading_is_a_reader_error(two_processes, monkeypatch):
+def test_without_duckdb_reading_is_a_reader_error_unless_cached(two_processes, monkeypatch):
     monkeypatch.setitem(sys.modules, "duckdb", None)
     with pytest.raises(ReaderError, match="duckdb is not installed") as info:
         read_nsys(two_processes)
     assert "profkit show --rebuild" in info.value.hint
+    monkeypatch.delitem(sys.modules, "duckdb")
+    first = read_nsys(two_processes)
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    cached = read_nsys(two_processes)  # from the parse cache: no DuckDB needed
+    assert cached.kernels.equals(first.kernels) and cached.memcpy.equals(first.memcpy)
+    assert str(cached.kernels["launch_start_ns"].dtype) == "Int64" and cached.version == first.version
 
 
 def test_bit_flips_are_report_errors(two_processes):

@@ -17,6 +17,11 @@ CAPTURES = [(session.name, entry["name"], entry["files"]["nsys_sqlite"])
             if entry.get("files", {}).get("nsys_sqlite")]
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+
+
 def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
     """Stored tables lost "" to NaN in CSV; text columns compare with both as ""."""
     frame = frame.reset_index(drop=True).copy()

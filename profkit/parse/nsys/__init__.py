@@ -36,6 +36,7 @@ COPY_COLUMNS = ["start", "end", "correlationId", "deviceId", "streamId"]
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
               10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
 """ENUM_CUDA_MEMCPY_OPER of the export schema (stable since nsys 2021), short names."""
+CACHED_FRAMES = ("kernels", "nvtx", "gpu", "memcpy", "memset")
 
 
 @dataclass
@@ -77,11 +78,26 @@ def sqlite_for(report: Path, *, export: bool = True) -> Path:
 
 
 def read_nsys(path: str | Path) -> NsysCapture:
-    """Kernels, NVTX ranges, copies, memsets and GPU info of one capture (.nsys-rep or .sqlite).
+    """Kernels, NVTX ranges, copies, memsets and GPU info of one capture (.nsys-rep or .sqlite); an export read
+    before comes from the parse cache (its tables as Parquet, keyed by the export's content).
 
     The export is read (and a damaged one refused) before DuckDB is needed; without duckdb this raises
     ReaderError, which a capture turns into `tables_pending`."""
+    from profkit.parse import cache
+
     sqlite = sqlite_for(Path(path))
+    key = cache.cache_key(sqlite, "nsys") if cache.cache_enabled() else None
+    if key is not None and (cached := cache.read_cached(key, CACHED_FRAMES)) is not None:
+        return NsysCapture(sqlite, *(cached[name] for name in ("kernels", "nvtx", "gpu")), cached["notes"]["version"],
+                           cached["memcpy"], cached["memset"])
+    capture = _read(sqlite)
+    if key is not None:
+        cache.write_cached(key, {**{name: getattr(capture, name) for name in CACHED_FRAMES},
+                                 "notes": {"version": capture.version}}, CACHED_FRAMES)
+    return capture
+
+
+def _read(sqlite: Path) -> NsysCapture:
     with Export(sqlite) as export:
         raw = _raw_tables(export)
         gpu = _gpu(export)
