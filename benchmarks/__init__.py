@@ -5,7 +5,10 @@ package (the wheel ships ``profkit`` only); they run from a source checkout.
     ncu_overhead   where an ncu capture's wall time goes, variant by variant (GPU)
     host_probe     host time per call of the kernels' Python paths (GPU)
     many_launches  a program of many small launches in one NVTX range, to capture a large report (GPU)
-    many_report    a many-launch report built from one real launch, for the loading benchmark
+    many_report    many-launch reports built from real launches, for the loading benchmark
+    loading        cold and cached `profkit show` of large timelines, a 1000-launch --set full report and the
+                   committed sessions, against the goals of issue 29 (no GPU)
+    synthetic_nsys 10^4-10^6-kernel nsys exports generated from a committed capture, for the loading benchmark
     train_step     a small GPT-style training step (bf16, fused AdamW): the foreign program guided capture is
                    measured on (GPU)
     guided_capture guided capture of train_step timed against its plain run and its nsys capture (GPU)

@@ -9,7 +9,7 @@ process-wide, on the main thread), nested push/pop "step s" / "layer l" / op ran
 one memcpy and one memset per step. Everything is generated inside SQLite (recursive CTEs), so 10^6 kernels
 take seconds; nothing large is committed.
 
-    python benchmarks/synthetic_nsys.py OUT_DIR 10000 100000 1000000
+    python -m benchmarks.synthetic_nsys OUT_DIR 10000 100000 1000000
 """
 
 from __future__ import annotations

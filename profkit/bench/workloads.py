@@ -15,9 +15,6 @@ it writes ``out_dir/<workload>.json|csv`` (``quick``: fewer sizes and rounds). T
   ``pyproject.toml`` and ``profkit/``) whose source defines a top-level ``def bench(`` is the workload
   ``<name>``, run as ``benchmarks.<name>``. From an installed wheel without a checkout there are none, and
   the command says so.
-
-``loading`` still runs ``profkit.bench.loading`` (its own arguments, ``LEGACY_WORKLOADS``) until a
-``benchmarks/loading.py`` with the entry above takes its place.
 """
 
 from __future__ import annotations
@@ -36,8 +33,6 @@ KERNEL_WORKLOADS = {
     "int8": "profkit.kernels.int8",
 }
 """Workload name -> module with ``bench(out_dir, quick)``, part of the installed package."""
-LEGACY_WORKLOADS = {"loading": "profkit.bench.loading"}
-"""Workloads with their own entry (``run_legacy``), used only while benchmarks/ has no module of that name."""
 SELF_MEASUREMENTS = "benchmarks"
 """The folder (and package name) of profkit's measurements of itself, beside the package in a checkout."""
 ENTRY = "bench"
@@ -66,7 +61,7 @@ def self_measurements(root: Path | None = None) -> dict[str, Path]:
 
 def names() -> list[str]:
     """Every workload this profkit can run here, sorted."""
-    return sorted({*KERNEL_WORKLOADS, *LEGACY_WORKLOADS, *self_measurements()})
+    return sorted({*KERNEL_WORKLOADS, *self_measurements()})
 
 
 def _import_self_measurement(name: str, root: Path):
@@ -88,10 +83,6 @@ def resolve(name: str):
     found = self_measurements(root)
     if name in found:
         return _import_self_measurement(name, root)
-    if name in LEGACY_WORKLOADS:
-        if root is not None and str(root) not in sys.path:  # its helpers live in benchmarks/
-            sys.path.insert(0, str(root))
-        return importlib.import_module(LEGACY_WORKLOADS[name])
     if root is None:
         raise UsageError(f"no workload {name!r} in this installed profkit ({', '.join(names())}); profkit's "
                          f"measurements of itself live in {SELF_MEASUREMENTS}/ of the source checkout, which the "
@@ -105,22 +96,7 @@ def resolve(name: str):
 def run(name: str, quick: bool, out_dir: str | Path) -> None:
     """Run one workload's entry, which writes its result files into out_dir."""
     module = resolve(name)
-    if module.__name__ in LEGACY_WORKLOADS.values():
-        run_legacy(module, quick, Path(out_dir))
-        return
     entry = getattr(module, ENTRY, None)
     if entry is None:
         raise UsageError(f"{module.__name__} has no {ENTRY}() entry")
     entry(out_dir=Path(out_dir), quick=quick)
-
-
-def run_legacy(module, quick: bool, out_dir: Path) -> None:
-    """``profkit.bench.loading``: cold and cached reads of the committed sessions' reports and of a many-launch
-    report built from one of them, and `profkit show` of the sessions."""
-    sessions = sorted(p for p in Path("sessions").iterdir() if (p / "manifest.json").exists())
-    reports = sorted(p for s in sessions for p in s.glob("*.ncu-rep*"))
-    biggest = sorted(reports, key=lambda p: p.stat().st_size)[-2:] if quick else reports
-    count = 100 if quick else 1000
-    many = module.many_launch_report(count)
-    module.bench(biggest + [many], sessions[:1] if quick else sessions, out_dir / "loading.json",
-                 labels={many: f"{module.MANY_SOURCE}, its launch x{count} (benchmarks/many_report.py)"})

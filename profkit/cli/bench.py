@@ -21,7 +21,8 @@ def bench(workload: str, quick: bool, out_dir: str) -> None:
     WORKLOAD: ladder, matmul, flash_attention, int8, or one of profkit's measurements of itself, which run
     from a source checkout (its benchmarks/ folder: loading, quick_capture, ncu_overhead).
 
-    `loading` needs no GPU: cold and cached report reads and `profkit show` of the committed sessions.
+    `loading` needs no GPU: cold and cached `profkit show` of synthetic 10^4-10^6-kernel timelines, a 1000-launch
+    --set full report, and the committed sessions (benchmarks/loading.py).
     `quick_capture` captures the ladder with `profile --quick` and with `--set full`, one program per rung and all
     rungs in one program, and compares them.
     `ncu_overhead` times ncu variants (one metric, --quick, +SourceCounters, --set full) on three rungs."""
@@ -34,6 +35,15 @@ def bench(workload: str, quick: bool, out_dir: str) -> None:
                    f"`profkit report --bench {out_dir}` draws it where plotly is installed", err=True)
         return
     click.echo(f"wrote {write_html(Path(out_dir) / PAGE_NAME, render_benchmarks_html(Path(out_dir)))}")
+
+
+def _module(name: str):
+    """A workload's module; benchmarks.* live in the checkout's benchmarks/ folder, which is not installed."""
+    if name.startswith("benchmarks."):
+        root = str(Path(__file__).resolve().parents[2])
+        if root not in sys.path:
+            sys.path.insert(0, root)
+    return importlib.import_module(name)
 
 
 def run_workload(workload: str, quick: bool, out_dir: str) -> None:

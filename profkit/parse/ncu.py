@@ -367,8 +367,9 @@ def extract_entries(path: Path, version_from: Path | None = None) -> dict:
         pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs, names)
         row.update(_wide_load_fractions(pcs))
         row.update(_ffma_operand_reuse(pcs))
-        entries[launch] = {"launch": row, "rules": _rule_rows(ncu_report, action), "source": _source_rows(pcs),
-                           "instructions": _hot_instruction_rows(pcs), "opcodes": _opcode_rows(pcs),
+        by_line, by_opcode = _summed_by(pcs, (_line_of, _opcode_of))
+        entries[launch] = {"launch": row, "rules": _rule_rows(ncu_report, action), "source": _line_rows(by_line),
+                           "instructions": _hot_instruction_rows(pcs), "opcodes": _opcode_sums(by_opcode),
                            "missing": sorted(absent), "written_by": written_by, "reader": reader}
     return {"entries": entries}
 
@@ -540,19 +541,39 @@ def _count(pc: dict, column: str) -> float:
 def _summed(pcs: list[dict], key: Callable[[dict], object]) -> dict[object, dict]:
     """key -> every counter column summed over the PCs with that key (PCs whose key is None left out); a counter a
     PC lacks, or reads NaN, adds nothing."""
+    return _summed_by(pcs, (key,))[0]
+
+
+def _summed_by(pcs: list[dict], keys: tuple[Callable[[dict], object], ...]) -> list[dict[object, dict]]:
+    """_summed for several keys in one pass over the PCs (the per-line and per-opcode sums of every launch)."""
     columns = _counter_columns(pcs)
-    grouped: dict[object, dict] = {}
+    grouped: list[dict[object, dict]] = [{} for _ in keys]
     for pc in pcs:
-        group = key(pc)
-        if group is None:
-            continue
-        sums = grouped.get(group)
-        if sums is None:
-            sums = grouped[group] = dict.fromkeys(columns, 0.0)
+        targets = []
+        for key, groups in zip(keys, grouped):
+            group = key(pc)
+            if group is not None:
+                sums = groups.get(group)
+                targets.append(sums if sums is not None else groups.setdefault(group, dict.fromkeys(columns, 0.0)))
         for column, value in itertools.islice(pc.items(), len(_PC_FIELDS), None):
             if value == value:  # value != value: NaN
-                sums[column] += value
+                for sums in targets:
+                    sums[column] += value
     return grouped
+
+
+def _line_of(pc: dict) -> tuple:
+    return pc["file"], pc["line"]
+
+
+def _opcode_of(pc: dict) -> str | None:
+    return sass_opcode(pc["sass"] or "") or None
+
+
+def _executed(pc: dict) -> float:
+    """A PC's executed instructions, 0 where it lacks them or reads NaN (_count, inlined for the hot loops)."""
+    value = pc.get("instructions_executed", 0.0)
+    return value if value == value else 0.0
 
 
 def _wide_load_fractions(pcs: list[dict]) -> dict:
@@ -560,9 +581,8 @@ def _wide_load_fractions(pcs: list[dict]) -> dict:
     out = {"ldg128_fraction": math.nan, "lds128_fraction": math.nan, "hfma_move_instructions": math.nan}
     if not any("instructions_executed" in pc for pc in pcs):
         return out
-    out["hfma_move_instructions"] = float(sum(_count(pc, "instructions_executed") for pc in pcs
-                                              if HFMA_MOVE.search(pc["sass"] or "")))
-    opcodes = [(sass_opcode(pc["sass"] or ""), _count(pc, "instructions_executed")) for pc in pcs]
+    out["hfma_move_instructions"] = float(sum(_executed(pc) for pc in pcs if HFMA_MOVE.search(pc["sass"] or "")))
+    opcodes = [(sass_opcode(pc["sass"] or ""), _executed(pc)) for pc in pcs]
     for prefix, column in (("LDG", "ldg128_fraction"), ("LDS", "lds128_fraction")):
         total = sum(count for code, count in opcodes if code.startswith(prefix))
         if total > 0:
@@ -618,7 +638,10 @@ def _ffma_operand_reuse(pcs: list[dict]) -> dict:
 def _source_rows(pcs: list[dict]) -> list[dict]:
     """Per-PC counters summed per source line (file, line), sorted by file then line; a counter a PC
     lacks counts 0; stall_samples is the sum of the stall_* columns."""
-    grouped = _summed(pcs, lambda pc: (pc["file"], pc["line"]))
+    return _line_rows(_summed(pcs, _line_of))
+
+
+def _line_rows(grouped: dict) -> list[dict]:
     return [{"file": file, "line": line, **sums,
              "stall_samples": sum((v for c, v in sums.items() if c.startswith("stall_")), 0.0)}
             for (file, line), sums in sorted(grouped.items(), key=lambda item: item[0])]
@@ -630,9 +653,10 @@ def _hot_instruction_rows(pcs: list[dict], top: int = HOT_INSTRUCTIONS) -> list[
     columns = _counter_columns(pcs)
     if "samples" not in columns:
         return []
-    total = sum(_count(pc, "samples") for pc in pcs)
+    samples = [_count(pc, "samples") for pc in pcs]
+    total = sum(samples)
     start = min(pc["pc"] for pc in pcs)
-    hot = sorted((pc for pc in pcs if _count(pc, "samples") > 0), key=lambda pc: (-_count(pc, "samples"), pc["pc"]))
+    hot = [pc for _, pc in sorted(((-n, pc["pc"]), pc) for n, pc in zip(samples, pcs) if n > 0)]
     return [{"pc": pc["pc"], "offset": pc["pc"] - start, "sass": (pc["sass"] or "").strip(),
              "opcode": sass_opcode(pc["sass"] or ""), "file": pc["file"], "line": pc["line"],
              **{c: _count(pc, c) for c in columns}, "kernel_samples": total}
@@ -642,7 +666,10 @@ def _hot_instruction_rows(pcs: list[dict], top: int = HOT_INSTRUCTIONS) -> list[
 def _opcode_rows(pcs: list[dict]) -> list[dict]:
     """Per-PC counters summed per SASS opcode (with its modifiers), most executed first; PCs that never executed
     (no SASS read) are left out."""
-    grouped = _summed(pcs, lambda pc: sass_opcode(pc["sass"] or "") or None)
+    return _opcode_sums(_summed(pcs, _opcode_of))
+
+
+def _opcode_sums(grouped: dict) -> list[dict]:
     rows = [{"opcode": code, **sums} for code, sums in grouped.items()]
     return sorted(rows, key=lambda r: (-r.get("instructions_executed", 0.0), r["opcode"]))
 

@@ -181,12 +181,12 @@ def prune_payload(payload: bytes, keep_ids: set[int]) -> bytes:
     i, size = 0, len(payload)
     while i < size:
         start = i
-        key, i = varint(payload, i)
+        key = payload[i]  # keys and most lengths are one byte: decoded inline, longer ones by varint()
+        key, i = (key, i + 1) if key < 0x80 else varint(payload, i)
         number, wire = key >> 3, key & 7
-        if wire == 0:
-            _, i = varint(payload, i)
-        elif wire == 2:
-            length, i = varint(payload, i)
+        if wire == 2:
+            length = payload[i] if i < size else 0x80
+            length, i = (length, i + 1) if length < 0x80 else varint(payload, i)
             body, i = i, i + length
             if i > size:
                 raise LayoutError("field runs past its message")
@@ -196,6 +196,8 @@ def prune_payload(payload: bytes, keep_ids: set[int]) -> bytes:
                 metric_id = varint(payload, body + 1)[0] if length > 1 and payload[body] == 0x08 else None
                 if metric_id not in keep_ids:
                     continue
+        elif wire == 0:
+            _, i = varint(payload, i)
         elif wire in (1, 5):
             i += 8 if wire == 1 else 4
         else:

@@ -16,19 +16,17 @@ from profkit.cli import main
 from profkit.errors import UsageError
 from tests import REPO
 
-IMPORTS_BENCHMARKS_UNTIL_MOVED = {"profkit/bench/loading.py"}
-"""Runtime modules that still import benchmarks/: loading becomes benchmarks/loading.py (issue 29)."""
-
-
 def test_every_workload_is_listed_and_the_helpers_are_not():
     assert workloads.checkout_root() == REPO
     found = workloads.self_measurements()
     assert {"quick_capture", "ncu_overhead"} <= set(found)
-    assert not {"many_report", "many_launches", "host_probe"} & set(found)  # no bench(out_dir, quick) entry
-    assert set(workloads.names()) == {*workloads.KERNEL_WORKLOADS, "loading", *found}
+    assert {"quick_capture", "ncu_overhead", "loading"} <= set(found)
+    assert not {"many_report", "many_launches", "host_probe", "synthetic_nsys"} & set(found)  # no bench() entry
+    assert set(workloads.names()) == {*workloads.KERNEL_WORKLOADS, *found}
 
 
-@pytest.mark.parametrize("name", ["ladder", "matmul", "flash_attention", "int8", "quick_capture", "ncu_overhead"])
+@pytest.mark.parametrize("name", ["ladder", "matmul", "flash_attention", "int8", "quick_capture", "ncu_overhead",
+                                  "loading"])
 def test_each_workload_resolves_to_a_module_with_the_entry(name):
     module = workloads.resolve(name)
     assert callable(getattr(module, workloads.ENTRY))
@@ -59,7 +57,7 @@ def test_a_new_self_measurement_is_found_and_run(tmp_path, monkeypatch):
 
 def test_an_installed_wheel_without_a_checkout_says_where_the_self_measurements_are(monkeypatch):
     monkeypatch.setattr(workloads, "checkout_root", lambda: None)
-    assert workloads.names() == sorted({*workloads.KERNEL_WORKLOADS, *workloads.LEGACY_WORKLOADS})
+    assert workloads.names() == sorted(workloads.KERNEL_WORKLOADS)
     with pytest.raises(UsageError, match="source checkout") as err:
         workloads.resolve("quick_capture")
     assert "clone the repository" in err.value.hint
@@ -92,6 +90,6 @@ def test_nothing_in_the_runtime_package_imports_the_kernels_or_the_self_measurem
             continue
         bad = {name for name in _imported_modules(path)
                if name.startswith(("profkit.kernels", "kernels")) or name.split(".")[0] == "benchmarks"}
-        if bad and relative not in IMPORTS_BENCHMARKS_UNTIL_MOVED:
+        if bad:
             offenders[relative] = sorted(bad)
     assert offenders == {}

@@ -36,14 +36,14 @@ def test_protobuf_helpers_round_trip():
     assert len(messages(SOURCE.read_bytes())) > 5
 
 
-def test_loading_benchmark_times_the_load_call_and_the_process(tmp_path):
-    """One fresh-process cold and cached read of a 3-launch report: the call's own time is inside the
-    process's wall time, the cache makes the call faster, and the launch count is the report's."""
-    from profkit.bench.loading import measure_report
+def test_loading_benchmark_times_whole_processes_cold_and_cached(tmp_path):
+    """One cold and one cached `profkit show` of a 3-launch report, as whole processes: the cache makes the
+    process faster and smaller (the native reader only runs cold)."""
+    from benchmarks.loading import measure_cold_and_cached, verdicts
 
     report = replicate_launches(SOURCE, 3, tmp_path / "three.ncu-rep")
-    row = measure_report(report, repeats=1, cache_dir=tmp_path / "cache")
-    assert row["launches"] == 3
-    assert 0 < row["cold_load_call_s"] < row["cold_s"] and 0 < row["cached_load_call_s"] < row["cached_s"]
-    assert row["cached_load_call_s"] < row["cold_load_call_s"]
-    assert row["cold_peak_rss_mib"] > row["cached_peak_rss_mib"] > 0  # the native reader only runs cold
+    row = measure_cold_and_cached("ncu 3", report, repeats=1)
+    assert row["cached_s"] < row["cold_s"] and row["cold_peak_rss_mib"] > row["cached_peak_rss_mib"] > 0
+    goals = {g["goal"]: g for g in verdicts([], [dict(row, input="ncu 1000")], [{"show_s": 0.1}])}
+    assert goals["1000-launch --set full report, cold"]["verdict"] in ("met", "missed")
+    assert goals["10^6-kernel timeline, cold"]["verdict"] == "not measured"

@@ -1,0 +1,169 @@
+"""How fast profkit reads: `profkit show` of large timelines, of a 1000-launch --set full report, and of every
+committed session, cold and cached, as whole processes with their peak RSS. `profkit bench loading` runs it and
+writes reports/benchmarks/loading.json.
+
+Inputs, built into a temporary folder (nothing large is committed):
+- nsys exports of 10^4, 10^5, 1.8*10^5 and 10^6 kernels, generated from a committed capture by
+  benchmarks/synthetic_nsys.py (nested NVTX, start/end ranges, two launching threads, 8 CUDA API rows per kernel);
+- a 1000-launch --set full report: the six real --set full launches of sessions/ladder1-full-n4096 (the six
+  ladder kernels, 2.6-4.7 MB each) cycled by benchmarks/many_report.cycle_launches (3.7 GB);
+- the committed sessions, whose `profkit show` reads their stored tables.
+
+Every figure is the wall time of a fresh `python -m profkit show ...` process (imports included: what a user
+waits for), the median of `repeats`, with the peak RSS of the largest process of its tree (RUSAGE_CHILDREN of a
+small wrapper: the reader's children are counted one by one, not summed). Cold: an empty parse cache (a fresh
+PROFKIT_CACHE folder); cached: the same command again with the cache the cold run filled. Files are in the page
+cache either way (the first run reads them). The load average before each run is recorded: the 2-core machine
+is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.synthetic_nsys import build_export
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TIMELINE_KERNELS = (10_000, 100_000, 180_000, 1_000_000)
+MANY_SOURCE = ROOT / "sessions" / "ladder1-full-n4096" / "ladder_bench.ncu-rep.xz"
+MANY_LAUNCHES = 1000
+GOALS = [
+    {"goal": "10^6-kernel timeline, cold", "input": "nsys 1000000", "measure": "cold_s", "limit": 30.0},
+    {"goal": "10^6-kernel timeline, peak RSS", "input": "nsys 1000000", "measure": "cold_peak_rss_mib",
+     "limit": 4096.0},
+    {"goal": "180k-kernel timeline, cold", "input": "nsys 180000", "measure": "cold_s", "limit": 10.0},
+    {"goal": "1000-launch --set full report, cold", "input": f"ncu {MANY_LAUNCHES}", "measure": "cold_s",
+     "limit": 20.0},
+    {"goal": "1000-launch --set full report, cached", "input": f"ncu {MANY_LAUNCHES}", "measure": "cached_s",
+     "limit": 1.0},
+    {"goal": "profkit show of a committed session (slowest)", "input": "sessions", "measure": "show_s",
+     "limit": 0.5},
+]
+"""The issue's goals, for a 2-core machine (the CI size)."""
+
+# Runs one command and reports the peak RSS of its largest process: RUSAGE_CHILDREN of a fresh wrapper covers
+# exactly that command and the readers it spawns (the caller's own counter only ever grows).
+_WRAPPER = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+            "print(f'PEAK_RSS_KIB={resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}', file=sys.stderr); "
+            "sys.exit(p.returncode)")
+
+
+def timed(args: list[str], env: dict) -> dict:
+    """Wall seconds and peak RSS (MiB) of one run of args, and the 1-minute load average before it."""
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _WRAPPER, *args], capture_output=True, text=True, env=env,
+                          timeout=1800, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {proc.stderr[-2000:]}")
+    peak = next(int(line.split("=", 1)[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS_KIB="))
+    return {"s": seconds, "rss_mib": peak / 1024, "load": load}
+
+
+def show_args(target: Path) -> list[str]:
+    return [sys.executable, "-m", "profkit", "show", str(target)]
+
+
+def measure_cold_and_cached(label: str, target: Path, repeats: int) -> dict:
+    """`profkit show target`: `repeats` cold runs (each with a new, empty cache), then `repeats` cached ones."""
+    cold, cached = [], []
+    for _ in range(repeats):
+        env = {**os.environ, "PROFKIT_CACHE": tempfile.mkdtemp(prefix="profkit-bench-cache-")}
+        cold.append(timed(show_args(target), env))
+    for _ in range(repeats):
+        cached.append(timed(show_args(target), env))
+    row = {"input": label, "file": target.name, "bytes": target.stat().st_size, "repeats": repeats,
+           "cold_s": statistics.median(r["s"] for r in cold), "cached_s": statistics.median(r["s"] for r in cached),
+           "cold_runs_s": [round(r["s"], 3) for r in cold], "cached_runs_s": [round(r["s"], 3) for r in cached],
+           "cold_peak_rss_mib": max(r["rss_mib"] for r in cold),
+           "cached_peak_rss_mib": max(r["rss_mib"] for r in cached),
+           "load_avg_before": [round(r["load"], 2) for r in cold + cached]}
+    print(f"{label:>14}: cold {row['cold_s']:.2f} s ({row['cold_peak_rss_mib']:.0f} MiB), "
+          f"cached {row['cached_s']:.2f} s, load {row['load_avg_before']}", flush=True)
+    return row
+
+
+def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
+    """`profkit show SESSION` (stored tables) per committed session, after one unmeasured run."""
+    rows = []
+    for session in sessions:
+        env = dict(os.environ)
+        timed(show_args(session), env)
+        runs = [timed(show_args(session), env) for _ in range(repeats)]
+        rows.append({"session": session.name, "show_s": statistics.median(r["s"] for r in runs),
+                     "runs_s": [round(r["s"], 3) for r in runs], "load_avg_before": [round(r["load"], 2) for r in runs]})
+    return rows
+
+
+def many_launch_report(count: int, folder: Path) -> Path:
+    """The benchmark's many-launch report: MANY_SOURCE's --set full launches cycled to `count`."""
+    from benchmarks.many_report import cycle_launches
+
+    return cycle_launches(MANY_SOURCE, count, folder / f"ladder_bench-x{count}.ncu-rep")
+
+
+def verdicts(timelines: list[dict], reports: list[dict], sessions: list[dict]) -> list[dict]:
+    """Each goal with its measured value and met / missed."""
+    rows = {r["input"]: r for r in timelines + reports}
+    out = []
+    for goal in GOALS:
+        value = max(s["show_s"] for s in sessions) if goal["input"] == "sessions" else \
+            rows.get(goal["input"], {}).get(goal["measure"])
+        verdict = "not measured" if value is None else "met" if value <= goal["limit"] else "missed"
+        out.append({**goal, "value": None if value is None else round(value, 3), "verdict": verdict})
+    return out
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "host": platform.node(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+
+
+def bench(out_dir: Path, quick: bool = False, repeats: int = 3) -> dict:
+    """Build the inputs, measure, write out_dir/loading.json; quick: 10^4 and 10^5 kernels, 100 launches, one
+    session."""
+    sessions = sorted(p for p in (ROOT / "sessions").iterdir() if (p / "manifest.json").exists())
+    kernels = TIMELINE_KERNELS[:2] if quick else TIMELINE_KERNELS
+    launches = 100 if quick else MANY_LAUNCHES
+    with tempfile.TemporaryDirectory(prefix="profkit-loading-") as folder:
+        folder = Path(folder)
+        timelines = []
+        for count in kernels:
+            export = build_export(count, folder / f"synthetic-{count}.sqlite")
+            timelines.append({**measure_cold_and_cached(f"nsys {count}", export, repeats), "kernels": count})
+            export.unlink()
+        report = many_launch_report(launches, folder)
+        reports = [{**measure_cold_and_cached(f"ncu {launches}", report, repeats), "launches": launches,
+                    "source": str(MANY_SOURCE.relative_to(ROOT))}]
+    shown = measure_sessions(sessions[:1] if quick else sessions, repeats)
+    result = {"machine": machine(), "command": f"profkit bench loading{' --quick' if quick else ''}",
+              "method": __doc__.split("\n\n", 2)[2].strip().replace("\n", " "),
+              "goals": verdicts(timelines, reports, shown), "timelines": timelines, "reports": reports,
+              "show": shown}
+    out = Path(out_dir) / "loading.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for goal in result["goals"]:
+        print(f"{goal['verdict']:>7}: {goal['goal']}: {goal['value']} (goal <= {goal['limit']})")
+    print(f"wrote {out}")
+    return result
+
+
+if __name__ == "__main__":  # python -m benchmarks.loading [OUT_DIR] [--quick], from the checkout
+    bench(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "reports" / "benchmarks", quick="--quick" in sys.argv)
