@@ -10,7 +10,7 @@ import pandas as pd
 from profkit.analyse.crosscheck import cross_check
 from profkit.analyse.tables import kernel_table, launch_table, with_static_sass
 from profkit.errors import ReportError, UsageError
-from profkit.session.store import TABLES, Session, load_session, write_manifest
+from profkit.session.store import Session, load_session, write_manifest, write_tables
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
                "timings", "ptxas", "crosscheck", "notes", "targets"]
@@ -289,13 +289,8 @@ def rebuild_session(path: str | Path) -> Path:
     """Re-derive and rewrite a session's tables/ from its reports."""
     session = load_session(path)
     tables = rebuild_session_tables(session)
-    target = session.path / "tables"
     try:
-        target.mkdir(exist_ok=True)
-        for name, df in tables.items():
-            partial = target / f".{name}.csv.part"
-            df.to_csv(partial, index=False)
-            partial.replace(target / f"{name}.csv")
+        write_tables(session.path, tables)
     except OSError as exc:  # a read-only sessions/ or a full disk: the tables already there stay whole
         raise ReportError(f"cannot write the tables of {session.path}: {exc.strerror or exc}",
                           hint="check permissions and free space") from exc

@@ -152,8 +152,9 @@ class Session:
 
 
 def table_file(session: Path, name: str) -> Path | None:
-    """The stored file of table `name`: tables/<name>.csv where one exists (an older writer put it there, after
-    any Parquet beside it: `views.rebuild` still writes CSV), else tables/<name>.parquet; None when neither."""
+    """The stored file of table `name`: tables/<name>.csv where one exists (an older profkit's `show --rebuild`
+    wrote it, after any Parquet beside it; this one's removes it), else tables/<name>.parquet; None when
+    neither."""
     for suffix in (".csv", ".parquet"):
         path = Path(session) / TABLES / f"{name}{suffix}"
         if path.exists():

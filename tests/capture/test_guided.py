@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from profkit.capture import targets
 from profkit.capture.guided import mark_profiled
 from profkit.cli import main
+from profkit.session.store import load_session
 from tests import REPO
 
 DATA = REPO / "tests" / "data"
@@ -171,7 +172,7 @@ def test_guided_capture_end_to_end_with_replayed_tools(tmp_path, monkeypatch):
         assert "--kernel-name-base demangled" in line
         assert f"--launch-skip {planned['skip']}" in line and planned["regex"] in line
     assert "--launch-skip 0" in runs[-1]
-    stored = pd.read_csv(session / "tables" / "targets.csv")
+    stored = load_session(session).table("targets")
     assert (stored.loc[stored["target"], "status"] == "missing").all()
     assert set(capture["wall_seconds"]) >= {"nsys", "ncu0"} and "timing" not in capture["wall_seconds"]
     hot = CliRunner().invoke(main, ["show", str(session), "-t", "hotspots", "--format", "json"])
