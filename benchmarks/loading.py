@@ -94,11 +94,16 @@ def measure_cold_and_cached(label: str, target: Path, repeats: int) -> dict:
 
 
 def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
-    """`profkit show SESSION` (stored tables) per committed session, after one unmeasured run."""
+    """`profkit show SESSION` (stored tables) per committed session, after one unmeasured run; a session whose
+    show fails is listed with its error instead of a time."""
     rows = []
     for session in sessions:
         env = dict(os.environ)
-        timed(show_args(session), env)
+        try:
+            timed(show_args(session), env)
+        except RuntimeError as exc:
+            rows.append({"session": session.name, "show_s": None, "error": str(exc).splitlines()[-2:]})
+            continue
         runs = [timed(show_args(session), env) for _ in range(repeats)]
         rows.append({"session": session.name, "show_s": statistics.median(r["s"] for r in runs),
                      "runs_s": [round(r["s"], 3) for r in runs], "load_avg_before": [round(r["load"], 2) for r in runs]})
@@ -117,7 +122,8 @@ def verdicts(timelines: list[dict], reports: list[dict], sessions: list[dict]) -
     rows = {r["input"]: r for r in timelines + reports}
     out = []
     for goal in GOALS:
-        value = max(s["show_s"] for s in sessions) if goal["input"] == "sessions" else \
+        shown = [s["show_s"] for s in sessions if s["show_s"] is not None]
+        value = (max(shown) if shown else None) if goal["input"] == "sessions" else \
             rows.get(goal["input"], {}).get(goal["measure"])
         verdict = "not measured" if value is None else "met" if value <= goal["limit"] else "missed"
         out.append({**goal, "value": None if value is None else round(value, 3), "verdict": verdict})

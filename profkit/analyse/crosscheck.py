@@ -19,6 +19,7 @@ functor, so each row compares one function's launches.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -35,16 +36,20 @@ CROSSCHECK_COLUMNS = ["label", "grid", "events_us", "ncu_us", "nsys_us", "nsys_f
 def _label_launches(df: pd.DataFrame, labels: set[str]) -> pd.Series:
     """Label each launch: its kernel name when the program timed it under that name, else the innermost
     NVTX range that names a timed label (cuBLAS inside "matmul_cublas"), else "range/kernel" so the same
-    kernel under two ranges (e.g. block skipping on and off) stays two rows, else the kernel name."""
+    kernel under two ranges (e.g. block skipping on and off) stays two rows, else the kernel name.
+    Computed once per distinct (kernel, path): a 10^6-kernel timeline has a few thousand."""
+    kernels = df["kernel"] if "kernel" in df else pd.Series([], dtype=object)
+    paths = df["nvtx_path"] if "nvtx_path" in df else pd.Series("", index=df.index)
+    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([kernels.astype(object), paths.astype(object)]))
     out = []
-    for kernel, path in zip(df.get("kernel", []), df.get("nvtx_path", [""] * len(df))):
+    for kernel, path in pairs:
         if kernel in labels:
             out.append(kernel)
             continue
         ranges = [r for part in str(path if isinstance(path, str) else "").split(";") for r in part.split("/") if r]
         match = next((r for r in reversed(ranges) if r in labels), None)
         out.append(match or (f"{ranges[-1]}/{kernel}" if ranges else kernel))
-    return pd.Series(out, index=df.index, dtype=object)
+    return pd.Series(np.asarray(out, dtype=object)[codes] if len(codes) else [], index=df.index, dtype=object)
 
 
 _FUNCTOR = re.compile(r"::(?:<unnamed>::|\(anonymous namespace\)::)*([A-Za-z_]\w*)")
@@ -59,6 +64,9 @@ def functor_tag(function: str) -> str:
     return names[0] if names else ""
 
 
+_functor_tag = functools.lru_cache(maxsize=None)(functor_tag)  # once per distinct function of a timeline
+
+
 def _tag_ambiguous(frames: list[pd.DataFrame]) -> None:
     """Append <functor> to the labels of (label, grid) pairs that several functions share, in place."""
     present = [f for f in frames if f is not None and not f.empty and "function" in f]
@@ -68,8 +76,9 @@ def _tag_ambiguous(frames: list[pd.DataFrame]) -> None:
     counts = both.groupby(["label", "grid"])["function"].nunique()
     shared = set(counts[counts > 1].index)
     for frame in present:
-        hit = [(l, g) in shared for l, g in zip(frame["label"], frame["grid"])]
-        frame.loc[hit, "label"] = [f"{l}<{functor_tag(f) or '?'}>" for l, f in
+        hit = pd.MultiIndex.from_arrays([frame["label"], frame["grid"]]).isin(list(shared)) if shared else \
+            np.zeros(len(frame), dtype=bool)
+        frame.loc[hit, "label"] = [f"{l}<{_functor_tag(f) or '?'}>" for l, f in
                                    zip(frame.loc[hit, "label"], frame.loc[hit, "function"])]
 
 

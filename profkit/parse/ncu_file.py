@@ -171,6 +171,18 @@ def _scan(path: Path) -> Layout:
     return layout
 
 
+def metadata_bytes(layout: Layout) -> bytes:
+    """The file header and every block that is not a launch (sessions, devices, modules; where ncu writes its
+    own version): what to search instead of a report's multi-GB launch payloads."""
+    parts = [layout.file_header]
+    with layout.path.open("rb") as handle:
+        for block in layout.blocks:
+            if not block.launch:
+                handle.seek(block.offset)
+                parts.append(handle.read(block.end - block.offset))
+    return b"".join(parts)
+
+
 def prune_payload(payload: bytes, keep_ids: set[int]) -> bytes:
     """A launch payload with only the metrics whose id is in keep_ids, and no section bodies.
 
