@@ -106,7 +106,8 @@ def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
             continue
         runs = [timed(show_args(session), env) for _ in range(repeats)]
         rows.append({"session": session.name, "show_s": statistics.median(r["s"] for r in runs),
-                     "runs_s": [round(r["s"], 3) for r in runs], "load_avg_before": [round(r["load"], 2) for r in runs]})
+                     "runs_s": [round(r["s"], 3) for r in runs],
+                     "load_avg_before": [round(r["load"], 2) for r in runs]})
     return rows
 
 

@@ -92,7 +92,8 @@ def _generate(conn: sqlite3.Connection, n: int) -> None:
     names = "case j " + " ".join(f"when {j} then {name}" for j, name in enumerate([launch, *others])) + " end"
     conn.execute(f"insert into CUPTI_ACTIVITY_KIND_RUNTIME (start, \"end\", eventClass, globalTid, correlationId, "
                  f"nameId, returnValue) {_seq(n * API_CALLS_PER_KERNEL)} "
-                 f"select {t0} + (i / {API_CALLS_PER_KERNEL}) * {SLOT_NS} + (case when j = 0 then 0 else 4000 + j * 1800 end), "
+                 f"select {t0} + (i / {API_CALLS_PER_KERNEL}) * {SLOT_NS} "
+                 f"+ (case when j = 0 then 0 else 4000 + j * 1800 end), "
                  f"{t0} + (i / {API_CALLS_PER_KERNEL}) * {SLOT_NS} + (case when j = 0 then 4000 else 5000 + j * 1800 end), "
                  f"1, {tid.replace('i /', f'(i / {API_CALLS_PER_KERNEL}) /')}, i + 1, {names}, 0 "
                  f"from (select i, i % {API_CALLS_PER_KERNEL} as j from seq)")
@@ -137,7 +138,8 @@ def _copies(conn, steps, main_tid, side_tid, pid, t0) -> None:
     if conn.execute("select 1 from sqlite_master where name = 'CUPTI_ACTIVITY_KIND_MEMSET'").fetchone():
         conn.execute(f"insert into CUPTI_ACTIVITY_KIND_MEMSET (start, \"end\", deviceId, contextId, streamId, "
                      f"correlationId, globalPid, value, bytes, memKind) {_seq(steps)} "
-                     f"select {t0} + ({slot} + 1) * {SLOT_NS} + 17000, {t0} + ({slot} + 1) * {SLOT_NS} + 18000, 0, 1, 7, "
+                     f"select {t0} + ({slot} + 1) * {SLOT_NS} + 17000, "
+                     f"{t0} + ({slot} + 1) * {SLOT_NS} + 18000, 0, 1, 7, "
                      f"({slot} + 1) * {API_CALLS_PER_KERNEL} + 5, {pid}, 0, 4096, 2 from (select i as s from seq)")
 
 

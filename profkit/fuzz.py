@@ -1,7 +1,7 @@
 """Fuzz profkit's readers with damaged copies of the committed reports; every mutant must read or fail clearly.
 
 A mutant is a copy of a real file from sessions/ (an .ncu-rep, its .xz, an nsys .sqlite export, an .nsys-rep,
-a session's manifest.json or one of its stored tables, tables/*.parquet) damaged by one mutator: truncated, bits flipped, a
+a session's manifest.json or one of its tables, tables/*.parquet) damaged by one mutator: truncated, bits flipped, a
 block zeroed, blocks shuffled, the header damaged, another kind's bytes under this name, or emptied. Each
 mutant goes through profkit's own readers (`load_ncu_report` in its isolating child process, `read_nsys`,
 `load_session` + `Session.table`, and `profkit show` / `profkit sessions` through click's CliRunner) and

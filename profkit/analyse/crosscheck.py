@@ -37,19 +37,20 @@ def _label_launches(df: pd.DataFrame, labels: set[str]) -> pd.Series:
     """Label each launch: its kernel name when the program timed it under that name, else the innermost
     NVTX range that names a timed label (cuBLAS inside "matmul_cublas"), else "range/kernel" so the same
     kernel under two ranges (e.g. block skipping on and off) stays two rows, else the kernel name.
-    Computed once per distinct (kernel, path): a 10^6-kernel timeline has a few thousand."""
-    kernels = df["kernel"] if "kernel" in df else pd.Series([], dtype=object)
+    Each distinct path is split once: a 10^6-kernel timeline has ~5*10^5 (a range per training step)."""
+    kernels = df["kernel"].astype(object) if "kernel" in df else pd.Series([], dtype=object)
     paths = df["nvtx_path"] if "nvtx_path" in df else pd.Series("", index=df.index)
-    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([kernels.astype(object), paths.astype(object)]))
+    codes, unique = pd.factorize(paths.map(lambda p: p if isinstance(p, str) else ""))
+    ranges = [[r for part in path.split(";") for r in part.split("/") if r] for path in unique]
+    match = [next((r for r in reversed(found) if r in labels), None) for found in ranges]
+    last = [found[-1] if found else None for found in ranges]
     out = []
-    for kernel, path in pairs:
+    for kernel, code in zip(kernels, codes):
         if kernel in labels:
             out.append(kernel)
-            continue
-        ranges = [r for part in str(path if isinstance(path, str) else "").split(";") for r in part.split("/") if r]
-        match = next((r for r in reversed(ranges) if r in labels), None)
-        out.append(match or (f"{ranges[-1]}/{kernel}" if ranges else kernel))
-    return pd.Series(np.asarray(out, dtype=object)[codes] if len(codes) else [], index=df.index, dtype=object)
+        else:
+            out.append(match[code] or (f"{last[code]}/{kernel}" if last[code] is not None else kernel))
+    return pd.Series(out, index=df.index, dtype=object)
 
 
 _FUNCTOR = re.compile(r"::(?:<unnamed>::|\(anonymous namespace\)::)*([A-Za-z_]\w*)")

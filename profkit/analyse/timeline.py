@@ -59,8 +59,9 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     timed["queue"] = timed["start_ns"] - timed["launch_start_ns"]
     grouped = timed.groupby(code, sort=True)
     out = pd.DataFrame({"launches": grouped.size(), "kernel_median_us": grouped["duration_ns"].median() / 1e3,
-                        "api_median_us": grouped["api"].median() / 1e3, "queue_median_us": grouped["queue"].median() / 1e3,
-                        "busy": grouped["duration_ns"].sum(), "span": grouped["end_ns"].max() - grouped["start_ns"].min()})
+                        "api_median_us": grouped["api"].median() / 1e3,
+                        "queue_median_us": grouped["queue"].median() / 1e3, "busy": grouped["duration_ns"].sum(),
+                        "span": grouped["end_ns"].max() - grouped["start_ns"].min()})
     first = grouped.head(1)
     out["nvtx_path"], out["kernel"] = first["nvtx_path"].to_numpy(), first["kernel"].to_numpy()
     order = np.lexsort((timed["launch_start_ns"].to_numpy(), code))
@@ -119,7 +120,8 @@ def gpu_idle_gaps(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None, mem
     gap = acts["start_ns"].to_numpy() - previous
     rows = np.flatnonzero(same & (gap > max(min_gap_us, 0.0) * 1e3))
     before = holder[rows - 1].astype("int64") if len(rows) else np.array([], dtype="int64")
-    return pd.DataFrame({"device": device[rows], "start_ns": previous[rows], "end_ns": acts["start_ns"].to_numpy()[rows],
+    return pd.DataFrame({"device": device[rows], "start_ns": previous[rows],
+                         "end_ns": acts["start_ns"].to_numpy()[rows],
                          "gap_us": gap[rows] / 1e3, "before": acts["name"].to_numpy()[before],
                          "after": acts["name"].to_numpy()[rows], "nvtx_path": acts["nvtx_path"].to_numpy()[rows]},
                         columns=GAP_COLUMNS)

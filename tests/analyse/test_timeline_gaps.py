@@ -22,7 +22,8 @@ def test_gaps_are_per_device_and_overlaps_are_busy():
     gaps = gpu_idle_gaps(k, copies)
     assert list(gaps.columns) == GAP_COLUMNS
     assert gaps[["device", "start_ns", "end_ns", "before", "after"]].values.tolist() == [
-        [0, 20_000, 30_000, "b", "memcpy HtoD"], [0, 35_000, 50_000, "memcpy HtoD", "c"], [1, 100_000, 130_000, "d", "e"]]
+        [0, 20_000, 30_000, "b", "memcpy HtoD"], [0, 35_000, 50_000, "memcpy HtoD", "c"],
+        [1, 100_000, 130_000, "d", "e"]]
     assert gaps["gap_us"].tolist() == [10.0, 15.0, 30.0] and gaps["nvtx_path"].iloc[1] == "p/c"
     assert len(gpu_idle_gaps(k, copies, min_gap_us=12)) == 2
     summary = gpu_idle_summary(k, copies).set_index("device")

@@ -45,7 +45,8 @@ def export(path, kernels, calls, ranges, *, driver=(), memcpy=(), strings=None):
     conn.executemany("insert into StringIds values (?, ?)", [(i, n) for n, i in names.items()])
     conn.executemany("insert into CUPTI_ACTIVITY_KIND_RUNTIME values (?,?,?,?,0)",
                      [(s, e, t, c) for c, s, e, t in calls])
-    conn.executemany("insert into CUPTI_ACTIVITY_KIND_DRIVER values (?,?,?,?,0)", [(s, e, t, c) for c, s, e, t in driver])
+    conn.executemany("insert into CUPTI_ACTIVITY_KIND_DRIVER values (?,?,?,?,0)",
+                     [(s, e, t, c) for c, s, e, t in driver])
     conn.executemany("insert into CUPTI_ACTIVITY_KIND_MEMCPY values (?,?,0,7,?,?,1)", memcpy)
     conn.executemany("insert into NVTX_EVENTS values (?,?,?,?,NULL,?)", ranges)
     conn.commit()

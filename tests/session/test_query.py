@@ -45,7 +45,8 @@ def test_cli_formats_and_errors():
     sql = "select session, kernel from launches where session = 'ladder-n1024' order by kernel limit 2"
     text = runner.invoke(main, ["query", sql, "--sessions-dir", str(SESSIONS)])
     assert text.exit_code == 0 and "matmul_coarsened" in text.output, text.output
-    records = json.loads(runner.invoke(main, ["query", sql, "--sessions-dir", str(SESSIONS), "--format", "json"]).output)
+    as_json = runner.invoke(main, ["query", sql, "--sessions-dir", str(SESSIONS), "--format", "json"])
+    records = json.loads(as_json.output)
     expected = sorted(load_session(SESSIONS / "ladder-n1024").table("launches")["kernel"])[:2]
     assert records == [{"session": "ladder-n1024", "kernel": k} for k in expected]
     csv = runner.invoke(main, ["query", sql, "--sessions-dir", str(SESSIONS), "--format", "csv"]).output

@@ -101,7 +101,8 @@ def _read(sqlite: Path) -> NsysCapture:
     with Export(sqlite) as export:
         raw = _raw_tables(export)
         gpu = _gpu(export)
-        meta = dict(export.rows("select name, value from META_DATA_EXPORT")) if "META_DATA_EXPORT" in export.tables else {}
+        meta = dict(export.rows("select name, value from META_DATA_EXPORT")) \
+            if "META_DATA_EXPORT" in export.tables else {}
     from profkit.parse.engine import connect
 
     conn = connect()
@@ -136,7 +137,8 @@ def _raw_tables(export: Export) -> dict[str, pa.Table]:
                 if t in export.tables and "correlationId" in export.columns(t)]
     calls = []
     for src, table in enumerate(("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")):
-        if table not in export.tables or not activity or not {"correlationId", "start", "end", "globalTid"} <= export.columns(table):
+        needed = {"correlationId", "start", "end", "globalTid"}
+        if table not in export.tables or not activity or not needed <= export.columns(table):
             continue
         # only calls that issued GPU work: SQLite filters them (2.4 s of 8M rows at 10^6 kernels) far faster
         # than Python could fetch them all
@@ -145,7 +147,8 @@ def _raw_tables(export: Export) -> dict[str, pa.Table]:
                                f"from {table} where correlationId in ({issued})",
                                ["correlationId", "start", "end", "globalTid", "ord"])
         calls.append(rows.append_column("src", pa.array([src] * rows.num_rows, pa.int64())))
-    empty_calls = pa.table({c: pa.array([], pa.int64()) for c in ("correlationId", "start", "end", "globalTid", "ord", "src")})
+    empty_calls = pa.table({c: pa.array([], pa.int64())
+                            for c in ("correlationId", "start", "end", "globalTid", "ord", "src")})
     return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "nvtx_raw": _nvtx_rows(export),
             "calls_raw": pa.concat_tables(calls) if calls else empty_calls,
             "strings": pa.table({"id": pa.array(list(strings), pa.int64()),
@@ -162,12 +165,13 @@ def _ordered(export: Export, table: str, columns: list[str]) -> pa.Table:
 
 
 def _nvtx_rows(export: Export) -> pa.Table:
-    """Closed push/pop and start/end ranges (kind 0 / 1), in start order, their text apart from their ids."""
+    """Closed push/pop and start/end ranges (kind 0 / 1) with `ord`, their rowid, and their text apart from
+    their ids."""
     columns = ["start", "end", "globalTid", "textId", "kind"]
     if "NVTX_EVENTS" not in export.tables:
         return pa.table({**{c: pa.array([], pa.int64()) for c in [*columns, "ord"]}, "text": pa.array([], pa.string())})
-    where = (f"from NVTX_EVENTS where eventType in ({','.join(str(t) for t in NVTX_RANGE_TYPES)}) and \"end\" is not null "
-             f"order by rowid")
+    types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
+    where = f"from NVTX_EVENTS where eventType in ({types}) and \"end\" is not null order by rowid"
     kind = f"case when eventType in ({','.join(str(t) for t in START_END_TYPES)}) then 1 else 0 end"
     select = export.select_list("NVTX_EVENTS", ["start", "end", "globalTid", "textId"])
     rows = export.integers(f"select {select}, {kind}, rowid {where}", [*columns, "ord"])
