@@ -873,11 +873,10 @@ def test_bf16_under_an_interpreter_that_multiplies_raw_bits_is_refused(monkeypat
 def test_sdpa_backend_is_read_from_the_kernels_that_ran():
     """The backend label comes from kernel names (the committed H200 sessions' SDPA kernels are cuDNN's), never
     from what a PyTorch version usually picks."""
-    import pandas as pd
-
+    from profkit.session.store import load_session
     from tests import REPO
 
-    names = pd.read_csv(REPO / "sessions" / "fa2-n4096-d64" / "tables" / "nsys_kernels.csv")
+    names = load_session(REPO / "sessions" / "fa2-n4096-d64").table("nsys_kernels")
     sdpa = names[names["nvtx_path"].fillna("").str.contains("sdpa")]["kernel"]
     assert fa_bench.sdpa_backend(sdpa) == "cudnn"
     assert fa_bench.sdpa_backend(["pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>"]) == "flash"
