@@ -77,11 +77,12 @@ def show_args(target: Path) -> list[str]:
 def measure_cold_and_cached(label: str, target: Path, repeats: int) -> dict:
     """`profkit show target`: `repeats` cold runs (each with a new, empty cache), then `repeats` cached ones."""
     cold, cached = [], []
-    for _ in range(repeats):
-        env = {**os.environ, "PROFKIT_CACHE": tempfile.mkdtemp(prefix="profkit-bench-cache-")}
-        cold.append(timed(show_args(target), env))
-    for _ in range(repeats):
-        cached.append(timed(show_args(target), env))
+    with tempfile.TemporaryDirectory(prefix="profkit-bench-cache-") as caches:
+        for i in range(repeats):
+            env = {**os.environ, "PROFKIT_CACHE": str(Path(caches) / f"cold-{i}")}
+            cold.append(timed(show_args(target), env))
+        for _ in range(repeats):
+            cached.append(timed(show_args(target), env))
     row = {"input": label, "file": target.name, "bytes": target.stat().st_size, "repeats": repeats,
            "cold_s": statistics.median(r["s"] for r in cold), "cached_s": statistics.median(r["s"] for r in cached),
            "cold_runs_s": [round(r["s"], 3) for r in cold], "cached_runs_s": [round(r["s"], 3) for r in cached],
