@@ -64,12 +64,12 @@ def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json:
         click.echo(format_diff(result, full=full))
     if junit or markdown:
         from profkit.render.gates import junit_xml, markdown_summary
-        from profkit.render.html import write_html
+        from profkit.render.output import write_text
 
         if junit:
-            write_html(junit, junit_xml(result.checks, suite=f"profkit diff {a} {b}"))
+            write_text(junit, junit_xml(result.checks, suite=f"profkit diff {a} {b}"))
         if markdown:
-            write_html(markdown, markdown_summary(result.checks, title=f"profkit diff {a} → {b}"))
+            write_text(markdown, markdown_summary(result.checks, title=f"profkit diff {a} → {b}"))
     if not result.violations.empty:
         listed = "" if not (as_json or as_csv) else "\n".join(f"  {v.pair}: {v.message}"
                                                               for v in result.violations.itertuples())
@@ -106,12 +106,12 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
     .nsys-rep, .sqlite; .xz/.gz too)."""
     from profkit.analyse.bundle import open_bundle
     from profkit.analyse.diff import diff
-    from profkit.render.html import render_html, write_html
 
     if bench_dir is not None:
         if sessions or diff_specs or examples:
             raise UsageError("--bench takes no sessions, --diff or --examples")
         from profkit.render.benchmarks import PAGE_NAME, render_benchmarks_html
+        from profkit.render.html import write_html
 
         page = render_benchmarks_html(Path(bench_dir), **({"title": title} if title else {}))
         click.echo(f"wrote {write_html(output or Path(bench_dir) / PAGE_NAME, page)}")
@@ -138,5 +138,7 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
         stem = (f"diff-{_slug(diff_specs[0])}-{_slug(diff_specs[1])}" if diff_specs
                 else "+".join(_slug(s.name) for s in loaded))
         output = str(Path("reports") / f"{stem}.html")
+    from profkit.render.html import render_html, write_html  # plotly: only once there is a page to draw
+
     path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines))
     click.echo(f"wrote {path}")

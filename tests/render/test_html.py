@@ -23,7 +23,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from plotly.offline import get_plotlyjs
+
+pytest.importorskip("plotly", reason="the HTML report embeds plotly (not installed on this machine)")
+from plotly.offline import get_plotlyjs  # noqa: E402
 
 from profkit.analyse.diff import diff
 from profkit.cli import main
