@@ -13,7 +13,7 @@ from profkit.errors import ReportError, UsageError
 from profkit.session.store import Session, load_session, write_manifest, write_tables
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
-               "timings", "ptxas", "crosscheck", "notes", "targets"]
+               "timings", "ptxas", "crosscheck", "notes", "targets", "memcpy", "memset"]
 
 
 @dataclass
@@ -91,6 +91,8 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
         nsys = read_nsys(capture.nsys_report)
         nsys_kernels = nsys.kernels
         out["nvtx"] = _tag(nsys.nvtx, capture.name)
+        out["memcpy"] = _tag(nsys.memcpy, capture.name)
+        out["memset"] = _tag(nsys.memset, capture.name)
     elif capture.ncu_reports:
         notes.append("no nsys capture: the cross-check compares cudaEvent timings with ncu only")
     if capture.timings.empty and capture.nsys_report is None and capture.ncu_reports:
@@ -172,7 +174,7 @@ class Bundle:
     def kinds(self) -> frozenset[str]:
         """What this input holds: ncu (profiled launches), nsys (a timeline), timings (cudaEvent result lines),
         pc (per-instruction PC sampling), source (per-line counters), rules (ncu's findings), build (ptxas
-        resources), nvtx (NVTX ranges), notes, guided (a guided capture's plan)."""
+        resources), nvtx (NVTX ranges), copies (memcpy/memset records), notes, guided (a guided capture's plan)."""
         def has(table: str) -> bool:
             return not self.stored(table).empty
 
@@ -183,6 +185,8 @@ class Bundle:
             out.add("pc")
         if has("nvtx"):
             out.add("nvtx")
+        if has("memcpy") or has("memset"):
+            out.add("copies")
         return frozenset(out)
 
     def __repr__(self) -> str:

@@ -15,7 +15,9 @@ from profkit.analyse.join import weighted_summary
 from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
 from profkit.analyse.registry import register
 from profkit.analyse.source_lines import HOTSPOT_COLUMNS as SOURCE_COLUMNS, SourceLookup, hotspot_table
-from profkit.analyse.timeline import LAUNCH_COLUMNS, kernel_time_summary, launch_overhead, nvtx_summary
+from profkit.analyse.timeline import (COPY_COLUMNS, GAP_COLUMNS, LATENCY_COLUMNS, LAUNCH_COLUMNS, copy_summary,
+                                     gpu_idle_gaps, gpu_idle_summary, kernel_time_summary, launch_latency,
+                                     launch_overhead, nvtx_summary)
 
 RULE_COLUMNS = ("kernel", "rule", "title", "speedup_type", "speedup_pct", "message")
 TOP_RULES = 20
@@ -124,6 +126,50 @@ def timeline(bundle) -> pd.DataFrame:
           "GPU waits for the host.", needs=("nsys",), columns=tuple(LAUNCH_COLUMNS), default="nsys")
 def launch(bundle) -> pd.DataFrame:
     return launch_overhead(bundle.stored("nsys_kernels"))
+
+
+def _by_capture(bundle, build, columns, *tables: str) -> pd.DataFrame:
+    """build(*stored tables) for each capture of the input (timelines of different programs have different clocks)
+    with the capture in front."""
+    frames = []
+    for capture, parts in _per_capture(*(bundle.stored(t) for t in tables)):
+        table = build(*parts)
+        if not table.empty:
+            table.insert(0, "capture", capture)
+            frames.append(table)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=("capture", *columns))
+
+
+IDLE_COLUMNS = ("device", "span_us", "busy_us", "idle_us", "busy_pct", "gaps", "median_gap_us", "max_gap_us")
+TOP_GAPS = 20
+
+
+@register("idle", "GPU idle time", "Per capture and GPU: the span from its first activity to its last, the time "
+          "anything ran (kernels, copies, memsets on any stream) and the idle gaps between.", needs=("nsys",),
+          columns=("capture", *IDLE_COLUMNS))
+def idle(bundle) -> pd.DataFrame:
+    return _by_capture(bundle, gpu_idle_summary, IDLE_COLUMNS, "nsys_kernels", "memcpy", "memset")
+
+
+@register("gaps", "Longest GPU idle gaps", f"The {TOP_GAPS} longest stretches with nothing running on a GPU, with "
+          "the activity before and after each and the NVTX path of the work that ended it.", needs=("nsys",),
+          columns=("capture", *GAP_COLUMNS))
+def gaps(bundle) -> pd.DataFrame:
+    table = _by_capture(bundle, gpu_idle_gaps, GAP_COLUMNS, "nsys_kernels", "memcpy", "memset")
+    return table.sort_values("gap_us", ascending=False, ignore_index=True).head(TOP_GAPS)
+
+
+@register("latency", "Launch latency", "Per kernel: the launch call's own duration and the time from the call to "
+          "the kernel's start (queueing behind earlier work, the driver's cost).", needs=("nsys",),
+          columns=("capture", *LATENCY_COLUMNS))
+def latency(bundle) -> pd.DataFrame:
+    return _by_capture(bundle, launch_latency, LATENCY_COLUMNS, "nsys_kernels")
+
+
+@register("copies", "Copies and memsets", "Per copy direction (and memset): count, bytes, time and bandwidth.",
+          needs=("copies",), columns=("capture", *COPY_COLUMNS))
+def copies(bundle) -> pd.DataFrame:
+    return _by_capture(bundle, copy_summary, COPY_COLUMNS, "memcpy", "memset")
 
 
 @register("weighted", "Timeline-weighted counters", "Throughput and stall figures of the profiled kernels weighted "
