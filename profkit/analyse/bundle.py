@@ -73,8 +73,10 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_control: str = "all") -> dict:
-    """Parse one capture's reports and derive its tables (each tagged with the capture's name)."""
+def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_control: str = "all",
+                   capture_notes: bool = True) -> dict:
+    """Parse one capture's reports and derive its tables (each tagged with the capture's name). capture_notes:
+    whether to note what the capture lacked for the cross-check (not for report files read on their own)."""
     from profkit.parse.nsys import read_nsys
 
     out: dict[str, pd.DataFrame] = {}
@@ -93,9 +95,9 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
         out["nvtx"] = _tag(nsys.nvtx, capture.name)
         out["memcpy"] = _tag(nsys.memcpy, capture.name)
         out["memset"] = _tag(nsys.memset, capture.name)
-    elif capture.ncu_reports:
+    elif capture.ncu_reports and capture_notes:
         notes.append("no nsys capture: the cross-check compares cudaEvent timings with ncu only")
-    if capture.timings.empty and capture.nsys_report is None and capture.ncu_reports:
+    if capture_notes and capture.timings.empty and capture.nsys_report is None and capture.ncu_reports:
         notes.append("the program printed no result lines: no cudaEvent timings to cross-check")
     out["crosscheck"] = _tag(cross_check(capture.timings, launches, nsys_kernels, clock_control=clock_control,
                                          cache_control=cache_control), capture.name)
@@ -189,6 +191,13 @@ class Bundle:
             out.add("copies")
         return frozenset(out)
 
+    def warnings(self) -> list[str]:
+        """Notes saying the input is damaged (parse.ncu.DAMAGED): the CLI prints them on stderr."""
+        notes = self.stored("notes")
+        if notes.empty or "note" not in notes:
+            return []
+        return [str(n) for n in notes["note"] if str(n).startswith("warning: ")]
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
 
@@ -221,7 +230,7 @@ class ReportBundle(Bundle):
 
     def _derive(self) -> dict[str, pd.DataFrame]:
         if self._tables is None:
-            tables = capture_tables(CaptureFiles(self.name, self.ncu_report, self.nsys_report))
+            tables = capture_tables(CaptureFiles(self.name, self.ncu_report, self.nsys_report), capture_notes=False)
             self._tables = merge_tables([tables])
             self.manifest.update(_report_manifest(self, self._tables))
         return self._tables

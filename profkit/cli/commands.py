@@ -146,6 +146,9 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
         for path in paths:
             rebuild_session(path)
     result = show_tables(paths, tables, every=all_tables)
+    for profile in dict.fromkeys(profile for profile, _, _ in result):
+        for warning in profile.bundle.warnings():
+            click.echo(f"profkit: {warning}", err=True)
     wanted = [c.strip() for c in columns.split(",") if c.strip()]
     if wanted:
         from profkit.errors import UsageError

@@ -277,9 +277,40 @@ def _worker_error(stdout: bytes, path: Path) -> dict:
                 "reader": True}
 
 
+DAMAGED = "warning: "
+"""Prefix of a note that says the input is damaged (the CLI prints such notes on stderr)."""
+
+
 def _to_report(path: Path, tables: dict) -> NcuReport:
-    return NcuReport(path, tables["launches"], tables["rules"], tables["source"], tables["notes"],
-                     tables["instructions"], tables["opcodes"])
+    launches, notes = _without_damaged(path, tables["launches"], list(tables["notes"]))
+    return NcuReport(path, launches, tables["rules"], tables["source"], notes, tables["instructions"],
+                     tables["opcodes"])
+
+
+def _without_damaged(path: Path, launches, notes: list[str]):
+    """Launches the reader returned without a name or a single metric (a truncated or damaged report still yields
+    such a row for its last, partly written launch) are left out with a warning; none left is a ReportError."""
+    if launches is None or launches.empty or "kernel" not in launches:
+        return launches, notes
+    metrics = [c for c in launches.columns if c in catalog.RAW_METRICS]
+    named = launches["kernel"].fillna("").astype(str).str.len().gt(0) | \
+        launches.get("function", launches["kernel"]).fillna("").astype(str).str.len().gt(0)
+    measured = launches[metrics].notna().any(axis=1) if metrics else named
+    damaged = ~(named & measured)
+    if not damaged.any():
+        return launches, notes
+    if damaged.all():
+        raise ReportError(f"{path} holds no readable launch: {int(damaged.sum())} launch record(s) without a "
+                          "kernel name or a metric (the file is truncated or damaged)",
+                          hint="capture it again, or copy the whole file")
+    numbers = ", ".join(str(int(n)) for n in launches.loc[damaged, "launch"]) if "launch" in launches else ""
+    kept = launches[~damaged]
+    present = {c for c in metrics if kept[c].notna().any()}
+    present |= {c for c in catalog.STRING_METRICS if c in kept and kept[c].fillna("").astype(str).str.len().gt(0).any()}
+    notes = [n for n in notes if not any(n.startswith(f"metric not in this report: {c} (") for c in present)]
+    notes = [*notes, f"{DAMAGED}{path.name}: {int(damaged.sum())} launch record(s) without a kernel name or a "
+                     f"metric left out (launch {numbers}): the file is truncated or damaged"]
+    return launches[~damaged].reset_index(drop=True), notes
 
 
 def _import_ncu_report():

@@ -668,3 +668,46 @@ def test_reader_version_never_asks_the_native_library(monkeypatch):
     assert reader_version(ncu_report) == expected
     source = (REPO / "profkit" / "parse" / "ncu.py").read_text()
     assert ".get_version()" not in source.replace("context.get_version(): in the reader", "")
+
+
+def test_a_truncated_report_warns_about_the_launch_it_lost(tmp_path, monkeypatch):
+    """Half of a five-launch report reads as four good launches and a fifth without name or metrics: the fifth is
+    left out with a warning on stderr (it used to print a blank ?×?×? row and exit 0 silently); half of a
+    one-launch report has nothing readable left and fails."""
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    five = lzma.decompress((SESSIONS / "fa2-n4096-d64" / "python3.ncu-rep.xz").read_bytes())
+    half = tmp_path / "half.ncu-rep"
+    half.write_bytes(five[: len(five) // 2])
+    result = CliRunner().invoke(main, ["show", str(half), "-t", "summary"])
+    assert result.exit_code == 0
+    assert "truncated or damaged" in result.stderr and "?×?×?" not in result.stdout
+    assert "_attn_bwd_dq" in result.stdout
+    one = lzma.decompress((SESSIONS / "ladder-n4096" / "matmul_tiled.ncu-rep.xz").read_bytes())
+    half.write_bytes(one[: len(one) // 2])
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(half)]), 1, "holds no readable launch")
+
+
+def test_an_sqlite_that_is_not_an_nsys_export_is_refused(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "notes.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("create table notes (text)")
+        conn.execute("insert into notes values ('hello')")
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(other)]), 1, "not an nsys export")
+
+
+def test_an_export_from_another_capture_beside_a_report_is_refused(tmp_path):
+    """A .sqlite beside a .nsys-rep must be that report's export: its recorded input file or captured command
+    must be the report's. A renamed pair still reads (the command matches)."""
+    report = tmp_path / "prog.nsys-rep"
+    shutil.copy(SESSIONS / "ladder-n4096" / "matmul_tiled.nsys-rep", report)
+    (tmp_path / "prog.sqlite").write_bytes(lzma.decompress((SESSIONS / "fa2-n4096-d64" / "python3.sqlite.xz")
+                                                           .read_bytes()))
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(report)]), 1, "made from another capture",
+                         "nsys export")
+    renamed = tmp_path / "renamed.nsys-rep"
+    shutil.copy(SESSIONS / "fa2-n4096-d64" / "python3.nsys-rep", renamed)
+    shutil.copy(tmp_path / "prog.sqlite", tmp_path / "renamed.sqlite")
+    pytest.importorskip("duckdb")
+    assert CliRunner().invoke(main, ["show", str(renamed), "-t", "timeline"]).exit_code == 0

@@ -15,6 +15,8 @@ Integer columns stay integers (Int64 where some values are missing).
 
 from __future__ import annotations
 
+import sqlite3
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,10 +61,10 @@ def sqlite_for(report: Path, *, export: bool = True) -> Path:
         return plain_file(report)
     sqlite = report.with_suffix(".sqlite")
     if not sqlite.exists() and stored_path(sqlite) is not None:
-        return plain_file(sqlite)
+        return _matching(plain_file(sqlite), report)
     nsys = process.find_tool("nsys")
     if sqlite.exists() and (nsys is None or not export or sqlite.stat().st_mtime >= report.stat().st_mtime):
-        return sqlite
+        return _matching(sqlite, report)
     if not report.exists():
         raise ReportError(f"no such report: {report}")
     if not export:
@@ -75,6 +77,49 @@ def sqlite_for(report: Path, *, export: bool = True) -> Path:
     if result.returncode != 0 or not sqlite.exists():
         raise ReportError(f"nsys export failed for {report}", details=result.stderr or result.stdout)
     return sqlite
+
+
+REPORT_HEAD_BYTES = 1 << 20
+"""How much of a .nsys-rep is searched for the command its export says it captured (it sits near the start)."""
+
+
+def export_source(sqlite: Path) -> tuple[str, list[str]]:
+    """(the report file name an export was made from, the captured command and its arguments), as the export's
+    META_DATA_EXPORT and META_DATA_CAPTURE record them ("" and [] where they do not)."""
+    try:
+        conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+        conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
+        tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
+        meta = dict(conn.execute("select name, value from META_DATA_EXPORT")) if "META_DATA_EXPORT" in tables else {}
+        capture = conn.execute("select name, value from META_DATA_CAPTURE").fetchall() \
+            if "META_DATA_CAPTURE" in tables else []
+        conn.close()
+    except sqlite3.Error:
+        return "", []
+    command = [value for name, value in capture if name.startswith("PROCESS_0:") and
+               (name.endswith(":COMMAND") or ":ARGUMENT_" in name)]
+    return str(meta.get("EXPORT_PARAM_INPUT_FILE", "")), command
+
+
+def _matching(sqlite: Path, report: Path) -> Path:
+    """`sqlite` when it is the export of `report`: made from a file of the report's name, or (renamed since)
+    recording a command the report itself holds; otherwise a ReportError (another program's export beside this
+    report would show that program's kernels under this report's name)."""
+    from profkit.parse.files import plain_name
+
+    if not report.exists():
+        return sqlite
+    source, command = export_source(sqlite)
+    if not source or source == report.name or source == plain_name(report):
+        return sqlite
+    with report.open("rb") as handle:
+        head = handle.read(REPORT_HEAD_BYTES)
+    if command and all(part.encode() in head for part in command if part):
+        return sqlite
+    raise ReportError(f"the export beside {report} was made from another capture: {source}"
+                      + (f" (command: {' '.join(command)})" if command else ""),
+                      hint=f"export this report again: nsys export --type sqlite --force-overwrite true "
+                           f"-o {report.with_suffix('.sqlite')} {report}")
 
 
 def read_nsys(path: str | Path) -> NsysCapture:

@@ -21,6 +21,9 @@ import pyarrow as pa
 from profkit.errors import ReportError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+NSYS_TABLES = {"StringIds", "META_DATA_EXPORT", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS",
+               "CUPTI_ACTIVITY_KIND_RUNTIME"}
+"""Tables every nsys export has at least one of; an SQLite file with none of them is something else."""
 NULL_SENTINEL = -(2 ** 63)
 BATCH_ROWS = 200_000
 """Rows fetched at a time: bounds the Python tuples alive at once (a 10^6-row fetchall of 18 columns held
@@ -46,6 +49,11 @@ class Export:
             self.tables = {row[0] for row in self.conn.execute("select name from sqlite_master where type='table'")}
         except _READ_ERRORS as exc:
             raise self.damaged(exc) from exc
+        if not self.tables & NSYS_TABLES:
+            self.conn.close()
+            raise ReportError(f"{self.path} is an SQLite database but not an nsys export (none of its tables: "
+                              f"{', '.join(sorted(NSYS_TABLES))})",
+                              hint="export the capture with `nsys export --type sqlite REPORT.nsys-rep`")
         self._columns: dict[str, set[str]] = {}
 
     def damaged(self, exc: BaseException) -> ReportError:
