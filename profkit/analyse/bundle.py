@@ -10,7 +10,8 @@ import pandas as pd
 from profkit.analyse.crosscheck import cross_check
 from profkit.analyse.tables import kernel_table, launch_table, with_static_sass
 from profkit.errors import ReportError, UsageError
-from profkit.session.store import Session, load_session, write_manifest, write_tables
+from profkit.session.store import (CHECKSUMS, Session, load_session, table_checksums, write_manifest,
+                                   write_tables)
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
                "timings", "ptxas", "crosscheck", "notes", "targets", "memcpy", "memset"]
@@ -307,6 +308,7 @@ def rebuild_session(path: str | Path) -> Path:
     except OSError as exc:  # a read-only sessions/ or a full disk: the tables already there stay whole
         raise ReportError(f"cannot write the tables of {session.path}: {exc.strerror or exc}",
                           hint="check permissions and free space") from exc
-    if session.manifest.pop("tables_pending", None):  # derived now: the session reads like any other
-        write_manifest(session.path, session.manifest)
+    session.manifest.pop("tables_pending", None)  # derived now: the session reads like any other
+    session.manifest[CHECKSUMS] = table_checksums(session.path)
+    write_manifest(session.path, session.manifest)
     return session.path

@@ -95,6 +95,9 @@ class SessionWriter:
         compressed = compress_large_files(self.tmp, MAX_PLAIN_FILE_BYTES)
         if compressed:
             self.manifest["compressed_files"] = compressed
+        checksums = table_checksums(self.tmp)
+        if checksums:
+            self.manifest[CHECKSUMS] = checksums
         template = json.dumps(self.manifest, default=str)
         for attempt in range(100):
             final = self.root / (self.name if attempt == 0 else f"{self.name}-{attempt + 1}")
@@ -132,13 +135,17 @@ class Session:
         return self.path.name
 
     def table(self, name: str) -> pd.DataFrame:
-        """A derived table from tables/<name>.parquet (or the .csv of an older session); empty when absent."""
+        """A derived table from tables/<name>.parquet (or the .csv of an older session); empty when absent. A table
+        whose bytes differ from the checksum the manifest recorded for it is a ReportError: a flipped bit in a
+        stored number would otherwise read as a different measurement."""
         if self.manifest.get("tables_pending"):
             raise ReportError(f"session {self.path} has its reports but no tables yet: the capture machine could "
                               f"not read them ({self.manifest['tables_pending']})",
                               hint=f"derive them where ncu_report works: profkit show --rebuild {self.path}")
         if name not in self._tables:
             target = table_file(self.path, name)
+            if target is not None:
+                check_table(target, self.manifest.get(CHECKSUMS, {}))
             self._tables[name] = pd.DataFrame() if target is None else read_table(target)
         return self._tables[name]
 
@@ -149,6 +156,34 @@ class Session:
 
         path = self.path / name
         return None if stored_path(path) is None else plain_file(path)
+
+
+CHECKSUMS = "table_checksums"
+"""Manifest key: {tables/<file>: sha256 of its bytes}, written with the tables."""
+
+
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def table_checksums(session: Path) -> dict[str, str]:
+    """{tables/<file>: sha256} of every stored table of a session folder."""
+    folder = Path(session) / TABLES
+    if not folder.is_dir():
+        return {}
+    return {f"{TABLES}/{p.name}": file_sha256(p) for p in sorted(folder.iterdir())
+            if p.is_file() and p.suffix in (".parquet", ".csv")}
+
+
+def check_table(path: Path, checksums: dict) -> None:
+    """A ReportError when the manifest recorded a checksum for this table and its bytes no longer match it."""
+    expected = checksums.get(f"{TABLES}/{Path(path).name}") if isinstance(checksums, dict) else None
+    if expected and file_sha256(path) != expected:
+        raise ReportError(f"{path} changed since the session was written (its checksum no longer matches the "
+                          "manifest's): the stored table is damaged",
+                          hint=f"re-derive the tables from the reports: profkit show --rebuild {Path(path).parent.parent}")
 
 
 def table_file(session: Path, name: str) -> Path | None:
