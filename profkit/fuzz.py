@@ -6,12 +6,15 @@ block zeroed, blocks shuffled, the header damaged, another kind's bytes under th
 mutant goes through profkit's own readers (`load_ncu_report` in its isolating child process, `read_nsys`,
 `load_session` + `Session.table`, and `profkit show` / `profkit sessions` through click's CliRunner) and
 each run is one of:
-  read   the reader returned (the data may differ from the source's: counted as read_changed)
+  read   the reader returned (the data may differ from the source's: counted as read_changed, a "silent" read:
+         formats without checksums, a flipped bit inside a stored number, cannot be told from a measurement)
+  warned the CLI exited 0 but said on stderr that the input is damaged (e.g. a truncated report's lost launch)
   error  a ProfkitError: one clear message and a non-zero exit, no traceback
   crash  anything else: another exception, a traceback in the CLI's output, an unexpected exit code
 
-Run the full fuzz (its result is committed at reports/fuzz/last.json):
-    python -m profkit.fuzz --count 600 --seed 1 --out reports/fuzz/last.json
+Run the full fuzz (its result is committed at reports/fuzz/last.json; the test suite runs a small seeded subset):
+    python -m profkit.fuzz --count 5000 --seed 1 --out reports/fuzz/last.json
+Every source file is hashed before and after: the run fails if one was written (`sources_unchanged`).
 The same seed on the same sessions/ gives the same mutants; --keep DIR keeps them for a closer look.
 """
 
@@ -103,9 +106,14 @@ def empty(data: bytes, rng: random.Random) -> bytes:
     return b""
 
 
+def random_bytes(data: bytes, rng: random.Random) -> bytes:
+    """Noise of about the same size: a file that was never a report."""
+    return bytes(rng.getrandbits(8) for _ in range(max(1, min(len(data), 1 << 16))))
+
+
 BYTE_MUTATORS: dict[str, Callable[[bytes, random.Random], bytes]] = {
     "truncate": truncate, "bitflip": bitflip, "zero_block": zero_block, "shuffle_blocks": shuffle_blocks,
-    "header_damage": header_damage, "empty": empty,
+    "header_damage": header_damage, "empty": empty, "random_bytes": random_bytes,
 }
 # wrong_extension: intact bytes of another kind of file (a .sqlite, a CSV, a report) under this file's name.
 MUTATORS = [*BYTE_MUTATORS, "wrong_extension"]
@@ -180,6 +188,9 @@ def find_sources(sessions: Path) -> list[Source]:
         stored = table_file(small, table)
         if stored is not None and stored.stat().st_size >= MIN_TABLE_BYTES:
             sources.append(Source("table", str(stored), f"tables/{stored.name}", str(small)))
+    results = sessions.parent / "reports" / "benchmarks"
+    sources += [Source("result", str(p), p.name) for p in sorted(results.glob("*.json"),
+                                                                  key=lambda p: (p.stat().st_size, p.name))[:2]]
     missing = {"ncu", "sqlite", "manifest", "table"} - {s.kind for s in sources}
     if missing:
         raise ProfkitError(f"sessions under {sessions} lack files of kind {', '.join(sorted(missing))} to fuzz")
@@ -233,6 +244,8 @@ def readers_for(kind: str, index: int) -> tuple[str, ...]:
         return ("load_ncu_report",) if index % 2 == 0 else ("cli_show",)
     if kind in ("sqlite", "nsys-rep"):
         return ("read_nsys", "cli_show")
+    if kind == "result":
+        return ("cli_bench",)
     return ("load_session", "cli_show", "cli_sessions")
 
 
@@ -264,7 +277,7 @@ class Run:
     kind: str
     source: str
     reader: str
-    outcome: str        # read, error, crash
+    outcome: str        # read, warned, error, crash
     detail: str         # the error message, or the crash's traceback tail
     changed: bool       # read, but the tables differ from the source's
     seconds: float
@@ -296,8 +309,9 @@ def _digest_session(path: str) -> str:
 DIGESTS = {"load_ncu_report": _digest_ncu, "read_nsys": _digest_nsys, "load_session": _digest_session}
 
 
-def _cli(args: list[str]) -> None:
-    """`profkit ARGS` in-process; raises ProfkitError for a clear failure, RuntimeError otherwise."""
+def _cli(args: list[str]) -> bool:
+    """`profkit ARGS` in-process; True when it exited 0 with a warning on stderr. Raises ProfkitError for a clear
+    failure, RuntimeError otherwise."""
     from click.testing import CliRunner
 
     from profkit.cli import main
@@ -309,7 +323,7 @@ def _cli(args: list[str]) -> None:
     if "Traceback" in output:
         raise RuntimeError(f"traceback in the output:\n{output[-2000:]}")
     if result.exit_code == 0:
-        return
+        return "profkit: warning" in result.stderr
     first = next((line for line in result.stderr.splitlines() if line.startswith("profkit: ")), "")
     if result.exit_code in (1, 2) and first:
         raise ProfkitError(first.split(" error: ", 1)[-1], details=result.stderr)
@@ -320,11 +334,13 @@ def read_once(reader: str, path: str, expected: str | None) -> tuple[str, str, b
     """(outcome, detail, changed) of one reader on one path."""
     try:
         if reader == "cli_show":
-            _cli(["show", "--all", path])
-            return "read", "", False
+            return ("warned" if _cli(["show", "--all", path]) else "read"), "", False
         if reader == "cli_sessions":  # the folder that holds the mutant session
-            _cli(["sessions", "--sessions-dir", str(Path(path).parent)])
-            return "read", "", False
+            return ("warned" if _cli(["sessions", "--sessions-dir", str(Path(path).parent)]) else "read"), "", False
+        if reader == "cli_bench":  # the folder that holds the mutant result file
+            folder = Path(path).parent
+            return ("warned" if _cli(["report", "--bench", str(folder), "-o", str(folder / "page.html")])
+                    else "read"), "", False
         digest = DIGESTS[reader](path)
     except ProfkitError as exc:
         message = exc.message.strip()
@@ -432,8 +448,8 @@ def _pattern(message: str) -> str:
 
 
 def _tally(runs: list[Run], key: str) -> dict:
-    table: dict = defaultdict(lambda: {"mutants": set(), "runs": 0, "read": 0, "read_changed": 0, "error": 0,
-                                       "crash": 0})
+    table: dict = defaultdict(lambda: {"mutants": set(), "runs": 0, "read": 0, "warned": 0, "read_changed": 0,
+                                       "error": 0, "crash": 0})
     for run in runs:
         row = table[getattr(run, key)]
         row["mutants"].add(run.index)
@@ -458,7 +474,7 @@ def summarize(runs: list[Run], sources: list[Source], *, seed: int, count: int, 
         "command": f"python -m profkit.fuzz --count {count} --seed {seed}",
         "seed": seed, "mutants": count, "runs": len(runs), "jobs": jobs, "seconds": round(seconds, 1),
         "date": now_iso(), "git_commit": git_commit(), "ncu_report": reader,
-        "outcomes": {name: outcomes.get(name, 0) for name in ("read", "error", "crash")},
+        "outcomes": {name: outcomes.get(name, 0) for name in ("read", "warned", "error", "crash")},
         "read_changed": sum(run.changed for run in runs),
         "native_crashes_contained": sum("crashed reading" in run.detail for run in runs if run.outcome == "error"),
         "reader_exceptions_contained": sum("the reader cannot use" in run.detail for run in runs
@@ -481,6 +497,7 @@ def run_fuzz(count: int, seed: int, *, sessions: str | Path = "sessions", jobs: 
         raise ValueError(f"count must be at least 1, got {count}")
     start = time.perf_counter()
     sources = find_sources(Path(sessions))
+    before = _source_digests(sources)
     jobs = max(1, jobs or os.cpu_count() or 1)
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="profkit-fuzz-"))
     (work / "mutants").mkdir(parents=True, exist_ok=True)
@@ -491,7 +508,21 @@ def run_fuzz(count: int, seed: int, *, sessions: str | Path = "sessions", jobs: 
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    return summarize(runs, sources, seed=seed, count=count, jobs=jobs, seconds=time.perf_counter() - start)
+    summary = summarize(runs, sources, seed=seed, count=count, jobs=jobs, seconds=time.perf_counter() - start)
+    after = _source_digests(sources)
+    summary["sources_unchanged"] = before == after
+    summary["sources_changed"] = sorted(path for path in before if before[path] != after.get(path))
+    return summary
+
+
+def _source_digests(sources: list[Source]) -> dict[str, str]:
+    """sha256 of every source file (and a table or manifest's whole session): the fuzzer must never write them."""
+    paths = set()
+    for source in sources:
+        paths.add(Path(source.path))
+        if source.session:
+            paths |= {p for p in Path(source.session).rglob("*") if p.is_file()}
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(paths)}
 
 
 def write_summary(summary: dict, out: Path) -> Path:
@@ -536,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["command"] += f" --out {args.out}"
         write_summary(summary, args.out)
     print(format_summary(summary))
-    return 1 if summary["outcomes"]["crash"] else 0
+    return 1 if summary["outcomes"]["crash"] or not summary["sources_unchanged"] else 0
 
 
 if __name__ == "__main__":

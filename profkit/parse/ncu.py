@@ -332,10 +332,19 @@ def extract_rows(path: Path) -> dict:
     return assemble_rows(extract_entries(path))
 
 
+def _valid_text(row: dict) -> dict:
+    """A row whose strings are valid UTF-8: a damaged report can hand back names with lone surrogates, which a
+    DataFrame's string columns cannot hold (each becomes U+FFFD)."""
+    return {k: v.encode("utf-8", "replace").decode("utf-8") if isinstance(v, str) else v for k, v in row.items()}
+
+
 def tables_from_rows(rows: dict) -> dict:
     """extract_rows' plain rows -> the launches / rules / source / instructions / opcodes DataFrames (and the
     notes)."""
     import pandas as pd
+
+    rows = {name: [_valid_text(row) for row in value] if isinstance(value, list) and value
+                  and isinstance(value[0], dict) else value for name, value in rows.items()}
 
     def frame(name: str, columns: list[str]) -> pd.DataFrame:
         return pd.DataFrame(rows[name]) if rows[name] else pd.DataFrame(columns=columns)

@@ -44,10 +44,14 @@ def load_results(folder: Path) -> list[BenchResult]:
     for path in sorted(Path(folder).glob("*.json")):
         try:
             data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ReportError(f"cannot read benchmark result {path}: {exc}") from exc
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:  # ValueError: JSON's own and decoding
+            raise ReportError(f"cannot read benchmark result {path}: {exc}",
+                              hint="the file is damaged; run its benchmark again or restore it") from exc
         rows = data.get("rows") if isinstance(data, dict) else None
-        results.append(BenchResult(path.stem, data, pd.DataFrame(rows if isinstance(rows, list) else [])))
+        if not isinstance(data, dict) or not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ReportError(f"{path} is not a profkit benchmark result (an object with a list of row objects under "
+                              "'rows' was expected)", hint="run its benchmark again or restore the file")
+        results.append(BenchResult(path.stem, data, pd.DataFrame(rows)))
     return results
 
 

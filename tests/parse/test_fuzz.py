@@ -1,7 +1,7 @@
 """The report fuzzer: its mutators, and a seeded run over the committed reports with zero crashes.
 
-The full run (600 mutants, result committed at reports/fuzz/last.json) is
-    python -m profkit.fuzz --count 600 --seed 1 --out reports/fuzz/last.json
+The full run (5000 mutants, result committed at reports/fuzz/last.json) is
+    python -m profkit.fuzz --count 5000 --seed 1 --out reports/fuzz/last.json
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def test_mutators_damage_deterministically():
 def test_the_plan_takes_mutators_in_turn_and_is_seeded():
     sources = [fuzz.Source("ncu", "a.ncu-rep", "a.ncu-rep"), fuzz.Source("sqlite", "b.sqlite", "b.sqlite"),
                fuzz.Source("table", "t/launches.parquet", "tables/launches.parquet", "t")]
-    plan = fuzz.plan(70, 3, sources)
-    assert plan == fuzz.plan(70, 3, sources) and plan != fuzz.plan(70, 4, sources)
+    plan = fuzz.plan(80, 3, sources)
+    assert plan == fuzz.plan(80, 3, sources) and plan != fuzz.plan(80, 4, sources)
     counts = {name: sum(1 for _, m, _, _ in plan if m == name) for name in fuzz.MUTATORS}
     assert set(counts.values()) == {10}
     for _, mutator, source, donor in plan:
@@ -51,6 +51,8 @@ def test_a_seeded_fuzz_of_the_committed_reports_has_no_crash(tmp_path):
     count = CI_MUTANTS_PER_MUTATOR * len(fuzz.MUTATORS)
     summary = fuzz.run_fuzz(count, seed=7, sessions=SESSIONS, jobs=2)
     assert summary["outcomes"]["crash"] == 0, fuzz.format_summary(summary)
+    assert summary["sources_unchanged"], summary["sources_changed"]
+    assert summary["by_kind"].get("table", {}).get("read_changed", 0) == 0  # stored tables carry checksums
     assert summary["mutants"] == count and summary["runs"] == sum(summary["outcomes"].values())
     for name in fuzz.MUTATORS:
         assert summary["by_mutator"][name]["mutants"] >= CI_MUTANTS_PER_MUTATOR
@@ -66,5 +68,6 @@ def test_the_committed_full_run_had_no_crash():
     if not last.exists():
         pytest.skip("no committed full fuzz run")
     summary = json.loads(last.read_text())
-    assert summary["mutants"] >= 500 and summary["outcomes"]["crash"] == 0 and not summary["crashes"]
+    assert summary["mutants"] >= 5000 and summary["outcomes"]["crash"] == 0 and not summary["crashes"]
+    assert summary["sources_unchanged"]
     assert set(summary["by_mutator"]) == set(fuzz.MUTATORS)
