@@ -140,24 +140,31 @@ def _tool(folder: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
+def _replaying(tmp_path, monkeypatch, timeline: Path, script: str) -> Path:
+    """Fake nsys (replays `timeline`) and ncu (returns REPORT, logs its arguments to FAKE_NCU_ARGS) first on PATH;
+    returns a shell program running `script`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _tool(bin_dir, "nsys", FAKE_NSYS)
+    _tool(bin_dir, "ncu", FAKE_NCU)
+    program = tmp_path / "program.sh"
+    program.write_text(f"#!/bin/sh\n{script}\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_TIMELINE", str(timeline))
+    monkeypatch.setenv("FAKE_NCU_REPORT", str(REPORT))
+    monkeypatch.setenv("FAKE_NCU_ARGS", str(tmp_path / "ncu-args.txt"))
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    return program
+
+
 def test_guided_capture_end_to_end_with_replayed_tools(tmp_path, monkeypatch):
     """The fakes replay the H200 timeline and return a report of another kernel: the plan's runs are issued with
     ncu's own filters, the missed targets are retried from their first launch and marked missing, and the
     session records the plan."""
     pytest.importorskip("duckdb")  # the session's timeline tables; without it they stay pending (GPU machine)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    _tool(bin_dir, "nsys", FAKE_NSYS)
-    _tool(bin_dir, "ncu", FAKE_NCU)
-    program = tmp_path / "train.sh"
-    program.write_text("#!/bin/sh\necho step\n")
-    program.chmod(0o755)
+    program = _replaying(tmp_path, monkeypatch, TIMELINE, "echo step")
     argv = tmp_path / "ncu-args.txt"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_TIMELINE", str(TIMELINE))
-    monkeypatch.setenv("FAKE_NCU_REPORT", str(REPORT))
-    monkeypatch.setenv("FAKE_NCU_ARGS", str(argv))
-    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
     result = CliRunner().invoke(main, ["profile", "--sessions-dir", str(tmp_path / "sessions"), "--name", "g",
                                        "--", str(program)])
     assert result.exit_code == 0, result.output
@@ -191,15 +198,7 @@ def test_a_program_that_launches_no_kernel_is_a_clear_failure(tmp_path, monkeypa
     sqlite3.connect(empty).execute("create table StringIds (id integer, value text)").connection.commit()
     packed = tmp_path / "empty.sqlite.xz"
     packed.write_bytes(lzma.compress(empty.read_bytes()))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    _tool(bin_dir, "nsys", FAKE_NSYS)
-    _tool(bin_dir, "ncu", FAKE_NCU)
-    program = tmp_path / "cpu_only.sh"
-    program.write_text("#!/bin/sh\necho no gpu here\n")
-    program.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_TIMELINE", str(packed))
+    program = _replaying(tmp_path, monkeypatch, packed, "echo no gpu here")
     result = CliRunner().invoke(main, ["profile", "--sessions-dir", str(tmp_path / "sessions"), "--", str(program)])
     assert result.exit_code == 1 and "launched no CUDA kernel" in result.output
     assert not [p for p in (tmp_path / "sessions").iterdir() if not p.name.startswith(".")]  # nothing complete
