@@ -47,10 +47,10 @@ def load_results(folder: Path) -> list[BenchResult]:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:  # ValueError: JSON's own and decoding
             raise ReportError(f"cannot read benchmark result {path}: {exc}",
                               hint="the file is damaged; run its benchmark again or restore it") from exc
-        rows = data.get("rows") if isinstance(data, dict) else None
-        if not isinstance(data, dict) or not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise ReportError(f"{path} is not a profkit benchmark result (an object with a list of row objects under "
-                              "'rows' was expected)", hint="run its benchmark again or restore the file")
+        rows = data.get("rows", []) if isinstance(data, dict) else None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ReportError(f"{path} is not a profkit benchmark result (an object, its 'rows' a list of row "
+                              "objects, was expected)", hint="run its benchmark again or restore the file")
         results.append(BenchResult(path.stem, data, pd.DataFrame(rows)))
     return results
 
