@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from profkit.cli import main
-from profkit.errors import UsageError
+from profkit.errors import ToolMissing, UsageError
 
 FAIL_IF_HELP = ("CI gate, repeatable: METRIC OP LIMIT with OP in > >= < <=; LIMIT 'N%' is B's change relative "
                 "to A, '+N'/'-N' the absolute change, 'N' B's own value. E.g. 'duration>+5%', 'registers>+8', "
@@ -80,6 +80,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "report"
 
 
+def _require_plotly() -> None:
+    """HTML pages draw with plotly; without it, say so instead of failing on an import deep in the renderer."""
+    import importlib.util
+
+    if importlib.util.find_spec("plotly") is None:
+        raise ToolMissing("plotly is not installed: HTML reports need it",
+                          hint="pip install plotly; tables (`profkit show`), `diff` and `query` work without it")
+
+
 @main.command()
 @click.argument("sessions", nargs=-1, metavar="[INPUT]...")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -110,6 +119,7 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
     if bench_dir is not None:
         if sessions or diff_specs or examples:
             raise UsageError("--bench takes no sessions, --diff or --examples")
+        _require_plotly()
         from profkit.render.benchmarks import PAGE_NAME, render_benchmarks_html
         from profkit.render.html import write_html
 
@@ -120,6 +130,7 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
     if examples:
         if sessions or diff_specs or output:
             raise UsageError("--examples takes no sessions, --diff or -o", hint="use --out-dir to choose the folder")
+        _require_plotly()
         from profkit.render.examples import regenerate
 
         for path in regenerate(sessions_dir=_root(sessions_dir), out_dir=Path(out_dir), top_lines=top_lines):
@@ -138,7 +149,8 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
         stem = (f"diff-{_slug(diff_specs[0])}-{_slug(diff_specs[1])}" if diff_specs
                 else "+".join(_slug(s.name) for s in loaded))
         output = str(Path("reports") / f"{stem}.html")
-    from profkit.render.html import render_html, write_html  # plotly: only once there is a page to draw
+    _require_plotly()  # only once the inputs are known to be readable: their errors come first
+    from profkit.render.html import render_html, write_html
 
     path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines))
     click.echo(f"wrote {path}")
