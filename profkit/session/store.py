@@ -98,6 +98,9 @@ class SessionWriter:
         checksums = table_checksums(self.tmp)
         if checksums:
             self.manifest[CHECKSUMS] = checksums
+        files = file_checksums(self.tmp)
+        if files:
+            self.manifest[FILE_CHECKSUMS] = files
         template = json.dumps(self.manifest, default=str)
         for attempt in range(100):
             final = self.root / (self.name if attempt == 0 else f"{self.name}-{attempt + 1}")
@@ -129,6 +132,7 @@ class Session:
     path: Path
     manifest: dict
     _tables: dict = field(default_factory=dict)
+    _verified: set = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -151,11 +155,17 @@ class Session:
 
     def file(self, name: str) -> Path | None:
         """A session file by its manifest name, decompressed when it is stored as name.xz or name.gz; None if
-        absent."""
+        absent. Bytes that differ from the checksum recorded at capture are a ReportError: nothing inside an
+        .ncu-rep or an SQLite export tells a flipped metric value from a measured one."""
         from profkit.parse.files import plain_file, stored_path
 
-        path = self.path / name
-        return None if stored_path(path) is None else plain_file(path)
+        stored = stored_path(self.path / name)
+        if stored is None:
+            return None
+        if stored.name not in self._verified:
+            check_file(stored, self.manifest.get(FILE_CHECKSUMS, {}))
+            self._verified.add(stored.name)
+        return plain_file(stored)
 
 
 CHECKSUMS = "table_checksums"
@@ -166,6 +176,37 @@ def file_sha256(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+FILE_CHECKSUMS = "file_checksums"
+"""Manifest key: {file name: sha256} of the session's reports, logs and exports, as the capture wrote them."""
+
+SEAL = "manifest_sha256"
+"""Manifest key: sha256 of the rest of the manifest (sorted-key JSON), written with it."""
+
+
+def file_checksums(session: Path) -> dict[str, str]:
+    """{name: sha256} of every file at the top of a session folder but the manifest (tables/ has its own)."""
+    return {p.name: file_sha256(p) for p in sorted(Path(session).iterdir())
+            if p.is_file() and p.name != MANIFEST and not p.name.endswith(".part")}
+
+
+def check_file(path: Path, checksums: dict) -> None:
+    """A ReportError when the manifest recorded a checksum for this session file and its bytes no longer match."""
+    expected = checksums.get(Path(path).name) if isinstance(checksums, dict) else None
+    if expected and file_sha256(path) != expected:
+        raise ReportError(f"{path} changed since the session was written (its checksum no longer matches the "
+                          "manifest's): the report is damaged",
+                          hint="restore it from where the session came from (e.g. `git checkout -- <file>`) "
+                               "or capture again")
+
+
+def manifest_seal(manifest: dict) -> str:
+    """The sha256 of a manifest without its seal, over sorted-key JSON (so key order never matters)."""
+    import hashlib
+
+    body = {key: value for key, value in manifest.items() if key != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def table_checksums(session: Path) -> dict[str, str]:
@@ -240,14 +281,18 @@ def write_tables(session: Path, tables: dict[str, pd.DataFrame]) -> None:
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
-    """Write folder/manifest.json atomically (a reader never sees half a manifest)."""
+    """Write folder/manifest.json atomically (a reader never sees half a manifest), sealed with the checksum of
+    its content (SEAL)."""
     target = Path(folder) / MANIFEST
     partial = target.with_suffix(".json.part")
-    partial.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    plain = json.loads(json.dumps(manifest, default=str))  # the values exactly as a reader will see them
+    manifest[SEAL] = plain[SEAL] = manifest_seal(plain)
+    partial.write_text(json.dumps(plain, indent=2) + "\n")
     os.replace(partial, target)
 
 
-def read_manifest(path: Path) -> dict:
+def read_manifest(path: Path, verify: bool = True) -> dict:
+    """A session's manifest; a ReportError when it is not a JSON object or (verify) its seal does not match."""
     target = path / MANIFEST
     if not target.exists():
         raise ReportError(f"{path} is not a profkit session (no {MANIFEST})")
@@ -257,10 +302,17 @@ def read_manifest(path: Path) -> dict:
         raise ReportError(f"{target} is not valid JSON: {exc}", hint="the session is corrupted") from exc
     if not isinstance(manifest, dict):
         raise ReportError(f"{target} does not hold a manifest object")
+    if verify and SEAL in manifest and manifest[SEAL] != manifest_seal(manifest):
+        raise ReportError(f"{target} changed since profkit wrote it (its checksum no longer matches its content): "
+                          "a damaged or hand-edited manifest",
+                          hint=f"if the edit was deliberate, `profkit show --rebuild {path}` re-derives the "
+                               "tables and seals the manifest again")
     return manifest
 
 
-def load_session(path: str | Path) -> Session:
+def load_session(path: str | Path, verify_manifest: bool = True) -> Session:
+    """A complete session by folder or name under the sessions root. verify_manifest=False accepts a manifest
+    whose seal no longer matches (`show --rebuild` seals it again)."""
     path = Path(path)
     if not path.exists():
         candidate = sessions_root() / path
@@ -268,7 +320,7 @@ def load_session(path: str | Path) -> Session:
             path = candidate
         else:
             raise UsageError(f"no session {path}", hint="`profkit sessions` lists them")
-    manifest = read_manifest(path)
+    manifest = read_manifest(path, verify=verify_manifest)
     if manifest.get("status") not in (None, "complete"):
         raise ReportError(f"session {path} is incomplete (status {manifest.get('status')!r})",
                           details=manifest.get("error", ""))

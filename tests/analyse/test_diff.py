@@ -25,7 +25,7 @@ from profkit.analyse.kernel_rows import KEYS, kernel_rows, summed_row
 from profkit.units import human
 from profkit.cli import main
 from profkit.errors import UsageError
-from profkit.session.store import load_session, write_table
+from profkit.session.store import load_session, write_manifest, write_table
 from tests import REPO
 from tests.committed_sessions import copy_session
 
@@ -47,7 +47,7 @@ def _set_manifest(session: Path, **changes) -> None:
         for parent in parents:
             target = target.setdefault(parent, {})
         target[leaf] = value
-    path.write_text(json.dumps(manifest))
+    write_manifest(session, manifest)
 
 
 # ------------------------------------------------------------------------------------- --fail-if parsing

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from benchmarks import quick_capture as qc
+from profkit.session.store import write_manifest
 from tests import REPO
 
 
@@ -226,7 +227,7 @@ def test_rerun_option_times_the_stored_commands_and_reads_their_reports(tmp_path
         manifest = json.loads((session / "manifest.json").read_text())
         for capture in manifest["captures"]:
             capture["ncu_command"] = f"{fake} --metrics x --export r.ncu-rep prog 4096"
-        (session / "manifest.json").write_text(json.dumps(manifest))
+        write_manifest(session, manifest)
         sessions[mode] = session
     assert qc.main([str(sessions["quick"]), str(sessions["full"]), "--rerun", "1", "--out-dir", str(tmp_path),
                     "--stem", "r"]) == 0

@@ -32,7 +32,7 @@ from profkit.parse import ncu as ncu_parse
 from profkit.parse.files import plain_file
 from profkit.parse.ncu import load_ncu_report
 from profkit.parse.nsys import read_nsys
-from profkit.session.store import SessionWriter, load_session, table_file, write_table
+from profkit.session.store import SessionWriter, load_session, table_file, write_manifest, write_table
 from tests import REPO
 
 SESSIONS = REPO / "sessions"
@@ -593,7 +593,7 @@ def session_copy(tmp_path) -> Path:
     # (the checksum check has its own test)
     manifest = json.loads((source / "manifest.json").read_text())
     manifest.pop("table_checksums", None)
-    (target / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(target, manifest)  # sealed again: the edit is deliberate
     shutil.copytree(source / "tables", target / "tables")
     return target
 
@@ -612,7 +612,7 @@ def test_a_corrupt_manifest(session_copy, content, phrase):
 def test_an_incomplete_session_says_why(session_copy):
     manifest = json.loads((session_copy / "manifest.json").read_text())
     manifest.update(status="interrupted", error="interrupted by signal")
-    (session_copy / "manifest.json").write_text(json.dumps(manifest))
+    write_manifest(session_copy, manifest)
     assert_clear_failure(CliRunner().invoke(main, ["show", str(session_copy)]), 1,
                          "is incomplete (status 'interrupted')", "interrupted by signal")
 
@@ -748,3 +748,40 @@ def test_an_html_report_without_plotly_says_what_to_install(tmp_path, monkeypatc
         assert_clear_failure(CliRunner().invoke(main, argv), 1, "plotly is not installed", "pip install plotly")
     assert not list(tmp_path.glob("*.html"))
     assert_clear_failure(CliRunner().invoke(main, ["report", str(tmp_path / "absent")]), 2, "no such session")
+
+
+def test_a_manifest_edited_after_the_session_was_written_is_refused_until_resealed(tmp_path):
+    """The manifest is sealed with the checksum of its content: a changed value (here the recorded SM clock) is an
+    error naming the way out; `show --rebuild` accepts a deliberate edit and seals it again. Key order is not
+    content: a reordered manifest still reads."""
+    session = tmp_path / "s"
+    shutil.copytree(SESSIONS / "ladder1-quick-n4096", session)
+    path = session / "manifest.json"
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps(dict(reversed(list(manifest.items()))), indent=1))
+    assert CliRunner().invoke(main, ["show", str(session), "-t", "summary"]).exit_code == 0
+    manifest["name"] = "renamed by hand"
+    path.write_text(json.dumps(manifest, indent=2))
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(session), "-t", "summary"]), 1,
+                         "changed since profkit wrote it", "--rebuild")
+    assert CliRunner().invoke(main, ["show", "--rebuild", str(session), "-t", "summary"]).exit_code == 0
+    assert json.loads(path.read_text())["name"] == "renamed by hand"
+    assert CliRunner().invoke(main, ["show", str(session), "-t", "summary"]).exit_code == 0
+
+
+def test_a_report_changed_after_the_session_was_written_is_refused(tmp_path, monkeypatch):
+    """The manifest records every report's checksum: a flipped byte inside an .ncu-rep may still parse (nothing in
+    the format guards a metric value), so re-deriving the tables from it is refused instead of storing numbers that
+    were never measured."""
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    session = tmp_path / "s"
+    shutil.copytree(SESSIONS / "ladder1-quick-n4096", session)
+    report = session / "ladder_bench.ncu-rep.xz"
+    assert report.name in json.loads((session / "manifest.json").read_text())["file_checksums"]
+    before = (session / "tables" / "launches.parquet").read_bytes()
+    data = bytearray(report.read_bytes())
+    data[len(data) // 3] ^= 0x20
+    report.write_bytes(bytes(data))
+    assert_clear_failure(CliRunner().invoke(main, ["show", "--rebuild", str(session)]), 1,
+                         "ladder_bench.ncu-rep.xz changed since the session was written", "the report is damaged")
+    assert (session / "tables" / "launches.parquet").read_bytes() == before
