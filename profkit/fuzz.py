@@ -486,6 +486,8 @@ def summarize(runs: list[Run], sources: list[Source], *, seed: int, count: int, 
         "by_kind": _tally(runs, "kind"),
         "errors": dict(Counter(_pattern(run.detail) for run in runs if run.outcome == "error").most_common(40)),
         "crashes": [asdict(run) for run in runs if run.outcome == "crash"],
+        "changed": [{key: getattr(run, key) for key in ("index", "mutator", "kind", "source", "reader")}
+                    for run in runs if run.changed],
         "slowest_s": max((run.seconds for run in runs), default=0.0),
     }
 

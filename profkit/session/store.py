@@ -302,6 +302,12 @@ def read_manifest(path: Path, verify: bool = True) -> dict:
         raise ReportError(f"{target} is not valid JSON: {exc}", hint="the session is corrupted") from exc
     if not isinstance(manifest, dict):
         raise ReportError(f"{target} does not hold a manifest object")
+    if "name" not in manifest:  # e.g. a benchmark result saved under the manifest's name
+        raise ReportError(f"{target} is not a profkit manifest (no session name in it)")
+    if verify and FILE_CHECKSUMS in manifest and SEAL not in manifest:  # both are written since the same release
+        raise ReportError(f"{target} has lost its seal ({SEAL}): a damaged or hand-edited manifest",
+                          hint=f"if the edit was deliberate, `profkit show --rebuild {path}` re-derives the "
+                               "tables and seals the manifest again")
     if verify and SEAL in manifest and manifest[SEAL] != manifest_seal(manifest):
         raise ReportError(f"{target} changed since profkit wrote it (its checksum no longer matches its content): "
                           "a damaged or hand-edited manifest",

@@ -603,6 +603,7 @@ def session_copy(tmp_path) -> Path:
     (b"\xff\xfe\x00garbage", "is not valid JSON"),
     (b"[1, 2, 3]", "does not hold a manifest object"),
     (b"", "is not valid JSON"),
+    (b'{"rows": [], "meta": {"gpu": "H200"}}', "is not a profkit manifest"),  # a benchmark result in its place
 ])
 def test_a_corrupt_manifest(session_copy, content, phrase):
     (session_copy / "manifest.json").write_bytes(content)
@@ -764,6 +765,10 @@ def test_a_manifest_edited_after_the_session_was_written_is_refused_until_reseal
     path.write_text(json.dumps(manifest, indent=2))
     assert_clear_failure(CliRunner().invoke(main, ["show", str(session), "-t", "summary"]), 1,
                          "changed since profkit wrote it", "--rebuild")
+    unsealed = {key: value for key, value in manifest.items() if key != "manifest_sha256"}
+    path.write_text(json.dumps({**unsealed, "manifest_sha265": manifest["manifest_sha256"]}, indent=2))
+    assert_clear_failure(CliRunner().invoke(main, ["show", str(session), "-t", "summary"]), 1,
+                         "has lost its seal", "--rebuild")
     assert CliRunner().invoke(main, ["show", "--rebuild", str(session), "-t", "summary"]).exit_code == 0
     assert json.loads(path.read_text())["name"] == "renamed by hand"
     assert CliRunner().invoke(main, ["show", str(session), "-t", "summary"]).exit_code == 0
