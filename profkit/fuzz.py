@@ -8,7 +8,8 @@ mutant goes through profkit's own readers (`load_ncu_report` in its isolating ch
 each run is one of:
   read   the reader returned (the data may differ from the source's: counted as read_changed, a "silent" read:
          formats without checksums, a flipped bit inside a stored number, cannot be told from a measurement)
-  warned the CLI exited 0 but said on stderr that the input is damaged (e.g. a truncated report's lost launch)
+  warned the CLI exited 0 but said on stderr that the input is damaged (e.g. a truncated report's lost launch), or
+         the reader returned notes saying so (parse.ncu.DAMAGED)
   error  a ProfkitError: one clear message and a non-zero exit, no traceback
   crash  anything else: another exception, a traceback in the CLI's output, an unexpected exit code
 
@@ -43,6 +44,7 @@ from typing import Callable
 
 from profkit.errors import ProfkitError
 from profkit.parse.files import PACKED, plain_name
+from profkit.parse.ncu import DAMAGED
 from profkit.session.store import table_file
 
 READER_TIMEOUT_S = 120  # one ncu_report child; the real reader allows 600 s, no sane mutant needs this long
@@ -287,14 +289,16 @@ def _digest_ncu(path: str) -> str:
     from profkit.parse.ncu import load_ncu_report
 
     report = load_ncu_report(path, timeout=READER_TIMEOUT_S)
-    return hashlib.sha256(report.launches.to_csv(index=False).encode()).hexdigest()
+    warned = any(note.startswith(DAMAGED) for note in report.notes)
+    return hashlib.sha256(report.launches.to_csv(index=False).encode()).hexdigest(), warned
 
 
 def _digest_nsys(path: str) -> str:
     from profkit.parse.nsys import read_nsys
 
     capture = read_nsys(path)
-    return hashlib.sha256((capture.kernels.to_csv(index=False) + capture.nvtx.to_csv(index=False)).encode()).hexdigest()
+    return hashlib.sha256((capture.kernels.to_csv(index=False) + capture.nvtx.to_csv(index=False)).encode()).hexdigest(), \
+        False
 
 
 def _digest_session(path: str) -> str:
@@ -303,7 +307,7 @@ def _digest_session(path: str) -> str:
     session = load_session(path)
     text = json.dumps(session.manifest, sort_keys=True, default=str)
     text += "".join(session.table(name).to_csv(index=False) for name in SESSION_TABLES)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest(), False
 
 
 DIGESTS = {"load_ncu_report": _digest_ncu, "read_nsys": _digest_nsys, "load_session": _digest_session}
@@ -341,7 +345,7 @@ def read_once(reader: str, path: str, expected: str | None) -> tuple[str, str, b
             folder = Path(path).parent
             return ("warned" if _cli(["report", "--bench", str(folder), "-o", str(folder / "page.html")])
                     else "read"), "", False
-        digest = DIGESTS[reader](path)
+        digest, warned = DIGESTS[reader](path)
     except ProfkitError as exc:
         message = exc.message.strip()
         if not message:
@@ -351,6 +355,8 @@ def read_once(reader: str, path: str, expected: str | None) -> tuple[str, str, b
         return "error", message, False
     except Exception:  # noqa: BLE001 - any other exception is exactly what the fuzzer looks for
         return "crash", traceback.format_exc()[-2000:], False
+    if warned:  # the reader's own notes say the input is damaged: what it returned is not read silently
+        return "warned", "", False
     return "read", "", expected is not None and digest != expected
 
 
@@ -395,7 +401,7 @@ def _baseline(source: Source, root: str, cache: str) -> dict:
     out = {}
     for reader in sorted({r for r in readers_for(source.kind, 0) + readers_for(source.kind, 1) if r in DIGESTS}):
         try:
-            out[(source.path, reader)] = DIGESTS[reader](str(target))
+            out[(source.path, reader)] = DIGESTS[reader](str(target))[0]
         except ProfkitError:  # e.g. an .nsys-rep where no nsys can export it: every mutant fails the same way
             continue
     shutil.rmtree(folder, ignore_errors=True)

@@ -22,7 +22,7 @@ import pandas as pd
 from profkit.parse import cache_space, catalog
 from profkit.parse.files import cache_dir, file_digest, remembered_digest
 
-CACHE_VERSION = "5"
+CACHE_VERSION = "6"
 FRAMES = ("launches", "rules", "source", "instructions", "opcodes")
 
 

@@ -377,6 +377,10 @@ def assemble_rows(result: dict) -> dict:
     candidates = {**catalog.RAW_METRICS, **catalog.STRING_METRICS}
     notes = [f"metric not in this report: {name} ({', '.join(candidates[name])})"
              for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor", "exact_"))]
+    blind = [launch for launch, entry in enumerate(entries) if entry.get("without_sass")]
+    if blind:
+        notes.append(f"{DAMAGED}launch {', '.join(map(str, blind))}: per-PC counters without SASS (the report's "
+                     "embedded code could not be disassembled): instruction-mix and source-line figures left empty")
     written_by, reader = (entries[0]["written_by"], entries[0]["reader"]) if entries else ("", "")
     if written_by and reader and _release(written_by) > _release(reader):
         notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
@@ -412,13 +416,23 @@ def extract_entries(path: Path, version_from: Path | None = None) -> dict:
         row, absent = _launch_row(ncu_report, action, names)
         row.update(range_index=range_idx, action_index=action_idx)
         pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs, names)
-        row.update(_wide_load_fractions(pcs))
-        row.update(_ffma_operand_reuse(pcs))
+        blind = _executed_without_sass(pcs)
+        row.update(_wide_load_fractions([] if blind else pcs))
+        row.update(_ffma_operand_reuse([] if blind else pcs))
         by_line, by_opcode = _summed_by(pcs, (_line_of, _opcode_of))
         entries[launch] = {"launch": row, "rules": _rule_rows(ncu_report, action), "source": _line_rows(by_line),
                            "instructions": _hot_instruction_rows(pcs), "opcodes": _opcode_sums(by_opcode),
-                           "missing": sorted(absent), "written_by": written_by, "reader": reader}
+                           "missing": sorted(absent), "written_by": written_by, "reader": reader,
+                           "without_sass": blind}
     return {"entries": entries}
+
+
+def _executed_without_sass(pcs: list[dict]) -> bool:
+    """Per-PC counters for instructions that ran, yet no SASS text for any of them: the report's embedded cubin
+    could not be disassembled (a damaged byte inside it was enough), so every instruction-mix figure would read
+    as zero rather than as unknown."""
+    ran = [pc for pc in pcs if _executed(pc) > 0]
+    return bool(ran) and not any(pc["sass"] for pc in ran)
 
 
 def extract_share(path: Path, launches: list[int]) -> dict:

@@ -547,7 +547,7 @@ def test_damaged_nsys_exports(tmp_path, sqlite_copy):
 
 
 def test_a_half_valid_sqlite_that_fails_inside_pandas(tmp_path):
-    """Schema readable, a table's pages not: pandas wraps sqlite's error in its own DatabaseError."""
+    """Schema readable, a table's pages not: refused before any query reads them."""
     db = tmp_path / "half.sqlite"
     conn = sqlite3.connect(db)
     conn.execute("create table TARGET_INFO_GPU (name text, smCount int)")
@@ -557,8 +557,26 @@ def test_a_half_valid_sqlite_that_fails_inside_pandas(tmp_path):
     data = bytearray(db.read_bytes())
     data[8192:] = b"\xee" * (len(data) - 8192)  # keep the header and schema page, ruin the rows
     db.write_bytes(bytes(data))
-    with pytest.raises(ReportError, match="cannot read .*half.sqlite: (database disk image is malformed|file is)"):
+    with pytest.raises(ReportError, match="half.sqlite is damaged: SQLite's integrity check found Page"):
         read_nsys(db)
+
+
+def test_an_export_with_a_damaged_page_that_still_answers_queries_is_refused(tmp_path, monkeypatch):
+    """One flipped bit in a page of the string table leaves every query answering, with rows in another order
+    (which id names which kernel). SQLite's page check finds it: the export is refused instead of read."""
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    data = bytearray(lzma.decompress((SESSIONS / "triton-matmul-fp32-n4096" / "python3.sqlite.xz").read_bytes()))
+    good = tmp_path / "good.sqlite"
+    good.write_bytes(bytes(data))
+    assert not read_nsys(good).kernels.empty
+    data[12371] ^= 0x01  # inside page 4, a page of StringIds
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(bytes(data))
+    with sqlite3.connect(bad) as conn, sqlite3.connect(good) as intact:
+        query = "select id, value from StringIds"
+        assert conn.execute(query).fetchall() != intact.execute(query).fetchall()  # it answers, differently
+    with pytest.raises(ReportError, match="bad.sqlite is damaged: SQLite's integrity check found .*out of order"):
+        read_nsys(bad)
 
 
 def test_an_nsys_report_without_an_export_or_nsys(tmp_path, monkeypatch):
@@ -790,3 +808,25 @@ def test_a_report_changed_after_the_session_was_written_is_refused(tmp_path, mon
     assert_clear_failure(CliRunner().invoke(main, ["show", "--rebuild", str(session)]), 1,
                          "ladder_bench.ncu-rep.xz changed since the session was written", "the report is damaged")
     assert (session / "tables" / "launches.parquet").read_bytes() == before
+
+
+def test_a_report_whose_embedded_code_is_damaged_warns_instead_of_reading_zeros(tmp_path, monkeypatch):
+    """One flipped byte in the cubin an .ncu-rep embeds still parses, but no PC disassembles any more: the
+    instruction-mix columns used to read 0 FFMAs and a 0.0 share of 128-bit loads, as if measured. They are left
+    empty and the read says why; the undamaged report has no such warning."""
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    data = bytearray(lzma.decompress((SESSIONS / "ladder-n1024" / "matmul_tiled.ncu-rep.xz").read_bytes()))
+    good = tmp_path / "good.ncu-rep"
+    good.write_bytes(bytes(data))
+    intact = load_ncu_report(good)
+    assert not [n for n in intact.notes if n.startswith("warning: ")]
+    assert intact.launches["ffma_instructions"].iloc[0] > 0
+    data[data.find(b"\x7fELF") + 1] ^= 0x10
+    bad = tmp_path / "bad.ncu-rep"
+    bad.write_bytes(bytes(data))
+    damaged = load_ncu_report(bad)
+    assert [n for n in damaged.notes if "per-PC counters without SASS" in n]
+    assert damaged.launches[["ffma_instructions", "ldg128_fraction", "lds128_fraction"]].isna().all(axis=None)
+    assert damaged.launches["duration_ns"].iloc[0] == intact.launches["duration_ns"].iloc[0]
+    result = CliRunner().invoke(main, ["show", str(bad), "-t", "summary"])
+    assert result.exit_code == 0 and "profkit: warning" in result.stderr and "without SASS" in result.stderr
