@@ -379,8 +379,8 @@ def assemble_rows(result: dict) -> dict:
              for name in sorted(missing) if not name.startswith(("tensor_ops_", "peak_tensor", "exact_"))]
     blind = [launch for launch, entry in enumerate(entries) if entry.get("without_sass")]
     if blind:
-        notes.append(f"{DAMAGED}launch {', '.join(map(str, blind))}: per-PC counters without SASS (the report's "
-                     "embedded code could not be disassembled): instruction-mix and source-line figures left empty")
+        notes.append(f"{DAMAGED}launch {', '.join(map(str, blind))}: per-PC counters without SASS (part of the "
+                     "report's embedded code could not be disassembled): instruction-mix and source-line figures left empty")
     written_by, reader = (entries[0]["written_by"], entries[0]["reader"]) if entries else ("", "")
     if written_by and reader and _release(written_by) > _release(reader):
         notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
@@ -428,11 +428,10 @@ def extract_entries(path: Path, version_from: Path | None = None) -> dict:
 
 
 def _executed_without_sass(pcs: list[dict]) -> bool:
-    """Per-PC counters for instructions that ran, yet no SASS text for any of them: the report's embedded cubin
-    could not be disassembled (a damaged byte inside it was enough), so every instruction-mix figure would read
-    as zero rather than as unknown."""
-    ran = [pc for pc in pcs if _executed(pc) > 0]
-    return bool(ran) and not any(pc["sass"] for pc in ran)
+    """Per-PC counters for an instruction that ran, yet no SASS text for it: part of the report's embedded cubin
+    could not be disassembled (one damaged byte inside it was enough; every executed PC of every committed report
+    has its SASS), so the instruction-mix figures would read as smaller, or zero, rather than as unknown."""
+    return any(not pc["sass"] and _executed(pc) > 0 for pc in pcs)
 
 
 def extract_share(path: Path, launches: list[int]) -> dict:
