@@ -61,17 +61,19 @@ def _with_diff_columns(rows: pd.DataFrame) -> pd.DataFrame:
     rows["total_us"] = rows["launches"] * duration
     return rows
 
-def kernel_rows(launches: pd.DataFrame) -> pd.DataFrame:
-    """One row per kernel instance (capture, kernel, grid, block, NVTX path) of a session's launches table.
+def kernel_rows(launches: pd.DataFrame, extra_keys: tuple[str, ...] = ()) -> pd.DataFrame:
+    """One row per kernel instance (capture, kernel, grid, block, NVTX path, and any extra_keys) of a session's
+    launches table.
 
     Numbers are medians over the instance's launches (tables.kernel_table), plus ``_with_diff_columns`` and label.
     """
+    keys = [*KEYS, *(k for k in extra_keys if k not in KEYS)]
     if launches is None or launches.empty or "kernel" not in launches:
-        return pd.DataFrame(columns=[*KEYS, "launches", "label"])
+        return pd.DataFrame(columns=[*keys, "launches", "label"])
     df = launches.copy()
-    for key in KEYS:
+    for key in keys:
         df[key] = df[key].fillna("").astype(str) if key in df else ""
-    rows = _with_diff_columns(kernel_table(df, tuple(KEYS)))
+    rows = _with_diff_columns(kernel_table(df, tuple(keys)))
     rows["label"] = kernel_labels(rows)
     return rows
 
