@@ -193,8 +193,9 @@ COLUMNS: dict[str, Column] = {
                        "time_us - ceiling_us"),
     "saved_pct": Column("%", "saved_us against all kernel time", "derived"),
     "profiled": Column("bool", "whether ncu measured a launch of this instance", "derived"),
-    "profiled_launch": Column("text", "which launch stands for the row: a guided capture's 'run R launch L', "
-                                      "else the capture's launch number", "ncu report / guided plan"),
+    "profiled_launch": Column("text", "which launch stands for the row: a guided capture's 'run 2 launch 7' (ncu "
+                                      "run, launch in it), else the capture's launch number",
+                              "ncu report / guided plan"),
     # ranges, weighted
     "kernels": Column("count", "kernel instances in the range", "ncu"),
     "figure": Column("text", "the counter being averaged", "ncu"),

@@ -9,8 +9,8 @@ Per kernel instance (kernel, grid, block) over the steady state (a guided captur
   span_pct                           the same against the wall-clock span (idle rows use this denominator too)
   module                             the innermost NVTX range holding most of its time (an nn.Module path with
                                      --torch-modules), "(+N more)" when several
-  profiled, profiled_launch          whether ncu measured it, and which launch stands for it (guided: "run R launch
-                                     L"; else the launch number in its capture)
+  profiled, profiled_launch          whether ncu measured it, and which launch stands for it (guided: "run 2 launch
+                                     7", the ncu run and the launch within it; else the launch number in its capture)
   bound                              from ncu's speed of light: memory (busiest of DRAM/L2/L1) or compute (SM) above
                                      60% of peak, else latency; with the unit's % of peak
   top_stall                          the largest warp-stall reason, cycles per issued instruction
@@ -190,7 +190,8 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
 
 
 def _planned_launches(targets: pd.DataFrame | None) -> dict:
-    """(function, grid, block) -> the launch number a guided capture planned for it ("run R launch L")."""
+    """(function, grid, block) -> the launch number a guided capture planned for it ("run 2 launch 7": ncu run 2,
+    its launch 7)."""
     if targets is None or targets.empty or not {"profiled_launch", "function"} <= set(targets.columns):
         return {}
     out = {}

@@ -72,8 +72,8 @@ def profiled_instances(launches: pd.DataFrame) -> pd.DataFrame:
 
 
 def mark_profiled(instances: pd.DataFrame, profiled: pd.DataFrame, retried: set) -> pd.DataFrame:
-    """The plan's instances with `profiled` (which launch stands for each: "run R launch L", or "") and `status`
-    (planned launch / first launch / missing / not targeted)."""
+    """The plan's instances with `profiled` (which launch stands for each: "run 2 launch 7", ncu run 2 and its launch
+    7; or "") and `status` (planned launch / first launch / missing / not targeted)."""
     out = instances.copy()
     found: dict = {}
     for row in profiled.itertuples():
