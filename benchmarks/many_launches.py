@@ -21,8 +21,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--count must be at least 1")
     from profkit.bench import harness
 
-    torch = harness.require_cuda("many_launches")
-    nvtx = harness.require_nvtx("many_launches")
+    torch, nvtx = harness.require_profiling("many_launches")
     x = torch.randn(1 << 20, device="cuda")
     torch.cuda.synchronize()
     with nvtx.annotate("many"):

@@ -285,7 +285,8 @@ class Run:
     seconds: float
 
 
-def _digest_ncu(path: str) -> str:
+def _digest_ncu(path: str) -> tuple[str, bool]:
+    """(digest of what the reader returned, whether its notes say the input is damaged); likewise below."""
     from profkit.parse.ncu import load_ncu_report
 
     report = load_ncu_report(path, timeout=READER_TIMEOUT_S)
@@ -293,15 +294,15 @@ def _digest_ncu(path: str) -> str:
     return hashlib.sha256(report.launches.to_csv(index=False).encode()).hexdigest(), warned
 
 
-def _digest_nsys(path: str) -> str:
+def _digest_nsys(path: str) -> tuple[str, bool]:
     from profkit.parse.nsys import read_nsys
 
     capture = read_nsys(path)
-    return hashlib.sha256((capture.kernels.to_csv(index=False) + capture.nvtx.to_csv(index=False)).encode()).hexdigest(), \
-        False
+    text = capture.kernels.to_csv(index=False) + capture.nvtx.to_csv(index=False)
+    return hashlib.sha256(text.encode()).hexdigest(), False
 
 
-def _digest_session(path: str) -> str:
+def _digest_session(path: str) -> tuple[str, bool]:
     from profkit.session.store import load_session
 
     session = load_session(path)

@@ -432,8 +432,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
         raise ValueError(f"sequence length must be at least 1, got {n}")
     if loop < 0:
         raise ValueError(f"loop must be >= 0, got {loop}")
-    harness.require_cuda("profkit.kernels.flash_attention.profile_workload")
-    nvtx = harness.require_nvtx("profkit.kernels.flash_attention.profile_workload")
+    _, nvtx = harness.require_profiling("profkit.kernels.flash_attention.profile_workload")
 
     batch, heads = shapes[d]
     params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")

@@ -389,8 +389,7 @@ def profile_workload(m: int = 2048, k: int = 4096, n: int = 4096,
 
     if min(m, k, n) < 1:
         raise ValueError(f"m, k, n must be positive, got {m}, {k}, {n}")
-    harness.require_cuda("profkit.kernels.int8.profile_workload")
-    nvtx = harness.require_nvtx("profkit.kernels.int8.profile_workload")
+    _, nvtx = harness.require_profiling("profkit.kernels.int8.profile_workload")
     if include_bnb:
         try:
             import_bitsandbytes()

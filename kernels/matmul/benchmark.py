@@ -307,8 +307,7 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
         raise ValueError(f"n must be positive, got {n}")
     if loop < 0:
         raise ValueError(f"loop must be >= 0, got {loop}")
-    harness.require_cuda("profkit.kernels.matmul.profile_workload")
-    nvtx = harness.require_nvtx("profkit.kernels.matmul.profile_workload")
+    _, nvtx = harness.require_profiling("profkit.kernels.matmul.profile_workload")
 
     torch_dtype, precision = VARIANTS[dtype]
     gen = torch.Generator(device="cuda").manual_seed(0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,7 +139,7 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
         timing_log = existing("timing_log")
         build_log = existing("build_log")
         sass = existing("sass")
-        ncu = [session.file(n) for n in files.get("ncu_reports", []) if session.file(n) is not None] \
+        ncu = [path for name in files.get("ncu_reports", []) if (path := session.file(name)) is not None] \
             or existing("ncu_report")
         plan = existing("targets")  # a guided capture's plan, kept as a file: tables may be derived elsewhere
         targets = pd.read_csv(plan) if plan is not None else pd.DataFrame()
@@ -157,7 +159,7 @@ REPORT_SUFFIXES = (".ncu-rep", ".nsys-rep", ".sqlite")
 """What `open_bundle` reads besides session folders (each also stored .xz or .gz)."""
 
 
-class Bundle:
+class Bundle(ABC):
     """The stored tables of one input (TABLE_NAMES: launches, kernels, nsys_kernels, ...), whatever it was read
     from: a session's tables/ folder, or reports derived in memory. The table registry, the diff and the HTML
     read every input through this one interface.
@@ -170,13 +172,14 @@ class Bundle:
     def __init__(self, name: str, path: Path, manifest: dict):
         self.name, self.path, self.manifest = name, Path(path), manifest
 
+    @abstractmethod
     def stored(self, table: str) -> pd.DataFrame:
-        raise NotImplementedError
+        """One stored table by name (TABLE_NAMES); an empty DataFrame when this input does not hold it."""
 
-    @property
+    @functools.cached_property
     def kinds(self) -> frozenset[str]:
-        """What this input holds: ncu (profiled launches), nsys (a timeline), timings (cudaEvent result lines),
-        pc (per-instruction PC sampling), source (per-line counters), rules (ncu's findings), build (ptxas
+        """What this input holds (worked out once: the registry asks before every table it builds): ncu (profiled
+        launches), nsys (a timeline), timings (cudaEvent result lines), pc (per-instruction PC sampling), source (per-line counters), rules (ncu's findings), build (ptxas
         resources), nvtx (NVTX ranges), copies (memcpy/memset records), notes, guided (a guided capture's plan)."""
         def has(table: str) -> bool:
             return not self.stored(table).empty

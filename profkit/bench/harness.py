@@ -193,6 +193,11 @@ def require_nvtx(what: str = "this capture"):
     return nvtx
 
 
+def require_profiling(what: str):
+    """(torch, nvtx) for a workload that `profkit profile` captures: a CUDA GPU and the NVTX ranges it filters on."""
+    return require_cuda(what), require_nvtx(what)
+
+
 def l2_flush_bytes(l2_bytes: int | None) -> int:
     """Size of the buffer written to evict L2: twice the L2, or DEFAULT_L2_BYTES when unknown."""
     if not l2_bytes:

@@ -380,7 +380,8 @@ def assemble_rows(result: dict) -> dict:
     blind = [launch for launch, entry in enumerate(entries) if entry.get("without_sass")]
     if blind:
         notes.append(f"{DAMAGED}launch {', '.join(map(str, blind))}: per-PC counters without SASS (part of the "
-                     "report's embedded code could not be disassembled): instruction-mix and source-line figures left empty")
+                     "report's embedded code could not be disassembled): instruction-mix figures left empty, "
+                     "per-line figures incomplete")
     written_by, reader = (entries[0]["written_by"], entries[0]["reader"]) if entries else ("", "")
     if written_by and reader and _release(written_by) > _release(reader):
         notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "

@@ -193,12 +193,16 @@ def file_checksums(session: Path) -> dict[str, str]:
 
 def check_file(path: Path, checksums: dict) -> None:
     """A ReportError when the manifest recorded a checksum for this session file and its bytes no longer match."""
-    expected = checksums.get(Path(path).name) if isinstance(checksums, dict) else None
+    _check_sha256(path, checksums, Path(path).name, "the report is damaged",
+                  "restore it from where the session came from (e.g. `git checkout -- <file>`) or capture again")
+
+
+def _check_sha256(path: Path, checksums: dict, key: str, damage: str, hint: str) -> None:
+    """A ReportError saying `damage` when checksums[key] was recorded and path's bytes no longer match it."""
+    expected = checksums.get(key) if isinstance(checksums, dict) else None
     if expected and file_sha256(path) != expected:
         raise ReportError(f"{path} changed since the session was written (its checksum no longer matches the "
-                          "manifest's): the report is damaged",
-                          hint="restore it from where the session came from (e.g. `git checkout -- <file>`) "
-                               "or capture again")
+                          f"manifest's): {damage}", hint=hint)
 
 
 def manifest_seal(manifest: dict) -> str:
@@ -220,11 +224,8 @@ def table_checksums(session: Path) -> dict[str, str]:
 
 def check_table(path: Path, checksums: dict) -> None:
     """A ReportError when the manifest recorded a checksum for this table and its bytes no longer match it."""
-    expected = checksums.get(f"{TABLES}/{Path(path).name}") if isinstance(checksums, dict) else None
-    if expected and file_sha256(path) != expected:
-        raise ReportError(f"{path} changed since the session was written (its checksum no longer matches the "
-                          "manifest's): the stored table is damaged",
-                          hint=f"re-derive the tables from the reports: profkit show --rebuild {Path(path).parent.parent}")
+    _check_sha256(path, checksums, f"{TABLES}/{Path(path).name}", "the stored table is damaged",
+                  f"re-derive the tables from the reports: profkit show --rebuild {Path(path).parent.parent}")
 
 
 def table_file(session: Path, name: str) -> Path | None:
@@ -304,15 +305,13 @@ def read_manifest(path: Path, verify: bool = True) -> dict:
         raise ReportError(f"{target} does not hold a manifest object")
     if "name" not in manifest:  # e.g. a benchmark result saved under the manifest's name
         raise ReportError(f"{target} is not a profkit manifest (no session name in it)")
+    reseal = f"if the edit was deliberate, `profkit show --rebuild {path}` re-derives the tables and seals the " \
+             "manifest again"
     if verify and FILE_CHECKSUMS in manifest and SEAL not in manifest:  # both are written since the same release
-        raise ReportError(f"{target} has lost its seal ({SEAL}): a damaged or hand-edited manifest",
-                          hint=f"if the edit was deliberate, `profkit show --rebuild {path}` re-derives the "
-                               "tables and seals the manifest again")
+        raise ReportError(f"{target} has lost its seal ({SEAL}): a damaged or hand-edited manifest", hint=reseal)
     if verify and SEAL in manifest and manifest[SEAL] != manifest_seal(manifest):
         raise ReportError(f"{target} changed since profkit wrote it (its checksum no longer matches its content): "
-                          "a damaged or hand-edited manifest",
-                          hint=f"if the edit was deliberate, `profkit show --rebuild {path}` re-derives the "
-                               "tables and seals the manifest again")
+                          "a damaged or hand-edited manifest", hint=reseal)
     return manifest
 
 
