@@ -11,6 +11,7 @@ NaN-poisoned buffers. Entries: ``bench``, ``profile_workload``, ``power_probe``
 from __future__ import annotations
 
 import gc
+import json
 import math
 from pathlib import Path
 
@@ -116,36 +117,61 @@ def sdpa_backend(kernel_names) -> str:
     return "unknown"
 
 
-def sdpa_backends_ran(seq: int = 1024, head_dim: int = 64) -> dict:
-    """{sdpa impl: {direction: backend, "kernels": names}}: each SDPA baseline called once (forward, then forward +
-    backward) under torch.profiler on this GPU. A pinned backend that ran something else raises CheckFailed."""
+def _shape_key(batch: int, heads: int, seq: int, head_dim: int) -> str:
+    return f"B={batch} H={heads} N={seq} d={head_dim}"
+
+
+def sdpa_backends_ran(shapes=((1, 8, 1024, 64),)) -> dict:
+    """{shape key: {sdpa impl: {direction: backend, direction_kernels: names}}}: each SDPA baseline called once per
+    (batch, heads, seq, head_dim) shape (forward, then forward + backward) under torch.profiler on this GPU; SDPA
+    picks its backend per shape, so each benchmarked shape is asked. A pinned backend that ran something else
+    raises CheckFailed."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from profkit.bench import harness
 
-    q, k, v = (torch.randn(1, 8, seq, head_dim, device="cuda", dtype=torch.float16, requires_grad=True)
-               for _ in range(3))
+    impls = {name: fn for name, fn in attention_impls().items() if name.startswith("sdpa_")}
     out = {}
-    for name, attention in attention_impls().items():
-        if not name.startswith("sdpa_"):
-            continue
-        row = {}
-        for direction in ("fwd", "bwd"):
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                o = attention(q, k, v, True)
-                if direction == "bwd":
-                    o.sum().backward()
-                torch.cuda.synchronize()
-            kernels = sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
-            row[direction] = sdpa_backend(kernels)
-            row[f"{direction}_kernels"] = kernels
-        pinned = {"sdpa_cudnn": "cudnn", "sdpa_flash": "flash"}.get(name)
-        if pinned and row["fwd"] != pinned:
-            raise harness.CheckFailed(f"{name} pins {pinned} but its kernels say {row['fwd']}: "
-                                      f"{', '.join(row['fwd_kernels'][:4])}")
-        out[name] = row
+    for batch, heads, seq, head_dim in shapes:
+        q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.float16, requires_grad=True)
+                   for _ in range(3))
+        per_impl = {}
+        for name, attention in impls.items():
+            row = {}
+            for direction in ("fwd", "bwd"):
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    o = attention(q, k, v, True)
+                    if direction == "bwd":
+                        o.sum().backward()
+                    torch.cuda.synchronize()
+                kernels = sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+                row[direction] = sdpa_backend(kernels)
+                row[f"{direction}_kernels"] = kernels
+                pinned = {"sdpa_cudnn": "cudnn", "sdpa_flash": "flash"}.get(name)
+                if pinned and row[direction] != pinned:
+                    raise harness.CheckFailed(
+                        f"{name} pins {pinned} but its {direction} kernels at {_shape_key(batch, heads, seq, head_dim)}"
+                        f" say {row[direction]}: {', '.join(kernels[:4])}")
+            per_impl[name] = row
+        out[_shape_key(batch, heads, seq, head_dim)] = per_impl
+        del q, k, v
     return out
+
+
+def label_sdpa_rows(df, backends: dict):
+    """df with an ``sdpa_backend`` column: for each SDPA row (eager or _graph) the backend its kernels showed for
+    that case's shape and direction (sdpa_backends_ran); empty for ours. A row whose shape was not asked reads
+    'unknown' rather than a guess."""
+    def backend(row) -> str:
+        impl = str(row["impl"]).removesuffix("_graph")
+        if not impl.startswith("sdpa_"):
+            return ""
+        p = json.loads(row["params"]) if isinstance(row["params"], str) else row["params"]
+        ran = backends.get(_shape_key(p["batch"], p["heads"], p["seq"], p["head_dim"]), {}).get(impl, {})
+        return ran.get(p["direction"], "unknown")
+
+    return df.assign(sdpa_backend=df.apply(backend, axis=1) if len(df) else [])
 
 
 def attention_impls() -> dict:
@@ -356,8 +382,9 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
     from profkit.bench import flops, harness
 
     harness.require_cuda("profkit.kernels.flash_attention.bench")
-    backends = sdpa_backends_ran()  # what each baseline really runs here, from its kernels' names
     seqs = tuple(seqs or (QUICK_SEQS if quick else BENCH_SEQS))
+    # What each baseline really runs here, per benchmarked shape, from its kernels' names.
+    backends = sdpa_backends_ran([(b, h, n, d) for d, b, h in BENCH_SHAPES for n in seqs])
     memory = memory_table(seqs)
 
     inputs = _CaseInputs()
@@ -375,6 +402,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
         df = pd.concat([df, graph_df], ignore_index=True)
     inputs.clear()
     df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(add_ratio_vs(df, "sdpa_flash"))
+    df = label_sdpa_rows(df, backends)
+    ran_default = sorted(set(df.loc[df["impl"].str.startswith(BASELINE), "sdpa_backend"]))
 
     meta = {
         "workload": WORKLOAD,
@@ -384,8 +413,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
         "timed": TIMED,
         "ceilings": ceilings,
         "ceiling_clocks": ceiling_clocks,
-        "baseline": "torch SDPA, default backend choice; sdpa_flash and sdpa_cudnn pin "
-                    "SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
+        "baseline": f"torch SDPA, default backend choice (its kernels were {' / '.join(ran_default)}'s); "
+                    "sdpa_flash and sdpa_cudnn pin SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
         "sdpa_backends_ran": backends,
         "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES],
         "seqs": list(seqs), "dtype": "float16", "causal": True,

@@ -883,3 +883,29 @@ def test_sdpa_backend_is_read_from_the_kernels_that_ran():
     assert fa_bench.sdpa_backend(["fmha_cutlassF_f16_aligned_64x64_rf_sm80"]) == "efficient"
     assert fa_bench.sdpa_backend(["ampere_fp16_s16816gemm", "softmax_warp_forward"]) == "math"
     assert fa_bench.sdpa_backend(["my_kernel"]) == "unknown"
+
+
+def test_each_sdpa_row_carries_the_backend_its_shape_ran():
+    """Rows get the backend asked for their own shape and direction; ours stay blank; a shape that was not asked
+    reads 'unknown' instead of borrowing another shape's answer."""
+    def params(seq, direction):
+        return json.dumps(dict(batch=4, heads=8, seq=seq, head_dim=64, direction=direction))
+
+    df = pd.DataFrame({"impl": ["fa2_triton", "sdpa_default", "sdpa_default_graph", "sdpa_default", "sdpa_flash"],
+                       "params": [params(512, "fwd"), params(512, "fwd"), params(512, "bwd"), params(4096, "fwd"),
+                                  params(512, "bwd")]})
+    backends = {"B=4 H=8 N=512 d=64": {"sdpa_default": {"fwd": "cudnn", "bwd": "efficient"},
+                                       "sdpa_flash": {"fwd": "flash", "bwd": "flash"}}}
+    labelled = fa_bench.label_sdpa_rows(df, backends)
+    assert labelled["sdpa_backend"].tolist() == ["", "cudnn", "efficient", "unknown", "flash"]
+
+
+@pytest.mark.gpu
+def test_sdpa_backends_ran_names_the_pinned_backends_from_their_kernels():
+    """On a GPU: the flash- and cuDNN-pinned baselines show their own kernels (else CheckFailed), and the default
+    choice resolves to a known backend."""
+    ran = fa_bench.sdpa_backends_ran([(1, 4, 512, 64)])["B=1 H=4 N=512 d=64"]
+    assert ran["sdpa_flash"]["fwd"] == ran["sdpa_flash"]["bwd"] == "flash"
+    assert ran["sdpa_cudnn"]["fwd"] == ran["sdpa_cudnn"]["bwd"] == "cudnn"
+    assert ran["sdpa_default"]["fwd"] in {"cudnn", "flash", "efficient", "math"}
+    assert any("pytorch_flash" in name for name in ran["sdpa_flash"]["fwd_kernels"])
