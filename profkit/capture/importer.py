@@ -24,6 +24,10 @@ def group_files(files: list[Path]) -> dict[str, dict[str, Path]]:
     a second file of the same kind and stem."""
     groups: dict[str, dict[str, Path]] = {}
     for path in map(Path, files):
+        if path.is_dir() and report_kind(path) == "nsys":
+            raise UsageError(f"{path} is an nsys Parquet export: it is read in place (profkit show {path}, "
+                             "profkit.load), not copied into a session",
+                             hint="import the .nsys-rep or .sqlite it was exported from")
         if not path.is_file():
             raise UsageError(f"no such file: {path}")
         kind = report_kind(path)

@@ -1,6 +1,7 @@
-"""Read an Nsight Systems capture through its SQLite export.
+"""Read an Nsight Systems capture through its SQLite or Parquet export.
 
-export.py reads the export's rows (sqlite3 -> Arrow); joins.py attributes GPU work to the CUDA API calls and
+export.py reads the SQLite export's rows (sqlite3 -> Arrow), parquet.py a parquetdir export's (DuckDB, in
+place, the same SQL); joins.py attributes GPU work to the CUDA API calls and
 NVTX ranges behind it (DuckDB). Tables of an NsysCapture:
 - kernels: one row per kernel execution (kernel, function, start_ns, end_ns, duration_ns, grid, block,
   registers_per_thread, static_smem_bytes, dynamic_smem_bytes, local_bytes_per_thread, stream, nvtx_path,
@@ -28,6 +29,7 @@ from profkit.build.ptxas import kernel_base_name
 from profkit.errors import ReportError
 from profkit.parse.nsys.export import NULL_SENTINEL, SQLITE_MAGIC, Export  # noqa: F401 - SQLITE_MAGIC re-exported
 from profkit.parse.nsys.joins import attribute
+from profkit.parse.nsys.parquet import ParquetExport, is_parquet_export
 
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins
 START_END_TYPES = (60, 71)
@@ -123,27 +125,31 @@ def _matching(sqlite: Path, report: Path) -> Path:
 
 
 def read_nsys(path: str | Path) -> NsysCapture:
-    """Kernels, NVTX ranges, copies, memsets and GPU info of one capture (.nsys-rep or .sqlite); an export read
-    before comes from the parse cache (its tables as Parquet, keyed by the export's content).
+    """Kernels, NVTX ranges, copies, memsets and GPU info of one capture (.nsys-rep, .sqlite, or a folder of
+    `nsys export --type parquetdir`); an SQLite export read before comes from the parse cache (its tables as
+    Parquet, keyed by the export's content), a Parquet export is read in place.
 
     The export is read (and a damaged one refused) before DuckDB is needed; without duckdb this raises
     ReaderError, which a capture turns into `tables_pending`."""
     from profkit.parse import cache
 
+    if is_parquet_export(Path(path)):
+        return _read(Path(path), ParquetExport)
     sqlite = sqlite_for(Path(path))
     key = cache.cache_key(sqlite, "nsys") if cache.cache_enabled() else None
     if key is not None and (cached := cache.read_cached(key, CACHED_FRAMES)) is not None:
         return NsysCapture(sqlite, *(cached[name] for name in ("kernels", "nvtx", "gpu")), cached["notes"]["version"],
                            cached["memcpy"], cached["memset"])
-    capture = _read(sqlite)
+    capture = _read(sqlite, Export)
     if key is not None:
         cache.write_cached(key, {**{name: getattr(capture, name) for name in CACHED_FRAMES},
                                  "notes": {"version": capture.version}}, CACHED_FRAMES)
     return capture
 
 
-def _read(sqlite: Path) -> NsysCapture:
-    with Export(sqlite) as export:
+def _read(source: Path, opener) -> NsysCapture:
+    """One capture from its export: `opener` is Export (an .sqlite) or ParquetExport (a parquetdir folder)."""
+    with opener(source) as export:
         raw = _raw_tables(export)
         gpu = _gpu(export)
         meta = dict(export.rows("select name, value from META_DATA_EXPORT")) \
@@ -157,7 +163,7 @@ def _read(sqlite: Path) -> NsysCapture:
         conn.close()
     memcpy = _frame(joined["memcpy"])
     memcpy["copy_kind"] = memcpy["copy_kind"].map(COPY_KINDS).fillna("other")
-    return NsysCapture(sqlite, _frame(joined["kernels"]), _frame(joined["nvtx"]), gpu,
+    return NsysCapture(source, _frame(joined["kernels"]), _frame(joined["nvtx"]), gpu,
                        meta.get("EXPORT_PRODUCT_VERSION", ""), memcpy, _frame(joined["memset"]))
 
 

@@ -1,0 +1,121 @@
+"""The nsys Parquet export (`nsys export --type parquetdir`: one `TABLE.parquet` per table of the SQLite
+schema), read by DuckDB in place.
+
+It answers the same questions as export.Export, in the same SQL: every table is a view whose unsigned columns
+are cast to BIGINT (the SQLite export's integers are signed 64-bit; mixing UBIGINT with the NULL sentinel would
+widen to HUGEINT) and whose `rowid` is the row's position in its file, counted from 1 as SQLite's is (nsys
+writes both exports in the same order, so ties in start break alike). No parse cache: DuckDB reads the columns
+it needs straight from the files, which is what the cache would store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from profkit.errors import ReportError
+from profkit.parse.nsys.export import NSYS_TABLES, NULL_SENTINEL
+
+UNSIGNED = ("UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+
+
+def is_parquet_export(path: Path) -> bool:
+    """A folder holding at least one of the tables every nsys export has, as `TABLE.parquet`."""
+    path = Path(path)
+    return path.is_dir() and any((path / f"{table}.parquet").is_file() for table in NSYS_TABLES)
+
+
+class ParquetExport:
+    """An nsys Parquet export folder behind export.Export's interface: tables, columns, select_list, integers,
+    rows, strings."""
+
+    def __init__(self, path: Path):
+        from profkit.parse.engine import connect
+
+        self.path = Path(path)
+        if not is_parquet_export(self.path):
+            raise ReportError(f"{self.path} is not an nsys Parquet export (no {', '.join(sorted(NSYS_TABLES))} "
+                              "as .parquet)", hint="export one with `nsys export --type parquetdir REPORT.nsys-rep`")
+        self.conn = connect()  # ReaderError where duckdb is missing
+        import duckdb  # noqa: PLC0415 - optional on the capture machine, present once connect() worked
+
+        self._errors = (duckdb.Error, UnicodeDecodeError)
+        self.tables: set[str] = set()
+        self._columns: dict[str, set[str]] = {}
+        for file in sorted(self.path.glob("*.parquet")):
+            try:
+                self._add_view(file.stem, file)
+            except self._errors as exc:
+                self.conn.close()
+                raise self.damaged(exc, file) from exc
+
+    def _add_view(self, table: str, file: Path) -> None:
+        source = f"read_parquet('{_quoted(file)}', file_row_number = true)"
+        described = self.conn.execute(f"describe select * from {source}").fetchall()
+        select = []
+        for name, kind, *_ in described:
+            if name == "file_row_number":
+                continue
+            column = f'"{name}"'
+            select.append(f"cast({column} as bigint) as {column}" if kind in UNSIGNED else column)
+        select.append("file_row_number + 1 as rowid")
+        self.conn.execute(f'create view "{table}" as select {", ".join(select)} from {source}')
+        self.tables.add(table)
+        self._columns[table] = {name for name, *_ in described if name != "file_row_number"}
+
+    def damaged(self, exc: BaseException, file: Path | None = None) -> ReportError:
+        return ReportError(f"cannot read {file or self.path}: {exc}".splitlines()[0],
+                           hint="the export is damaged; export it again (nsys export --type parquetdir "
+                                "--force-overwrite true REPORT.nsys-rep)")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> ParquetExport:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def columns(self, table: str) -> set[str]:
+        return self._columns.get(table, set())
+
+    def select_list(self, table: str, wanted: list[str], *, text: tuple[str, ...] = ()) -> str:
+        """As export.Export.select_list: integers with NULL as NULL_SENTINEL, missing columns as NULL."""
+        have = self.columns(table)
+        out = []
+        for column in wanted:
+            if column not in have:
+                out.append(f"NULL as {column}" if column in text else f"{NULL_SENTINEL} as {column}")
+            elif column in text:
+                out.append(f'"{column}"')
+            else:
+                out.append(f'ifnull(cast("{column}" as bigint), {NULL_SENTINEL}) as {column}')
+        return ", ".join(out)
+
+    def integers(self, sql: str, names: list[str], params: tuple = ()) -> pa.Table:
+        """An all-integer query as an Arrow table (int64; NULL_SENTINEL becomes null)."""
+        try:
+            table = self.conn.sql(sql, params=list(params) or None).to_arrow_table()
+        except self._errors as exc:
+            raise self.damaged(exc) from exc
+        arrays = []
+        for column in table.columns:
+            column = pc.cast(column, pa.int64())
+            arrays.append(pc.if_else(pc.equal(column, NULL_SENTINEL), pa.scalar(None, pa.int64()), column))
+        return pa.table(arrays, names=names)
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self.conn.execute(sql, list(params)).fetchall()
+        except self._errors as exc:
+            raise self.damaged(exc) from exc
+
+    def strings(self) -> dict[int, str]:
+        return dict(self.rows("select id, value from StringIds")) if "StringIds" in self.tables else {}
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")

@@ -1,0 +1,90 @@
+"""An nsys Parquet export (`nsys export --type parquetdir`) reads to the same tables as the SQLite export.
+
+tests/data/parquetdir holds the exports nsys 2025.3.1 wrote on the H200 from two committed reports
+(sessions/train-step-guided: a training step with nested NVTX, copies, memsets and several threads;
+sessions/fa2-n1024-d64: two GPUs in TARGET_INFO_GPU), keeping the tables profkit reads, unmodified.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("duckdb")
+
+import profkit  # noqa: E402
+from profkit.cli import main  # noqa: E402
+from profkit.errors import ReportError  # noqa: E402
+from profkit.parse.nsys import read_nsys  # noqa: E402
+from profkit.parse.nsys.parquet import is_parquet_export  # noqa: E402
+from tests import REPO  # noqa: E402
+
+PARQUET = REPO / "tests" / "data" / "parquetdir"
+EXPORTS = [("train-step-guided", "python3.sqlite.xz"), ("fa2-n1024-d64", "python3.sqlite.xz")]
+FRAMES = ("kernels", "nvtx", "gpu", "memcpy", "memset")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("session,sqlite", EXPORTS)
+def test_a_parquet_export_reads_to_the_sqlite_exports_tables(session, sqlite):
+    from_parquet = read_nsys(PARQUET / session)
+    from_sqlite = read_nsys(REPO / "sessions" / session / sqlite)
+    assert from_parquet.version == from_sqlite.version != ""
+    for frame in FRAMES:
+        pd.testing.assert_frame_equal(getattr(from_parquet, frame), getattr(from_sqlite, frame), obj=frame)
+    assert len(from_parquet.kernels) > 80 and from_parquet.kernels["nvtx_path"].fillna("").str.len().gt(0).any()
+
+
+def test_the_training_step_keeps_its_nested_ranges_and_integer_columns():
+    capture = read_nsys(PARQUET / "train-step-guided")
+    paths = capture.kernels["nvtx_path"].dropna()
+    assert paths.str.count("/").max() >= 1  # nested ranges joined outer/inner
+    for column in ("start_ns", "end_ns", "duration_ns", "registers_per_thread"):
+        assert pd.api.types.is_integer_dtype(capture.kernels[column]), column
+    assert len(capture.memcpy) == 49 and len(capture.memset) == 196
+
+
+def test_show_and_load_take_the_export_folder():
+    folder = PARQUET / "fa2-n1024-d64"
+    result = CliRunner().invoke(main, ["show", str(folder), "-t", "timeline"])
+    assert result.exit_code == 0, result.output
+    assert "_attn_fwd" in result.stdout and "cudnn_generated_fort_native_sdpa" in result.stdout
+    profile = profkit.load(folder)
+    assert "nsys" in profile.kinds and profile.table("timeline")["launches"].sum() == 84
+
+
+def test_a_folder_is_an_export_only_when_it_holds_nsys_tables(tmp_path):
+    assert is_parquet_export(PARQUET / "train-step-guided")
+    (tmp_path / "notes.parquet").write_bytes(b"PAR1")
+    assert not is_parquet_export(tmp_path)
+    result = CliRunner().invoke(main, ["show", str(tmp_path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "not a profkit session nor an nsys Parquet export" in result.output
+
+
+@pytest.mark.parametrize("damage", ["truncated", "random bytes"])
+def test_a_damaged_table_file_is_a_report_error(tmp_path, damage):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for file in (PARQUET / "train-step-guided").iterdir():
+        (folder / file.name).write_bytes(file.read_bytes())
+    kernels = folder / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    data = kernels.read_bytes()
+    kernels.write_bytes(data[: len(data) // 2] if damage == "truncated" else bytes(range(256)) * 40)
+    with pytest.raises(ReportError, match="CUPTI_ACTIVITY_KIND_KERNEL.parquet"):
+        read_nsys(folder)
+    result = CliRunner().invoke(main, ["show", str(folder)])
+    assert result.exit_code == 1 and "Traceback" not in result.output and "profkit: " in result.output
+
+
+def test_import_names_what_to_give_instead_of_the_export_folder(tmp_path):
+    result = CliRunner().invoke(main, ["import", str(PARQUET / "fa2-n1024-d64"), "--name", "pq",
+                                       "--sessions-dir", str(tmp_path)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "is an nsys Parquet export: it is read in place" in result.output
+    assert not any(tmp_path.iterdir())
