@@ -20,9 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from profkit.parse import cache_space, catalog
-from profkit.parse.files import cache_dir, file_digest, remembered_digest
+# cache_enabled is re-exported: the readers ask this module
+from profkit.parse.files import cache_dir, cache_enabled, file_digest, remembered_digest  # noqa: F401
 
-CACHE_VERSION = "6"
+CACHE_VERSION = "7"
 FRAMES = ("launches", "rules", "source", "instructions", "opcodes")
 
 
@@ -82,10 +83,6 @@ def write_cached(key: str, tables: dict, frames: tuple[str, ...] = FRAMES) -> No
         shutil.rmtree(partial, ignore_errors=True)
         return
     cache_space.enforce_limit(keep=(folder,))
-
-
-def cache_enabled() -> bool:
-    return os.environ.get("PROFKIT_NO_CACHE", "") in ("", "0")
 
 
 def _launch_folder(key: str) -> Path:

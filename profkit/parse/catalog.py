@@ -133,6 +133,10 @@ PC_METRICS = {
 }
 
 
+RECORDED_OPCODE_MIX = "sass__thread_inst_executed_true_per_opcode"
+"""Thread instructions executed per opcode (`LDG`, `FFMA`, ...), as ncu recorded them while the kernel ran: kept
+apart from the report's embedded code, so it checks what that code disassembles to (parse.ncu)."""
+
 SASS_PATCHED = ("smsp__sass_inst_executed_op_",)
 """Name prefixes of metrics ncu collects by patching the kernel's SASS: one instrumented replay pass that runs
 every kernel several times slower. On the H200 the four instruction counts of this kind cost 3.6 s of the
@@ -163,8 +167,8 @@ def quick_metrics() -> list[str]:
 
 
 def read_metric_names() -> set[str]:
-    """Every metric a table reads: the candidates of RAW_METRICS and STRING_METRICS, the per-PC metrics and the
-    per-PC stall reasons. A report is pruned to these before the native reader parses it (parse.ncu_file)."""
+    """Every metric a table reads: the candidates of RAW_METRICS and STRING_METRICS, the per-PC metrics, the
+    per-PC stall reasons and the recorded opcode mix. A report is pruned to these before the native reader parses it (parse.ncu_file)."""
     names = {name for candidates in [*RAW_METRICS.values(), *STRING_METRICS.values()] for name in candidates}
-    names |= set(PC_METRICS.values())
+    names |= {*PC_METRICS.values(), RECORDED_OPCODE_MIX}
     return names | {f"{PC_STALL_PREFIX}{PC_STALL_NAMES.get(reason, reason)}" for reason in STALL_REASONS}

@@ -382,6 +382,11 @@ def assemble_rows(result: dict) -> dict:
         notes.append(f"{DAMAGED}launch {', '.join(map(str, blind))}: per-PC counters without SASS (part of the "
                      "report's embedded code could not be disassembled): instruction-mix figures left empty, "
                      "per-line figures incomplete")
+    for launch, entry in enumerate(entries):
+        if entry.get("code_disagrees"):
+            notes.append(f"{DAMAGED}launch {launch}: the report's embedded code does not match the instruction mix "
+                         f"ncu recorded ({entry['code_disagrees']}): the code is damaged; instruction-mix figures "
+                         "left empty, per-line and per-opcode figures unreliable")
     written_by, reader = (entries[0]["written_by"], entries[0]["reader"]) if entries else ("", "")
     if written_by and reader and _release(written_by) > _release(reader):
         notes.insert(0, f"written by Nsight Compute {written_by}, newer than the ncu_report reader ({reader}): "
@@ -417,14 +422,15 @@ def extract_entries(path: Path, version_from: Path | None = None) -> dict:
         row, absent = _launch_row(ncu_report, action, names)
         row.update(range_index=range_idx, action_index=action_idx)
         pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs, names)
-        blind = _executed_without_sass(pcs)
-        row.update(_wide_load_fractions([] if blind else pcs))
-        row.update(_ffma_operand_reuse([] if blind else pcs))
         by_line, by_opcode = _summed_by(pcs, (_line_of, _opcode_of))
+        blind = _executed_without_sass(pcs)
+        disagreement = "" if blind else _code_disagrees(by_opcode, _recorded_opcode_mix(action, names))
+        row.update(_wide_load_fractions([] if blind or disagreement else pcs))
+        row.update(_ffma_operand_reuse([] if blind or disagreement else pcs))
         entries[launch] = {"launch": row, "rules": _rule_rows(ncu_report, action), "source": _line_rows(by_line),
                            "instructions": _hot_instruction_rows(pcs), "opcodes": _opcode_sums(by_opcode),
                            "missing": sorted(absent), "written_by": written_by, "reader": reader,
-                           "without_sass": blind}
+                           "without_sass": blind, "code_disagrees": disagreement}
     return {"entries": entries}
 
 
@@ -433,6 +439,33 @@ def _executed_without_sass(pcs: list[dict]) -> bool:
     could not be disassembled (one damaged byte inside it was enough; every executed PC of every committed report
     has its SASS), so the instruction-mix figures would read as smaller, or zero, rather than as unknown."""
     return any(not pc["sass"] and _executed(pc) > 0 for pc in pcs)
+
+
+def _recorded_opcode_mix(action, names: set) -> dict[str, float]:
+    """catalog.RECORDED_OPCODE_MIX of one launch as {opcode: thread instructions}; {} where the report lacks it."""
+    if catalog.RECORDED_OPCODE_MIX not in names:
+        return {}
+    metric = action.metric_by_name(catalog.RECORDED_OPCODE_MIX)
+    if metric is None or not metric.has_correlation_ids():
+        return {}
+    labels = metric.correlation_ids()
+    return {str(labels.as_string(i)): float(metric.as_double(i)) for i in range(metric.num_instances())}
+
+
+def _code_disagrees(by_opcode: dict, recorded: dict[str, float]) -> str:
+    """Why the disassembled code cannot be what ran, or "": an opcode ncu saw execute in T thread instructions
+    needs W warp instructions of that opcode at the executed PCs with 0 < T <= 32 W. A zeroed block inside the
+    embedded cubin still disassembles, to other instructions (LDG.E.128 read back as something else moved the
+    128-bit load fraction from 0.20 to 0.19 on the ladder's tiled kernel, silently), which this finds."""
+    executed: dict[str, float] = {}
+    for code, sums in by_opcode.items():
+        base = str(code).split(".")[0]
+        executed[base] = executed.get(base, 0.0) + sums.get("instructions_executed", 0.0)
+    for code, threads in sorted(recorded.items(), key=lambda item: -item[1]):
+        if threads > 0 and not 0 < threads <= 32 * executed.get(code, 0.0):
+            return (f"{code}: {threads:.0f} thread instructions recorded, {executed.get(code, 0.0):.0f} warp "
+                    "instructions of it at the executed PCs of the embedded code")
+    return ""
 
 
 def extract_share(path: Path, launches: list[int]) -> dict:

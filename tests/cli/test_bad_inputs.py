@@ -834,3 +834,32 @@ def test_a_report_whose_embedded_code_is_damaged_warns_instead_of_reading_zeros(
     assert damaged.launches["duration_ns"].iloc[0] == intact.launches["duration_ns"].iloc[0]
     result = CliRunner().invoke(main, ["show", str(bad), "-t", "summary"])
     assert result.exit_code == 0 and "profkit: warning" in result.stderr and "without SASS" in result.stderr
+
+
+def test_a_zeroed_block_that_still_disassembles_is_caught_by_the_recorded_opcode_mix(tmp_path, monkeypatch):
+    """1 KiB zeroed inside the embedded cubin (the fuzzer's one silent read: mutant 4154 of seed 1) still
+    disassembles, to other instructions: the 128-bit load fraction read 0.19 instead of 0.20, silently. ncu's own
+    per-opcode count of what ran disagrees with the damaged code, so the read warns and leaves the figures empty;
+    on the intact report the two agree."""
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    data = lzma.decompress((SESSIONS / "ladder-n1024" / "matmul_tiled.ncu-rep.xz").read_bytes())
+    good = tmp_path / "good.ncu-rep"
+    good.write_bytes(data)
+    intact = load_ncu_report(good)
+    assert not [n for n in intact.notes if n.startswith("warning: ")]
+    assert intact.launches["lds128_fraction"].iloc[0] == pytest.approx(0.2)
+    bad = tmp_path / "bad.ncu-rep"
+    bad.write_bytes(data[:8708] + bytes(1024) + data[8708 + 1024:])
+    damaged = load_ncu_report(bad)
+    assert [n for n in damaged.notes if "does not match the instruction mix ncu recorded" in n]
+    assert damaged.launches[["ffma_instructions", "ldg128_fraction", "lds128_fraction"]].isna().all(axis=None)
+    result = CliRunner().invoke(main, ["show", str(bad), "-t", "summary"])
+    assert result.exit_code == 0 and "the code is damaged" in result.stderr
+
+
+def test_the_opcode_mix_check_needs_each_recorded_opcode_at_the_executed_pcs():
+    executed = {"LDG.E.128": {"instructions_executed": 10.0}, "FFMA": {"instructions_executed": 100.0}}
+    assert ncu_parse._code_disagrees(executed, {"LDG": 320.0, "FFMA": 3200.0, "BRA": 0.0}) == ""
+    assert ncu_parse._code_disagrees(executed, {}) == ""  # older reports without the metric: nothing to check
+    assert ncu_parse._code_disagrees(executed, {"LDG": 321.0}).startswith("LDG: 321 thread instructions")
+    assert ncu_parse._code_disagrees(executed, {"STS": 64.0}).startswith("STS: 64 thread instructions recorded, 0")
