@@ -135,8 +135,24 @@ class RegistryHelp(click.Command):
 @click.option("--head", type=click.IntRange(min=1), default=None, help="Print only the first N rows of each table.")
 def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool, columns: str,
          head: int | None) -> None:
-    """Print the tables of sessions (folders or names) and report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too).
-    No GPU needed."""
+    """Print the tables of sessions (folders or names), report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) and
+    nsys Parquet export folders (nsys export --type parquetdir). No GPU needed."""
+    from profkit.cli import replay
+    from profkit.session import sessions_root
+
+    replay_key = None if rebuild else replay.key(paths, dict(tables=tables, every=all_tables, fmt=fmt,
+                                                              columns=columns, head=head), sessions_root())
+    pieces = replay.lookup(replay_key) if replay_key else None
+    if pieces is None:
+        pieces = _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head)
+        if replay_key:
+            replay.store(replay_key, pieces)
+    for to_stderr, text in pieces:
+        click.echo(text, err=to_stderr)
+
+
+def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> list[tuple[bool, str]]:
+    """What `show` prints, as (to stderr, text) pieces in order (cli.replay keeps them)."""
     from profkit.api import show as show_tables
     from profkit.render.terminal import format_table
 
@@ -146,9 +162,8 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
         for path in paths:
             rebuild_session(path)
     result = show_tables(paths, tables, every=all_tables)
-    for profile in dict.fromkeys(profile for profile, _, _ in result):
-        for warning in profile.bundle.warnings():
-            click.echo(f"profkit: {warning}", err=True)
+    pieces = [(True, f"profkit: {warning}") for profile in dict.fromkeys(profile for profile, _, _ in result)
+              for warning in profile.bundle.warnings()]
     wanted = [c.strip() for c in columns.split(",") if c.strip()]
     if wanted:
         from profkit.errors import UsageError
@@ -167,16 +182,14 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
         for profile, name, df in result:
             target = out.setdefault(profile.name, {}) if several else out
             target[name] = json.loads(df.to_json(orient="records"))
-        click.echo(json.dumps(out, indent=1))
-        return
+        return pieces + [(False, json.dumps(out, indent=1))]
     for profile, name, df in result:
         title = f"{profile.name} · {name}" if several else name
         if fmt == "csv":
-            click.echo(f"# {title}")
-            click.echo(df.to_csv(index=False))
+            pieces += [(False, f"# {title}"), (False, df.to_csv(index=False))]
         else:
-            click.echo(format_table(df, f"== {title}"))
-            click.echo()
+            pieces += [(False, format_table(df, f"== {title}")), (False, "")]
+    return pieces
 
 
 @main.command()

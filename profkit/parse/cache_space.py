@@ -1,7 +1,8 @@
 """The cache folder's space: its entries, a size cap kept by evicting the least recently used, `info` and `clear`.
 
 Entries (see parse.files and parse.cache): reports/<digest>-<name> (a decompressed stored report),
-tables/<key>/ (a report's assembled tables), launches/<key>/ (its launches' rows), and digests/ (path -> digest
+tables/<key>/ (a report's assembled tables), launches/<key>/ (its launches' rows), shown/<key>.json (a
+`profkit show` output, cli.replay), and digests/ (path -> digest
 memos, a few bytes each, never evicted). An entry's last use is its access or modification time, whichever is
 later: writes set the one, reads touch the other.
 Without a cap the cache grew to 394 MiB after reading the committed reports once, and a 1000-launch --set full
@@ -22,7 +23,7 @@ from profkit.parse.files import cache_dir
 
 DEFAULT_LIMIT_BYTES = 2 * 2**30
 LIMIT_ENV = "PROFKIT_CACHE_MAX"
-KINDS = ("reports", "tables", "launches")
+KINDS = ("reports", "tables", "launches", "shown")
 """Folders whose entries count against the cap and may be evicted."""
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 

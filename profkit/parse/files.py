@@ -22,6 +22,11 @@ def cache_dir() -> Path:
     return Path(root)
 
 
+def cache_enabled() -> bool:
+    """False when PROFKIT_NO_CACHE is set (to anything but 0): every read parses, every show renders."""
+    return os.environ.get("PROFKIT_NO_CACHE", "") in ("", "0")
+
+
 def file_digest(path: Path) -> str:
     """sha256 of the file's bytes (24 hex digits); remembered by path and stat (remembered_digest) for the next
     call: hashing a 1000-launch --set full report (3.7 GB) takes 2.6 s, a cached read of it must take under 1 s."""

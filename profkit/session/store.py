@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from profkit.errors import ReportError, UsageError
+from profkit.session import sessions_root  # noqa: F401 - re-exported: store is where callers look
 
 MANIFEST = "manifest.json"
 TABLES = "tables"
@@ -30,10 +31,6 @@ SCHEMA_VERSION = 1
 # under 16 MiB and the tree that travels to the GPU machine (64 MiB at most) stays small.
 MAX_PLAIN_FILE_BYTES = 256 * 2**10
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def sessions_root() -> Path:
-    return Path(os.environ.get("PROFKIT_SESSIONS", "sessions"))
 
 
 def check_name(name: str) -> str:

@@ -1,0 +1,83 @@
+"""`profkit show` of an unchanged session prints what it printed before without building a table (no pandas
+import), and renders again whenever anything its output depends on changes."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from profkit.parse import cache_space
+from tests import REPO
+
+SESSION = REPO / "sessions" / "train-step-guided"
+SHOW_AND_REPORT_PANDAS = """
+import sys
+from profkit.cli import main
+try:
+    main(sys.argv[1:])
+finally:
+    print("pandas imported" if "pandas" in sys.modules else "pandas not imported", file=sys.stderr)
+"""
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PROFKIT_NO_CACHE", raising=False)
+    return tmp_path
+
+
+def show(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SHOW_AND_REPORT_PANDAS, "show", *args], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+
+
+def shown_entries(env) -> list:
+    return sorted((env / "cache" / "shown").glob("*.json"))
+
+
+def test_the_second_show_replays_the_first_without_pandas(env):
+    first = show(str(SESSION))
+    assert first.returncode == 0, first.stderr
+    assert "pandas imported" in first.stderr and "== hotspots" in first.stdout
+    second = show(str(SESSION))
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    assert "pandas not imported" in second.stderr
+    assert len(shown_entries(env)) == 1
+    assert [e.kind for e in cache_space.entries(env / "cache")] == ["shown"]  # counted against the cap
+
+
+def test_each_option_set_renders_and_is_kept_apart(env):
+    plain, csv = show(str(SESSION), "-t", "timeline", "--head", "3"), show(str(SESSION), "-t", "timeline",
+                                                                           "--head", "3", "--format", "csv")
+    assert plain.stdout != csv.stdout and csv.stdout.startswith("# timeline")
+    assert show(str(SESSION), "-t", "timeline", "--head", "3", "--format", "csv").stdout == csv.stdout
+    assert len(shown_entries(env)) == 2
+
+
+def test_an_edited_table_is_read_again_and_verified(env):
+    session = shutil.copytree(SESSION, env / "copy", ignore=shutil.ignore_patterns("*.xz", "*.nsys-rep"))
+    first = show(str(session), "-t", "timeline")
+    assert first.returncode == 0, first.stderr
+    table = session / "tables" / "nsys_kernels.parquet"
+    table.write_bytes(table.read_bytes() + b"\0")  # the manifest's checksum no longer matches
+    again = show(str(session), "-t", "timeline")
+    assert again.returncode == 1 and "pandas imported" in again.stderr
+    assert "nsys_kernels" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_no_cache_renders_every_time(env, monkeypatch):
+    monkeypatch.setenv("PROFKIT_NO_CACHE", "1")
+    for _ in range(2):
+        assert "pandas imported" in show(str(SESSION), "-t", "timeline", "--head", "2").stderr
+    assert shown_entries(env) == []
+
+
+def test_a_report_file_is_not_replayed(env):
+    report = REPO / "sessions" / "ladder-n1024" / "matmul_tiled.sqlite.xz"
+    for _ in range(2):
+        result = show(str(report), "-t", "timeline")
+        assert result.returncode == 0 and "pandas imported" in result.stderr
+    assert shown_entries(env) == []
