@@ -4,7 +4,9 @@ writes reports/benchmarks/loading.json.
 
 Inputs, built into a temporary folder (nothing large is committed):
 - nsys exports of 10^4, 10^5, 1.8*10^5 and 10^6 kernels, generated from a committed capture by
-  benchmarks/synthetic_nsys.py (nested NVTX, start/end ranges, two launching threads, 8 CUDA API rows per kernel);
+  benchmarks/synthetic_nsys.py (nested NVTX, start/end ranges, two launching threads, 8 CUDA API rows per kernel),
+  each read as its SQLite file and again as a parquetdir folder of the same tables (no parse cache applies to
+  the folder: its cold and cached runs do the same work);
 - a 1000-launch --set full report: the six real --set full launches of sessions/ladder1-full-n4096 (the six
   ladder kernels, 2.6-4.7 MB each) cycled by benchmarks/many_report.cycle_launches (3.7 GB);
 - the committed sessions, whose `profkit show` reads their stored tables.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.synthetic_nsys import build_export
+from benchmarks.synthetic_nsys import build_export, parquet_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +88,8 @@ def measure_cold_and_cached(label: str, target: Path, repeats: int) -> dict:
             cold.append(timed(show_args(target), env))
         for _ in range(repeats):
             cached.append(timed(show_args(target), env))
-    row = {"input": label, "file": target.name, "bytes": target.stat().st_size, "repeats": repeats,
+    size = sum(p.stat().st_size for p in target.iterdir()) if target.is_dir() else target.stat().st_size
+    row = {"input": label, "file": target.name, "bytes": size, "repeats": repeats,
            "cold_s": statistics.median(r["s"] for r in cold), "cached_s": statistics.median(r["s"] for r in cached),
            "cold_runs_s": [round(r["s"], 3) for r in cold], "cached_runs_s": [round(r["s"], 3) for r in cached],
            "cold_peak_rss_mib": max(r["rss_mib"] for r in cold),
@@ -163,8 +167,13 @@ def bench(out_dir: Path, quick: bool = False, repeats: int = 3) -> dict:
         timelines = []
         for count in kernels:
             export = build_export(count, folder / f"synthetic-{count}.sqlite")
-            timelines.append({**measure_cold_and_cached(f"nsys {count}", export, repeats), "kernels": count})
+            timelines.append({**measure_cold_and_cached(f"nsys {count}", export, repeats), "kernels": count,
+                              "format": "sqlite"})
+            parquet = parquet_dir(export, folder / f"synthetic-{count}")
             export.unlink()
+            timelines.append({**measure_cold_and_cached(f"nsys-parquet {count}", parquet, repeats), "kernels": count,
+                              "format": "parquetdir"})
+            shutil.rmtree(parquet)
         report = many_launch_report(launches, folder)
         reports = [{**measure_cold_and_cached(f"ncu {launches}", report, repeats), "launches": launches,
                     "source": str(MANY_SOURCE.relative_to(ROOT))}]

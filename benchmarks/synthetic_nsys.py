@@ -7,7 +7,7 @@ API_CALLS_PER_KERNEL - 1 other runtime calls (the held-out 180k-kernel trace has
 NVTX: a start/end "train" range over the whole run and an "epoch" range every EPOCH_KERNELS kernels (both
 process-wide, on the main thread), nested push/pop "step s" / "layer l" / op ranges on the launching thread;
 one memcpy and one memset per step. Everything is generated inside SQLite (recursive CTEs), so 10^6 kernels
-take seconds; nothing large is committed.
+take seconds; nothing large is committed. parquet_dir writes the same export as a parquetdir folder.
 
     python -m benchmarks.synthetic_nsys OUT_DIR 10000 100000 1000000
 """
@@ -50,6 +50,36 @@ def build_export(kernels: int, target: Path, template: Path = TEMPLATE) -> Path:
     finally:
         conn.close()
     return target
+
+
+PARQUET_TABLES = (*GENERATED, "StringIds", "META_DATA_EXPORT", "META_DATA_CAPTURE", "TARGET_INFO_GPU")
+SQLITE_TYPES = {"INTEGER": "int64", "TEXT": "string", "REAL": "float64"}
+
+
+def parquet_dir(sqlite: Path, folder: Path, batch: int = 500_000) -> Path:
+    """The tables profkit reads of an SQLite export, written as `nsys export --type parquetdir` lays them out (one
+    TABLE.parquet each, rows in rowid order), batch by batch; column types from the SQLite declarations."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(sqlite)
+    try:
+        tables = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
+        for table in (t for t in PARQUET_TABLES if t in tables):
+            declared = [(row[1], SQLITE_TYPES.get(str(row[2]).upper(), "string"))
+                        for row in conn.execute(f"pragma table_info({table})")]
+            schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in declared])
+            cursor = conn.execute(f"select {', '.join(f'{chr(34)}{n}{chr(34)}' for n, _ in declared)} "
+                                  f"from {table} order by rowid")
+            with pq.ParquetWriter(folder / f"{table}.parquet", schema) as writer:
+                while rows := cursor.fetchmany(batch):
+                    writer.write_table(pa.table([pa.array(column, type=field.type) for column, field
+                                                 in zip(zip(*rows), schema)], schema=schema))
+    finally:
+        conn.close()
+    return folder
 
 
 def _name_id(conn, text: str) -> int:

@@ -74,7 +74,7 @@ def test_cli_info_and_clear(root):
     runner = CliRunner()
     shown = json.loads(runner.invoke(main, ["cache", "info", "--format", "json"]).output)
     assert shown["path"] == str(root) and shown["bytes"] == 2048
-    assert {k["kind"]: k["entries"] for k in shown["kinds"]} == {"reports": 0, "tables": 1, "launches": 0}
+    assert {k["kind"]: k["entries"] for k in shown["kinds"]} == {"reports": 0, "tables": 1, "launches": 0, "shown": 0}
     text = runner.invoke(main, ["cache", "info"])
     assert text.exit_code == 0 and "PROFKIT_CACHE_MAX" in text.output
     cleared = runner.invoke(main, ["cache", "clear"])

@@ -88,3 +88,50 @@ def test_import_names_what_to_give_instead_of_the_export_folder(tmp_path):
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "is an nsys Parquet export: it is read in place" in result.output
     assert not any(tmp_path.iterdir())
+
+
+def _copied_export(tmp_path):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for file in (PARQUET / "train-step-guided").iterdir():
+        (folder / file.name).write_bytes(file.read_bytes())
+    return folder
+
+
+def test_another_parquet_file_under_a_tables_name_is_refused(tmp_path):
+    """A valid Parquet file that is not the nsys table (a session's stored table under the kernel table's name)
+    would read as an empty or garbled timeline: it is refused by the columns it lacks."""
+    folder = _copied_export(tmp_path)
+    stored = REPO / "sessions" / "train-step-guided" / "tables" / "nsys_kernels.parquet"
+    (folder / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").write_bytes(stored.read_bytes())
+    with pytest.raises(ReportError, match="not the nsys table CUPTI_ACTIVITY_KIND_KERNEL .no column end, start"):
+        read_nsys(folder)
+
+
+def test_a_table_that_breaks_its_declared_order_is_refused(tmp_path):
+    """Parquet keeps no page checksums: damage that still decodes shows only as a broken invariant. nsys declares
+    `start` ORDERED; two kernels' starts swapped (the rest intact) is refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = _copied_export(tmp_path)
+    path = folder / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    table = pq.read_table(path)
+    assert b"ORDERED" in table.schema.field("start").metadata[b"schema_info"]
+    start = table.column("start").to_pylist()
+    start[10], start[11] = start[11], start[10]
+    pq.write_table(table.set_column(table.schema.get_field_index("start"), table.schema.field("start"),
+                                    pa.array(start, table.schema.field("start").type)), path)
+    with pytest.raises(ReportError, match="start is declared ORDERED but decreases 1 time"):
+        read_nsys(folder)
+
+
+def test_a_range_that_ends_before_it_starts_is_refused(tmp_path):
+    """32 zeroed bytes inside the Snappy page of NVTX_EVENTS' `end` still decode (the fuzzer's mutant 4610 of
+    seed 1): 29 ranges then ended before they started and the kernels' NVTX paths changed, silently."""
+    folder = _copied_export(tmp_path)
+    path = folder / "NVTX_EVENTS.parquet"
+    data = path.read_bytes()
+    path.write_bytes(data[:7065] + bytes(32) + data[7065 + 32:])
+    with pytest.raises(ReportError, match="29 row.s. end before they start"):
+        read_nsys(folder)

@@ -19,6 +19,13 @@ from profkit.errors import ReportError
 from profkit.parse.nsys.export import NSYS_TABLES, NULL_SENTINEL
 
 UNSIGNED = ("UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+PARQUET_MAGIC = b"PAR1"
+REQUIRED_COLUMNS = {"CUPTI_ACTIVITY_KIND_KERNEL": {"start", "end"}, "CUPTI_ACTIVITY_KIND_MEMCPY": {"start", "end"},
+                    "CUPTI_ACTIVITY_KIND_MEMSET": {"start", "end"}, "CUPTI_ACTIVITY_KIND_RUNTIME": {"start", "end"},
+                    "CUPTI_ACTIVITY_KIND_DRIVER": {"start", "end"}, "NVTX_EVENTS": {"start", "eventType"},
+                    "StringIds": {"id", "value"}}
+"""The tables profkit reads and the columns without which a file of that name is not the nsys table (another
+Parquet file under its name)."""
 
 
 def is_parquet_export(path: Path) -> bool:
@@ -47,11 +54,21 @@ class ParquetExport:
         for file in sorted(self.path.glob("*.parquet")):
             try:
                 self._add_view(file.stem, file)
+                self._check_invariants(file.stem, file)
             except self._errors as exc:
                 self.conn.close()
                 raise self.damaged(exc, file) from exc
+            except ReportError:
+                self.conn.close()
+                raise
 
     def _add_view(self, table: str, file: Path) -> None:
+        with file.open("rb") as handle:
+            head = handle.read(4)
+            handle.seek(max(0, file.stat().st_size - 4))
+            tail = handle.read(4)
+        if head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
+            raise self.damaged("not a Parquet file (its first and last bytes are not PAR1)", file)
         source = f"read_parquet('{_quoted(file)}', file_row_number = true)"
         described = self.conn.execute(f"describe select * from {source}").fetchall()
         select = []
@@ -64,8 +81,38 @@ class ParquetExport:
         self.conn.execute(f'create view "{table}" as select {", ".join(select)} from {source}')
         self.tables.add(table)
         self._columns[table] = {name for name, *_ in described if name != "file_row_number"}
+        lacking = REQUIRED_COLUMNS.get(table, set()) - self._columns[table]
+        if lacking:
+            raise self.damaged(f"not the nsys table {table} (no column {', '.join(sorted(lacking))})", file)
 
-    def damaged(self, exc: BaseException, file: Path | None = None) -> ReportError:
+    def _check_invariants(self, table: str, file: Path) -> None:
+        """Parquet keeps no page checksums, so a damaged block that still decodes (a zeroed run inside a Snappy
+        page does) can only be told by an invariant breaking. On the tables profkit reads: nothing ends before it
+        starts, and the columns nsys declares ORDERED in their field metadata (`start` and `end` of the activity
+        tables, `id` of StringIds) never decrease."""
+        if table not in REQUIRED_COLUMNS:
+            return
+        if {"start", "end"} <= self._columns[table]:
+            backwards = self.conn.execute(f'select count(*) from "{table}" where "end" < start').fetchone()[0]
+            if backwards:
+                raise self.damaged(f"{backwards} row(s) end before they start", file)
+        import pyarrow.parquet as pq  # noqa: PLC0415 - only when an export is read
+
+        try:
+            schema = pq.read_schema(file)
+        except (OSError, pa.ArrowException) as exc:
+            raise self.damaged(exc, file) from exc
+        for field in schema:
+            declared = (field.metadata or {}).get(b"schema_info", b"")
+            if not pa.types.is_integer(field.type) or b"ORDERED" not in declared:
+                continue
+            column = f'"{field.name}"'
+            unordered = self.conn.execute(f'select count(*) from (select {column} - lag({column}) over (order by rowid)'
+                                          f' as step from "{table}") where step < 0').fetchone()[0]
+            if unordered:
+                raise self.damaged(f"{field.name} is declared ORDERED but decreases {unordered} time(s)", file)
+
+    def damaged(self, exc: BaseException | str, file: Path | None = None) -> ReportError:
         return ReportError(f"cannot read {file or self.path}: {exc}".splitlines()[0],
                            hint="the export is damaged; export it again (nsys export --type parquetdir "
                                 "--force-overwrite true REPORT.nsys-rep)")
