@@ -110,7 +110,7 @@ def test_another_parquet_file_under_a_tables_name_is_refused(tmp_path):
 
 def test_a_table_that_breaks_its_declared_order_is_refused(tmp_path):
     """Parquet keeps no page checksums: damage that still decodes shows only as a broken invariant. nsys declares
-    `start` ORDERED; two kernels' starts swapped (the rest intact) is refused."""
+    `start` ORDERED; two kernels' times swapped (each still ends after it starts) is refused."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -118,10 +118,12 @@ def test_a_table_that_breaks_its_declared_order_is_refused(tmp_path):
     path = folder / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
     table = pq.read_table(path)
     assert b"ORDERED" in table.schema.field("start").metadata[b"schema_info"]
-    start = table.column("start").to_pylist()
-    start[10], start[11] = start[11], start[10]
-    pq.write_table(table.set_column(table.schema.get_field_index("start"), table.schema.field("start"),
-                                    pa.array(start, table.schema.field("start").type)), path)
+    for name in ("start", "end"):
+        values = table.column(name).to_pylist()
+        values[10], values[11] = values[11], values[10]
+        field = table.schema.field(name)
+        table = table.set_column(table.schema.get_field_index(name), field, pa.array(values, field.type))
+    pq.write_table(table, path)
     with pytest.raises(ReportError, match="start is declared ORDERED but decreases 1 time"):
         read_nsys(folder)
 
