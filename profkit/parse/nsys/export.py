@@ -13,6 +13,7 @@ export lacks. A damaged file is a ReportError, whatever sqlite3 or the decoding 
 from __future__ import annotations
 
 import sqlite3
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,54 @@ BATCH_ROWS = 200_000
 _READ_ERRORS = (sqlite3.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError, MemoryError)
 
 
-class Export:
+class ExportQueries(ABC):
+    """What the SQLite export (Export) and the Parquet export (parquet.ParquetExport) share: the select lists
+    built from a table's columns, the string table, the context manager. A subclass gives `tables`,
+    `columns(table)`, `rows(sql)`, `close()` and how an integer column is read (INTEGER, a format of its quoted
+    name)."""
+
+    INTEGER = "{}"
+    tables: set[str]
+
+    @abstractmethod
+    def columns(self, table: str) -> set[str]:
+        """The columns `table` has in this export (empty when it lacks the table)."""
+
+    @abstractmethod
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """A small query's rows as Python tuples; a damaged file is a ReportError."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the file."""
+
+    def select_list(self, table: str, wanted: list[str], *, text: tuple[str, ...] = ()) -> str:
+        """`wanted` columns of `table` as a select list: integer columns with NULL as NULL_SENTINEL, columns the
+        export lacks as NULL; `text` columns are left as they are."""
+        have = self.columns(table)
+        out = []
+        for column in wanted:
+            if column not in have:
+                out.append(f"NULL as {column}" if column in text else f"{NULL_SENTINEL} as {column}")
+            elif column in text:
+                out.append(f'"{column}"')
+            else:
+                quoted = f'"{column}"'
+                out.append(f"ifnull({self.INTEGER.format(quoted)}, {NULL_SENTINEL}) as {column}")
+        return ", ".join(out)
+
+    def strings(self) -> dict[int, str]:
+        """StringIds: id -> text (names of kernels, API calls, registered NVTX strings)."""
+        return dict(self.rows("select id, value from StringIds")) if "StringIds" in self.tables else {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Export(ExportQueries):
     """An open nsys SQLite export: its tables and their columns, and typed reads of them."""
 
     def __init__(self, path: Path):
@@ -79,30 +127,10 @@ class Export:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> Export:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:
             self._columns[table] = {row[1] for row in self.conn.execute(f"pragma table_info({table})")}
         return self._columns[table]
-
-    def select_list(self, table: str, wanted: list[str], *, text: tuple[str, ...] = ()) -> str:
-        """`wanted` columns of `table` as a select list: integer columns with NULL as NULL_SENTINEL, columns the
-        export lacks as NULL; `text` columns are left as they are."""
-        have = self.columns(table)
-        out = []
-        for column in wanted:
-            if column not in have:
-                out.append(f"NULL as {column}" if column in text else f"{NULL_SENTINEL} as {column}")
-            elif column in text:
-                out.append(f'"{column}"')
-            else:
-                out.append(f'ifnull("{column}", {NULL_SENTINEL}) as {column}')
-        return ", ".join(out)
 
     def integers(self, sql: str, names: list[str], params: tuple = ()) -> pa.Table:
         """An all-integer query as an Arrow table (int64; NULL_SENTINEL becomes null)."""
@@ -127,7 +155,3 @@ class Export:
             return self.conn.execute(sql, params).fetchall()
         except _READ_ERRORS as exc:
             raise self.damaged(exc) from exc
-
-    def strings(self) -> dict[int, str]:
-        """StringIds: id -> text (names of kernels, API calls, registered NVTX strings)."""
-        return dict(self.rows("select id, value from StringIds")) if "StringIds" in self.tables else {}

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from profkit.errors import ReportError
-from profkit.parse.nsys.export import NSYS_TABLES, NULL_SENTINEL
+from profkit.parse.nsys.export import NSYS_TABLES, NULL_SENTINEL, ExportQueries
 
 UNSIGNED = ("UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
 PARQUET_MAGIC = b"PAR1"
@@ -34,9 +34,11 @@ def is_parquet_export(path: Path) -> bool:
     return path.is_dir() and any((path / f"{table}.parquet").is_file() for table in NSYS_TABLES)
 
 
-class ParquetExport:
+class ParquetExport(ExportQueries):
     """An nsys Parquet export folder behind export.Export's interface: tables, columns, select_list, integers,
     rows, strings."""
+
+    INTEGER = "cast({} as bigint)"
 
     def __init__(self, path: Path):
         from profkit.parse.engine import connect
@@ -120,27 +122,8 @@ class ParquetExport:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> ParquetExport:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def columns(self, table: str) -> set[str]:
         return self._columns.get(table, set())
-
-    def select_list(self, table: str, wanted: list[str], *, text: tuple[str, ...] = ()) -> str:
-        """As export.Export.select_list: integers with NULL as NULL_SENTINEL, missing columns as NULL."""
-        have = self.columns(table)
-        out = []
-        for column in wanted:
-            if column not in have:
-                out.append(f"NULL as {column}" if column in text else f"{NULL_SENTINEL} as {column}")
-            elif column in text:
-                out.append(f'"{column}"')
-            else:
-                out.append(f'ifnull(cast("{column}" as bigint), {NULL_SENTINEL}) as {column}')
-        return ", ".join(out)
 
     def integers(self, sql: str, names: list[str], params: tuple = ()) -> pa.Table:
         """An all-integer query as an Arrow table (int64; NULL_SENTINEL becomes null)."""
@@ -159,9 +142,6 @@ class ParquetExport:
             return self.conn.execute(sql, list(params)).fetchall()
         except self._errors as exc:
             raise self.damaged(exc) from exc
-
-    def strings(self) -> dict[int, str]:
-        return dict(self.rows("select id, value from StringIds")) if "StringIds" in self.tables else {}
 
 
 def _quoted(path: Path) -> str:
