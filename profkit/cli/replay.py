@@ -6,15 +6,16 @@ change between two shows, so the second prints what the first printed.
 
 The key is everything the output depends on: the command's options; for each session its resolved folder and
 the (name, size, mtime, inode) of its manifest and of every file in tables/ (any edit changes it, and that show
-then loads and verifies the session as usual); and profkit's own source files the same way (an upgrade or an
-edit renders again). Only sessions are replayed; report files and export folders go through the parse cache.
-Entries live in the cache folder under shown/, count against its size cap and are evicted least recently used
-first (parse.cache_space).
+then loads and verifies the session as usual); profkit's own source files the same way (an upgrade or an edit
+renders again); and the versions of pandas, numpy, pyarrow and duckdb. Only sessions are replayed; report files
+and export folders go through the parse cache. Entries live in the cache folder under shown/, count against its
+size cap and are evicted least recently used first (parse.cache_space).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import uuid
@@ -24,6 +25,7 @@ from profkit.parse import cache_space
 from profkit.parse.files import cache_dir, cache_enabled
 
 KIND = "shown"
+RENDERING_LIBRARIES = ("pandas", "numpy", "pyarrow", "duckdb")
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -44,6 +46,18 @@ def _code_state() -> list[str]:
     return lines
 
 
+def _library_versions() -> list[str]:
+    """The versions of the libraries that build and format the tables (read from their metadata, not imported):
+    an upgrade may print numbers differently."""
+    out = []
+    for name in RENDERING_LIBRARIES:
+        try:
+            out.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            out.append(f"{name} absent")
+    return out
+
+
 def _session_folder(spec: str, root: Path) -> Path | None:
     for candidate in (Path(spec), root / spec):
         if candidate.is_dir() and (candidate / "manifest.json").is_file():
@@ -56,7 +70,7 @@ def key(paths: tuple[str, ...], options: dict, root: Path) -> str | None:
     name (or cannot be stat'ed), or caching is off (PROFKIT_NO_CACHE): that show renders the ordinary way."""
     if not cache_enabled():
         return None
-    parts = [json.dumps(options, sort_keys=True), *_code_state()]
+    parts = [json.dumps(options, sort_keys=True), *_code_state(), *_library_versions()]
     try:
         for spec in paths:
             folder = _session_folder(spec, root)

@@ -81,3 +81,16 @@ def test_a_report_file_is_not_replayed(env):
         result = show(str(report), "-t", "summary")
         assert result.returncode == 0 and "pandas imported" in result.stderr
     assert shown_entries(env) == []
+
+
+def test_the_key_follows_the_rendering_libraries(env, monkeypatch):
+    """A pandas upgrade may print numbers differently: its version is part of the key."""
+    import importlib.metadata
+
+    from profkit.cli import replay
+
+    before = replay.key((str(SESSION),), {"fmt": "text"}, REPO / "sessions")
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0" if name == "pandas" else real(name))
+    assert replay.key((str(SESSION),), {"fmt": "text"}, REPO / "sessions") != before
+    assert replay.key((str(SESSION), "no-such-session"), {"fmt": "text"}, REPO / "sessions") is None
