@@ -26,6 +26,8 @@ REQUIRED_COLUMNS = {"CUPTI_ACTIVITY_KIND_KERNEL": {"start", "end"}, "CUPTI_ACTIV
                     "StringIds": {"id", "value"}}
 """The tables profkit reads and the columns without which a file of that name is not the nsys table (another
 Parquet file under its name)."""
+READ_TABLES = (*REQUIRED_COLUMNS, "TARGET_INFO_GPU", "META_DATA_EXPORT", "META_DATA_CAPTURE")
+"""Every table profkit queries; a real export holds some 45 files, the others are left unopened."""
 
 
 def is_parquet_export(path: Path) -> bool:
@@ -53,7 +55,9 @@ class ParquetExport(ExportQueries):
         self._errors = (duckdb.Error, UnicodeDecodeError)
         self.tables: set[str] = set()
         self._columns: dict[str, set[str]] = {}
-        for file in sorted(self.path.glob("*.parquet")):
+        for file in (self.path / f"{table}.parquet" for table in READ_TABLES):
+            if not file.is_file():
+                continue
             try:
                 self._add_view(file.stem, file)
                 self._check_invariants(file.stem, file)
