@@ -4,24 +4,23 @@ Five tables come out of a report:
 - launches: one row per profiled kernel launch; identity columns (launch, kernel, function, mangled,
   nvtx_path, device_name) then the raw metrics of `catalog.RAW_METRICS` under their column names, plus
   ldg128_fraction / lds128_fraction (share of executed global / shared loads that are 128-bit, from SASS) and
-  the FFMA register-use columns of `_ffma_operand_reuse` (FFMA_REUSE_COLUMNS);
+  the FFMA register-use columns of `ncu_pcs.ffma_operand_reuse` (FFMA_REUSE_COLUMNS);
 - rules: ncu's rule results (launch, kernel, rule, section, title, message, speedup_type, speedup_pct);
 - source: per launch and source line (file, line): instructions executed, warp-state samples (total and
   per stall reason), excessive L2 sectors from uncoalesced global access, excessive shared wavefronts;
-- instructions: per launch, its HOT_INSTRUCTIONS most-sampled SASS instructions (pc; offset, from the launch's
-  lowest PC, as cuobjdump numbers them; sass, opcode, file, line, the per-PC counters above, and kernel_samples:
+- instructions: per launch, its ncu_pcs.HOT_INSTRUCTIONS most-sampled SASS instructions (pc; offset, from the
+  launch's lowest PC, as cuobjdump numbers them; sass, opcode, file, line, the per-PC counters above, and kernel_samples:
   the launch's samples over every PC);
 - opcodes: per launch and SASS opcode (modifiers kept: LDS.128, FFMA), the same counters summed.
 
 The `ncu_report` native library can take the process down on malformed input, so `load_ncu_report`
-extracts in a child process by default. The child builds plain rows (lists of dicts) and never imports
-pandas (half of a fresh worker's start: 0.29 of 0.58 s and 93 of 237 MiB on the 2-core CI machine);
-the parent turns the rows into DataFrames.
+extracts in a child process by default. The child builds plain rows (lists of dicts; the per-PC sums in numpy,
+parse.ncu_pcs) and never imports pandas (half of a fresh worker's start: 0.29 of 0.58 s and 93 of 237 MiB on the
+2-core CI machine); the parent turns the rows into DataFrames.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import pickle
@@ -33,10 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
+
 from profkit.build.ptxas import kernel_base_name
-from profkit.build.sass import HFMA_MOVE, ffma_registers as _ffma_registers, opcode as _sass_opcode
 from profkit.errors import ReaderError, ReportError
-from profkit.parse import catalog
+from profkit.parse import catalog, ncu_pcs
 
 NCU_MAGIC = b"NVR\x00"
 _WRITER_VERSION = re.compile(rb"Nsight Compute Target\x12.(\d{4}\.\d+(?:\.\d+)*)", re.DOTALL)
@@ -46,11 +46,6 @@ _WORKER_ERROR = 3  # the worker's exit status for a ProfkitError, pickled to std
 _NATIVE_NOISE = ("WARNING: All log messages before absl::InitializeLog()", "*** Check failure stack trace")
 LAUNCH_FRONT = ["launch", "range_index", "action_index", "kernel", "function", "mangled", "nvtx_path", "device_name"]
 RULE_COLUMNS = ["launch", "kernel", "rule", "section", "title", "message", "speedup_type", "speedup_pct"]
-# A launch's SASS lines repeat in every launch of its kernel: parse each line once per process.
-sass_opcode = functools.lru_cache(maxsize=1 << 16)(_sass_opcode)
-ffma_registers = functools.lru_cache(maxsize=1 << 16)(_ffma_registers)
-HOT_INSTRUCTIONS = 25
-"""SASS instructions kept per launch in the instructions table, the most sampled first."""
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -334,17 +329,16 @@ def extract_rows(path: Path) -> dict:
 
 def _valid_text(row: dict) -> dict:
     """A row whose strings are valid UTF-8: a damaged report can hand back names with lone surrogates, which a
-    DataFrame's string columns cannot hold (each becomes U+FFFD)."""
-    return {k: v.encode("utf-8", "replace").decode("utf-8") if isinstance(v, str) else v for k, v in row.items()}
+    DataFrame's string columns cannot hold (each becomes U+FFFD). Done in the reader child, per launch row and
+    rule (the per-PC strings once per instruction, ncu_pcs.Code): over the 90k child rows of a 1000-launch report
+    it cost the parent 0.8 s after the children finished."""
+    return {k: ncu_pcs.valid_text(v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 def tables_from_rows(rows: dict) -> dict:
     """extract_rows' plain rows -> the launches / rules / source / instructions / opcodes DataFrames (and the
     notes)."""
     import pandas as pd
-
-    rows = {name: [_valid_text(row) for row in value] if isinstance(value, list) and value
-                  and isinstance(value[0], dict) else value for name, value in rows.items()}
 
     def frame(name: str, columns: list[str]) -> pd.DataFrame:
         return pd.DataFrame(rows[name]) if rows[name] else pd.DataFrame(columns=columns)
@@ -421,24 +415,19 @@ def extract_entries(path: Path, version_from: Path | None = None) -> dict:
         names = set(action.metric_names())  # one native call per launch, shared by both readers below
         row, absent = _launch_row(ncu_report, action, names)
         row.update(range_index=range_idx, action_index=action_idx)
-        pcs = _pc_rows(action, row["mangled"] or row["function"], known_pcs, names)
-        by_line, by_opcode = _summed_by(pcs, (_line_of, _opcode_of))
-        blind = _executed_without_sass(pcs)
-        disagreement = "" if blind else _code_disagrees(by_opcode, _recorded_opcode_mix(action, names))
-        row.update(_wide_load_fractions([] if blind or disagreement else pcs))
-        row.update(_ffma_operand_reuse([] if blind or disagreement else pcs))
-        entries[launch] = {"launch": row, "rules": _rule_rows(ncu_report, action), "source": _line_rows(by_line),
-                           "instructions": _hot_instruction_rows(pcs), "opcodes": _opcode_sums(by_opcode),
+        pcs = _pc_counters(action, row["mangled"] or row["function"], known_pcs, names)
+        by_line, by_opcode = ncu_pcs.line_and_opcode_sums(pcs)
+        blind = ncu_pcs.executed_without_sass(pcs)
+        disagreement = "" if blind else ncu_pcs.code_disagrees(by_opcode, _recorded_opcode_mix(action, names))
+        trusted = ncu_pcs.PcCounters() if blind or disagreement else pcs
+        row.update(ncu_pcs.wide_load_fractions(trusted))
+        row.update(ncu_pcs.ffma_operand_reuse(trusted))
+        rules = [_valid_text(rule) for rule in _rule_rows(ncu_report, action)]
+        entries[launch] = {"launch": _valid_text(row), "rules": rules, "source": ncu_pcs.line_rows(by_line),
+                           "instructions": ncu_pcs.hot_instruction_rows(pcs), "opcodes": ncu_pcs.opcode_rows(by_opcode),
                            "missing": sorted(absent), "written_by": written_by, "reader": reader,
                            "without_sass": blind, "code_disagrees": disagreement}
     return {"entries": entries}
-
-
-def _executed_without_sass(pcs: list[dict]) -> bool:
-    """Per-PC counters for an instruction that ran, yet no SASS text for it: part of the report's embedded cubin
-    could not be disassembled (one damaged byte inside it was enough; every executed PC of every committed report
-    has its SASS), so the instruction-mix figures would read as smaller, or zero, rather than as unknown."""
-    return any(not pc["sass"] and _executed(pc) > 0 for pc in pcs)
 
 
 def _recorded_opcode_mix(action, names: set) -> dict[str, float]:
@@ -450,22 +439,6 @@ def _recorded_opcode_mix(action, names: set) -> dict[str, float]:
         return {}
     labels = metric.correlation_ids()
     return {str(labels.as_string(i)): float(metric.as_double(i)) for i in range(metric.num_instances())}
-
-
-def _code_disagrees(by_opcode: dict, recorded: dict[str, float]) -> str:
-    """Why the disassembled code cannot be what ran, or "": an opcode ncu saw execute in T thread instructions
-    needs W warp instructions of that opcode at the executed PCs with 0 < T <= 32 W. A zeroed block inside the
-    embedded cubin still disassembles, to other instructions (LDG.E.128 read back as something else moved the
-    128-bit load fraction from 0.20 to 0.19 on the ladder's tiled kernel, silently), which this finds."""
-    executed: dict[str, float] = {}
-    for code, sums in by_opcode.items():
-        base = str(code).split(".")[0]
-        executed[base] = executed.get(base, 0.0) + sums.get("instructions_executed", 0.0)
-    for code, threads in sorted(recorded.items(), key=lambda item: -item[1]):
-        if threads > 0 and not 0 < threads <= 32 * executed.get(code, 0.0):
-            return (f"{code}: {threads:.0f} thread instructions recorded, {executed.get(code, 0.0):.0f} warp "
-                    "instructions of it at the executed PCs of the embedded code")
-    return ""
 
 
 def extract_share(path: Path, launches: list[int]) -> dict:
@@ -496,7 +469,7 @@ def _metric_value(metric) -> float | str | None:
             return metric.as_string()
         count = metric.num_instances()
         if count > 1 or (count == 1 and metric.has_correlation_ids()):
-            return float(sum(metric.as_double(i) for i in range(count)))
+            return float(sum(_instance_values(metric, count)))
         return float(metric.as_double())
     except Exception:  # noqa: BLE001 - a malformed metric becomes NaN, reported as missing
         return None
@@ -559,213 +532,61 @@ def _rule_rows(ncu_report, action) -> list[dict]:
     return rows
 
 
-def _pc_rows(action, function: str = "", known: dict | None = None, names: set[str] | None = None) -> list[dict]:
-    """One row per program counter: SASS text, source file/line, and the per-PC counters.
+def _pc_counters(action, function: str = "", known: dict | None = None,
+                 names: set[str] | None = None) -> ncu_pcs.PcCounters:
+    """The launch's per-PC counters (catalog.PC_METRICS and the per-reason stall samples) with each PC's code.
 
-    SASS and source lookups are the costly native calls; `known` caches them per (function, PC) across
-    the launches of one report (every launch of a kernel has the same code), and SASS is only read for
-    instructions that executed (the 128-bit and HFMA2 figures weight by executions)."""
+    SASS and source lookups are the costly native calls; `known` keeps them per (function, PC) across the
+    launches of one report (every launch of a kernel has the same code), and SASS is only read for instructions
+    that executed (the 128-bit and HFMA2 figures weight by executions)."""
     known = {} if known is None else known
     names = set(action.metric_names()) if names is None else names
-    columns: dict[str, dict[int, float]] = {}  # column -> PC -> value, a PC's instances summed
-
-    def collect(column: str, metric_name: str) -> None:
+    metrics = [*catalog.PC_METRICS.items(),
+               *((f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{catalog.PC_STALL_NAMES.get(reason, reason)}")
+                 for reason in catalog.STALL_REASONS)]
+    found = []
+    for column, metric_name in metrics:
         if metric_name not in names:
-            return
+            continue
         metric = action.metric_by_name(metric_name)
-        if metric is None or not metric.has_correlation_ids():
-            return
-        count = metric.num_instances()
-        pcs, values = _instances(metric, count)
-        if len(set(pcs)) == count:
-            columns[column] = dict(zip(pcs, values))
-            return
-        summed = columns.setdefault(column, {})
-        for pc, value in zip(pcs, values):
-            summed[pc] = summed.get(pc, 0.0) + value
-
-    for column, metric_name in catalog.PC_METRICS.items():
-        collect(column, metric_name)
-    for reason in catalog.STALL_REASONS:
-        collect(f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{catalog.PC_STALL_NAMES.get(reason, reason)}")
-    executed = columns.get("instructions_executed", {})
-    rows: dict[int, dict] = {}
-    for pc in dict.fromkeys(itertools.chain.from_iterable(columns.values())):  # PCs in first-seen order
-        key = (function, pc, executed.get(pc, 0.0) > 0)
+        if metric is not None and metric.has_correlation_ids():
+            found.append((column, *_instances(metric, metric.num_instances())))
+    pcs, columns = ncu_pcs.gather(found)
+    executed = columns.get("instructions_executed")
+    ran = (executed > 0).tolist() if executed is not None else [False] * len(pcs)
+    code = []
+    for pc, did_run in zip(pcs, ran):
+        key = (function, pc, did_run)
         if key not in known:
             info = action.source_info(pc)
-            known[key] = (action.sass_by_pc(pc) or "" if key[2] else "",
-                          info.file_name() if info else "", info.line() if info else -1)
-        sass, file, line = known[key]
-        rows[pc] = {"pc": pc, "sass": sass, "file": file, "line": line}
-    for column, values in columns.items():  # each row's counters in column order
-        for pc, value in values.items():
-            rows[pc][column] = value
-    return list(rows.values())
+            known[key] = ncu_pcs.Code(ncu_pcs.valid_text(action.sass_by_pc(pc) or "" if did_run else ""),
+                                      ncu_pcs.valid_text(info.file_name() if info else ""),
+                                      info.line() if info else -1)
+        code.append(known[key])
+    return ncu_pcs.PcCounters(pcs, code, columns)
 
 
-_PC_FIELDS = ("pc", "sass", "file", "line")
-"""The fields every per-PC row starts with, in this order; its counters follow."""
-
-
-def _instances(metric, count: int) -> tuple[list[int], list[float]]:
-    """An instanced metric's (PCs, values): map() over the reader's functions runs the per-instance loop in C (17k
-    instances a launch on average in the ladder's --set full report), and the module's own functions skip the
-    SWIG wrapper's Python frame (0.8 s of every 120 launches)."""
+def _instances(metric, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """An instanced metric's (PCs, values) as arrays (17k instances a launch on average in the ladder's --set full
+    report)."""
     ids = metric.correlation_ids()
-    native = getattr(sys.modules.get("ncu_report"), "_ncu_report", None)
-    as_uint64, as_double = (getattr(native, "IMetric_as_uint64", None), getattr(native, "IMetric_as_double", None))
-    if as_uint64 is None or as_double is None:
-        return list(map(ids.as_uint64, range(count))), list(map(metric.as_double, range(count)))
-    return (list(map(as_uint64, itertools.repeat(ids, count), range(count))),
-            list(map(as_double, itertools.repeat(metric, count), range(count))))
+    as_uint64 = getattr(_native(), "IMetric_as_uint64", None)
+    pcs = map(as_uint64, itertools.repeat(ids, count), range(count)) if as_uint64 else map(ids.as_uint64, range(count))
+    return (np.fromiter(pcs, dtype=np.uint64, count=count),
+            np.fromiter(_instance_values(metric, count), dtype=np.float64, count=count))
 
 
-def _counter_columns(pcs: list[dict]) -> list[str]:
-    """The per-PC counter columns present in pcs, in first-seen order."""
-    return [k for k in dict.fromkeys(itertools.chain.from_iterable(pcs)) if k not in _PC_FIELDS]
+def _instance_values(metric, count: int):
+    """The values of a metric's instances, in order: map() over the reader's own function runs the per-instance
+    loop in C and skips the SWIG wrapper's Python frame (0.8 s of every 120 launches)."""
+    as_double = getattr(_native(), "IMetric_as_double", None)
+    return map(as_double, itertools.repeat(metric, count), range(count)) if as_double else \
+        map(metric.as_double, range(count))
 
 
-def _count(pc: dict, column: str) -> float:
-    """A PC's counter, 0 where it lacks it (or reads NaN)."""
-    value = pc.get(column)
-    return 0.0 if value is None or math.isnan(value) else float(value)
-
-
-def _summed(pcs: list[dict], key: Callable[[dict], object]) -> dict[object, dict]:
-    """key -> every counter column summed over the PCs with that key (PCs whose key is None left out); a counter a
-    PC lacks, or reads NaN, adds nothing."""
-    return _summed_by(pcs, (key,))[0]
-
-
-def _summed_by(pcs: list[dict], keys: tuple[Callable[[dict], object], ...]) -> list[dict[object, dict]]:
-    """_summed for several keys in one pass over the PCs (the per-line and per-opcode sums of every launch)."""
-    columns = _counter_columns(pcs)
-    grouped: list[dict[object, dict]] = [{} for _ in keys]
-    for pc in pcs:
-        targets = []
-        for key, groups in zip(keys, grouped):
-            group = key(pc)
-            if group is not None:
-                sums = groups.get(group)
-                targets.append(sums if sums is not None else groups.setdefault(group, dict.fromkeys(columns, 0.0)))
-        for column, value in itertools.islice(pc.items(), len(_PC_FIELDS), None):
-            if value == value:  # value != value: NaN
-                for sums in targets:
-                    sums[column] += value
-    return grouped
-
-
-def _line_of(pc: dict) -> tuple:
-    return pc["file"], pc["line"]
-
-
-def _opcode_of(pc: dict) -> str | None:
-    return sass_opcode(pc["sass"] or "") or None
-
-
-def _executed(pc: dict) -> float:
-    """A PC's executed instructions, 0 where it lacks them or reads NaN (_count, inlined for the hot loops)."""
-    value = pc.get("instructions_executed", 0.0)
-    return value if value == value else 0.0
-
-
-def _wide_load_fractions(pcs: list[dict]) -> dict:
-    """Share of executed global (LDG) and shared (LDS) loads that are 128-bit, and HFMA2 register moves."""
-    out = {"ldg128_fraction": math.nan, "lds128_fraction": math.nan, "hfma_move_instructions": math.nan}
-    if not any("instructions_executed" in pc for pc in pcs):
-        return out
-    out["hfma_move_instructions"] = float(sum(_executed(pc) for pc in pcs if HFMA_MOVE.search(pc["sass"] or "")))
-    opcodes = [(sass_opcode(pc["sass"] or ""), _executed(pc)) for pc in pcs]
-    for prefix, column in (("LDG", "ldg128_fraction"), ("LDS", "lds128_fraction")):
-        total = sum(count for code, count in opcodes if code.startswith(prefix))
-        if total > 0:
-            wide = sum(count for code, count in opcodes if code.startswith(prefix) and ".128" in code)
-            out[column] = float(wide / total)
-    return out
-
-
-FFMA_REUSE_COLUMNS = ("ffma_instructions", "ffma_inplace_fraction", "ffma_unshared_fraction",
-                      "ffma_dispatch_shared_per_m", "ffma_dispatch_unshared_per_m")
-
-
-def _ffma_operand_reuse(pcs: list[dict]) -> dict:
-    """How one launch's executed fp32 FFMAs use registers, in program (PC) order, weighted by executions:
-    ffma_instructions, the executed (warp-level) FFMAs; ffma_inplace_fraction, the share that write the register
-    they add (`FFMA R7, R1, R2, R7`: the accumulator stays put); ffma_unshared_fraction, the share that read none
-    of their three sources from the register the FFMA before them read in the same operand slot, so the operand
-    reuse cache (which keeps a source for a later instruction reading it in that slot) can serve none of their
-    reads; ffma_dispatch_shared_per_m / _unshared_per_m, dispatch-stall PC samples per million executions of the
-    FFMAs that do / do not share one (comparable between kernels of one report, which share a sampling
-    interval). NaN without per-PC SASS or without executed FFMAs."""
-    out = dict.fromkeys(FFMA_REUSE_COLUMNS, math.nan)
-    if not any("instructions_executed" in pc for pc in pcs):
-        return out
-    executed = {True: 0.0, False: 0.0}
-    dispatch = {True: 0.0, False: 0.0}
-    in_place = 0.0
-    previous = None
-    for pc in sorted(pcs, key=lambda pc: pc["pc"]):
-        registers = ffma_registers(pc["sass"] or "")
-        if registers is None:
-            continue
-        destination, sources = registers
-        shared = previous is not None and any(s is not None and s == p for s, p in zip(sources, previous))
-        count = _count(pc, "instructions_executed")
-        executed[shared] += count
-        dispatch[shared] += _count(pc, "stall_dispatch_stall")
-        in_place += count if destination == sources[2] else 0.0
-        previous = sources
-    total = executed[True] + executed[False]
-    out["ffma_instructions"] = total
-    if total <= 0:
-        return out
-    out["ffma_inplace_fraction"] = in_place / total
-    out["ffma_unshared_fraction"] = executed[False] / total
-    if any("stall_dispatch_stall" in pc for pc in pcs):
-        for shared, column in ((True, "ffma_dispatch_shared_per_m"), (False, "ffma_dispatch_unshared_per_m")):
-            if executed[shared] > 0:
-                out[column] = 1e6 * dispatch[shared] / executed[shared]
-    return out
-
-
-def _source_rows(pcs: list[dict]) -> list[dict]:
-    """Per-PC counters summed per source line (file, line), sorted by file then line; a counter a PC
-    lacks counts 0; stall_samples is the sum of the stall_* columns."""
-    return _line_rows(_summed(pcs, _line_of))
-
-
-def _line_rows(grouped: dict) -> list[dict]:
-    return [{"file": file, "line": line, **sums,
-             "stall_samples": sum((v for c, v in sums.items() if c.startswith("stall_")), 0.0)}
-            for (file, line), sums in sorted(grouped.items(), key=lambda item: item[0])]
-
-
-def _hot_instruction_rows(pcs: list[dict], top: int = HOT_INSTRUCTIONS) -> list[dict]:
-    """The top most-sampled instructions of one launch (sampled ones only), most sampled first; each row has
-    every counter column (0 where the PC lacks it) and kernel_samples, the launch's samples over all PCs."""
-    columns = _counter_columns(pcs)
-    if "samples" not in columns:
-        return []
-    samples = [_count(pc, "samples") for pc in pcs]
-    total = sum(samples)
-    start = min(pc["pc"] for pc in pcs)
-    hot = [pc for _, pc in sorted(((-n, pc["pc"]), pc) for n, pc in zip(samples, pcs) if n > 0)]
-    return [{"pc": pc["pc"], "offset": pc["pc"] - start, "sass": (pc["sass"] or "").strip(),
-             "opcode": sass_opcode(pc["sass"] or ""), "file": pc["file"], "line": pc["line"],
-             **{c: _count(pc, c) for c in columns}, "kernel_samples": total}
-            for pc in hot[:top]]
-
-
-def _opcode_rows(pcs: list[dict]) -> list[dict]:
-    """Per-PC counters summed per SASS opcode (with its modifiers), most executed first; PCs that never executed
-    (no SASS read) are left out."""
-    return _opcode_sums(_summed(pcs, _opcode_of))
-
-
-def _opcode_sums(grouped: dict) -> list[dict]:
-    rows = [{"opcode": code, **sums} for code, sums in grouped.items()]
-    return sorted(rows, key=lambda r: (-r.get("instructions_executed", 0.0), r["opcode"]))
+def _native():
+    """The ncu_report module's compiled half, or None (another build of the reader)."""
+    return getattr(sys.modules.get("ncu_report"), "_ncu_report", None)
 
 
 def _main(argv: list[str]) -> int:

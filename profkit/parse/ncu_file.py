@@ -205,7 +205,15 @@ def prune_payload(payload: bytes, keep_ids: set[int]) -> bytes:
             if number == SECTIONS_FIELD:
                 continue
             if number == METRICS_FIELD:
-                metric_id = varint(payload, body + 1)[0] if length > 1 and payload[body] == 0x08 else None
+                metric_id = None
+                if length > 1 and payload[body] == 0x08:  # ids below 2^14 (every one so far) take two bytes at most
+                    low = payload[body + 1]
+                    if low < 0x80:
+                        metric_id = low
+                    elif length > 2 and payload[body + 2] < 0x80:
+                        metric_id = (low & 0x7F) | (payload[body + 2] << 7)
+                    else:
+                        metric_id = varint(payload, body + 1)[0]
                 if metric_id not in keep_ids:
                     continue
         elif wire == 0:

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from profkit.analyse.instructions import hot_instructions, opcode_mix, stall_mix
 from profkit.cli import main
-from profkit.parse import ncu
+from profkit.parse import ncu_pcs
+from profkit.parse.ncu_pcs import PcCounters
 from profkit.session.store import load_session, table_file
 from tests import REPO
 
@@ -31,39 +32,53 @@ PCS = [_pc(0x1000, "      LDS.128 R4, [R2]", 10, 6, barrier=5, selected=1),
        _pc(0x1040, "      EXIT", 1, 0)]
 
 
+def _opcode_rows(rows):
+    return ncu_pcs.opcode_rows(ncu_pcs.line_and_opcode_sums(PcCounters.from_rows(rows))[1])
+
+
+def _line_rows(rows):
+    return ncu_pcs.line_rows(ncu_pcs.line_and_opcode_sums(PcCounters.from_rows(rows))[0])
+
+
+def _ffma_operand_reuse(rows):
+    return ncu_pcs.ffma_operand_reuse(PcCounters.from_rows(rows))
+
+
 def test_hot_instruction_rows_rank_sampled_pcs_and_carry_the_launch_total():
-    rows = ncu._hot_instruction_rows(PCS, top=2)
+    rows = ncu_pcs.hot_instruction_rows(PcCounters.from_rows(PCS), top=2)
     assert [r["pc"] for r in rows] == [0x1010, 0x1000]  # most sampled first, only sampled PCs
     assert [r["offset"] for r in rows] == [0x10, 0x0]
     assert rows[0]["opcode"] == "FFMA" and rows[0]["sass"] == "FFMA R8, R4, R5, R8"
     assert all(r["kernel_samples"] == 16 for r in rows)  # the NaN PC counts 0
     assert rows[0]["stall_barrier"] == 0 and rows[1]["stall_barrier"] == 5  # absent counters read 0
-    assert ncu._hot_instruction_rows([{k: v for k, v in p.items() if k != "samples"} for p in PCS]) == []
+    assert ncu_pcs.hot_instruction_rows(PcCounters.from_rows([{k: v for k, v in p.items() if k != "samples"}
+                                                             for p in PCS])) == []
 
 
 def test_opcode_rows_sum_per_opcode_and_skip_unexecuted_code():
-    rows = {r["opcode"]: r for r in ncu._opcode_rows(PCS)}
+    rows = {r["opcode"]: r for r in _opcode_rows(PCS)}
     assert set(rows) == {"FFMA", "LDS.128", "EXIT"}  # predicated FFMA joins FFMA; the empty SASS is left out
     assert rows["FFMA"]["instructions_executed"] == 80 and rows["FFMA"]["samples"] == 10
     assert rows["FFMA"]["stall_selected"] == 7 and rows["FFMA"]["stall_dispatch_stall"] == 3
-    assert [r["opcode"] for r in ncu._opcode_rows(PCS)][0] == "FFMA"  # most executed first
+    assert [r["opcode"] for r in _opcode_rows(PCS)][0] == "FFMA"  # most executed first
 
 
 def test_source_rows_still_sum_per_line():
-    rows = ncu._source_rows(PCS)
+    rows = _line_rows(PCS)
     assert sum(r["samples"] for r in rows) == 16
     assert all(r["stall_samples"] == sum(v for k, v in r.items() if k.startswith("stall_") and k != "stall_samples")
                for r in rows)
 
 
 def test_views_give_shares_and_stall_mix():
-    instructions = pd.DataFrame([dict(r, launch=0, kernel="k") for r in ncu._hot_instruction_rows(PCS)])
+    hot_rows = ncu_pcs.hot_instruction_rows(PcCounters.from_rows(PCS))
+    instructions = pd.DataFrame([dict(r, launch=0, kernel="k") for r in hot_rows])
     hot = hot_instructions(instructions, top=1)
     assert len(hot) == 1 and hot.loc[0, "offset"] == "0x0010"
     assert hot.loc[0, "pct_of_samples"] == pytest.approx(100 * 9 / 16)
     assert hot.loc[0, "stalls"] == "selected 67%, dispatch_stall 33%"
     assert hot.loc[0, "where"] == f"k.py:{0x1010 % 7}"
-    mix = opcode_mix(pd.DataFrame([dict(r, launch=0, kernel="k") for r in ncu._opcode_rows(PCS)]))
+    mix = opcode_mix(pd.DataFrame([dict(r, launch=0, kernel="k") for r in _opcode_rows(PCS)]))
     ffma = mix.set_index("opcode").loc["FFMA"]
     assert ffma["pct_of_executed"] == pytest.approx(100 * 80 / 91)
     assert ffma["pct_of_samples"] == pytest.approx(100 * 10 / 16)
@@ -79,15 +94,15 @@ def test_ffma_operand_reuse_follows_program_order_and_weights_by_executions():
            _pc(0x40, "FFMA R9, R11, R22, R3", 300, 12, dispatch_stall=6),  # no slot matches 0x30: unshared
            _pc(0x50, "FFMA R5, R22, R11, R5", 100, 4),                     # same registers, other slots: unshared
            _pc(0x60, "", 0, 0)]
-    out = ncu._ffma_operand_reuse(pcs)
+    out = _ffma_operand_reuse(pcs)
     assert out["ffma_instructions"] == 600
     assert out["ffma_inplace_fraction"] == pytest.approx(300 / 600)
     assert out["ffma_unshared_fraction"] == pytest.approx(500 / 600)
     assert out["ffma_dispatch_shared_per_m"] == pytest.approx(1e6 * 1 / 100)
     assert out["ffma_dispatch_unshared_per_m"] == pytest.approx(1e6 * 8 / 500)
-    no_ffma = ncu._ffma_operand_reuse([_pc(0x10, "LDS R1, [R2]", 5, 1)])
+    no_ffma = _ffma_operand_reuse([_pc(0x10, "LDS R1, [R2]", 5, 1)])
     assert no_ffma.pop("ffma_instructions") == 0 and all(math.isnan(v) for v in no_ffma.values())
-    assert all(math.isnan(v) for v in ncu._ffma_operand_reuse([{"pc": 1, "sass": "FFMA R1, R2, R3, R1"}]).values())
+    assert all(math.isnan(v) for v in _ffma_operand_reuse([{"pc": 1, "sass": "FFMA R1, R2, R3, R1"}]).values())
 
 
 def test_committed_fp32_session_ffma_register_use():
@@ -155,7 +170,7 @@ def test_committed_fp32_session_per_instruction_tables():
     hot = session.table("instructions")
     source = session.table("source")
     for launch, rows in hot.groupby("launch"):
-        assert 0 < len(rows) <= ncu.HOT_INSTRUCTIONS
+        assert 0 < len(rows) <= ncu_pcs.HOT_INSTRUCTIONS
         assert rows["samples"].is_monotonic_decreasing and (rows["sass"].str.len() > 0).all()
         # every launch's total, stored with its hot rows, is what the per-line table sums to
         assert rows["kernel_samples"].iloc[0] == pytest.approx(source[source["launch"] == launch]["samples"].sum())

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 
 from profkit.cli import main
 from profkit.errors import ReportError
-from profkit.parse import ncu as ncu_parse
+from profkit.parse import ncu as ncu_parse, ncu_pcs
 from profkit.parse.files import plain_file
 from profkit.parse.ncu import load_ncu_report
 from profkit.parse.nsys import read_nsys
@@ -859,7 +859,7 @@ def test_a_zeroed_block_that_still_disassembles_is_caught_by_the_recorded_opcode
 
 def test_the_opcode_mix_check_needs_each_recorded_opcode_at_the_executed_pcs():
     executed = {"LDG.E.128": {"instructions_executed": 10.0}, "FFMA": {"instructions_executed": 100.0}}
-    assert ncu_parse._code_disagrees(executed, {"LDG": 320.0, "FFMA": 3200.0, "BRA": 0.0}) == ""
-    assert ncu_parse._code_disagrees(executed, {}) == ""  # older reports without the metric: nothing to check
-    assert ncu_parse._code_disagrees(executed, {"LDG": 321.0}).startswith("LDG: 321 thread instructions")
-    assert ncu_parse._code_disagrees(executed, {"STS": 64.0}).startswith("STS: 64 thread instructions recorded, 0")
+    assert ncu_pcs.code_disagrees(executed, {"LDG": 320.0, "FFMA": 3200.0, "BRA": 0.0}) == ""
+    assert ncu_pcs.code_disagrees(executed, {}) == ""  # older reports without the metric: nothing to check
+    assert ncu_pcs.code_disagrees(executed, {"LDG": 321.0}).startswith("LDG: 321 thread instructions")
+    assert ncu_pcs.code_disagrees(executed, {"STS": 64.0}).startswith("STS: 64 thread instructions recorded, 0")
