@@ -181,9 +181,7 @@ class Bundle(ABC):
         """What this input holds (worked out once: the registry asks before every table it builds): ncu (profiled
         launches), nsys (a timeline), timings (cudaEvent result lines), pc (per-instruction PC sampling), source (per-line counters), rules (ncu's findings), build (ptxas
         resources), nvtx (NVTX ranges), copies (memcpy/memset records), notes, guided (a guided capture's plan)."""
-        def has(table: str) -> bool:
-            return not self.stored(table).empty
-
+        has = self.has_rows
         out = {kind for kind, table in (("ncu", "launches"), ("nsys", "nsys_kernels"), ("timings", "timings"),
                                         ("source", "source"), ("rules", "rules"), ("build", "ptxas"),
                                         ("notes", "notes"), ("guided", "targets")) if has(table)}
@@ -194,6 +192,10 @@ class Bundle(ABC):
         if has("memcpy") or has("memset"):
             out.add("copies")
         return frozenset(out)
+
+    def has_rows(self, table: str) -> bool:
+        """Whether the stored table holds data."""
+        return not self.stored(table).empty
 
     def warnings(self) -> list[str]:
         """Notes saying the input is damaged (parse.ncu.DAMAGED): the CLI prints them on stderr."""
@@ -215,6 +217,9 @@ class SessionBundle(Bundle):
 
     def stored(self, table: str) -> pd.DataFrame:
         return self.session.table(table)
+
+    def has_rows(self, table: str) -> bool:
+        return self.session.has_rows(table)
 
 
 class ReportBundle(Bundle):

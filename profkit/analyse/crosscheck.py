@@ -33,20 +33,23 @@ CROSSCHECK_COLUMNS = ["label", "grid", "events_us", "ncu_us", "nsys_us", "nsys_f
                       "ncu_over_events", "nsys_over_events", "ncu_over_nsys", "flag", "reasons"]
 
 
-def _label_launches(df: pd.DataFrame, labels: set[str]) -> pd.Series:
-    """Label each launch: its kernel name when the program timed it under that name, else the innermost
+def _label_launches(df: pd.DataFrame, labels: dict[str, set[str]]) -> pd.Series:
+    """Label each launch: its kernel name when its capture's program timed it under that name, else the innermost
     NVTX range that names a timed label (cuBLAS inside "matmul_cublas"), else "range/kernel" so the same
     kernel under two ranges (e.g. block skipping on and off) stays two rows, else the kernel name.
-    Each distinct path is split once: a 10^6-kernel timeline has ~5*10^5 (a range per training step)."""
+    labels: capture -> its timed labels. Each distinct (capture, path) is split once: a 10^6-kernel timeline has
+    ~5*10^5 (a range per training step)."""
     kernels = df["kernel"].astype(object) if "kernel" in df else pd.Series([], dtype=object)
     paths = df["nvtx_path"] if "nvtx_path" in df else pd.Series("", index=df.index)
-    codes, unique = pd.factorize(paths.map(lambda p: p if isinstance(p, str) else ""))
-    ranges = [[r for part in path.split(";") for r in part.split("/") if r] for path in unique]
-    match = [next((r for r in reversed(found) if r in labels), None) for found in ranges]
-    last = [found[-1] if found else None for found in ranges]
+    paths = paths.map(lambda p: p if isinstance(p, str) else "")
+    codes, unique = pd.factorize(pd.MultiIndex.from_arrays([df[CAPTURE], paths]))
+    ranges = [(capture, [r for part in path.split(";") for r in part.split("/") if r]) for capture, path in unique]
+    mine = [labels.get(capture, set()) for capture, _ in ranges]
+    match = [next((r for r in reversed(found) if r in timed), None) for (_, found), timed in zip(ranges, mine)]
+    last = [found[-1] if found else None for _, found in ranges]
     out = []
     for kernel, code in zip(kernels, codes):
-        if kernel in labels:
+        if kernel in mine[code]:
             out.append(kernel)
         else:
             out.append(match[code] or (f"{last[code]}/{kernel}" if last[code] is not None else kernel))
@@ -69,50 +72,71 @@ _functor_tag = functools.lru_cache(maxsize=None)(functor_tag)  # once per distin
 
 
 def _tag_ambiguous(frames: list[pd.DataFrame]) -> None:
-    """Append <functor> to the labels of (label, grid) pairs that several functions share, in place."""
+    """Append <functor> to the labels of (capture, label, grid) keys that several functions share, in place."""
     present = [f for f in frames if f is not None and not f.empty and "function" in f]
     if not present:
         return
-    both = pd.concat([f[["label", "grid", "function"]] for f in present])
-    counts = both.groupby(["label", "grid"])["function"].nunique()
+    both = pd.concat([f[[*KEYS, "function"]] for f in present])
+    counts = both.groupby(KEYS)["function"].nunique()
     shared = set(counts[counts > 1].index)
     for frame in present:
-        hit = pd.MultiIndex.from_arrays([frame["label"], frame["grid"]]).isin(list(shared)) if shared else \
+        hit = pd.MultiIndex.from_arrays([frame[k] for k in KEYS]).isin(list(shared)) if shared else \
             np.zeros(len(frame), dtype=bool)
         frame.loc[hit, "label"] = [f"{l}<{_functor_tag(f) or '?'}>" for l, f in
                                    zip(frame.loc[hit, "label"], frame.loc[hit, "function"])]
 
 
+CAPTURE = "capture"
+KEYS = [CAPTURE, "label", "grid"]
+
+
 def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels: pd.DataFrame, *,
-                threshold: float = 0.10, clock_control: str = "none", cache_control: str = "all") -> pd.DataFrame:
-    """Compare the three timings per (label, grid); see the module docstring for the reasons."""
-    timings = timings if timings is not None else pd.DataFrame()
-    ncu_launches, nsys_kernels = _timing_columns(ncu_launches), _timing_columns(nsys_kernels)
-    labels = set(timings["kernel"].dropna()) if "kernel" in timings else set()
+                threshold: float = 0.10, clock_control: str = "none", cache_control: str = "all",
+                by_capture: bool = False) -> pd.DataFrame:
+    """Compare the three timings per (label, grid); see the module docstring for the reasons.
+
+    by_capture: the frames hold several captures (their `capture` column; rows without one are left out), each
+    compared on its own and first in the result, in the order the frames name them: one pass for a whole
+    session (per capture, a 6-capture session's table took 70 ms of a 0.5 s `profkit show`)."""
+    frames_in = [f if f is not None else pd.DataFrame() for f in (timings, ncu_launches, nsys_kernels)]
+    if by_capture and not any(CAPTURE in f for f in frames_in):  # one capture, unnamed
+        frames_in = [f.assign(**{CAPTURE: ""}) for f in frames_in]
+    order = _capture_order(frames_in) if by_capture else [""]
+    timings, ncu_launches, nsys_kernels = (_with_capture(f, by_capture) for f in frames_in)
+    labels = {c: set(rows["kernel"].dropna()) for c, rows in timings.groupby(CAPTURE, sort=False)} \
+        if "kernel" in timings and not timings.empty else {}
     frames = []
     if not timings.empty:
-        timings = _fill_opaque_grids(timings, [d for d in (ncu_launches, nsys_kernels) if d is not None and not d.empty],
-                                     labels)
+        timings = _fill_opaque_grids(timings, [d for d in (ncu_launches, nsys_kernels) if not d.empty], labels)
         t = timings.assign(label=timings["kernel"], events_us=pd.to_numeric(timings["median_ms"]) * 1e3)
-        frames.append(t.groupby(["label", "grid"], dropna=False)["events_us"].median())
+        frames.append(t.groupby(KEYS, dropna=False)["events_us"].median())
     n = s = None
-    if ncu_launches is not None and not ncu_launches.empty:
+    if not ncu_launches.empty:
         n = ncu_launches.assign(label=_label_launches(ncu_launches, labels), ncu_us=ncu_launches["duration_ns"] / 1e3)
-    if nsys_kernels is not None and not nsys_kernels.empty:
+    if not nsys_kernels.empty:
         s = nsys_kernels.assign(label=_label_launches(nsys_kernels, labels), nsys_us=nsys_kernels["duration_ns"] / 1e3)
     _tag_ambiguous([n, s])
     if n is not None:
-        frames.append(n.groupby(["label", "grid"])["ncu_us"].median())
+        frames.append(n.groupby(KEYS)["ncu_us"].median())
     if s is not None:
-        profiled = set(labels) | (set(n["label"]) if n is not None else set())
-        if profiled:  # the timeline also holds setup and reference kernels nobody asked about
-            s = s[s["label"].isin(profiled)]
-        grouped = s.groupby(["label", "grid"])
+        # the timeline also holds setup and reference kernels nobody asked about: keep the labels each capture
+        # timed or profiled (all of a capture's kernels when it did neither)
+        asked = [pd.DataFrame({CAPTURE: [c] * len(v), "label": list(v)}) for c, v in labels.items()] + \
+            ([n[[CAPTURE, "label"]]] if n is not None else [])
+        asked = pd.concat(asked, ignore_index=True) if asked else pd.DataFrame()
+        if not asked.empty:
+            keep = pd.MultiIndex.from_arrays([s[CAPTURE], s["label"]]).isin(
+                pd.MultiIndex.from_frame(asked.drop_duplicates())) | ~s[CAPTURE].isin(set(asked[CAPTURE]))
+            s = s[keep]
+        grouped = s.groupby(KEYS)
         frames += [grouped["nsys_us"].median(), grouped["nsys_us"].first().rename("nsys_first_us"),
                    grouped.size().rename("nsys_launches")]
     if not frames:
-        return pd.DataFrame(columns=CROSSCHECK_COLUMNS)
+        return pd.DataFrame(columns=[CAPTURE, *CROSSCHECK_COLUMNS] if by_capture else CROSSCHECK_COLUMNS)
     table = pd.concat(frames, axis=1).reset_index()
+    rank = {c: i for i, c in enumerate(order)}
+    table = table.iloc[np.argsort([rank.get(c, len(rank)) for c in table[CAPTURE]], kind="stable")]
+    table = table.reset_index(drop=True)
     for col in CROSSCHECK_COLUMNS:
         if col not in table:
             table[col] = np.nan
@@ -122,15 +146,25 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     verdicts = [_reasons(row, threshold, clock_control, cache_control) for row in table.itertuples()]
     table["flag"] = [v[0] for v in verdicts]
     table["reasons"] = [v[1] for v in verdicts]
-    return table[CROSSCHECK_COLUMNS]
+    return table[[CAPTURE, *CROSSCHECK_COLUMNS] if by_capture else CROSSCHECK_COLUMNS]
 
 
-def _timing_columns(launches: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The columns a cross-check reads (a narrow copy: a wide launch table fragments on every assign)."""
-    if launches is None:
-        return None
-    return launches[[c for c in ("kernel", "function", "nvtx_path", "grid", "duration_ns", "sm_cycles_per_second",
-                                 "start_ns") if c in launches]].copy()
+def _capture_order(frames: list[pd.DataFrame]) -> list[str]:
+    """The captures the frames name, first seen first (timings, then ncu, then nsys)."""
+    return list(dict.fromkeys(str(c) for f in frames if CAPTURE in f for c in f[CAPTURE].dropna()))
+
+
+def _with_capture(frame: pd.DataFrame, by_capture: bool) -> pd.DataFrame:
+    """The columns a cross-check reads (a narrow copy: a wide launch table fragments on every assign) and the
+    capture as text ("" for a single capture); without by_capture any capture column is ignored."""
+    columns = [c for c in ("kernel", "function", "nvtx_path", "grid", "duration_ns", "sm_cycles_per_second",
+                           "start_ns", "median_ms", "n") if c in frame]
+    if not by_capture:
+        return frame[columns].assign(**{CAPTURE: ""})
+    if CAPTURE not in frame:
+        return frame[columns].iloc[:0].assign(**{CAPTURE: ""})
+    named = frame[frame[CAPTURE].notna()]
+    return named[columns].assign(**{CAPTURE: named[CAPTURE].astype(str)})
 
 
 def _grid_threads(grid: str) -> int:
@@ -141,8 +175,10 @@ def _grid_threads(grid: str) -> int:
     return x * y * z
 
 
-def _fill_opaque_grids(timings: pd.DataFrame, launch_tables: list[pd.DataFrame], labels: set[str]) -> pd.DataFrame:
-    """Library calls (cuBLAS) report no grid: take the grids their labelled launches had, smallest size first."""
+def _fill_opaque_grids(timings: pd.DataFrame, launch_tables: list[pd.DataFrame],
+                       labels: dict[str, set[str]]) -> pd.DataFrame:
+    """Library calls (cuBLAS) report no grid: take the grids their labelled launches had (in the same capture),
+    smallest size first."""
     timings = timings.copy()
     if "grid" not in timings:
         timings["grid"] = None
@@ -150,9 +186,11 @@ def _fill_opaque_grids(timings: pd.DataFrame, launch_tables: list[pd.DataFrame],
     opaque = timings["grid"].isna() | timings["grid"].astype(str).isin(["", "0×0×0", "None", "nan"])
     if not opaque.any() or not launch_tables:
         return timings
-    launches = pd.concat([t.assign(label=_label_launches(t, labels))[["label", "grid"]] for t in launch_tables])
-    for label, rows in timings[opaque].groupby("kernel"):
-        grids = sorted(set(launches.loc[launches["label"] == label, "grid"]), key=_grid_threads)
+    launches = pd.concat([t.assign(label=_label_launches(t, labels))[[CAPTURE, "label", "grid"]]
+                          for t in launch_tables])
+    for (capture, label), rows in timings[opaque].groupby([CAPTURE, "kernel"], sort=False):
+        mine = launches[(launches[CAPTURE] == capture) & (launches["label"] == label)]
+        grids = sorted(set(mine["grid"]), key=_grid_threads)
         order = rows.sort_values("n").index if "n" in rows else rows.index
         if len(grids) == len(order):
             timings.loc[order, "grid"] = grids

@@ -144,11 +144,12 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     busy = frame["us"].sum()
     span = (frame["end_ns"].max() - frame["start_ns"].min()) / 1e3 if not frame.empty else math.nan
     by_module = frame.groupby([*INSTANCE, "module"], sort=False)["us"].sum().reset_index()
-    modules = {}
-    for key, group in by_module.groupby(INSTANCE, sort=False):
-        ordered = group.sort_values("us", ascending=False)
-        named = [m for m in ordered["module"] if m]
-        modules[key] = (named[0] + (f" (+{len(named) - 1} more)" if len(named) > 1 else "")) if named else ""
+    named: dict[tuple, list[str]] = {}  # instance -> its modules, most time first (one sort, not one per instance)
+    ordered = by_module.sort_values("us", ascending=False, kind="stable")
+    for *key, module in zip(*(ordered[k] for k in INSTANCE), ordered["module"]):
+        named.setdefault(tuple(key), []).extend([module] if module else [])
+    modules = {key: (found[0] + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")) if found else ""
+               for key, found in named.items()}
     grouped = frame.groupby(INSTANCE, sort=False)
     rows = pd.DataFrame({"launches": grouped.size(), "time_us": grouped["us"].sum()}).reset_index()
     rows["module"] = [modules.get(tuple(k)) or "" for k in rows[INSTANCE].itertuples(index=False)]

@@ -102,16 +102,9 @@ def rules(bundle) -> pd.DataFrame:
           columns=("capture", *CROSSCHECK_COLUMNS), default="ncu",
           hint="it compares two or more clocks of the same kernels")
 def crosscheck(bundle) -> pd.DataFrame:
-    frames = []
-    settings = {"clock_control": bundle.manifest.get("clock_control") or "none",
-                "cache_control": bundle.manifest.get("cache_control") or "all"}
-    for capture, (timings, launches, kernels) in _per_capture(bundle.stored("timings"), bundle.stored("launches"),
-                                                              bundle.stored("nsys_kernels")):
-        table = cross_check(timings, launches, kernels, **settings)
-        if not table.empty:
-            table.insert(0, "capture", capture)
-            frames.append(table)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=("capture", *CROSSCHECK_COLUMNS))
+    return cross_check(bundle.stored("timings"), bundle.stored("launches"), bundle.stored("nsys_kernels"),
+                       clock_control=bundle.manifest.get("clock_control") or "none",
+                       cache_control=bundle.manifest.get("cache_control") or "all", by_capture=True)
 
 
 @register("timeline", "nsys timeline: GPU time per kernel", "Per kernel and grid: launches, total / median / min / "

@@ -92,3 +92,33 @@ def test_a_large_file_is_stored_xz_compressed_and_read_back_plain(tmp_path, monk
     (session.path / "old.sqlite.gz").write_bytes(gzip.compress(b"sqlite bytes"))
     assert session.file("old.sqlite").read_bytes() == b"sqlite bytes"
     assert plain_file(session.path / "old.sqlite.gz").read_bytes() == b"sqlite bytes"
+
+
+def test_stored_tables_read_as_pandas_reads_them():
+    """read_table takes a shortcut past pd.read_parquet's dataset layer: on every committed table it must give the
+    same frame, dtypes and all."""
+    from profkit.session.store import read_table
+    from tests import REPO
+
+    tables = sorted((REPO / "sessions").glob("*/tables/*.parquet"))
+    assert len(tables) > 200
+    for path in tables:
+        pd.testing.assert_frame_equal(read_table(path), pd.read_parquet(path), check_exact=True)
+
+
+def test_has_rows_reads_the_footer_and_still_checks_the_bytes(tmp_path):
+    writer = SessionWriter(tmp_path, "s1", {})
+    writer.write_table("launches", pd.DataFrame({"kernel": ["k", "j"], "duration_us": [1.5, 2.0]}))
+    writer.write_table("rules", pd.DataFrame({"rule": pd.Series([], dtype=str)}))
+    writer.write_table("notes", pd.DataFrame())
+    path = writer.commit()
+    session = load_session(path)
+    assert session.has_rows("launches") and not session.has_rows("rules") and not session.has_rows("notes")
+    assert not session.has_rows("nvtx")  # no file at all
+    assert not {"launches", "rules", "notes"} & set(session._tables)  # answered from the footers, none loaded
+    stored = path / "tables" / "launches.parquet"
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    stored.write_bytes(bytes(data))
+    with pytest.raises(ReportError, match="damaged"):
+        load_session(path).has_rows("launches")
