@@ -20,6 +20,7 @@ functor, so each row compares one function's launches.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 import numpy as np
@@ -41,15 +42,24 @@ def _label_launches(df: pd.DataFrame, labels: dict[str, set[str]]) -> pd.Series:
     ~5*10^5 (a range per training step)."""
     kernels = df["kernel"].astype(object) if "kernel" in df else pd.Series([], dtype=object)
     paths = df["nvtx_path"] if "nvtx_path" in df else pd.Series("", index=df.index)
-    paths = paths.map(lambda p: p if isinstance(p, str) else "")
-    codes, unique = pd.factorize(pd.MultiIndex.from_arrays([df[CAPTURE], paths]))
-    ranges = [(capture, [r for part in path.split(";") for r in part.split("/") if r]) for capture, path in unique]
-    mine = [labels.get(capture, set()) for capture, _ in ranges]
-    match = [next((r for r in reversed(found) if r in timed), None) for (_, found), timed in zip(ranges, mine)]
-    last = [found[-1] if found else None for _, found in ranges]
+    codes, paths = pd.factorize(paths.map(lambda p: p if isinstance(p, str) else ""))
+    nothing: frozenset = frozenset()
+    if CAPTURE in df:  # (capture, path) pairs, combined as integers: no tuple per launch
+        capture_codes, captures = pd.factorize(df[CAPTURE])
+        width = max(len(paths), 1)
+        codes, pairs = pd.factorize(capture_codes.astype(np.int64) * width + codes)
+        timed = [labels.get(captures[pair // width], nothing) for pair in pairs.tolist()]
+        paths = [paths[pair % width] for pair in pairs.tolist()]
+    else:
+        timed = itertools.repeat(labels.get("", nothing))
+    ranges = [[r for part in path.split(";") for r in part.split("/") if r] for path in paths]
+    match = [next((r for r in reversed(found) if r in mine), None) for found, mine in zip(ranges, timed)] \
+        if labels else [None] * len(ranges)  # nothing was timed: a timeline read on its own
+    last = [found[-1] if found else None for found in ranges]
+    single = None if CAPTURE in df else labels.get("", nothing)
     out = []
     for kernel, code in zip(kernels, codes):
-        if kernel in mine[code]:
+        if kernel in (single if single is not None else timed[code]):
             out.append(kernel)
         else:
             out.append(match[code] or (f"{last[code]}/{kernel}" if last[code] is not None else kernel))
@@ -71,23 +81,22 @@ def functor_tag(function: str) -> str:
 _functor_tag = functools.lru_cache(maxsize=None)(functor_tag)  # once per distinct function of a timeline
 
 
-def _tag_ambiguous(frames: list[pd.DataFrame]) -> None:
-    """Append <functor> to the labels of (capture, label, grid) keys that several functions share, in place."""
+def _tag_ambiguous(frames: list[pd.DataFrame], keys: list[str]) -> None:
+    """Append <functor> to the labels of (capture,) label, grid keys that several functions share, in place."""
     present = [f for f in frames if f is not None and not f.empty and "function" in f]
     if not present:
         return
-    both = pd.concat([f[[*KEYS, "function"]] for f in present])
-    counts = both.groupby(KEYS)["function"].nunique()
+    both = pd.concat([f[[*keys, "function"]] for f in present])
+    counts = both.groupby(keys)["function"].nunique()
     shared = set(counts[counts > 1].index)
     for frame in present:
-        hit = pd.MultiIndex.from_arrays([frame[k] for k in KEYS]).isin(list(shared)) if shared else \
+        hit = pd.MultiIndex.from_arrays([frame[k] for k in keys]).isin(list(shared)) if shared else \
             np.zeros(len(frame), dtype=bool)
         frame.loc[hit, "label"] = [f"{l}<{_functor_tag(f) or '?'}>" for l, f in
                                    zip(frame.loc[hit, "label"], frame.loc[hit, "function"])]
 
 
 CAPTURE = "capture"
-KEYS = [CAPTURE, "label", "grid"]
 
 
 def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels: pd.DataFrame, *,
@@ -103,40 +112,48 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
         frames_in = [f.assign(**{CAPTURE: ""}) for f in frames_in]
     order = _capture_order(frames_in) if by_capture else [""]
     timings, ncu_launches, nsys_kernels = (_with_capture(f, by_capture) for f in frames_in)
-    labels = {c: set(rows["kernel"].dropna()) for c, rows in timings.groupby(CAPTURE, sort=False)} \
-        if "kernel" in timings and not timings.empty else {}
+    keys = [CAPTURE, "label", "grid"] if by_capture else ["label", "grid"]
+    labels = {}
+    if "kernel" in timings and not timings.empty:
+        labels = {c: set(rows["kernel"].dropna()) for c, rows in timings.groupby(CAPTURE, sort=False)} \
+            if by_capture else {"": set(timings["kernel"].dropna())}
     frames = []
     if not timings.empty:
         timings = _fill_opaque_grids(timings, [d for d in (ncu_launches, nsys_kernels) if not d.empty], labels)
         t = timings.assign(label=timings["kernel"], events_us=pd.to_numeric(timings["median_ms"]) * 1e3)
-        frames.append(t.groupby(KEYS, dropna=False)["events_us"].median())
+        frames.append(t.groupby(keys, dropna=False)["events_us"].median())
     n = s = None
     if not ncu_launches.empty:
         n = ncu_launches.assign(label=_label_launches(ncu_launches, labels), ncu_us=ncu_launches["duration_ns"] / 1e3)
     if not nsys_kernels.empty:
         s = nsys_kernels.assign(label=_label_launches(nsys_kernels, labels), nsys_us=nsys_kernels["duration_ns"] / 1e3)
-    _tag_ambiguous([n, s])
+    _tag_ambiguous([n, s], keys)
     if n is not None:
-        frames.append(n.groupby(KEYS)["ncu_us"].median())
+        frames.append(n.groupby(keys)["ncu_us"].median())
     if s is not None:
         # the timeline also holds setup and reference kernels nobody asked about: keep the labels each capture
         # timed or profiled (all of a capture's kernels when it did neither)
-        asked = [pd.DataFrame({CAPTURE: [c] * len(v), "label": list(v)}) for c, v in labels.items()] + \
-            ([n[[CAPTURE, "label"]]] if n is not None else [])
-        asked = pd.concat(asked, ignore_index=True) if asked else pd.DataFrame()
-        if not asked.empty:
-            keep = pd.MultiIndex.from_arrays([s[CAPTURE], s["label"]]).isin(
-                pd.MultiIndex.from_frame(asked.drop_duplicates())) | ~s[CAPTURE].isin(set(asked[CAPTURE]))
-            s = s[keep]
-        grouped = s.groupby(KEYS)
+        if by_capture:
+            asked = [pd.DataFrame({CAPTURE: [c] * len(v), "label": list(v)}) for c, v in labels.items()] + \
+                ([n[[CAPTURE, "label"]]] if n is not None else [])
+            asked = pd.concat(asked, ignore_index=True) if asked else pd.DataFrame()
+            if not asked.empty:
+                s = s[pd.MultiIndex.from_arrays([s[CAPTURE], s["label"]]).isin(
+                    pd.MultiIndex.from_frame(asked.drop_duplicates())) | ~s[CAPTURE].isin(set(asked[CAPTURE]))]
+        else:
+            asked = labels.get("", set()) | (set(n["label"]) if n is not None else set())
+            if asked:
+                s = s[s["label"].isin(asked)]
+        grouped = s.groupby(keys)
         frames += [grouped["nsys_us"].median(), grouped["nsys_us"].first().rename("nsys_first_us"),
                    grouped.size().rename("nsys_launches")]
     if not frames:
         return pd.DataFrame(columns=[CAPTURE, *CROSSCHECK_COLUMNS] if by_capture else CROSSCHECK_COLUMNS)
     table = pd.concat(frames, axis=1).reset_index()
-    rank = {c: i for i, c in enumerate(order)}
-    table = table.iloc[np.argsort([rank.get(c, len(rank)) for c in table[CAPTURE]], kind="stable")]
-    table = table.reset_index(drop=True)
+    if by_capture:
+        rank = {c: i for i, c in enumerate(order)}
+        table = table.iloc[np.argsort([rank.get(c, len(rank)) for c in table[CAPTURE]], kind="stable")]
+        table = table.reset_index(drop=True)
     for col in CROSSCHECK_COLUMNS:
         if col not in table:
             table[col] = np.nan
@@ -156,11 +173,11 @@ def _capture_order(frames: list[pd.DataFrame]) -> list[str]:
 
 def _with_capture(frame: pd.DataFrame, by_capture: bool) -> pd.DataFrame:
     """The columns a cross-check reads (a narrow copy: a wide launch table fragments on every assign) and the
-    capture as text ("" for a single capture); without by_capture any capture column is ignored."""
+    capture as text; without by_capture any capture column is left out."""
     columns = [c for c in ("kernel", "function", "nvtx_path", "grid", "duration_ns", "sm_cycles_per_second",
                            "start_ns", "median_ms", "n") if c in frame]
     if not by_capture:
-        return frame[columns].assign(**{CAPTURE: ""})
+        return frame[columns].copy()
     if CAPTURE not in frame:
         return frame[columns].iloc[:0].assign(**{CAPTURE: ""})
     named = frame[frame[CAPTURE].notna()]
@@ -186,10 +203,12 @@ def _fill_opaque_grids(timings: pd.DataFrame, launch_tables: list[pd.DataFrame],
     opaque = timings["grid"].isna() | timings["grid"].astype(str).isin(["", "0×0×0", "None", "nan"])
     if not opaque.any() or not launch_tables:
         return timings
-    launches = pd.concat([t.assign(label=_label_launches(t, labels))[[CAPTURE, "label", "grid"]]
-                          for t in launch_tables])
-    for (capture, label), rows in timings[opaque].groupby([CAPTURE, "kernel"], sort=False):
-        mine = launches[(launches[CAPTURE] == capture) & (launches["label"] == label)]
+    by_capture = CAPTURE in timings
+    launches = pd.concat([t.assign(label=_label_launches(t, labels))[[CAPTURE, "label", "grid"] if by_capture
+                                                                     else ["label", "grid"]] for t in launch_tables])
+    for key, rows in timings[opaque].groupby([CAPTURE, "kernel"] if by_capture else ["kernel"], sort=False):
+        capture, label = key if by_capture else ("", key[0])
+        mine = launches[((launches[CAPTURE] == capture) if by_capture else True) & (launches["label"] == label)]
         grids = sorted(set(mine["grid"]), key=_grid_threads)
         order = rows.sort_values("n").index if "n" in rows else rows.index
         if len(grids) == len(order):

@@ -75,3 +75,21 @@ def test_one_kernel_under_two_ranges_stays_two_rows():
     assert set(table.index) == {"fa2_fwd/_attn_fwd", "fa2_fwd_noskip/_attn_fwd"}
     assert table.loc["fa2_fwd/_attn_fwd", "ncu_us"] == 210 and table.loc["fa2_fwd_noskip/_attn_fwd", "nsys_us"] == 431
     assert (table["flag"] == "ok").all()
+
+
+def test_by_capture_compares_each_capture_on_its_own_in_the_order_named():
+    """One pass over a session's captures gives what one call per capture gave: each capture's labels come from its
+    own timings, rows follow the captures' order, and rows without a capture are left out."""
+    timings = pd.concat([_timings(2.0).assign(capture="second"), _timings(1.0).assign(capture="first")])
+    ncu = pd.concat([_ncu(1000).assign(capture="first"), _ncu(2000).assign(capture="second"),
+                     _ncu(9000).assign(capture="third", nvtx_path="range"), _ncu(5).assign(capture=None)])
+    nsys = pd.concat([_nsys([1000, 1001]).assign(capture="first"), _nsys([2000] * 3).assign(capture="second")])
+    table = cross_check(timings, ncu, nsys, by_capture=True)
+    assert table["capture"].tolist() == ["second", "first", "third"]
+    assert table.set_index("capture")["label"].to_dict() == {"second": "k", "first": "k", "third": "range/k"}
+    assert table.set_index("capture")["nsys_launches"].to_dict()["second"] == 3
+    for name, rows in table.groupby("capture"):
+        alone = cross_check(timings[timings["capture"] == name], ncu[ncu["capture"] == name],
+                            nsys[nsys["capture"] == name])
+        pd.testing.assert_frame_equal(rows.drop(columns="capture").reset_index(drop=True), alone,
+                                      check_dtype=False)
