@@ -1,5 +1,5 @@
 """`python -m profkit ...` runs the CLI (useful where the console script is not installed)."""
 
-from profkit.cli import main
+from profkit.cli import run
 
-main()
+run()

@@ -90,8 +90,8 @@ def _tag_ambiguous(frames: list[pd.DataFrame], keys: list[str]) -> None:
     counts = both.groupby(keys)["function"].nunique()
     shared = set(counts[counts > 1].index)
     for frame in present:
-        hit = pd.MultiIndex.from_arrays([frame[k] for k in keys]).isin(list(shared)) if shared else \
-            np.zeros(len(frame), dtype=bool)
+        hit = np.fromiter((key in shared for key in zip(*(frame[k] for k in keys))), dtype=bool, count=len(frame)) \
+            if shared else np.zeros(len(frame), dtype=bool)  # a set lookup per row: MultiIndex.isin cost 10 ms
         frame.loc[hit, "label"] = [f"{l}<{_functor_tag(f) or '?'}>" for l, f in
                                    zip(frame.loc[hit, "label"], frame.loc[hit, "function"])]
 
@@ -168,7 +168,7 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
 
 def _capture_order(frames: list[pd.DataFrame]) -> list[str]:
     """The captures the frames name, first seen first (timings, then ncu, then nsys)."""
-    return list(dict.fromkeys(str(c) for f in frames if CAPTURE in f for c in f[CAPTURE].dropna()))
+    return list(dict.fromkeys(str(c) for f in frames if CAPTURE in f for c in pd.unique(f[CAPTURE].dropna())))
 
 
 def _with_capture(frame: pd.DataFrame, by_capture: bool) -> pd.DataFrame:
@@ -180,7 +180,7 @@ def _with_capture(frame: pd.DataFrame, by_capture: bool) -> pd.DataFrame:
         return frame[columns].copy()
     if CAPTURE not in frame:
         return frame[columns].iloc[:0].assign(**{CAPTURE: ""})
-    named = frame[frame[CAPTURE].notna()]
+    named = frame if frame[CAPTURE].notna().all() else frame[frame[CAPTURE].notna()]
     return named[columns].assign(**{CAPTURE: named[CAPTURE].astype(str)})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import click
@@ -31,6 +32,18 @@ class ProfkitGroup(click.Group):
 @click.version_option(package_name="profkit")
 def main(debug: bool) -> None:
     """profkit: build, profile (ncu + nsys), tabulate, diff and report GPU kernels."""
+
+
+def run() -> None:
+    """The `profkit` console command: main() in a process of its own. Once the command is done, every object moves
+    to the collector's permanent generation, so interpreter shutdown does not walk them all once more: 0.06 s of a
+    0.5 s first `profkit show` after importing pandas, on the 2-core CI machine. atexit handlers and flushes run as
+    usual; only cycles left at exit go uncollected, as the process ends. Not in main() itself, which tests and
+    programs call in their own process."""
+    try:
+        main()
+    finally:
+        gc.freeze()
 
 
 from profkit.cli import commands  # noqa: E402,F401 - registers the commands on `main`

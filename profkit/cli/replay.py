@@ -7,15 +7,14 @@ change between two shows, so the second prints what the first printed.
 The key is everything the output depends on: the command's options; for each session its resolved folder and
 the (name, size, mtime, inode) of its manifest and of every file in tables/ (any edit changes it, and that show
 then loads and verifies the session as usual); profkit's own source files the same way (an upgrade or an edit
-renders again); and the versions of pandas, numpy, pyarrow and duckdb. Only sessions are replayed; report files
-and export folders go through the parse cache. Entries live in the cache folder under shown/, count against its
-size cap and are evicted least recently used first (parse.cache_space).
+renders again); and the installs of pandas, numpy, pyarrow and duckdb (each __init__.py the same way). Only sessions
+are replayed; report files and export folders go through the parse cache. Entries live in the cache folder under
+shown/, count against its size cap and are evicted least recently used first (parse.cache_space).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import uuid
@@ -47,14 +46,22 @@ def _code_state() -> list[str]:
 
 
 def _library_versions() -> list[str]:
-    """The versions of the libraries that build and format the tables (read from their metadata, not imported):
-    an upgrade may print numbers differently."""
+    """Where the libraries that build and format the tables are installed and the (size, mtime, inode) of their
+    __init__.py, found without importing them: an upgrade rewrites that file and may print numbers differently.
+    (Their versions through importlib.metadata cost 10 ms of a 0.5 s first show, importing it included.)"""
+    import importlib.util
+
     out = []
     for name in RENDERING_LIBRARIES:
         try:
-            out.append(f"{name}=={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            out.append(f"{name} absent")
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        try:
+            out.append(f"{name}|{origin}|{_stat_line(origin)}" if origin else f"{name} absent")
+        except OSError:
+            out.append(f"{name} unreadable")
     return out
 
 

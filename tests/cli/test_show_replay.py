@@ -83,14 +83,23 @@ def test_a_report_file_is_not_replayed(env):
     assert shown_entries(env) == []
 
 
-def test_the_key_follows_the_rendering_libraries(env, monkeypatch):
-    """A pandas upgrade may print numbers differently: its version is part of the key."""
-    import importlib.metadata
+def test_the_key_follows_the_rendering_libraries(env, monkeypatch, tmp_path):
+    """An upgrade of pandas (or numpy, pyarrow, duckdb) may print numbers differently: the install is part of the
+    key. A stand-in library whose __init__.py is rewritten, as pip does on an upgrade, changes it."""
+    import os
 
     from profkit.cli import replay
 
+    package = tmp_path / "lib" / "standin_renderer"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VERSION = '1.0'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    monkeypatch.setattr(replay, "RENDERING_LIBRARIES", (*replay.RENDERING_LIBRARIES, "standin_renderer"))
     before = replay.key((str(SESSION),), {"fmt": "text"}, REPO / "sessions")
-    real = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0" if name == "pandas" else real(name))
+    assert before == replay.key((str(SESSION),), {"fmt": "text"}, REPO / "sessions")
+    (package / "__init__.py").unlink()
+    (package / "__init__.py").write_text("VERSION = '1.1'\n")
+    os.utime(package / "__init__.py", ns=(1, 1))
     assert replay.key((str(SESSION),), {"fmt": "text"}, REPO / "sessions") != before
+    assert "standin_renderer" not in sys.modules  # found, never imported
     assert replay.key((str(SESSION), "no-such-session"), {"fmt": "text"}, REPO / "sessions") is None
