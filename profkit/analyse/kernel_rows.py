@@ -61,11 +61,12 @@ def _with_diff_columns(rows: pd.DataFrame) -> pd.DataFrame:
     rows["total_us"] = rows["launches"] * duration
     return rows
 
-def kernel_rows(launches: pd.DataFrame, extra_keys: tuple[str, ...] = ()) -> pd.DataFrame:
+def kernel_rows(launches: pd.DataFrame, extra_keys: tuple[str, ...] = (), labelled: bool = True) -> pd.DataFrame:
     """One row per kernel instance (capture, kernel, grid, block, NVTX path, and any extra_keys) of a session's
     launches table.
 
-    Numbers are medians over the instance's launches (tables.kernel_table), plus ``_with_diff_columns`` and label.
+    Numbers are medians over the instance's launches (tables.kernel_table), plus ``_with_diff_columns`` and, unless
+    labelled is False (a caller that shows no label), label.
     """
     keys = [*KEYS, *(k for k in extra_keys if k not in KEYS)]
     if launches is None or launches.empty or "kernel" not in launches:
@@ -74,7 +75,8 @@ def kernel_rows(launches: pd.DataFrame, extra_keys: tuple[str, ...] = ()) -> pd.
     for key in keys:
         df[key] = df[key].fillna("").astype(str) if key in df else ""
     rows = _with_diff_columns(kernel_table(df, tuple(keys)))
-    rows["label"] = kernel_labels(rows)
+    if labelled:
+        rows["label"] = kernel_labels(rows)
     return rows
 
 # Raw launch counters (parse.ncu) that add up over launches; the rest of a summed row is re-derived from them

@@ -21,10 +21,13 @@ level (FLOP/byte), y = total_flops / duration (FLOP/s). Bytes per level:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from profkit.parse import catalog
+from profkit.units import to_float
 
 SECTOR_BYTES = 32
 WAVEFRONT_BYTES = 128
@@ -173,3 +176,24 @@ def arrows(a_points: pd.DataFrame, b_points: pd.DataFrame, pairs: list[tuple[str
                             "x0": a.at[level, "intensity_flop_per_byte"], "y0": a.at[level, "flops_per_second"],
                             "x1": b.at[level, "intensity_flop_per_byte"], "y1": b.at[level, "flops_per_second"]})
     return pd.DataFrame(out, columns=["a_label", "b_label", "level", "x0", "y0", "x1", "y1"])
+
+
+SOL_BOUND_PCT = 60.0
+"""% of peak at which a unit (ncu's speed of light) makes a kernel memory- or compute-bound."""
+
+
+def sol_bound(row) -> tuple[str, str, float]:
+    """(kind, unit, pct): "memory" with the busiest of DRAM/L2/L1, or "compute" (SM), when that unit reaches
+    SOL_BOUND_PCT % of its peak; else "latency" (neither is busy: too little parallelism or waiting)."""
+    units = {"DRAM": to_float(row.get("dram_throughput_pct")), "L2": to_float(row.get("l2_throughput_pct")),
+             "L1": to_float(row.get("l1_throughput_pct"))}
+    units = {k: v for k, v in units.items() if not math.isnan(v)}
+    sm = to_float(row.get("sm_throughput_pct"))
+    mem_unit, mem = max(units.items(), key=lambda kv: kv[1]) if units else ("memory", math.nan)
+    if math.isnan(sm) and math.isnan(mem):
+        return "unknown", "", math.nan
+    sm = -1.0 if math.isnan(sm) else sm
+    mem = -1.0 if math.isnan(mem) else mem
+    if max(sm, mem) < SOL_BOUND_PCT:
+        return ("latency", "SM", sm) if sm >= mem else ("latency", mem_unit, mem)
+    return ("memory", mem_unit, mem) if mem >= sm else ("compute", "SM", sm)

@@ -107,3 +107,17 @@ def test_rounding_residue_does_not_add_a_roof():
     assert list(ceils.loc[ceils["kind"] == "compute", "ceiling"]) == ["fp32"]
     assert roofline.dominant_roof(rows.iloc[0]) == "fp32"
     assert ceils.set_index("ceiling").at["fp32", "value"] == 2 * 16000.0 * 2e9
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    ({"dram_throughput_pct": 85.0, "l2_throughput_pct": 40.0, "sm_throughput_pct": 30.0}, ("memory", "DRAM", 85.0)),
+    ({"l1_throughput_pct": 62.0, "sm_throughput_pct": 91.0}, ("compute", "SM", 91.0)),
+    ({"dram_throughput_pct": 12.0, "l2_throughput_pct": 35.0, "sm_throughput_pct": 20.0}, ("latency", "L2", 35.0)),
+    ({"sm_throughput_pct": 59.9}, ("latency", "SM", 59.9)),  # below SOL_BOUND_PCT: nothing is busy enough
+    ({"kernel": "k"}, ("unknown", "", None)),
+])
+def test_sol_bound_names_the_busiest_unit_above_the_threshold(row, expected):
+    kind, unit, pct = roofline.sol_bound(row)
+    assert (kind, unit) == expected[:2]
+    assert (pct != pct) if expected[2] is None else pct == pytest.approx(expected[2])  # NaN when unknown
+    assert roofline.sol_bound(pd.Series(row)) == (kind, unit, pct) or expected[2] is None  # a row of a frame too

@@ -7,30 +7,13 @@ import math
 import pandas as pd
 
 from profkit.analyse.diff.metrics import STALL_MEANING, STALL_METRICS
+from profkit.analyse.roofline import sol_bound as bound
 from profkit.units import human, to_float as _num
 
 def _times(a: float, b: float, less: str, more: str) -> str:
     if a > 0 and b > 0:
         return f"{a / b:.3g}× {less}" if b < a else f"{b / a:.3g}× {more}"
     return ""
-
-SOL_BOUND_PCT = 60.0
-
-def bound(row: pd.Series) -> tuple[str, str, float]:
-    """(kind, unit, pct): "memory" with the busiest of DRAM/L2/L1, or "compute" (SM), when that unit reaches
-    SOL_BOUND_PCT % of its peak; else "latency" (neither is busy: too little parallelism or waiting)."""
-    units = {"DRAM": _num(row.get("dram_throughput_pct")), "L2": _num(row.get("l2_throughput_pct")),
-             "L1": _num(row.get("l1_throughput_pct"))}
-    units = {k: v for k, v in units.items() if not math.isnan(v)}
-    sm = _num(row.get("sm_throughput_pct"))
-    mem_unit, mem = max(units.items(), key=lambda kv: kv[1]) if units else ("memory", math.nan)
-    if math.isnan(sm) and math.isnan(mem):
-        return "unknown", "", math.nan
-    sm = -1.0 if math.isnan(sm) else sm
-    mem = -1.0 if math.isnan(mem) else mem
-    if max(sm, mem) < SOL_BOUND_PCT:
-        return ("latency", "SM", sm) if sm >= mem else ("latency", mem_unit, mem)
-    return ("memory", mem_unit, mem) if mem >= sm else ("compute", "SM", sm)
 
 def _bound_text(kind: str, unit: str, pct: float) -> str:
     if kind == "memory":
