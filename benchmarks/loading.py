@@ -16,7 +16,8 @@ waits for), the median of `repeats`, with the peak RSS of the largest process of
 small wrapper: the reader's children are counted one by one, not summed). Cold: an empty parse cache (a fresh
 PROFKIT_CACHE folder); cached: the same command again with the cache the cold run filled. Files are in the page
 cache either way (the first run reads them). The load average before each run is recorded: the 2-core machine
-is shared.
+is shared, and its speed drifts by a quarter within an hour, so a reference that runs no profkit code (a fresh
+process importing pandas, sha256 throughput) is measured before and after (machine.speed_before/_after).
 """
 
 from __future__ import annotations
@@ -145,6 +146,28 @@ def verdicts(timelines: list[dict], reports: list[dict], sessions: list[dict]) -
     return out
 
 
+REFERENCE_RUNS = 5
+
+
+def machine_speed() -> dict:
+    """Two fixed workloads that involve no profkit code, so that runs of this benchmark on a shared machine can be
+    compared: the wall time of a fresh `python -c "import pandas"` process (median of REFERENCE_RUNS; the floor
+    of every `profkit show` figure) and sha256 throughput on 256 MiB (what keys a cold report read). The same code
+    measured 0.38-0.40 s and 1.57 GB/s in one hour on the 2-core machine and 0.47-0.51 s and 1.16 GB/s the next."""
+    import hashlib
+
+    runs = []
+    for _ in range(REFERENCE_RUNS):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import pandas"], check=True, cwd=ROOT)
+        runs.append(time.perf_counter() - start)
+    data = os.urandom(1 << 20) * 256
+    start = time.perf_counter()
+    hashlib.sha256(data).hexdigest()
+    return {"import_pandas_s": round(statistics.median(runs), 3), "import_pandas_runs_s": [round(r, 3) for r in runs],
+            "sha256_gb_per_s": round(len(data) / (time.perf_counter() - start) / 1e9, 2)}
+
+
 def machine() -> dict:
     cpu = ""
     try:
@@ -160,6 +183,8 @@ def bench(out_dir: Path, quick: bool = False, repeats: int = 3) -> dict:
     """Build the inputs, measure, write out_dir/loading.json; quick: 10^4 and 10^5 kernels, 100 launches, one
     session."""
     sessions = sorted(p for p in (ROOT / "sessions").iterdir() if (p / "manifest.json").exists())
+    speed_before = machine_speed()
+    print(f"machine before: {speed_before}", flush=True)
     kernels = TIMELINE_KERNELS[:2] if quick else TIMELINE_KERNELS
     launches = 100 if quick else MANY_LAUNCHES
     with tempfile.TemporaryDirectory(prefix="profkit-loading-") as folder:
@@ -178,7 +203,10 @@ def bench(out_dir: Path, quick: bool = False, repeats: int = 3) -> dict:
         reports = [{**measure_cold_and_cached(f"ncu {launches}", report, repeats), "launches": launches,
                     "source": str(MANY_SOURCE.relative_to(ROOT))}]
     shown = measure_sessions(sessions[:1] if quick else sessions, repeats)
-    result = {"machine": machine(), "command": f"profkit bench loading{' --quick' if quick else ''}",
+    speed_after = machine_speed()
+    print(f"machine after: {speed_after}", flush=True)
+    result = {"machine": {**machine(), "speed_before": speed_before, "speed_after": speed_after},
+              "command": f"profkit bench loading{' --quick' if quick else ''}",
               "method": __doc__.split("\n\n", 2)[2].strip().replace("\n", " "),
               "goals": verdicts(timelines, reports, shown), "timelines": timelines, "reports": reports,
               "show": shown}

@@ -60,3 +60,14 @@ def test_session_show_is_timed_first_with_an_empty_cache_then_replayed(tmp_path,
     goals = {g["measure"]: g for g in verdicts([], [], [row]) if g["input"] == "sessions"}
     assert goals["show_s"]["value"] == round(row["show_s"], 3) and goals["show_s"]["verdict"] in ("met", "missed")
     assert goals["first_show_s"]["value"] == round(row["first_show_s"], 3)
+
+
+def test_the_machine_speed_reference_times_an_import_and_a_hash():
+    """The reference recorded before and after the benchmark: a fresh process importing pandas (the floor of a
+    show) and sha256 throughput, both positive and plausible for any machine that runs the suite."""
+    from benchmarks.loading import REFERENCE_RUNS, machine_speed
+
+    speed = machine_speed()
+    assert len(speed["import_pandas_runs_s"]) == REFERENCE_RUNS
+    assert min(speed["import_pandas_runs_s"]) <= speed["import_pandas_s"] <= max(speed["import_pandas_runs_s"])
+    assert 0.01 < speed["import_pandas_s"] < 30 and 0.05 < speed["sha256_gb_per_s"] < 100
