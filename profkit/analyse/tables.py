@@ -65,33 +65,45 @@ def _shape(df: pd.DataFrame, prefix: str) -> pd.Series:
 
 
 def _limiter(df: pd.DataFrame) -> pd.Series:
-    limits = pd.DataFrame({name: _col(df, f"occ_limit_{name}") for name in OCCUPANCY_LIMITS})
-    theoretical = _col(df, "theoretical_occupancy_pct")
+    """The occupancy limit(s) with the fewest blocks per SM ("registers+shared"), "none (100%)" at full theoretical
+    occupancy, "" without the counters. One pass over a numpy array: per row, a pandas Series cost 0.2 ms, 0.2 s
+    of reading a cached 1000-launch report."""
+    names = list(OCCUPANCY_LIMITS)
+    limits = np.column_stack([_col(df, f"occ_limit_{name}").to_numpy(dtype=float) for name in names]) \
+        if names else np.empty((len(df), 0))
+    theoretical = _col(df, "theoretical_occupancy_pct").to_numpy(dtype=float)
     out = []
-    for idx, row in limits.iterrows():
-        if row.isna().all():
+    for row, full in zip(limits, theoretical):
+        known = ~np.isnan(row)
+        if not known.any():
             out.append("")
-        elif theoretical.loc[idx] >= 99.9:
+        elif full >= 99.9:
             out.append("none (100%)")
         else:
-            low = row.min()
-            out.append("+".join(name for name, value in row.items() if value == low))
+            low = row[known].min()
+            out.append("+".join(name for name, value in zip(names, row.tolist()) if value == low))
     return pd.Series(out, index=df.index, dtype=object)
 
 
 def _top_stalls(df: pd.DataFrame, count: int = 3) -> pd.DataFrame:
-    stalls = pd.DataFrame({reason: _col(df, f"stall_{reason}") for reason in catalog.STALL_REASONS
-                           if reason != "selected"})
-    out = {}
+    """The `count` largest stall reasons of each launch and their cycles per issued instruction, largest first
+    (reasons without a value left out). Ordered exactly as Series.sort_values(ascending=False) orders them
+    (pandas' nargsort: the values reversed, numpy's quicksort, reversed back), on a numpy row: a Series per launch
+    cost 0.5 ms, half a second of reading a cached 1000-launch report."""
+    reasons = [reason for reason in catalog.STALL_REASONS if reason != "selected"]
+    values = np.column_stack([_col(df, f"stall_{reason}").to_numpy(dtype=float) for reason in reasons])
+    out: dict[str, list] = {}
     for rank in range(1, count + 1):
         out[f"stall_{rank}"] = []
         out[f"stall_{rank}_cycles"] = []
-    for _, row in stalls.iterrows():
-        ordered = row.dropna().sort_values(ascending=False)
+    for row in values:
+        known = np.flatnonzero(~np.isnan(row))
+        present = row[known]
+        order = known[::-1][present[::-1].argsort(kind="quicksort")][::-1]
         for rank in range(1, count + 1):
-            if len(ordered) >= rank:
-                out[f"stall_{rank}"].append(ordered.index[rank - 1])
-                out[f"stall_{rank}_cycles"].append(float(ordered.iloc[rank - 1]))
+            if len(order) >= rank:
+                out[f"stall_{rank}"].append(reasons[order[rank - 1]])
+                out[f"stall_{rank}_cycles"].append(float(row[order[rank - 1]]))
             else:
                 out[f"stall_{rank}"].append("")
                 out[f"stall_{rank}_cycles"].append(np.nan)
