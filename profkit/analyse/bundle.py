@@ -179,8 +179,9 @@ class Bundle(ABC):
     @functools.cached_property
     def kinds(self) -> frozenset[str]:
         """What this input holds (worked out once: the registry asks before every table it builds): ncu (profiled
-        launches), nsys (a timeline), timings (cudaEvent result lines), pc (per-instruction PC sampling), source (per-line counters), rules (ncu's findings), build (ptxas
-        resources), nvtx (NVTX ranges), copies (memcpy/memset records), notes, guided (a guided capture's plan)."""
+        launches), nsys (a timeline), timings (cudaEvent result lines), pc (per-instruction PC sampling), source
+        (per-line counters), rules (ncu's findings), build (ptxas resources), nvtx (NVTX ranges), copies
+        (memcpy/memset records), notes, guided (a guided capture's plan)."""
         has = self.has_rows
         out = {kind for kind, table in (("ncu", "launches"), ("nsys", "nsys_kernels"), ("timings", "timings"),
                                         ("source", "source"), ("rules", "rules"), ("build", "ptxas"),

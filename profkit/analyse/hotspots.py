@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from profkit.analyse import roofline
-from profkit.analyse.roofline import sol_bound
 from profkit.analyse.kernel_rows import kernel_rows
 
 HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "module", "launches", "time_us", "time_pct", "span_pct",
@@ -232,7 +231,7 @@ def _profiled_rows(launches: pd.DataFrame, targets: pd.DataFrame | None = None) 
     rows["capture"] = first["capture"].to_numpy() if "capture" in first else ""
     rows = rows.reset_index(drop=True)
     rows = pd.concat([rows, ceiling_seconds(rows)], axis=1)
-    bounds = [sol_bound(row) for row in rows[[c for c in SOL_COLUMNS if c in rows]].to_dict("records")]
+    bounds = [roofline.sol_bound(row) for row in rows[[c for c in SOL_COLUMNS if c in rows]].to_dict("records")]
     rows["bound"] = [f"{kind} ({unit} {pct:.0f}%)" if kind != "unknown" else "" for kind, unit, pct in bounds]
     stall = rows.get("stall_1", pd.Series("", index=rows.index)).fillna("").astype(str)
     cycles = pd.to_numeric(rows.get("stall_1_cycles", pd.Series(np.nan, index=rows.index)), errors="coerce")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import sys
 
 import click
 
@@ -50,7 +49,4 @@ from profkit.cli import commands  # noqa: E402,F401 - registers the commands on 
 from profkit.cli import diffreport  # noqa: E402,F401 - registers `diff` and `report`
 from profkit.cli import bench  # noqa: E402,F401 - registers `bench`
 from profkit.cli import doctor  # noqa: E402,F401 - registers `doctor`
-
-if __name__ == "__main__":
-    sys.exit(main())
 from profkit.cli import data  # noqa: E402,F401 - registers `query` and `cache`

@@ -44,8 +44,8 @@ def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json:
     """Compare kernel A with kernel B, or capture A with capture B.
 
     A and B are each: a capture (a session folder or name, a report file: .ncu-rep, .nsys-rep, .sqlite, also
-    .xz/.gz, or an nsys parquetdir export folder), CAPTURE:KERNEL, CAPTURE:KERNEL#LAUNCH (the launch number `show -t summary` lists), or a bare KERNEL
-    pattern (a short name or regex matched against kernel names, NVTX paths and capture names; the newest session
+    .xz/.gz, or an nsys parquetdir export folder), CAPTURE:KERNEL, CAPTURE:KERNEL#LAUNCH (the launch number
+    `show -t summary` lists), or a bare KERNEL pattern (a short name or regex matched against kernel names, NVTX paths and capture names; the newest session
     holding it). A pattern that matches several kernels means the one with the most GPU time, or with --sum all
     of them added up.
     """

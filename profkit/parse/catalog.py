@@ -168,7 +168,8 @@ def quick_metrics() -> list[str]:
 
 def read_metric_names() -> set[str]:
     """Every metric a table reads: the candidates of RAW_METRICS and STRING_METRICS, the per-PC metrics, the
-    per-PC stall reasons and the recorded opcode mix. A report is pruned to these before the native reader parses it (parse.ncu_file)."""
+    per-PC stall reasons and the recorded opcode mix. A report is pruned to these before the native reader parses
+    it (parse.ncu_file)."""
     names = {name for candidates in [*RAW_METRICS.values(), *STRING_METRICS.values()] for name in candidates}
     names |= {*PC_METRICS.values(), RECORDED_OPCODE_MIX}
     return names | {f"{PC_STALL_PREFIX}{PC_STALL_NAMES.get(reason, reason)}" for reason in STALL_REASONS}

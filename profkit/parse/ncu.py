@@ -9,8 +9,8 @@ Five tables come out of a report:
 - source: per launch and source line (file, line): instructions executed, warp-state samples (total and
   per stall reason), excessive L2 sectors from uncoalesced global access, excessive shared wavefronts;
 - instructions: per launch, its ncu_pcs.HOT_INSTRUCTIONS most-sampled SASS instructions (pc; offset, from the
-  launch's lowest PC, as cuobjdump numbers them; sass, opcode, file, line, the per-PC counters above, and kernel_samples:
-  the launch's samples over every PC);
+  launch's lowest PC, as cuobjdump numbers them; sass, opcode, file, line, the per-PC counters above, and
+  kernel_samples: the launch's samples over every PC);
 - opcodes: per launch and SASS opcode (modifiers kept: LDS.128, FFMA), the same counters summed.
 
 The `ncu_report` native library can take the process down on malformed input, so `load_ncu_report`
@@ -437,8 +437,8 @@ def _recorded_opcode_mix(action, names: set) -> dict[str, float]:
     metric = action.metric_by_name(catalog.RECORDED_OPCODE_MIX)
     if metric is None or not metric.has_correlation_ids():
         return {}
-    labels = metric.correlation_ids()
-    return {str(labels.as_string(i)): float(metric.as_double(i)) for i in range(metric.num_instances())}
+    labels, count = metric.correlation_ids(), metric.num_instances()
+    return {str(labels.as_string(i)): float(value) for i, value in enumerate(_instance_values(metric, count))}
 
 
 def extract_share(path: Path, launches: list[int]) -> dict:

@@ -155,7 +155,7 @@ def hot_instruction_rows(counters: PcCounters, top: int = HOT_INSTRUCTIONS) -> l
     rows = []
     for _, pc, i in hot:
         code = counters.code[i]
-        rows.append({"pc": pc, "offset": pc - start, "sass": code.sass.strip(), "opcode": sass_opcode(code.sass),
+        rows.append({"pc": pc, "offset": pc - start, "sass": code.sass.strip(), "opcode": code.opcode or "",
                      "file": code.file, "line": code.line, **{c: float(v[i]) for c, v in counted.items()},
                      "kernel_samples": total})
     return rows

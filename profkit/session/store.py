@@ -144,21 +144,27 @@ class Session:
                               f"not read them ({self.manifest['tables_pending']})",
                               hint=f"derive them where ncu_report works: profkit show --rebuild {self.path}")
         if name not in self._tables:
-            target = table_file(self.path, name)
-            if target is not None:
-                check_table(target, self.manifest.get(CHECKSUMS, {}))
+            target = self._checked_table_file(name)
             self._tables[name] = pd.DataFrame() if target is None else read_table(target)
         return self._tables[name]
+
+    def _checked_table_file(self, name: str) -> Path | None:
+        """table_file of this session, its bytes checked against the manifest once (has_rows, then table, ask)."""
+        target = table_file(self.path, name)
+        if target is not None and f"{TABLES}/{target.name}" not in self._verified:
+            check_table(target, self.manifest.get(CHECKSUMS, {}))
+            self._verified.add(f"{TABLES}/{target.name}")
+        return target
 
     def has_rows(self, name: str) -> bool:
         """Whether table `name` holds data (a row and a column), from its Parquet footer when the table was not
         loaded yet: Bundle.kinds asks about a dozen tables before a show, most of which it never builds, and
         loading each cost 4-7 ms. The bytes are checked against the manifest first, as for a load; a footer that
         cannot be read loads the table, which says why."""
-        target = None if name in self._tables or self.manifest.get("tables_pending") else table_file(self.path, name)
+        target = None if name in self._tables or self.manifest.get("tables_pending") else \
+            self._checked_table_file(name)
         if target is None or target.suffix != ".parquet":
             return not self.table(name).empty
-        check_table(target, self.manifest.get(CHECKSUMS, {}))
         import pyarrow.parquet as pq
         from pyarrow import ArrowException
 

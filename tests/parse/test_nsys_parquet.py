@@ -5,7 +5,6 @@ tests/data/parquetdir holds the exports nsys 2025.3.1 wrote on the H200 from two
 sessions/fa2-n1024-d64: two GPUs in TARGET_INFO_GPU), keeping the tables profkit reads, unmodified.
 """
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
