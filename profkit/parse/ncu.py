@@ -14,7 +14,8 @@ Five tables come out of a report:
 - opcodes: per launch and SASS opcode (modifiers kept: LDS.128, FFMA), the same counters summed.
 
 The `ncu_report` native library can take the process down on malformed input, so `load_ncu_report`
-extracts in a child process by default. The child builds plain rows (lists of dicts; the per-PC sums in numpy,
+extracts in child processes by default, each from a shard of the report (parse.ncu_file) whose per-PC metrics it
+decoded itself (parse.ncu_instances: the native reader's call per instance was the children's largest cost). The child builds plain rows (lists of dicts; the per-PC sums in numpy,
 parse.ncu_pcs) and never imports pandas (half of a fresh worker's start: 0.29 of 0.58 s and 93 of 237 MiB on the
 2-core CI machine); the parent turns the rows into DataFrames.
 """
@@ -389,10 +390,11 @@ def assemble_rows(result: dict) -> dict:
             "opcodes": opcodes, "notes": notes}
 
 
-def extract_entries(path: Path, version_from: Path | None = None) -> dict:
+def extract_entries(path: Path, version_from: Path | None = None, instances: list[dict] | None = None) -> dict:
     """Every launch of one report as an entry of plain rows (the worker's job: no pandas): {"entries": {launch:
     {launch: its row, rules, source, instructions, opcodes: its child rows, missing: absent catalog columns,
-    written_by, reader: versions}}}. version_from: the file whose writer version counts (a shard's original)."""
+    written_by, reader: versions}}}. version_from: the file whose writer version counts (a shard's original);
+    instances: per launch, per-PC metrics decoded from the original (ncu_file.Shard), read instead of the file's."""
     ncu_report = _import_ncu_report()
     try:
         context = ncu_report.load_report(str(path))
@@ -415,7 +417,8 @@ def extract_entries(path: Path, version_from: Path | None = None) -> dict:
         names = set(action.metric_names())  # one native call per launch, shared by both readers below
         row, absent = _launch_row(ncu_report, action, names)
         row.update(range_index=range_idx, action_index=action_idx)
-        pcs = _pc_counters(action, row["mangled"] or row["function"], known_pcs, names)
+        decoded = instances[launch] if instances is not None and launch < len(instances) else {}
+        pcs = _pc_counters(action, row["mangled"] or row["function"], known_pcs, names, decoded)
         by_line, by_opcode = ncu_pcs.line_and_opcode_sums(pcs)
         blind = ncu_pcs.executed_without_sass(pcs)
         disagreement = "" if blind else ncu_pcs.code_disagrees(by_opcode, _recorded_opcode_mix(action, names))
@@ -451,8 +454,9 @@ def extract_share(path: Path, launches: list[int]) -> dict:
     if layout is None or max(launches) >= len(layout.launches):
         raise ReaderError(f"{path} changed while it was being read", hint="read it again")
     with tempfile.TemporaryDirectory(prefix="profkit-shard-") as folder:
-        shard = ncu_file.write_shard(layout, launches, Path(folder) / path.name, catalog.read_metric_names())
-        local = extract_entries(shard, version_from=shard)["entries"]
+        shard = ncu_file.write_shard(layout, launches, Path(folder) / path.name, catalog.read_metric_names(),
+                                     decode=DECODED_PC_METRICS)
+        local = extract_entries(shard.path, version_from=shard.path, instances=shard.instances)["entries"]
     if len(local) != len(launches):
         raise ReaderError(f"a shard of {path} holds {len(local)} launches, {len(launches)} were written to it",
                           hint="set PROFKIT_NO_CACHE=1 and report this layout")
@@ -532,20 +536,35 @@ def _rule_rows(ncu_report, action) -> list[dict]:
     return rows
 
 
-def _pc_counters(action, function: str = "", known: dict | None = None,
-                 names: set[str] | None = None) -> ncu_pcs.PcCounters:
-    """The launch's per-PC counters (catalog.PC_METRICS and the per-reason stall samples) with each PC's code.
+PC_COLUMNS = [*catalog.PC_METRICS.items(),
+              *((f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{catalog.PC_STALL_NAMES.get(reason, reason)}")
+                for reason in catalog.STALL_REASONS)]
+"""(column, metric) of the per-PC counters: catalog.PC_METRICS and the per-reason stall samples."""
+
+DECODED_PC_METRICS = frozenset(name for _, name in PC_COLUMNS) - \
+    {name for candidates in [*catalog.RAW_METRICS.values(), *catalog.STRING_METRICS.values()] for name in candidates}
+"""The per-PC metrics a shard's writer decodes itself (parse.ncu_instances): all but those a launch column also
+reads through the native reader (the excessive-sector ones, a few hundred instances a launch)."""
+
+
+def _pc_counters(action, function: str = "", known: dict | None = None, names: set[str] | None = None,
+                 decoded: dict | None = None) -> ncu_pcs.PcCounters:
+    """The launch's per-PC counters (PC_COLUMNS) with each PC's code; `decoded`: those already decoded
+    ({metric: (PCs, values)}, ncu_instances), the others read through the native reader.
 
     SASS and source lookups are the costly native calls; `known` keeps them per (function, PC) across the
     launches of one report (every launch of a kernel has the same code), and SASS is only read for instructions
     that executed (the 128-bit and HFMA2 figures weight by executions)."""
     known = {} if known is None else known
     names = set(action.metric_names()) if names is None else names
-    metrics = [*catalog.PC_METRICS.items(),
-               *((f"stall_{reason}", f"{catalog.PC_STALL_PREFIX}{catalog.PC_STALL_NAMES.get(reason, reason)}")
-                 for reason in catalog.STALL_REASONS)]
+    decoded = decoded or {}
     found = []
-    for column, metric_name in metrics:
+    for column, metric_name in PC_COLUMNS:
+        if metric_name in decoded:
+            pcs, values = decoded[metric_name]
+            if len(pcs):  # the native reader's has_correlation_ids(): at least one instance
+                found.append((column, pcs, values))
+            continue
         if metric_name not in names:
             continue
         metric = action.metric_by_name(metric_name)

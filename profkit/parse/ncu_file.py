@@ -5,7 +5,9 @@ Why: ncu_report parses a launch's whole payload when it is first touched, and a 
 ~2,250 metrics (3.1 MB for matmul_tiled on the H200): 76 ms of parsing per launch, and ~40 MB of the reader's
 memory per launch that it keeps until the process ends (2.4 GiB after 60 launches). Pruned to the ~190
 metrics of parse.catalog the same launch is 0.2 MB, parses in ~2 ms, and every table comes out identical
-(tests/parse/test_ncu_shards.py compares every committed report).
+(tests/parse/test_ncu_shards.py compares every committed report). Most of those 0.2 MB are the per-PC metrics'
+instances, which the shard writer can decode itself and leave out (parse.ncu_instances): the ladder's six --set
+full launches are 56-830 KB pruned, 11-59 KB without them.
 
 The layout (the one `bench.many_report` relies on too): the magic "NVR\\0", then length-prefixed protobuf
 messages: a file header, then blocks of (block header, payload) where the header's field 5 is the payload's size
@@ -19,6 +21,7 @@ is read whole, as before.
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,13 +186,16 @@ def metadata_bytes(layout: Layout) -> bytes:
     return b"".join(parts)
 
 
-def prune_payload(payload: bytes, keep_ids: set[int]) -> bytes:
-    """A launch payload with only the metrics whose id is in keep_ids, and no section bodies.
+def prune_payload(payload: bytes, keep_ids: set[int], take_ids: frozenset[int] = frozenset()
+                  ) -> tuple[list[tuple[int, int]], list[tuple[int, int, int, int]]]:
+    """A launch payload's parts to keep: the spans (start, end) of its fields but section bodies and the metrics
+    whose id is not in keep_ids, and apart from them (id, start, body start, end) of each metric whose id is in
+    take_ids.
 
     Walks the top-level fields only: a metric's id is the varint right after its first byte (field 1, the
     0x08 key), so a metric's per-PC instances are never decoded (decoding them all cost 1.5 s of a 6-launch
     --set full report, the pruned reading itself 0.8 s)."""
-    out = bytearray()
+    kept, taken = [], []
     i, size = 0, len(payload)
     while i < size:
         start = i
@@ -214,6 +220,9 @@ def prune_payload(payload: bytes, keep_ids: set[int]) -> bytes:
                         metric_id = (low & 0x7F) | (payload[body + 2] << 7)
                     else:
                         metric_id = varint(payload, body + 1)[0]
+                if metric_id in take_ids:
+                    taken.append((metric_id, start, body, i))
+                    continue
                 if metric_id not in keep_ids:
                     continue
         elif wire == 0:
@@ -222,18 +231,34 @@ def prune_payload(payload: bytes, keep_ids: set[int]) -> bytes:
             i += 8 if wire == 1 else 4
         else:
             raise LayoutError(f"unexpected protobuf wire type {wire}")
-        out += payload[start:i]
-    return bytes(out)
+        if kept and kept[-1][1] == start:
+            kept[-1] = (kept[-1][0], i)
+        else:
+            kept.append((start, i))
+    return kept, taken
 
 
-def write_shard(layout: Layout, launches: list[int], target: Path, keep: set[str]) -> Path:
+@dataclass
+class Shard:
+    path: Path
+    instances: list[dict]
+    """Per launch written, in order: {metric name: ncu_instances.Instances} of the per-PC metrics decoded while
+    writing (left out of the file)."""
+
+
+def write_shard(layout: Layout, launches: list[int], target: Path, keep: set[str],
+                decode: frozenset[str] = frozenset()) -> Shard:
     """Write `target`: the report with only the given launches (indexes into layout.launches, ascending), each
     pruned to the metrics named in `keep`; every other block stays where it was. The first launch written
-    carries the metric dictionary."""
+    carries the metric dictionary. The metrics named in `decode` are decoded here (parse.ncu_instances) and left
+    out of the file, but for one encoded otherwise (or twice in a launch), which stays for the native reader."""
+    from profkit.parse import ncu_instances
+
     keep_ids = {i for i, name in enumerate(layout.dictionary) if name in keep}
+    take_ids = frozenset(i for i, name in enumerate(layout.dictionary) if name in decode and name in keep)
     wanted = {id(layout.launches[i]) for i in launches}
     dictionary = top_fields(layout.launches[0].header).get(DICTIONARY_FIELD, b"") if layout.launches else b""
-    first = True
+    first, instances = True, []
     with layout.path.open("rb") as src, Path(target).open("wb") as out:
         out.write(MAGIC + struct.pack("<I", len(layout.file_header)) + layout.file_header)
         for block in layout.blocks:
@@ -243,10 +268,18 @@ def write_shard(layout: Layout, launches: list[int], target: Path, keep: set[str
                 src.seek(block.offset)
                 out.write(src.read(block.end - block.offset))
                 continue
-            payload = prune_payload(_message(src, block.payload_offset), keep_ids)
+            raw = _message(src, block.payload_offset)
+            kept, taken = prune_payload(raw, keep_ids, take_ids)
+            decoded = ncu_instances.decode([raw[body:end] for _, _, body, end in taken])
+            twice = {metric_id for metric_id, count in Counter(m for m, _, _, _ in taken).items() if count > 1}
+            instances.append({layout.dictionary[metric_id]: found for (metric_id, _, _, _), found in zip(taken, decoded)
+                              if found is not None and metric_id not in twice})
+            back = [(start, end) for (metric_id, start, _, end), found in zip(taken, decoded)
+                    if found is None or metric_id in twice]
+            payload = b"".join(raw[start:end] for start, end in sorted(kept + back))
             head = [(n, v) for n, _, v, _, _ in fields(block.header) if n not in (DICTIONARY_FIELD, SIZE_FIELD)]
             head += [(SIZE_FIELD, len(payload) + 4)] + ([(DICTIONARY_FIELD, dictionary)] if first else [])
             header = b"".join(encode_field(n, v) for n, v in sorted(head, key=lambda item: item[0]))
             out.write(struct.pack("<I", len(header)) + header + struct.pack("<I", len(payload)) + payload)
             first = False
-    return Path(target)
+    return Shard(Path(target), instances)

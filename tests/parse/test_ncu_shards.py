@@ -41,7 +41,7 @@ def test_a_shard_holds_only_the_catalog_metrics(tmp_path):
     path = plain_file(SESSIONS / "ladder1-full-n4096" / "ladder_bench.ncu-rep.xz")
     layout = ncu_file.scan(path)
     assert len(layout.launches) == 6 and "gpu__time_duration.sum" in layout.dictionary
-    shard = ncu_file.write_shard(layout, [1, 4], tmp_path / "shard.ncu-rep", catalog.read_metric_names())
+    shard = ncu_file.write_shard(layout, [1, 4], tmp_path / "shard.ncu-rep", catalog.read_metric_names()).path
     assert shard.stat().st_size < path.stat().st_size / 2
     pruned = ncu_file.scan(shard)
     assert len(pruned.launches) == 2 and pruned.dictionary == layout.dictionary
