@@ -1,5 +1,6 @@
 """benchmarks/many_report.py: a many-launch report built from one real H200 launch reads back whole."""
 
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,16 @@ def test_the_machine_speed_reference_times_an_import_and_a_hash():
     assert len(speed["import_pandas_runs_s"]) == REFERENCE_RUNS
     assert min(speed["import_pandas_runs_s"]) <= speed["import_pandas_s"] <= max(speed["import_pandas_runs_s"])
     assert 0.01 < speed["import_pandas_s"] < 30 and 0.05 < speed["sha256_gb_per_s"] < 100
+
+
+def test_profkit_bytecode_is_written_before_timing():
+    """Every module of the package has its .pyc, newer than its source, once compile_bytecode ran (even where
+    PYTHONDONTWRITEBYTECODE keeps processes from writing it)."""
+    import importlib.util
+
+    from benchmarks.loading import ROOT, compile_bytecode
+
+    assert compile_bytecode()["profkit_bytecode"] == "compiled before timing"
+    for source in (ROOT / "profkit").rglob("*.py"):
+        compiled = Path(importlib.util.cache_from_source(str(source)))
+        assert compiled.exists() and compiled.stat().st_mtime >= source.stat().st_mtime, source
