@@ -103,6 +103,17 @@ def scaled_error(x: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / max(ref.abs().max().item(), 1.0)
 
 
+def ulps_apart(x: torch.Tensor, y: torch.Tensor) -> float:
+    """The largest elementwise |x - y| in units in the last place of x's dtype, at the larger magnitude of each
+    pair (2^(e - p) for a magnitude m * 2^e, m in [0.5, 1), p the precision in bits; subnormals use the smallest
+    normal's ulp)."""
+    precision = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24}[x.dtype]
+    larger = torch.maximum(x.double().abs(), y.double().abs()).clamp_min(torch.finfo(x.dtype).tiny)
+    _, exponent = torch.frexp(larger)
+    ulp = torch.ldexp(torch.ones_like(larger), exponent - precision)
+    return ((x.double() - y.double()).abs() / ulp).max().item()
+
+
 def run_kernels(q, k, v, do, causal, sm_scale=None, block_skip=True):
     """o, lse, dq, dk, dv from our kernels (autograd path for the gradients)."""
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
@@ -538,14 +549,15 @@ def test_descriptor_configs_only_where_allowed(kernel, head_dim):
 @pytest.mark.parametrize("head_dim", [64, 128], ids=["d64", "d128"])
 def test_block_skip_off_gives_the_same_result(device, dtype, head_dim, seed):
     """Visiting and masking every key block changes only the fp32 rounding order of the exponent
-    arguments, which can move an element of a rounded output by at most one unit u."""
+    arguments, which can move an element of a rounded output by at most one ulp (a bound relative to the
+    largest element, max |diff| / max |x| <= u, fails on one ulp of an element just under a power of two: on
+    the H200, dk of bf16 differed by exactly 1.0 at 248, 1.03 u)."""
     q, k, v, do = make_inputs((1, 1, 80, head_dim), dtype, seed, device=device)
     skip = run_kernels(q, k, v, do, causal=True, block_skip=True)
     full = run_kernels(q, k, v, do, causal=True, block_skip=False)
-    u = UNIT_ROUNDOFF[dtype]
     for name in ("o", "dq", "dk", "dv"):
-        err = scaled_error(full[name], skip[name].double())
-        assert err <= u, f"{name}: skip on/off differ by {err:.2e} (seed {seed})"
+        apart = ulps_apart(full[name], skip[name])
+        assert apart <= 1, f"{name}: skip on/off differ by {apart:g} ulp (seed {seed})"
     torch.testing.assert_close(full["lse"], skip["lse"], rtol=LSE_RTOL, atol=0.0)
 
 
