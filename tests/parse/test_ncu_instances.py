@@ -25,6 +25,19 @@ def test_every_committed_report_is_found():
     assert len(REPORTS) >= 40
 
 
+def decoded_launches(path: Path, layout: ncu_file.Layout) -> list[list[tuple[int, ncu_instances.Instances | None]]]:
+    """Per launch of a report: (metric id, decoded instances or None) of each per-PC metric in it."""
+    ids = frozenset(i for i, metric in enumerate(layout.dictionary) if metric in PC_METRIC_NAMES)
+    out = []
+    with path.open("rb") as handle:
+        for block in layout.launches:
+            payload = ncu_file._message(handle, block.payload_offset)
+            _, taken = ncu_file.prune_payload(payload, set(), ids)
+            decoded = ncu_instances.decode([payload[body:end] for _, _, body, end in taken])
+            out.append([(metric_id, found) for (metric_id, _, _, _), found in zip(taken, decoded)])
+    return out
+
+
 @pytest.mark.parametrize("name", REPORTS)
 def test_decoded_instances_equal_the_native_readers(name):
     ncu_report = pytest.importorskip("ncu_report")
@@ -35,25 +48,20 @@ def test_decoded_instances_equal_the_native_readers(name):
     actions = [context.range_by_idx(r).action_by_idx(a) for r in range(context.num_ranges())
                for a in range(context.range_by_idx(r).num_actions())]
     assert len(actions) == len(layout.launches)
-    ids = frozenset(i for i, metric in enumerate(layout.dictionary) if metric in PC_METRIC_NAMES)
     compared = 0
-    with path.open("rb") as handle:
-        for block, action in zip(layout.launches, actions):
-            payload = ncu_file._message(handle, block.payload_offset)
-            _, taken = ncu_file.prune_payload(payload, set(), ids)
-            decoded = ncu_instances.decode([payload[body:end] for _, _, body, end in taken])
-            for (metric_id, _, _, _), found in zip(taken, decoded):
-                assert found is not None, f"{layout.dictionary[metric_id]} fell back to the native reader"
-                metric = action.metric_by_name(layout.dictionary[metric_id])
-                if not metric.has_correlation_ids():
-                    assert len(found[0]) == len(found[1]) == 0
-                    continue
-                pcs, values = ncu._instances(metric, metric.num_instances())
-                assert found[0].dtype == pcs.dtype and found[1].dtype == values.dtype
-                np.testing.assert_array_equal(found[0], pcs)
-                np.testing.assert_array_equal(found[1], values)
-                compared += 1
-    if any(ids):
+    for launch, action in zip(decoded_launches(path, layout), actions):
+        for metric_id, found in launch:
+            assert found is not None, f"{layout.dictionary[metric_id]} fell back to the native reader"
+            metric = action.metric_by_name(layout.dictionary[metric_id])
+            if not metric.has_correlation_ids():
+                assert len(found[0]) == len(found[1]) == 0
+                continue
+            pcs, values = ncu._instances(metric, metric.num_instances())
+            assert found[0].dtype == pcs.dtype and found[1].dtype == values.dtype
+            np.testing.assert_array_equal(found[0], pcs)
+            np.testing.assert_array_equal(found[1], values)
+            compared += 1
+    if any(metric in PC_METRIC_NAMES for metric in layout.dictionary):
         assert compared > 0
 
 
@@ -166,3 +174,31 @@ def test_other_encodings_are_left_to_the_native_reader():
     assert len(empty[0]) == 0 and empty[0].dtype == np.uint64
     good, = ncu_instances.decode([metric_message(9, pcs, values)])
     assert good[0].tolist() == pcs and good[1].tolist() == [3.0, 5.0]
+
+
+@pytest.mark.gpu
+def test_a_fresh_full_capture_reads_the_same_through_decoded_shards(tmp_path):
+    """A --set full report this GPU's ncu writes now (two cuBLAS matmuls): read whole by the native reader and by
+    the shard reader (per-PC metrics decoded here), the same tables, and no per-PC metric left to the native
+    reader."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    if shutil.which("ncu") is None:
+        pytest.skip("ncu is not on PATH")
+    program = ("import torch; a = torch.randn(1000, 1000, device='cuda'); b = a.half(); "
+               "[(a @ a, b @ b) for _ in range(2)]; torch.cuda.synchronize()")
+    subprocess.run(["ncu", "--set", "full", "--clock-control", "none", "--launch-skip", "2", "-c", "2",
+                    "-o", str(tmp_path / "fresh"), "-f", sys.executable, "-c", program],
+                   check=True, capture_output=True, timeout=600)
+    path = tmp_path / "fresh.ncu-rep"
+    whole = ncu.extract_tables(path)
+    shards = ncu.load_ncu_report(path, use_cache=False)
+    for name in ("launches", "rules", "source", "instructions", "opcodes"):
+        pd.testing.assert_frame_equal(getattr(shards, name), whole[name], check_exact=True)
+    assert len(whole["launches"]) == 2 and len(whole["instructions"]) > 0
+    launches = decoded_launches(path, ncu_file.scan(path))
+    assert launches and all(launch and all(found is not None for _, found in launch) for launch in launches)
