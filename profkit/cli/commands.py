@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from profkit.cli import main
+from profkit.cli import frozen_imports, main
 
 
 @main.command()
@@ -153,8 +153,9 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
 
 def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> list[tuple[bool, str]]:
     """What `show` prints, as (to stderr, text) pieces in order (cli.replay keeps them)."""
-    from profkit.api import show as show_tables
-    from profkit.render.terminal import format_table
+    with frozen_imports():
+        from profkit.api import show as show_tables
+        from profkit.render.terminal import format_table
 
     if rebuild:
         from profkit.analyse.bundle import rebuild_session

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from profkit.cli import main
+from profkit.cli import frozen_imports, main
 from profkit.errors import ToolMissing, UsageError
 
 FAIL_IF_HELP = ("CI gate, repeatable: METRIC OP LIMIT with OP in > >= < <=; LIMIT 'N%' is B's change relative "
@@ -49,7 +49,8 @@ def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json:
     holding it). A pattern that matches several kernels means the one with the most GPU time, or with --sum all
     of them added up.
     """
-    from profkit.analyse.diff import ThresholdViolated, diff
+    with frozen_imports():
+        from profkit.analyse.diff import ThresholdViolated, diff
 
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
@@ -113,8 +114,9 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
     """Write one self-contained HTML report (plotly embedded, opens offline) for INPUTs and/or a --diff, or for
     the benchmark results of --bench. An INPUT is a session (folder or name) or a report file (.ncu-rep,
     .nsys-rep, .sqlite; .xz/.gz too) or an nsys parquetdir export folder."""
-    from profkit.analyse.bundle import open_bundle
-    from profkit.analyse.diff import diff
+    with frozen_imports():
+        from profkit.analyse.bundle import open_bundle
+        from profkit.analyse.diff import diff
 
     if bench_dir is not None:
         if sessions or diff_specs or examples:

@@ -103,3 +103,25 @@ def test_the_key_follows_the_rendering_libraries(env, monkeypatch, tmp_path):
     assert replay.key((str(SESSION),), {"fmt": "text"}, REPO / "sessions") != before
     assert "standin_renderer" not in sys.modules  # found, never imported
     assert replay.key((str(SESSION), "no-such-session"), {"fmt": "text"}, REPO / "sessions") is None
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_frozen_imports_pause_the_collector_and_freeze_what_was_imported(enabled):
+    """Inside the block the collector is off; after it, the objects alive then are in the permanent generation and
+    the collector is as it was (a caller that had turned it off keeps it off)."""
+    import gc
+
+    from profkit.cli import frozen_imports
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        before = gc.get_freeze_count()
+        with frozen_imports():
+            assert not gc.isenabled()
+            kept = [[i] for i in range(1000)]  # tracked containers made inside the block
+        assert gc.isenabled() == enabled
+        assert gc.get_freeze_count() >= before + len(kept)
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
