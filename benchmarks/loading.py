@@ -22,6 +22,7 @@ process importing pandas, sha256 throughput) is measured before and after (machi
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
@@ -179,6 +180,18 @@ def compile_bytecode() -> dict:
             "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE", "")}
 
 
+def git_commit(root: Path = ROOT) -> str:
+    """The checkout's commit, with "+changes" when its tracked files differ from it; "" outside a git checkout."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=root, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return commit + ("+changes" if dirty else "")
+
+
 def machine() -> dict:
     cpu = ""
     try:
@@ -194,6 +207,7 @@ def bench(out_dir: Path, quick: bool = False, repeats: int = 3) -> dict:
     """Build the inputs, measure, write out_dir/loading.json; quick: 10^4 and 10^5 kernels, 100 launches, one
     session."""
     sessions = sorted(p for p in (ROOT / "sessions").iterdir() if (p / "manifest.json").exists())
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     bytecode = compile_bytecode()
     speed_before = machine_speed()
     print(f"machine before: {speed_before}", flush=True)
@@ -218,7 +232,8 @@ def bench(out_dir: Path, quick: bool = False, repeats: int = 3) -> dict:
     speed_after = machine_speed()
     print(f"machine after: {speed_after}", flush=True)
     result = {"machine": {**machine(), **bytecode, "speed_before": speed_before, "speed_after": speed_after},
-              "command": f"profkit bench loading{' --quick' if quick else ''}",
+              "command": f"profkit bench loading{' --quick' if quick else ''}", "started": started,
+              "git_commit": git_commit(),
               "method": __doc__.split("\n\n", 2)[2].strip().replace("\n", " "),
               "goals": verdicts(timelines, reports, shown), "timelines": timelines, "reports": reports,
               "show": shown}

@@ -85,3 +85,27 @@ def test_profkit_bytecode_is_written_before_timing():
     for source in (ROOT / "profkit").rglob("*.py"):
         compiled = Path(importlib.util.cache_from_source(str(source)))
         assert compiled.exists() and compiled.stat().st_mtime >= source.stat().st_mtime, source
+
+
+def test_the_run_records_the_checkout_it_measured(tmp_path):
+    """git_commit: the short commit of HEAD, "+changes" once a tracked file differs from it, "" outside git."""
+    import shutil
+    import subprocess
+
+    from benchmarks.loading import git_commit
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    assert git_commit(tmp_path) == ""
+    git = ["git", "-c", "user.name=profkit", "-c", "user.email=profkit@localhost"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "a.txt").write_text("one\n")
+    subprocess.run([*git, "add", "a.txt"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert git_commit(tmp_path) == head
+    (tmp_path / "untracked.txt").write_text("not tracked\n")
+    assert git_commit(tmp_path) == head
+    (tmp_path / "a.txt").write_text("two\n")
+    assert git_commit(tmp_path) == head + "+changes"
