@@ -11,6 +11,7 @@ import threading
 
 import click
 
+from profkit import __version__
 from profkit.errors import ProfkitError
 
 
@@ -33,7 +34,7 @@ class ProfkitGroup(click.Group):
 
 @click.group(cls=ProfkitGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show Python tracebacks.")
-@click.version_option(package_name="profkit")
+@click.version_option(version=__version__, prog_name="profkit")  # not from metadata: a checkout on PYTHONPATH has none
 def main(debug: bool) -> None:
     """profkit: build, profile (ncu + nsys), tabulate, diff and report GPU kernels."""
 

@@ -7,6 +7,7 @@ import sys
 
 from click.testing import CliRunner
 
+import profkit
 from profkit.cli import main
 from tests import REPO
 
@@ -42,10 +43,11 @@ def test_the_console_keeps_the_commands_exit_code_and_message(tmp_path):
     done = console("show", str(SESSION), "-t", "no-such-table", env_cache=tmp_path)
     assert done.returncode == 2
     assert "unknown table 'no-such-table'" in done.stderr and "atexit ran" in done.stderr
-    assert console("--version", env_cache=tmp_path).returncode == 0
+    version = console("--version", env_cache=tmp_path)
+    assert version.returncode == 0 and version.stdout.strip() == f"profkit, version {profkit.__version__}"
 
 
 def test_a_running_thread_is_waited_for(tmp_path):
-    done = console("--with-thread", "--version", env_cache=tmp_path)
+    done = console("--with-thread", "--help", env_cache=tmp_path)
     assert done.returncode == 0
     assert "thread finished" in done.stderr and "atexit ran" in done.stderr
