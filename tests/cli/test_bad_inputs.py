@@ -312,7 +312,10 @@ def test_a_signal_during_capture_marks_the_session_interrupted_and_touches_nothi
     env = {**os.environ, "FAKE_NCU_MODE": "sleep", "FAKE_NCU_MARKER": str(marker)}
     cmd = [sys.executable, "-m", "profkit", "profile", "--plain", "--sessions-dir", str(fakes.sessions), "--name",
            "victim", "--", str(fakes.program)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT's default action in the child even where the suite runs with it ignored (a job started in the
+    # background by a shell without job control inherits SIG_IGN, which Python keeps: the signal did nothing)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
