@@ -13,6 +13,12 @@ from profkit.parse.files import plain_file
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = sorted(str(p.relative_to(ROOT)) for folder in ("sessions", "tests/data")
                  for p in (ROOT / folder).rglob("*.ncu-rep*"))
+DEFAULT_REPORTS = {f"sessions/{name}" for name in (
+    "ladder1-full-n4096/ladder_bench.ncu-rep.xz", "ladder-quick-n4096/matmul_tiled.ncu-rep",
+    "fa2-n4096-d64-tuned/python3.ncu-rep.xz", "train-step-guided/python3.ncu0.ncu-rep.xz",
+    "triton-matmul-bf16-n4096/python3.ncu-rep.xz")}
+"""Compared in the default run: --set full and --quick, CUDA, Triton and a guided PyTorch capture; the other reports
+(each read through the native reader too) in the slow set."""
 PC_METRIC_NAMES = frozenset(name for _, name in ncu.PC_COLUMNS)
 
 
@@ -22,7 +28,7 @@ def private_cache(tmp_path, monkeypatch):
 
 
 def test_every_committed_report_is_found():
-    assert len(REPORTS) >= 40
+    assert len(REPORTS) >= 40 and DEFAULT_REPORTS <= set(REPORTS)
 
 
 def decoded_launches(path: Path, layout: ncu_file.Layout) -> list[list[tuple[int, ncu_instances.Instances | None]]]:
@@ -38,7 +44,8 @@ def decoded_launches(path: Path, layout: ncu_file.Layout) -> list[list[tuple[int
     return out
 
 
-@pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name in DEFAULT_REPORTS else pytest.mark.slow)
+                                  for name in REPORTS])
 def test_decoded_instances_equal_the_native_readers(name):
     ncu_report = pytest.importorskip("ncu_report")
     path = plain_file(ROOT / name)

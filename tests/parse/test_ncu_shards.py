@@ -14,6 +14,8 @@ SESSIONS = Path(__file__).resolve().parents[2] / "sessions"
 REPORTS = ["ladder1-full-n4096/ladder_bench.ncu-rep.xz",  # 6 --set full launches, a cuBLAS module block between
            "fa2-n4096-d64-tuned/python3.ncu-rep.xz", "int8-linear-m2048-tma/python3.ncu-rep.xz",
            "ladder-quick-n4096/matmul_tiled.ncu-rep", "triton-matmul-bf16-n4096/python3.ncu-rep.xz"]
+SLOW_REPORTS = {"fa2-n4096-d64-tuned/python3.ncu-rep.xz", "int8-linear-m2048-tma/python3.ncu-rep.xz"}
+"""In the slow set (7 and 5 s here): the default run keeps the --set full ladder, a --quick and a Triton report."""
 TABLES = ["launches", "rules", "source", "instructions", "opcodes"]
 
 
@@ -29,7 +31,8 @@ def assert_same(report: ncu.NcuReport, whole: dict) -> None:
     assert report.notes == whole["notes"]
 
 
-@pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow if name in SLOW_REPORTS else ())
+                                  for name in REPORTS])
 def test_pruned_parallel_shards_equal_a_whole_read(name, monkeypatch):
     path = plain_file(SESSIONS / name)
     whole = ncu.extract_tables(path)
