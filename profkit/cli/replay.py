@@ -6,10 +6,12 @@ change between two shows, so the second prints what the first printed.
 
 The key is everything the output depends on: the command's options; for each session its resolved folder and
 the (name, size, mtime, inode) of its manifest and of every file in tables/ (any edit changes it, and that show
-then loads and verifies the session as usual); profkit's own source files the same way (an upgrade or an edit
-renders again); and the installs of pandas, numpy, pyarrow and duckdb (each __init__.py the same way). Only sessions
-are replayed; report files and export folders go through the parse cache. Entries live in the cache folder under
-shown/, count against its size cap and are evicted least recently used first (parse.cache_space).
+then loads and verifies the session as usual); for a report file (an .ncu-rep or an nsys SQLite export, plain or
+compressed) its resolved path and the same stat; profkit's own source files the same way (an upgrade or an edit
+renders again); and the installs of pandas, numpy, pyarrow, duckdb and ncu_report (each __init__.py the same way).
+An .nsys-rep (read through the nsys tool) and export folders are not replayed: they go through the parse cache.
+Entries live in the cache folder under shown/, count against its size cap and are evicted least recently used first
+(parse.cache_space).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from profkit.parse import cache_space
 from profkit.parse.files import cache_dir, cache_enabled
 
 KIND = "shown"
-RENDERING_LIBRARIES = ("pandas", "numpy", "pyarrow", "duckdb")
+RENDERING_LIBRARIES = ("pandas", "numpy", "pyarrow", "duckdb", "ncu_report")
+REPLAYED_FILES = tuple(f"{kind}{packed}" for kind in (".ncu-rep", ".sqlite") for packed in ("", ".xz", ".gz"))
+"""Report files whose show is replayed: everything their tables come from is in the file and the libraries above."""
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -73,8 +77,9 @@ def _session_folder(spec: str, root: Path) -> Path | None:
 
 
 def key(paths: tuple[str, ...], options: dict, root: Path) -> str | None:
-    """The replay key of `profkit show PATHS` with these options; None when an input is not a session folder or
-    name (or cannot be stat'ed), or caching is off (PROFKIT_NO_CACHE): that show renders the ordinary way."""
+    """The replay key of `profkit show PATHS` with these options; None when an input is neither a session folder or
+    name nor a REPLAYED_FILES report (or cannot be stat'ed), or caching is off (PROFKIT_NO_CACHE): that show renders
+    the ordinary way."""
     if not cache_enabled():
         return None
     parts = [json.dumps(options, sort_keys=True), *_code_state(), *_library_versions()]
@@ -82,7 +87,11 @@ def key(paths: tuple[str, ...], options: dict, root: Path) -> str | None:
         for spec in paths:
             folder = _session_folder(spec, root)
             if folder is None:
-                return None
+                report = Path(spec)
+                if not (report.name.endswith(REPLAYED_FILES) and report.is_file()):
+                    return None
+                parts.append(f"{spec}->{report.resolve()}|{_stat_line(report.resolve())}")
+                continue
             parts.append(f"{spec}->{folder}|{_stat_line(folder / 'manifest.json')}")
             tables = folder / "tables"
             if tables.is_dir():

@@ -1,6 +1,7 @@
 """`profkit show` of an unchanged session prints what it printed before without building a table (no pandas
 import), and renders again whenever anything its output depends on changes."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -75,19 +76,34 @@ def test_no_cache_renders_every_time(env, monkeypatch):
     assert shown_entries(env) == []
 
 
-def test_a_report_file_is_not_replayed(env):
-    report = REPO / "sessions" / "ladder-quick-n4096" / "matmul_naive.ncu-rep"  # an ncu report: no duckdb needed
-    for _ in range(2):
-        result = show(str(report), "-t", "summary")
-        assert result.returncode == 0 and "pandas imported" in result.stderr
-    assert shown_entries(env) == []
+def test_a_report_file_is_replayed_until_it_changes(env):
+    report = shutil.copy(REPO / "sessions" / "ladder-quick-n4096" / "matmul_naive.ncu-rep", env / "naive.ncu-rep")
+    first = show(str(report), "-t", "summary")
+    assert first.returncode == 0 and "pandas imported" in first.stderr, first.stderr
+    again = show(str(report), "-t", "summary")
+    assert again.stdout == first.stdout and "pandas not imported" in again.stderr
+    assert len(shown_entries(env)) == 1
+    os.utime(report, ns=(1, 1))  # a rewritten report: its stat changes
+    rewritten = show(str(report), "-t", "summary")
+    assert rewritten.stdout == first.stdout and "pandas imported" in rewritten.stderr
+    assert len(shown_entries(env)) == 2
+
+
+def test_inputs_read_through_other_tools_are_not_replayed(env):
+    """An .nsys-rep (the nsys tool exports it) and an nsys Parquet export folder have no replay key."""
+    from profkit.cli import replay
+
+    folder = REPO / "tests" / "data" / "parquetdir" / "train-step-guided"
+    nsys_rep = next((REPO / "sessions").rglob("*.nsys-rep"))
+    assert replay.key((str(folder),), {"fmt": "text"}, REPO / "sessions") is None
+    assert replay.key((str(nsys_rep),), {"fmt": "text"}, REPO / "sessions") is None
+    assert replay.key((str(SESSION), str(nsys_rep)), {"fmt": "text"}, REPO / "sessions") is None
+    assert replay.key((str(env / "missing.ncu-rep"),), {"fmt": "text"}, REPO / "sessions") is None
 
 
 def test_the_key_follows_the_rendering_libraries(env, monkeypatch, tmp_path):
     """An upgrade of pandas (or numpy, pyarrow, duckdb) may print numbers differently: the install is part of the
     key. A stand-in library whose __init__.py is rewritten, as pip does on an upgrade, changes it."""
-    import os
-
     from profkit.cli import replay
 
     package = tmp_path / "lib" / "standin_renderer"
