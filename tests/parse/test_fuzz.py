@@ -42,6 +42,7 @@ def test_the_plan_takes_mutators_in_turn_and_is_seeded():
         assert donor is None or donor.kind != source.kind
 
 
+@pytest.mark.slow  # 13 s: the suite's 5-minute budget; CI runs the slow set after it
 def test_a_seeded_fuzz_of_the_committed_reports_has_no_crash(tmp_path):
     try:
         sources = fuzz.find_sources(SESSIONS)

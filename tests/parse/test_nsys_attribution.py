@@ -112,6 +112,7 @@ def test_without_duckdb_reading_is_a_reader_error_unless_cached(two_processes, m
     assert str(cached.kernels["launch_start_ns"].dtype) == "Int64" and cached.version == first.version
 
 
+@pytest.mark.slow  # 12 s: the suite's 5-minute budget; CI runs the slow set after it
 def test_bit_flips_are_report_errors(two_processes):
     """Every single-byte flip of the export is read or refused with a ReportError, never a traceback."""
     data = two_processes.read_bytes()

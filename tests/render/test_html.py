@@ -155,7 +155,8 @@ def test_page_is_self_contained(session_page):
 
 
 @needs_chromium
-@pytest.mark.parametrize("page_fixture", ["session_page", "diff_page", "session_diff_page", "bench_page"])
+@pytest.mark.parametrize("page_fixture", ["session_page", *(pytest.param(page, marks=pytest.mark.slow) for page in
+                                                             ("diff_page", "session_diff_page", "bench_page"))])
 def test_charts_render_in_chromium(page_fixture, request, tmp_path):
     page = request.getfixturevalue(page_fixture)
     dom, probe = rendered_dom(page, tmp_path)
@@ -179,6 +180,7 @@ def test_error_hook_reports_javascript_errors(session_page, tmp_path):
 
 
 @needs_chromium
+@pytest.mark.slow  # 5 s; the default run keeps one page rendered in chromium and the error hook
 def test_screenshot_is_not_blank(diff_page, tmp_path):
     shot = tmp_path / "shot.png"
     result = chromium(["--window-size=1280,2400", f"--screenshot={shot}", diff_page.resolve().as_uri()],
