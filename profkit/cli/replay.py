@@ -23,11 +23,11 @@ import uuid
 from pathlib import Path
 
 from profkit.parse import cache_space
-from profkit.parse.files import cache_dir, cache_enabled
+from profkit.parse.files import PACKED, cache_dir, cache_enabled
 
 KIND = "shown"
 RENDERING_LIBRARIES = ("pandas", "numpy", "pyarrow", "duckdb", "ncu_report")
-REPLAYED_FILES = tuple(f"{kind}{packed}" for kind in (".ncu-rep", ".sqlite") for packed in ("", ".xz", ".gz"))
+REPLAYED_FILES = tuple(f"{kind}{packed}" for kind in (".ncu-rep", ".sqlite") for packed in ("", *PACKED))
 """Report files whose show is replayed: everything their tables come from is in the file and the libraries above."""
 _PACKAGE = Path(__file__).resolve().parents[1]
 
