@@ -25,6 +25,8 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 NCU_FIXED_US = {"all": 1.8, "none": 1.2}
 """How much longer ncu's gpu__time_duration may read than nsys' kernel time at the same clock, by --cache-control:
@@ -38,35 +40,55 @@ def _label_launches(df: pd.DataFrame, labels: dict[str, set[str]]) -> pd.Series:
     """Label each launch: its kernel name when its capture's program timed it under that name, else the innermost
     NVTX range that names a timed label (cuBLAS inside "matmul_cublas"), else "range/kernel" so the same
     kernel under two ranges (e.g. block skipping on and off) stays two rows, else the kernel name.
-    labels: capture -> its timed labels. Each distinct (capture, path) is split once: a 10^6-kernel timeline has
-    ~5*10^5 (a range per training step)."""
-    kernels = df["kernel"].astype(object) if "kernel" in df else pd.Series([], dtype=object)
+    labels: capture -> its timed labels. Python looks at each distinct (path, capture) and (kernel, capture) once;
+    "range/kernel" is built by Arrow over every launch: a 10^6-kernel timeline has ~5*10^5 distinct paths (a range
+    per training step) and ~8.5*10^5 distinct (path, kernel), so a label per distinct pair built in Python took
+    as long as one per launch (3-4 s)."""
+    n = len(df)
+    kernels = df["kernel"] if "kernel" in df else pd.Series([None] * n, index=df.index, dtype=object)
     paths = df["nvtx_path"] if "nvtx_path" in df else pd.Series("", index=df.index)
-    codes, distinct = pd.factorize(paths)  # the stored strings, then the distinct ones as text: mapping each launch's
-    paths = [p if isinstance(p, str) else "" for p in distinct.tolist()] + [""]  # first cost 2.6 s of 10^6 launches
-    codes = np.where(codes < 0, len(paths) - 1, codes)  # a missing path: the trailing ""
+    captures = df[CAPTURE] if CAPTURE in df else pd.Series("", index=df.index)
     nothing: frozenset = frozenset()
-    if CAPTURE in df:  # (capture, path) pairs, combined as integers: no tuple per launch
-        capture_codes, captures = pd.factorize(df[CAPTURE])
-        width = max(len(paths), 1)
-        codes, pairs = pd.factorize(capture_codes.astype(np.int64) * width + codes)
-        captures = captures.tolist()
-        timed = [labels.get(captures[pair // width], nothing) for pair in pairs.tolist()]
-        paths = [paths[pair % width] for pair in pairs.tolist()]
-    else:
-        timed = itertools.repeat(labels.get("", nothing))
-    ranges = [[r for part in path.split(";") for r in part.split("/") if r] for path in paths]
-    match = [next((r for r in reversed(found) if r in mine), None) for found, mine in zip(ranges, timed)] \
-        if labels else [None] * len(ranges)  # nothing was timed: a timeline read on its own
-    last = [found[-1] if found else None for found in ranges]
-    single = None if CAPTURE in df else labels.get("", nothing)
-    out = []
-    for kernel, code in zip(kernels, codes):
-        if kernel in (single if single is not None else timed[code]):
-            out.append(kernel)
-        else:
-            out.append(match[code] or (f"{last[code]}/{kernel}" if last[code] is not None else kernel))
-    return pd.Series(out, index=df.index, dtype=object)
+    place, (path_of, capture_of) = _distinct_rows([paths, captures])
+    path_of = [p if isinstance(p, str) else "" for p in path_of]
+    last = pc.struct_field(pc.extract_regex(pa.array(path_of, pa.large_string()), LAST_RANGE), 0)
+    kernel_text = pa.array(kernels, from_pandas=True).cast(pa.large_string())
+    label = pc.coalesce(pc.binary_join_element_wise(last.take(pa.array(place)), kernel_text,
+                                                   pa.scalar("/", pa.large_string())), kernel_text)
+    label = label.to_numpy(zero_copy_only=False)
+    if not labels:  # nothing was timed: a timeline read on its own
+        return pd.Series(label, index=df.index, dtype=object)
+    match = np.array([next((r for r in reversed(_ranges(path)) if r in labels.get(capture, nothing)), None)
+                      for path, capture in zip(path_of, capture_of)], dtype=object)[place]
+    label = np.where(pd.isna(match), label, match)
+    pair, (kernel_of, capture_of) = _distinct_rows([kernels, captures])
+    timed = np.array([kernel in labels.get(capture, nothing) for kernel, capture in zip(kernel_of, capture_of)],
+                     dtype=bool)[pair]
+    return pd.Series(np.where(timed, kernels.to_numpy(dtype=object), label), index=df.index, dtype=object)
+
+
+LAST_RANGE = r"(?P<last>[^;/]+)[;/]*$"
+"""The innermost range of an NVTX path ("/" joins nested ranges, ";" start/end ranges)."""
+
+
+def _ranges(path: str) -> list[str]:
+    """An NVTX path's ranges, outermost first."""
+    return [r for part in path.split(";") for r in part.split("/") if r]
+
+
+def _distinct_rows(columns: list[pd.Series]) -> tuple[np.ndarray, list[list]]:
+    """Each row's number among the distinct tuples of `columns` (numbered in first-appearance order, a missing
+    value a value of its own) and, per column, its values in those tuples as Python objects: Python then works
+    once per distinct tuple and numpy spreads the answers over the rows. The values come from each column's
+    factorization (taking rows from a many-chunk Arrow column read from the cache cost 0.45 s at 10^6 rows)."""
+    which = np.zeros(len(columns[0]), dtype=np.int64)
+    factors = []
+    for column in columns:
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+        factors.append((codes, uniques))
+        which, _ = pd.factorize(which * max(len(uniques), 1) + codes)
+    first = np.unique(which, return_index=True)[1]
+    return which, [np.asarray(uniques, dtype=object)[codes[first]].tolist() for codes, uniques in factors]
 
 
 _FUNCTOR = re.compile(r"::(?:<unnamed>::|\(anonymous namespace\)::)*([A-Za-z_]\w*)")
@@ -95,15 +117,15 @@ def _tag_ambiguous(frames: list[pd.DataFrame], keys: list[str]) -> None:
     if not shared:
         return
     for frame in present:
-        # a set lookup per row (MultiIndex.isin cost 10 ms) over object arrays (iterating the Arrow-backed columns
-        # themselves cost 1.3 s for 10^6 launches), and rows by position (.loc's take from a many-chunk Arrow column:
-        # 4 s)
-        columns = (frame[k].to_numpy(dtype=object) for k in keys)
-        hit = np.fromiter((key in shared for key in zip(*columns)), dtype=bool, count=len(frame))
-        rows = np.flatnonzero(hit)
-        if rows.size:
-            labels, functions = frame["label"].to_numpy(dtype=object), frame["function"].to_numpy(dtype=object)
-            frame.loc[hit, "label"] = [f"{labels[i]}<{_functor_tag(functions[i]) or '?'}>" for i in rows.tolist()]
+        # a set lookup per distinct key (MultiIndex.isin cost 10 ms; one per row 1.5 s of 10^6 launches), a tag
+        # per distinct (label, function), rows set by position (.loc's take from a many-chunk Arrow column: 4 s)
+        which, columns = _distinct_rows([frame[k] for k in keys])
+        hit = np.fromiter((key in shared for key in zip(*columns)), dtype=bool, count=len(columns[0]))[which]
+        if hit.any():
+            pair, (labels, functions) = _distinct_rows([frame["label"], frame["function"]])
+            tagged = np.array([f"{label}<{_functor_tag(function) or '?'}>" for label, function
+                               in zip(labels, functions)], dtype=object)
+            frame.loc[hit, "label"] = tagged[pair[hit]]
 
 
 CAPTURE = "capture"

@@ -50,11 +50,14 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
     keys = ["nvtx_path", "kernel"]
-    timed = kernels[[*needed]].dropna(subset=["launch_start_ns"]).fillna({"nvtx_path": ""})
+    timed = kernels[[*needed]].dropna(subset=["launch_start_ns", "kernel"]).fillna({"nvtx_path": ""})
     timed = timed.astype({c: "float64" for c in needed - set(keys)})
     # integer group codes, in first-appearance order: every statistic below groups by them, not by the strings
-    # (a 10^6-kernel trace has 10^5 (path, kernel) groups)
-    code = timed.groupby(keys, sort=False).ngroup().to_numpy()
+    # (a 10^6-kernel trace has 8.5*10^5 (path, kernel) groups); each group's path and kernel are taken from the
+    # factorizations' distinct values (a column set from 8.5*10^5 Python strings cost 0.9 s)
+    path_code, paths = pd.factorize(timed["nvtx_path"])
+    kernel_code, names = pd.factorize(timed["kernel"])
+    code, pairs = pd.factorize(path_code * max(len(names), 1) + kernel_code)
     timed["api"] = timed["launch_end_ns"] - timed["launch_start_ns"]
     timed["queue"] = timed["start_ns"] - timed["launch_start_ns"]
     grouped = timed.groupby(code, sort=True)
@@ -62,8 +65,8 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
                         "api_median_us": grouped["api"].median() / 1e3,
                         "queue_median_us": grouped["queue"].median() / 1e3, "busy": grouped["duration_ns"].sum(),
                         "span": grouped["end_ns"].max() - grouped["start_ns"].min()})
-    first = grouped.head(1)
-    out["nvtx_path"], out["kernel"] = first["nvtx_path"].to_numpy(), first["kernel"].to_numpy()
+    out["nvtx_path"] = paths.take(pairs // max(len(names), 1)).array
+    out["kernel"] = names.take(pairs % max(len(names), 1)).array
     order = np.lexsort((timed["launch_start_ns"].to_numpy(), code))
     starts, codes = timed["launch_start_ns"].to_numpy()[order], code[order]
     steps = pd.Series(np.where(codes[1:] == codes[:-1], np.diff(starts), np.nan))

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.errors import ReportError
+from profkit.parse.nsys.export import read_only_uri
 
 INSTANCE = ["function", "grid", "block", "dynamic_smem_bytes"]
 """What ncu's per-launch-config filter counts launches by: the function (template instantiations of one kernel name,
@@ -42,7 +43,7 @@ is taken as the second half of the run instead."""
 def read_launches(sqlite: Path) -> pd.DataFrame:
     """Kernel launches of an nsys SQLite export, in start order (LAUNCH_COLUMNS); empty when it has none."""
     try:
-        conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_uri(sqlite), uri=True)
     except sqlite3.Error as exc:
         raise ReportError(f"cannot open {sqlite}: {exc}") from exc
     try:
@@ -71,7 +72,7 @@ def read_launches(sqlite: Path) -> pd.DataFrame:
 
 def read_top_ranges(sqlite: Path) -> pd.DataFrame:
     """Push/pop NVTX ranges that are outermost on their thread (text, start_ns, end_ns)."""
-    conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    conn = sqlite3.connect(read_only_uri(sqlite), uri=True)
     try:
         tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
         if "NVTX_EVENTS" not in tables:

@@ -9,6 +9,11 @@ import click
 
 from profkit.cli import frozen_imports, main
 
+TEXT_ROWS = 500
+"""Rows of a table `show` prints as text unless --head says otherwise: every table of the committed sessions fits
+(the longest, 320 rows), and a 10^6-kernel timeline's launch table (1.6*10^5 rows, one per training step and
+kernel) does not flood the terminal."""
+
 
 @main.command()
 @click.argument("source", type=click.Path(dir_okay=False))
@@ -132,7 +137,9 @@ class RegistryHelp(click.Command):
 @click.option("--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first.")
 @click.option("-c", "--columns", default="", metavar="A,B,...",
               help="Print only these columns (comma-separated, in this order) of each table.")
-@click.option("--head", type=click.IntRange(min=1), default=None, help="Print only the first N rows of each table.")
+@click.option("--head", type=click.IntRange(min=0), default=None,
+              help=f"Print only the first N rows of each table; 0: every row. Text prints at most {TEXT_ROWS} rows of a "
+                   f"table unless --head is given; csv and json print every row.")
 def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool, columns: str,
          head: int | None) -> None:
     """Print the tables of sessions (folders or names), report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) and
@@ -189,7 +196,12 @@ def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> li
         if fmt == "csv":
             pieces += [(False, f"# {title}"), (False, df.to_csv(index=False))]
         else:
-            pieces += [(False, format_table(df, f"== {title}")), (False, "")]
+            shown = df if head is not None or len(df) <= TEXT_ROWS else df.head(TEXT_ROWS)
+            pieces.append((False, format_table(shown, f"== {title}")))
+            if len(shown) < len(df):
+                pieces.append((False, f"… {len(df) - len(shown):,} more rows ({len(df):,} in all): --head N prints N, "
+                                      f"--head 0 or --format csv every row"))
+            pieces.append((False, ""))
     return pieces
 
 

@@ -134,3 +134,112 @@ def test_undecodable_text_reads(tmp_path):
     at = data.rindex(b"kernel_name")
     path.write_bytes(data[:at] + b"\xff" + data[at + 1:])
     assert read_nsys(path).kernels["kernel"].iloc[0].endswith("ernel_name")
+
+
+def test_the_worker_thread_ends_with_the_read(two_processes):
+    """The page check and the issuing calls run on the export's worker thread; a read leaves no thread behind
+    (the console's fast exit needs the main thread alone), also when the worker's query is interrupted."""
+    import threading
+
+    from profkit.parse.nsys.export import Export
+
+    before = threading.active_count()
+    read_nsys(two_processes)
+    assert threading.active_count() == before
+    started = threading.Event()
+
+    def endless(side):
+        started.set()
+        return side.rows("with recursive n(i) as (select 1 union all select i + 1 from n where i < 10000000000) "
+                         "select count(*) from n")
+
+    with Export(two_processes) as opened:
+        slow, never = opened.submit(endless), opened.submit(endless)
+        opened.verified()
+        assert started.wait(10)
+    with pytest.raises(ReportError, match="interrupted"):
+        slow.result(timeout=5)  # close() interrupted the worker's endless query instead of waiting for it
+    assert never.cancelled() and threading.active_count() == before
+
+
+def test_the_page_check_explains_a_failed_read(two_processes, monkeypatch):
+    """When the main thread's read fails on a damaged file, the error raised is the page check's finding."""
+    from profkit.parse.nsys import export as export_module
+
+    def failing(self, sql, names, params=()):
+        raise self.damaged(sqlite3.DatabaseError("database disk image is malformed"))
+
+    def damaged_pages(self):
+        raise ReportError(f"{self.path} is damaged: SQLite's integrity check found Page 7: btreeInitPage() error")
+
+    monkeypatch.setattr(export_module.Export, "integers", failing)
+    with pytest.raises(ReportError, match="cannot read .*malformed"):
+        read_nsys(two_processes)
+    monkeypatch.setattr(export_module.Export, "check_pages", damaged_pages)
+    with pytest.raises(ReportError, match="integrity check found Page 7"):
+        read_nsys(two_processes)
+
+
+def frames_of(capture) -> list:
+    return [capture.kernels, capture.nvtx, capture.memcpy, capture.memset, capture.gpu]
+
+
+@pytest.mark.parametrize("name", ["train-step-guided/python3", "fa2-n1024-d64-bwd/python3", "ladder-n1024/matmul_cublas"])
+def test_the_arrow_driver_and_sqlite3_read_alike(name, monkeypatch):
+    """ADBC's SQLite driver (Arrow columns in C) and sqlite3 give equal tables on committed exports, and the driver
+    did the reading."""
+    pytest.importorskip("adbc_driver_sqlite")
+    from profkit.parse.nsys import export as export_module
+    from tests import REPO
+
+    monkeypatch.setenv("PROFKIT_NO_CACHE", "1")
+    path = REPO / "sessions" / f"{name}.sqlite.xz"
+    answered = []
+    arrow_rows = export_module.Export._arrow_rows
+    monkeypatch.setattr(export_module.Export, "_arrow_rows",
+                        lambda self, *a: answered.append(result := arrow_rows(self, *a)) or result)
+    fast = read_nsys(path)
+    assert answered and all(table is not None and table.num_rows for table in answered)
+    monkeypatch.setattr(export_module, "_arrow_connection", lambda path: None)
+    answered.clear()
+    plain = read_nsys(path)
+    assert answered == [None] * len(answered)
+    for mine, theirs in zip(frames_of(fast), frames_of(plain)):
+        assert mine.equals(theirs) and list(mine.dtypes) == list(theirs.dtypes)
+
+
+def test_what_the_driver_cannot_type_goes_to_sqlite3(tmp_path, monkeypatch):
+    """A text column led by 2000 NULLs is read by the driver (text first in every row) as sqlite3 reads it; a text
+    value in an integer column after 2000 integers (the driver types a column from its first rows and refuses it)
+    and an API call with no start (a NULL sqlite3 refuses) end as sqlite3's refusal of a damaged file."""
+    from profkit.parse.nsys import export as export_module
+
+    monkeypatch.setenv("PROFKIT_NO_CACHE", "1")
+    ranges = [(10 + i, 11 + i, 59, None, A) for i in range(2000)] + [(1, 50000, 59, "outer", A)]
+    kernels = [(3000 + 10 * i, 3005 + 10 * i, i + 1, 0, 7, "k") for i in range(2001)]
+    calls = [(i + 1, 2990 + 10 * i, 2995 + 10 * i, A) for i in range(2001)]
+    path = export(tmp_path / "mixed.sqlite", kernels, calls, ranges)
+    fast = read_nsys(path)
+    assert set(fast.kernels["nvtx_path"]) == {"outer"} and fast.nvtx["text"].tolist().count("") == 2000
+    monkeypatch.setattr(export_module, "_arrow_connection", lambda path: None)
+    for mine, theirs in zip(frames_of(fast), frames_of(read_nsys(path))):
+        assert mine.equals(theirs)
+    monkeypatch.undo()
+    monkeypatch.setenv("PROFKIT_NO_CACHE", "1")
+    for damage in ("update CUPTI_ACTIVITY_KIND_KERNEL set gridX = 'wide' where correlationId = 2001",
+                   "update CUPTI_ACTIVITY_KIND_RUNTIME set start = NULL where correlationId = 7"):
+        broken = tmp_path / f"broken-{len(damage)}.sqlite"
+        broken.write_bytes(path.read_bytes())
+        conn = sqlite3.connect(broken)
+        conn.execute(damage)
+        conn.commit()
+        conn.close()
+        with pytest.raises(ReportError, match="cannot read"):
+            read_nsys(broken)
+
+
+def test_a_path_with_uri_characters_reads(two_processes, tmp_path):
+    """The export is opened through an SQLite URI: "?", "#" and "%" in its path stay part of the name."""
+    odd = tmp_path / "run #1 ?50% done.sqlite"
+    odd.write_bytes(two_processes.read_bytes())
+    assert read_nsys(odd).kernels["kernel"].tolist() == read_nsys(two_processes).kernels["kernel"].tolist()

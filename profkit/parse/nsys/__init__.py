@@ -27,7 +27,7 @@ import pyarrow as pa
 from profkit import process
 from profkit.build.ptxas import kernel_base_name
 from profkit.errors import ReportError
-from profkit.parse.nsys.export import NULL_SENTINEL, SQLITE_MAGIC, Export  # noqa: F401 - SQLITE_MAGIC re-exported
+from profkit.parse.nsys.export import NULL_SENTINEL, SQLITE_MAGIC, Export, read_only_uri  # noqa: F401 - SQLITE_MAGIC re-exported
 from profkit.parse.nsys.joins import attribute
 from profkit.parse.nsys.parquet import ParquetExport, is_parquet_export
 
@@ -89,7 +89,7 @@ def export_source(sqlite: Path) -> tuple[str, list[str]]:
     """(the report file name an export was made from, the captured command and its arguments), as the export's
     META_DATA_EXPORT and META_DATA_CAPTURE record them ("" and [] where they do not)."""
     try:
-        conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_uri(sqlite), uri=True)
         conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
         tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
         meta = dict(conn.execute("select name, value from META_DATA_EXPORT")) if "META_DATA_EXPORT" in tables else {}
@@ -150,10 +150,15 @@ def read_nsys(path: str | Path) -> NsysCapture:
 def _read(source: Path, opener) -> NsysCapture:
     """One capture from its export: `opener` is Export (an .sqlite) or ParquetExport (a parquetdir folder)."""
     with opener(source) as export:
-        raw = _raw_tables(export)
-        gpu = _gpu(export)
-        meta = dict(export.rows("select name, value from META_DATA_EXPORT")) \
-            if "META_DATA_EXPORT" in export.tables else {}
+        try:
+            raw = _raw_tables(export)
+            gpu = _gpu(export)
+            meta = dict(export.rows("select name, value from META_DATA_EXPORT")) \
+                if "META_DATA_EXPORT" in export.tables else {}
+        except ReportError:
+            export.verified()  # damage the page check found explains a failed read better than the read's error
+            raise
+        export.verified()
     from profkit.parse.engine import connect
 
     conn = connect()
@@ -179,11 +184,25 @@ def _frame(table: pa.Table) -> pd.DataFrame:
 
 
 def _raw_tables(export: Export) -> dict[str, pa.Table]:
-    """The export's rows that the joins need, each with `ord`, its rowid (ties in start keep table order)."""
+    """The export's rows that the joins need, each with `ord`, its rowid (ties in start keep table order). The
+    issuing API calls are read on the export's worker (export.submit) while this thread reads the rest: at 10^6
+    kernels SQLite scans 8M call rows to return 10^6."""
+    calls = export.submit(_issuing_calls)
     strings = export.strings()
     kernels = _ordered(export, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLUMNS)
     memcpy = _ordered(export, "CUPTI_ACTIVITY_KIND_MEMCPY", COPY_COLUMNS + ["bytes", "copyKind"])
     memset = _ordered(export, "CUPTI_ACTIVITY_KIND_MEMSET", COPY_COLUMNS + ["bytes", "value"])
+    nvtx = _nvtx_rows(export)
+    return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "nvtx_raw": nvtx,
+            "calls_raw": calls.result(),
+            "strings": pa.table({"id": pa.array(list(strings), pa.int64()),
+                                 "value": pa.array(list(strings.values()), pa.string())})}
+
+
+def _issuing_calls(export: Export) -> pa.Table:
+    """Runtime (src 0) and driver (src 1) API calls that issued a kernel, copy or memset: correlationId, start,
+    end, globalTid, ord, src. SQLite filters them (8M rows scanned at 10^6 kernels) far faster than Python could
+    fetch them all."""
     activity = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
                 if t in export.tables and "correlationId" in export.columns(t)]
     calls = []
@@ -191,19 +210,14 @@ def _raw_tables(export: Export) -> dict[str, pa.Table]:
         needed = {"correlationId", "start", "end", "globalTid"}
         if table not in export.tables or not activity or not needed <= export.columns(table):
             continue
-        # only calls that issued GPU work: SQLite filters them (2.4 s of 8M rows at 10^6 kernels) far faster
-        # than Python could fetch them all
         issued = " union ".join(f"select correlationId from {t}" for t in activity)
         rows = export.integers(f"select correlationId, start, \"end\", ifnull(globalTid, {NULL_SENTINEL}), rowid "
                                f"from {table} where correlationId in ({issued})",
                                ["correlationId", "start", "end", "globalTid", "ord"])
         calls.append(rows.append_column("src", pa.array([src] * rows.num_rows, pa.int64())))
-    empty_calls = pa.table({c: pa.array([], pa.int64())
-                            for c in ("correlationId", "start", "end", "globalTid", "ord", "src")})
-    return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "nvtx_raw": _nvtx_rows(export),
-            "calls_raw": pa.concat_tables(calls) if calls else empty_calls,
-            "strings": pa.table({"id": pa.array(list(strings), pa.int64()),
-                                 "value": pa.array(list(strings.values()), pa.string())})}
+    if not calls:
+        return pa.table({c: pa.array([], pa.int64()) for c in ("correlationId", "start", "end", "globalTid", "ord", "src")})
+    return pa.concat_tables(calls)
 
 
 def _ordered(export: Export, table: str, columns: list[str]) -> pa.Table:
@@ -226,8 +240,8 @@ def _nvtx_rows(export: Export) -> pa.Table:
     kind = f"case when eventType in ({','.join(str(t) for t in START_END_TYPES)}) then 1 else 0 end"
     select = export.select_list("NVTX_EVENTS", ["start", "end", "globalTid", "textId"])
     rows = export.integers(f"select {select}, {kind}, rowid {where}", [*columns, "ord"])
-    text = export.rows(f"select {'text' if 'text' in export.columns('NVTX_EVENTS') else 'NULL'} {where}")
-    return rows.append_column("text", pa.array([row[0] for row in text], pa.string()))
+    text = export.texts("text" if "text" in export.columns("NVTX_EVENTS") else "NULL", where)
+    return rows.append_column("text", text)
 
 
 def _gpu(export: Export) -> pd.DataFrame:
