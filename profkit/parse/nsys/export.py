@@ -198,8 +198,9 @@ class Export(ExportQueries):
         return ReportError(f"cannot read {self.path}: {exc}", hint="the export is corrupted; export it again")
 
     def close(self) -> None:
-        """Close both connections: work the worker has not started is cancelled, work it runs is interrupted
-        (its Future keeps the error), never waited for (a read that failed on the main thread, Ctrl-C)."""
+        """Close the connections: work the worker has not started is cancelled, a query it runs through sqlite3
+        is interrupted (its Future keeps the error) rather than waited for (a read that failed on the main
+        thread, Ctrl-C); one in ADBC's driver runs to its end (seconds at 10^6 kernels)."""
         if self._worker is not None:
             for future in self._submitted:
                 future.cancel()
@@ -209,6 +210,8 @@ class Export(ExportQueries):
                 wait(self._submitted, timeout=0.05)
             self._worker.submit(self._close_side)
             self._worker.shutdown(wait=True)
+        if self._arrow:
+            self._arrow.close()
         self.conn.close()
 
     def _close_side(self) -> None:
