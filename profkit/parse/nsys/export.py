@@ -245,8 +245,8 @@ class Export(ExportQueries):
         table = self._arrow_rows(sql, params)
         if table is not None and table.num_rows and table.num_columns == len(names) and \
                 all(pa.types.is_int64(column.type) and not column.null_count for column in table.columns):
-            columns = [column.combine_chunks() for column in table.columns]
-            return pa.table([_sentinels_as_nulls(column.to_numpy()) for column in columns], names=names)
+            # the driver's chunks kept as they are: combining 18 columns of 10^6 first touched 144 MB (1.7 s)
+            return pa.table([_arrow_sentinels_as_nulls(column) for column in table.columns], names=names)
         blocks = []  # per batch, its columns as the rows of a C-ordered block
         try:
             cursor = self.conn.execute(sql, params)
@@ -282,3 +282,9 @@ def _sentinels_as_nulls(column: np.ndarray) -> pa.Array:
     """An int64 column whose NULL_SENTINEL values become Arrow nulls."""
     missing = column == NULL_SENTINEL
     return pa.array(column, mask=missing if missing.any() else None)
+
+
+def _arrow_sentinels_as_nulls(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The same for an Arrow column, left as it is where it holds no sentinel."""
+    hit = pc.equal(column, NULL_SENTINEL)
+    return pc.if_else(hit, pa.scalar(None, pa.int64()), column) if pc.any(hit).as_py() else column
