@@ -89,16 +89,39 @@ def test_a_report_file_is_replayed_until_it_changes(env):
     assert len(shown_entries(env)) == 2
 
 
-def test_inputs_read_through_other_tools_are_not_replayed(env):
-    """An .nsys-rep (the nsys tool exports it) and an nsys Parquet export folder have no replay key."""
+def test_an_nsys_rep_is_not_replayed(env):
+    """An .nsys-rep is read through the nsys tool (its export then through the parse cache): no replay key."""
     from profkit.cli import replay
 
-    folder = REPO / "tests" / "data" / "parquetdir" / "train-step-guided"
     nsys_rep = next((REPO / "sessions").rglob("*.nsys-rep"))
-    assert replay.key((str(folder),), {"fmt": "text"}, REPO / "sessions") is None
     assert replay.key((str(nsys_rep),), {"fmt": "text"}, REPO / "sessions") is None
     assert replay.key((str(SESSION), str(nsys_rep)), {"fmt": "text"}, REPO / "sessions") is None
     assert replay.key((str(env / "missing.ncu-rep"),), {"fmt": "text"}, REPO / "sessions") is None
+
+
+def test_a_parquet_export_folder_is_replayed_until_a_table_file_changes(env):
+    """DuckDB reads a Parquet export in place with no parse cache, so the replay is what makes a second show fast;
+    any of its .parquet files rewritten renders again."""
+    pytest.importorskip("duckdb")
+    folder = shutil.copytree(REPO / "tests" / "data" / "parquetdir" / "train-step-guided", env / "export")
+    first = show(str(folder), "-t", "timeline")
+    assert first.returncode == 0 and "pandas imported" in first.stderr, first.stderr
+    again = show(str(folder), "-t", "timeline")
+    assert again.stdout == first.stdout and "pandas not imported" in again.stderr
+    os.utime(next(folder.glob("*.parquet")), ns=(1, 1))
+    assert "pandas imported" in show(str(folder), "-t", "timeline").stderr
+    assert len(shown_entries(env)) == 2
+
+
+def test_a_show_that_fails_records_nothing(env):
+    """A folder of Parquet files that is not an nsys export has a key, but its show fails and stores no output."""
+    folder = env / "not-an-export"
+    folder.mkdir()
+    shutil.copy(SESSION / "tables" / "kernels.parquet", folder / "kernels.parquet")
+    for _ in range(2):
+        failed = show(str(folder))
+        assert failed.returncode != 0 and "pandas imported" in failed.stderr
+    assert shown_entries(env) == []
 
 
 def test_the_key_follows_the_rendering_libraries(env, monkeypatch, tmp_path):
