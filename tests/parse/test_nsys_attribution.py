@@ -243,3 +243,20 @@ def test_a_path_with_uri_characters_reads(two_processes, tmp_path):
     odd = tmp_path / "run #1 ?50% done.sqlite"
     odd.write_bytes(two_processes.read_bytes())
     assert read_nsys(odd).kernels["kernel"].tolist() == read_nsys(two_processes).kernels["kernel"].tolist()
+
+
+def test_a_driver_that_does_not_load_leaves_the_read_to_sqlite3(two_processes, monkeypatch):
+    """adbc_driver_sqlite missing, or failing as it loads (a shared library this system cannot load): sqlite3
+    reads the export, with the same tables."""
+    monkeypatch.setenv("PROFKIT_NO_CACHE", "1")
+    expected = read_nsys(two_processes)
+
+    class Unloadable:
+        def __getattr__(self, name):
+            raise OSError("libadbc_driver_sqlite.so: cannot open shared object file")
+
+    for stand_in in (None, Unloadable()):
+        monkeypatch.setitem(sys.modules, "adbc_driver_sqlite.dbapi", stand_in)
+        monkeypatch.setitem(sys.modules, "adbc_driver_sqlite", stand_in)
+        for mine, theirs in zip(frames_of(read_nsys(two_processes)), frames_of(expected)):
+            assert mine.equals(theirs)

@@ -58,12 +58,10 @@ def _arrow_connection(path: Path):
     open the file (sqlite3 then reads everything)."""
     try:
         import adbc_driver_sqlite.dbapi as adbc  # noqa: PLC0415 - optional: sqlite3 reads the same, slower
-    except ImportError:
-        return None
-    try:
+
         return adbc.connect(read_only_uri(path))
-    except Exception:  # noqa: BLE001 - any failure of the accelerator leaves the read to sqlite3
-        return None
+    except Exception:  # noqa: BLE001 - not installed, a library that does not load, a file it cannot open: the
+        return None  # accelerator's failures leave the read to sqlite3
 
 
 class ExportQueries(ABC):
