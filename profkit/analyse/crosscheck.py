@@ -20,7 +20,6 @@ functor, so each row compares one function's launches.
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 
 import numpy as np

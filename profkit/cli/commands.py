@@ -138,8 +138,8 @@ class RegistryHelp(click.Command):
 @click.option("-c", "--columns", default="", metavar="A,B,...",
               help="Print only these columns (comma-separated, in this order) of each table.")
 @click.option("--head", type=click.IntRange(min=0), default=None,
-              help=f"Print only the first N rows of each table; 0: every row. Text prints at most {TEXT_ROWS} rows of a "
-                   f"table unless --head is given; csv and json print every row.")
+              help=f"Print only the first N rows of each table; 0: every row. Text prints at most {TEXT_ROWS} rows "
+                   f"of a table unless --head is given; csv and json print every row.")
 def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool, columns: str,
          head: int | None) -> None:
     """Print the tables of sessions (folders or names), report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) and
@@ -199,8 +199,8 @@ def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> li
             shown = df if head is not None or len(df) <= TEXT_ROWS else df.head(TEXT_ROWS)
             pieces.append((False, format_table(shown, f"== {title}")))
             if len(shown) < len(df):
-                pieces.append((False, f"… {len(df) - len(shown):,} more rows ({len(df):,} in all): --head N prints N, "
-                                      f"--head 0 or --format csv every row"))
+                pieces.append((False, f"… {len(df) - len(shown):,} more rows ({len(df):,} in all): "
+                                      f"--head N prints N, --head 0 or --format csv every row"))
             pieces.append((False, ""))
     return pieces
 

@@ -184,7 +184,8 @@ def frames_of(capture) -> list:
     return [capture.kernels, capture.nvtx, capture.memcpy, capture.memset, capture.gpu]
 
 
-@pytest.mark.parametrize("name", ["train-step-guided/python3", "fa2-n1024-d64-bwd/python3", "ladder-n1024/matmul_cublas"])
+@pytest.mark.parametrize("name", ["train-step-guided/python3", "fa2-n1024-d64-bwd/python3",
+                                  "ladder-n1024/matmul_cublas"])
 def test_the_arrow_driver_and_sqlite3_read_alike(name, monkeypatch):
     """ADBC's SQLite driver (Arrow columns in C) and sqlite3 give equal tables on committed exports, and the driver
     did the reading."""

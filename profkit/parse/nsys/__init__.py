@@ -27,7 +27,8 @@ import pyarrow as pa
 from profkit import process
 from profkit.build.ptxas import kernel_base_name
 from profkit.errors import ReportError
-from profkit.parse.nsys.export import NULL_SENTINEL, SQLITE_MAGIC, Export, read_only_uri  # noqa: F401 - SQLITE_MAGIC re-exported
+from profkit.parse.nsys.export import SQLITE_MAGIC  # noqa: F401 - re-exported
+from profkit.parse.nsys.export import NULL_SENTINEL, Export, read_only_uri
 from profkit.parse.nsys.joins import attribute
 from profkit.parse.nsys.parquet import ParquetExport, is_parquet_export
 
@@ -216,7 +217,8 @@ def _issuing_calls(export: Export) -> pa.Table:
                                ["correlationId", "start", "end", "globalTid", "ord"])
         calls.append(rows.append_column("src", pa.array([src] * rows.num_rows, pa.int64())))
     if not calls:
-        return pa.table({c: pa.array([], pa.int64()) for c in ("correlationId", "start", "end", "globalTid", "ord", "src")})
+        return pa.table({c: pa.array([], pa.int64())
+                         for c in ("correlationId", "start", "end", "globalTid", "ord", "src")})
     return pa.concat_tables(calls)
 
 
