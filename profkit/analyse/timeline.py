@@ -57,7 +57,8 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     # factorizations' distinct values (a column set from 8.5*10^5 Python strings cost 0.9 s)
     path_code, paths = pd.factorize(timed["nvtx_path"])
     kernel_code, names = pd.factorize(timed["kernel"])
-    code, pairs = pd.factorize(path_code * max(len(names), 1) + kernel_code)
+    width = max(len(names), 1)
+    code, pairs = pd.factorize(path_code * width + kernel_code)
     timed["api"] = timed["launch_end_ns"] - timed["launch_start_ns"]
     timed["queue"] = timed["start_ns"] - timed["launch_start_ns"]
     grouped = timed.groupby(code, sort=True)
@@ -65,8 +66,7 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
                         "api_median_us": grouped["api"].median() / 1e3,
                         "queue_median_us": grouped["queue"].median() / 1e3, "busy": grouped["duration_ns"].sum(),
                         "span": grouped["end_ns"].max() - grouped["start_ns"].min()})
-    out["nvtx_path"] = paths.take(pairs // max(len(names), 1)).array
-    out["kernel"] = names.take(pairs % max(len(names), 1)).array
+    out["nvtx_path"], out["kernel"] = paths.take(pairs // width).array, names.take(pairs % width).array
     order = np.lexsort((timed["launch_start_ns"].to_numpy(), code))
     starts, codes = timed["launch_start_ns"].to_numpy()[order], code[order]
     steps = pd.Series(np.where(codes[1:] == codes[:-1], np.diff(starts), np.nan))

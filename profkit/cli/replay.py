@@ -89,14 +89,14 @@ def key(paths: tuple[str, ...], options: dict, root: Path) -> str | None:
         for spec in paths:
             folder = _session_folder(spec, root)
             if folder is None:
-                report = Path(spec)
-                if report.is_dir() and (tables := sorted(report.resolve().glob("*.parquet"))):
-                    parts.append(f"{spec}->{report.resolve()}|parquet export")  # a folder of anything else fails
+                report = Path(spec).resolve()
+                if report.is_dir() and (tables := sorted(report.glob("*.parquet"))):
+                    parts.append(f"{spec}->{report}|parquet export")  # a folder of anything else fails
                     parts.extend(_stat_line(p) for p in tables)
                     continue
-                if not (report.name.endswith(REPLAYED_FILES) and report.is_file()):
+                if not (Path(spec).name.endswith(REPLAYED_FILES) and report.is_file()):
                     return None
-                parts.append(f"{spec}->{report.resolve()}|{_stat_line(report.resolve())}")
+                parts.append(f"{spec}->{report}|{_stat_line(report)}")
                 continue
             parts.append(f"{spec}->{folder}|{_stat_line(folder / 'manifest.json')}")
             tables = folder / "tables"
