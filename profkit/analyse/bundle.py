@@ -95,6 +95,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
     if capture.nsys_report is not None:
         nsys = read_nsys(capture.nsys_report)
         nsys_kernels = nsys.kernels
+        notes += whole_graph_notes(nsys_kernels)
         out["nvtx"] = _tag(nsys.nvtx, capture.name)
         out["memcpy"] = _tag(nsys.memcpy, capture.name)
         out["memset"] = _tag(nsys.memset, capture.name)
@@ -113,6 +114,21 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
     out["targets"] = _tag(capture.targets, capture.name)
     out["notes"] = pd.DataFrame({"capture": capture.name, "note": notes}) if notes else pd.DataFrame()
     return out
+
+
+def whole_graph_notes(nsys_kernels: pd.DataFrame) -> list[str]:
+    """A warning when the timeline holds CUDA graph launches traced as a whole (parse.nsys.joins.WHOLE_GRAPH):
+    their GPU time is counted, but no table can name their kernels."""
+    from profkit.parse.nsys.joins import WHOLE_GRAPH
+
+    if nsys_kernels.empty or "grid" not in nsys_kernels:
+        return []
+    whole = (nsys_kernels["grid"] == "") & nsys_kernels["kernel"].str.startswith(WHOLE_GRAPH)
+    if not whole.any():
+        return []
+    return [f"warning: {int(whole.sum())} CUDA graph launch(es) were traced as whole graphs (nsys's default, "
+            f"--cuda-graph-trace=graph): their GPU time is in the timeline as rows '{WHOLE_GRAPH}N', their kernels "
+            "are not listed; capture with --cuda-graph-trace=node (profkit profile does) to see them"]
 
 
 def merge_tables(per_capture: list[dict]) -> dict[str, pd.DataFrame]:

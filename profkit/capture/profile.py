@@ -254,7 +254,7 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
     report = reports if len(reports) > 1 else reports[0]
     nsys_report = None
     if options.nsys:
-        log(f"[{target.name}] nsys profile --trace=cuda,nvtx")
+        log(f"[{target.name}] nsys profile --trace=cuda,nvtx --cuda-graph-trace=node")
         with _wall_time(seconds, "nsys"):
             commands, nsys_log = run_nsys(writer.path(f"{target.name}.nsys-rep"), target.command,
                                           timeout=options.timeout)

@@ -261,3 +261,66 @@ def test_a_driver_that_does_not_load_leaves_the_read_to_sqlite3(two_processes, m
         monkeypatch.setitem(sys.modules, "adbc_driver_sqlite", stand_in)
         for mine, theirs in zip(frames_of(read_nsys(two_processes)), frames_of(expected)):
             assert mine.equals(theirs)
+
+
+def _with_pids(path, table: str, pids: list[int]):
+    """Add nsys's globalPid column to an activity table, one value per row in rowid order."""
+    conn = sqlite3.connect(path)
+    conn.execute(f"alter table {table} add column globalPid int")
+    for rowid, pid in enumerate(pids, start=1):
+        conn.execute(f"update {table} set globalPid = ? where rowid = ?", (gtid(pid, 0), rowid))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_each_process_numbers_its_own_calls(tmp_path):
+    """Correlation ids restart at 1 in every process: a kernel's call is the one in its own process
+    (globalPid); an export without globalPid keeps the first call with that id, runtime before driver."""
+    kernels = [(1100, 1200, 1, 0, 7, "parent_first"), (9100, 9200, 1, 0, 7, "child_first"),
+               (9300, 9400, 2, 0, 7, "child_second")]
+    calls = [(1, 1000, 1010, A), (1, 9000, 9010, C), (2, 9250, 9260, C)]
+    ranges = [(900, 1500, 59, "parent", A), (8900, 9500, 59, "child", C)]
+    path = export(tmp_path / "p.sqlite", kernels, calls, ranges, memcpy=[(9600, 9700, 1, 64)])
+    legacy = read_nsys(path).kernels.set_index("kernel")
+    assert legacy.loc["child_first", "launch_start_ns"] == 1000 and legacy.loc["child_first", "nvtx_path"] == "parent"
+    _with_pids(path, "CUPTI_ACTIVITY_KIND_KERNEL", [100, 200, 200])
+    _with_pids(path, "CUPTI_ACTIVITY_KIND_MEMCPY", [200])
+    kernels = read_nsys(path).kernels.set_index("kernel")
+    assert kernels["launch_start_ns"].to_dict() == {"parent_first": 1000, "child_first": 9000, "child_second": 9250}
+    assert kernels["nvtx_path"].to_dict() == {"parent_first": "parent", "child_first": "child",
+                                              "child_second": "child"}
+    assert kernels.loc["child_first", "thread"] == C
+    copy = read_nsys(path).memcpy.iloc[0]
+    assert copy["launch_start_ns"] == 9000 and copy["nvtx_path"] == "child" and copy["thread"] == C
+
+
+def _with_graph_launches(path, rows):
+    """nsys's whole-graph trace table: (start, end, correlationId, globalPid, graphId)."""
+    conn = sqlite3.connect(path)
+    conn.execute("create table CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start int, end int, deviceId int, contextId int, "
+                 "greenContextId int, streamId int, correlationId int, globalPid int, graphId int, graphExecId int)")
+    conn.executemany("insert into CUPTI_ACTIVITY_KIND_GRAPH_TRACE values (?,?,0,1,0,7,?,?,?,1)", rows)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_whole_graph_launches_are_timeline_rows_of_their_call(tmp_path):
+    kernels = [(1100, 1200, 1, 0, 7, "before")]
+    calls = [(1, 1000, 1010, A), (2, 2000, 2010, A), (3, 3000, 3010, A)]
+    path = export(tmp_path / "g.sqlite", kernels, calls, [(1900, 3500, 59, "replay", A)])
+    _with_graph_launches(path, [(2100, 2600, 2, gtid(100, 0), 5), (3100, 3500, 3, gtid(100, 0), 5)])
+    read = read_nsys(path).kernels
+    assert read["kernel"].tolist() == ["before", "CUDA graph 5", "CUDA graph 5"]
+    whole = read.iloc[1:]
+    assert whole["nvtx_path"].tolist() == ["replay", "replay"] and whole["launch_start_ns"].tolist() == [2000, 3000]
+    assert whole["duration_ns"].tolist() == [500, 400] and whole["grid"].tolist() == ["", ""]
+    assert read["registers_per_thread"].isna().tolist() == [False, True, True]
+
+
+def test_a_graph_launch_whose_kernels_were_traced_is_not_counted_twice(tmp_path):
+    kernels = [(2100, 2200, 2, 0, 7, "node_a"), (2300, 2400, 2, 0, 7, "node_b")]
+    path = export(tmp_path / "n.sqlite", kernels, [(2, 2000, 2010, A)], [])
+    _with_graph_launches(path, [(2100, 2400, 2, None, 5)])
+    assert read_nsys(path).kernels["kernel"].tolist() == ["node_a", "node_b"]

@@ -36,12 +36,16 @@ NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and t
 START_END_TYPES = (60, 71)
 KERNEL_COLUMNS = ["start", "end", "correlationId", "shortName", "demangledName", "gridX", "gridY", "gridZ",
                   "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory",
-                  "localMemoryPerThread", "streamId", "deviceId"]
-COPY_COLUMNS = ["start", "end", "correlationId", "deviceId", "streamId"]
+                  "localMemoryPerThread", "streamId", "deviceId", "globalPid"]
+COPY_COLUMNS = ["start", "end", "correlationId", "deviceId", "streamId", "globalPid"]
+GRAPH_COLUMNS = ["start", "end", "correlationId", "deviceId", "streamId", "globalPid", "graphId"]
+"""CUPTI_ACTIVITY_KIND_GRAPH_TRACE: one row per CUDA graph launch that nsys traced as a whole (its default,
+--cuda-graph-trace=graph), with no kernel rows for the graph's nodes."""
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
               10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
 """ENUM_CUDA_MEMCPY_OPER of the export schema (stable since nsys 2021), short names."""
 CACHED_FRAMES = ("kernels", "nvtx", "gpu", "memcpy", "memset")
+GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 
 
 @dataclass
@@ -193,19 +197,20 @@ def _raw_tables(export: Export) -> dict[str, pa.Table]:
     kernels = _ordered(export, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLUMNS)
     memcpy = _ordered(export, "CUPTI_ACTIVITY_KIND_MEMCPY", COPY_COLUMNS + ["bytes", "copyKind"])
     memset = _ordered(export, "CUPTI_ACTIVITY_KIND_MEMSET", COPY_COLUMNS + ["bytes", "value"])
+    graphs = _ordered(export, GRAPH_TABLE, GRAPH_COLUMNS)
     nvtx = _nvtx_rows(export)
-    return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "nvtx_raw": nvtx,
+    return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "graphs_raw": graphs, "nvtx_raw": nvtx,
             "calls_raw": calls.result(),
             "strings": pa.table({"id": pa.array(list(strings), pa.int64()),
                                  "value": pa.array(list(strings.values()), pa.string())})}
 
 
 def _issuing_calls(export: Export) -> pa.Table:
-    """Runtime (src 0) and driver (src 1) API calls that issued a kernel, copy or memset: correlationId, start,
-    end, globalTid, ord, src. SQLite filters them (8M rows scanned at 10^6 kernels) far faster than Python could
-    fetch them all."""
-    activity = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-                if t in export.tables and "correlationId" in export.columns(t)]
+    """Runtime (src 0) and driver (src 1) API calls that issued a kernel, copy, memset or whole-graph launch:
+    correlationId, start, end, globalTid, ord, src. SQLite filters them (8M rows scanned at 10^6 kernels) far
+    faster than Python could fetch them all."""
+    activity = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                            GRAPH_TABLE) if t in export.tables and "correlationId" in export.columns(t)]
     calls = []
     for src, table in enumerate(("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")):
         needed = {"correlationId", "start", "end", "globalTid"}
