@@ -39,18 +39,23 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     """Host launch cost against kernel time, per (NVTX path, kernel) with two or more launches.
 
     For a loop of back-to-back launches: launch_interval_us is the median time between one
-    launch call and the next on the host (the Python/driver work per launch), api_median_us the
+    launch call and the next by the same host thread (the Python/driver work per launch; calls of
+    other threads or processes under the same path and kernel are not a loop), api_median_us the
     median duration of the launch API call itself, queue_median_us the median wait from the
     call to the kernel starting (near zero: the GPU was idle, waiting for the host), and
     gpu_busy_pct the kernels' share of the span from the first start to the last end. bound is
     "host" when a launch interval is longer than the kernel (the GPU idles between kernels),
-    else "GPU". Needs the launch API times (launch_start_ns); older session tables lack them.
+    "GPU" when it is not. A kernel no thread launched twice under the path is no loop: no row.
+    One capture at a time (views.launch): the clocks of different programs are not comparable.
+    Needs the launch API times (launch_start_ns); older session tables lack them.
     """
     needed = {"nvtx_path", "kernel", "start_ns", "end_ns", "duration_ns", "launch_start_ns", "launch_end_ns"}
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
     keys = ["nvtx_path", "kernel"]
-    timed = kernels[[*needed]].dropna(subset=["launch_start_ns", "kernel"]).fillna({"nvtx_path": ""})
+    threaded = "thread" in kernels
+    timed = kernels[[*needed, *(["thread"] if threaded else [])]].dropna(subset=["launch_start_ns", "kernel"])
+    timed = timed.fillna({"nvtx_path": ""})
     timed = timed.astype({c: "float64" for c in needed - set(keys)})
     # integer group codes, in first-appearance order: every statistic below groups by them, not by the strings
     # (a 10^6-kernel trace has 8.5*10^5 (path, kernel) groups); each group's path and kernel are taken from the
@@ -67,11 +72,13 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
                         "queue_median_us": grouped["queue"].median() / 1e3, "busy": grouped["duration_ns"].sum(),
                         "span": grouped["end_ns"].max() - grouped["start_ns"].min()})
     out["nvtx_path"], out["kernel"] = paths.take(pairs // width).array, names.take(pairs % width).array
-    order = np.lexsort((timed["launch_start_ns"].to_numpy(), code))
-    starts, codes = timed["launch_start_ns"].to_numpy()[order], code[order]
-    steps = pd.Series(np.where(codes[1:] == codes[:-1], np.diff(starts), np.nan))
+    thread = pd.factorize(timed["thread"])[0] if threaded else np.zeros(len(timed), dtype=np.int64)
+    order = np.lexsort((timed["launch_start_ns"].to_numpy(), thread, code))
+    starts, codes, threads = timed["launch_start_ns"].to_numpy()[order], code[order], thread[order]
+    same = (codes[1:] == codes[:-1]) & (threads[1:] == threads[:-1])
+    steps = pd.Series(np.where(same, np.diff(starts), np.nan))
     out["launch_interval_us"] = steps.groupby(codes[1:]).median() / 1e3
-    out = out[out["launches"] >= 2].reset_index(drop=True)
+    out = out[out["launch_interval_us"].notna()].reset_index(drop=True)
     out["gpu_busy_pct"] = 100 * out["busy"] / out["span"].where(out["span"] > 0)
     out["bound"] = (out["launch_interval_us"] > out["kernel_median_us"]).map({True: "host", False: "GPU"})
     return out[LAUNCH_COLUMNS].astype({"launches": "int64"})

@@ -116,9 +116,9 @@ def timeline(bundle) -> pd.DataFrame:
 
 
 @register("launch", "Launch overhead", "Host launch cost against kernel time for back-to-back launches: whether the "
-          "GPU waits for the host.", needs=("nsys",), columns=tuple(LAUNCH_COLUMNS), default="nsys")
+          "GPU waits for the host.", needs=("nsys",), columns=("capture", *LAUNCH_COLUMNS), default="nsys")
 def launch(bundle) -> pd.DataFrame:
-    return launch_overhead(bundle.stored("nsys_kernels"))
+    return _by_capture(bundle, launch_overhead, LAUNCH_COLUMNS, "nsys_kernels")
 
 
 def _by_capture(bundle, build, columns, *tables: str) -> pd.DataFrame:

@@ -60,3 +60,18 @@ def test_committed_h200_capture_carries_launch_api_times(tmp_path):
     assert (kernels["launch_end_ns"] > kernels["launch_start_ns"]).all()
     triton = kernels[kernels["kernel"] == "matmul_kernel_tma_persistent"]
     assert set(triton["nvtx_path"]) == {"warmup", "triton_matmul"}
+
+
+def test_launches_of_other_threads_are_not_a_loop():
+    """Two threads each launch `k` every 40 µs, offset by 5 µs: the interval is each thread's own 40 µs, not the
+    5 / 35 µs between the threads' calls; a kernel no thread launched twice is no loop."""
+    rows = []
+    for thread, offset in ((1, 0), (2, 5_000)):
+        for row in _loop("loop", "k", 10, interval_ns=40_000, kernel_ns=2_000):
+            rows.append({**row, "thread": thread, "launch_start_ns": row["launch_start_ns"] + offset,
+                         "start_ns": row["start_ns"] + offset, "end_ns": row["end_ns"] + offset})
+    rows += [{**row, "thread": thread} for thread, row in zip((1, 2), _loop("", "once_each", 2, 1_000_000, 1_000))]
+    out = launch_overhead(pd.DataFrame(rows)).set_index("kernel")
+    assert out.loc["k", "launch_interval_us"] == pytest.approx(40.0) and out.loc["k", "launches"] == 20
+    assert out.loc["k", "bound"] == "host"
+    assert "once_each" not in out.index
