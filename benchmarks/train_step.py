@@ -3,7 +3,7 @@
 bf16 autocast over fp32 master weights, causal SDPA attention, fused AdamW, random token data (seeded).
 Nothing here knows about profkit: it is what a user would point `profkit profile` at.
 
-    python benchmarks/train_step.py [--steps 6] [--layers 4] [--d-model 1024] [--compile]
+    python benchmarks/train_step.py [--steps 6] [--layers 4] [--d-model 1024] [--compile [--compile-mode M]]
 
 Prints one line per step (wall ms, synchronised) and the tokens/s of the steps after the first.
 """
@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor).")
+    parser.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead"],
+                        help="torch.compile's mode: reduce-overhead replays forward and backward as CUDA graphs.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     model = GPT(args.vocab, args.seq, args.d_model, args.heads, args.layers).to(device)
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
-    step_fn = torch.compile(model) if args.compile else model
+    step_fn = torch.compile(model, mode=args.compile_mode) if args.compile else model
     tokens = torch.randint(0, args.vocab, (args.batch, args.seq + 1), device=device)
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     times = []
