@@ -373,3 +373,22 @@ def test_cluster_matmul_reads_dram_like_cublas_and_keeps_its_pace():
     assert ours["dram_bytes"] == pytest.approx(cublas["dram_bytes"], rel=0.02)
     assert before["dram_bytes"] > 1.2 * ours["dram_bytes"]
     assert ours["tensor_pipe_pct"] > before["tensor_pipe_pct"] + 1
+
+
+def test_cuda_graph_replays_are_ranked_and_profiled():
+    """train-step-graphs-guided: torch.compile's reduce-overhead mode replays forward and backward as CUDA graphs.
+    nsys traced them per kernel node, so the kernels of one cudaGraphLaunch share its call, and the guided
+    capture ranked and profiled them like any launch (before per-node tracing, none of them was in the export)."""
+    import profkit
+
+    profile = profkit.load(SESSIONS / "train-step-graphs-guided")
+    kernels = profile.bundle.stored("nsys_kernels")
+    per_call = kernels.groupby("launch_start_ns")["kernel"].transform("size")
+    replayed = kernels[per_call > 1]
+    assert len(replayed) >= 800 and replayed["launch_start_ns"].nunique() == 10  # 5 steps x forward + backward
+    hot = profile.table("hotspots")
+    profiled = hot[(hot["kind"] == "kernel") & hot["profiled"]]
+    graph_instances = set(zip(replayed["function"], replayed["grid"], replayed["block"]))
+    in_graphs = [key in graph_instances for key in zip(profiled["function"], profiled["grid"], profiled["block"])]
+    assert sum(in_graphs) >= 10 and profiled.loc[in_graphs, "time_pct"].sum() > 60
+    assert profiled["time_pct"].sum() >= 80  # the coverage goal of the guided capture
