@@ -35,7 +35,9 @@ COLUMNS: dict[str, Column] = {
     "capture": Column("text", "the capture (program or .cu target) a row belongs to", "session manifest"),
     "session": Column("text", "the session a row belongs to (query, several inputs)", "session folder name"),
     "kernel": Column("text", "the kernel's base name (no namespace, template or parameters); in an nsys timeline, "
-                             "'CUDA graph N' for a graph launch nsys traced as a whole (no grid, block or kernels)",
+                             "'CUDA graph N' for a graph launch nsys traced as a whole (no grid, block or kernels); "
+                             "in the launch and latency tables, 'CUDA graph launch (N kernels)' for the kernels one "
+                             "cudaGraphLaunch started",
                      "ncu function name / nsys shortName, CUPTI_ACTIVITY_KIND_GRAPH_TRACE"),
     "function": Column("text", "the demangled function: tells template instantiations of one kernel name apart",
                        "ncu demangled name / nsys demangledName"),

@@ -33,10 +33,36 @@ def nvtx_summary(nvtx: pd.DataFrame) -> pd.DataFrame:
 
 LAUNCH_COLUMNS = ["nvtx_path", "kernel", "launches", "kernel_median_us", "launch_interval_us", "api_median_us",
                   "queue_median_us", "gpu_busy_pct", "bound"]
+GRAPH_LAUNCH = "CUDA graph launch"
+
+
+def launch_units(kernels: pd.DataFrame) -> pd.DataFrame:
+    """What each host launch call started: one kernel, or the kernels of one CUDA graph launch (traced per node,
+    they share their cudaGraphLaunch call) as one row "CUDA graph launch (N kernels)" from its first kernel's
+    start to its last one's end. The launch tables time calls: a graph's later nodes wait behind its earlier
+    ones, not behind the host (on train-step-graphs-guided their "latency" read 4 ms and their launch interval 0)."""
+    needed = {"thread", "launch_start_ns", "start_ns", "end_ns", "kernel"}
+    if kernels is None or kernels.empty or not needed <= set(kernels.columns):
+        return kernels
+    call = kernels["launch_start_ns"].notna() & kernels["thread"].notna()
+    shared = call & kernels.duplicated(["thread", "launch_start_ns"], keep=False)
+    if not shared.any():
+        return kernels
+    nodes = kernels[shared]
+    grouped = nodes.groupby(["thread", "launch_start_ns"], sort=False)
+    units = grouped.agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"),
+                        **{c: (c, "first") for c in nodes.columns
+                           if c not in ("thread", "launch_start_ns", "start_ns", "end_ns")})
+    units = units.reset_index()
+    units["duration_ns"] = units["end_ns"] - units["start_ns"]
+    units["kernel"] = [f"{GRAPH_LAUNCH} ({n} kernels)" for n in grouped.size().to_numpy()]
+    return pd.concat([kernels[~shared], units[kernels.columns]]).sort_values("start_ns", kind="stable",
+                                                                            ignore_index=True)
 
 
 def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Host launch cost against kernel time, per (NVTX path, kernel) with two or more launches.
+    """Host launch cost against kernel time, per (NVTX path, kernel) with two or more launches; a CUDA graph
+    launch is one launch whose kernel time is its span (launch_units).
 
     For a loop of back-to-back launches: launch_interval_us is the median time between one
     launch call and the next by the same host thread (the Python/driver work per launch; calls of
@@ -52,6 +78,7 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     needed = {"nvtx_path", "kernel", "start_ns", "end_ns", "duration_ns", "launch_start_ns", "launch_end_ns"}
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
+    kernels = launch_units(kernels)
     keys = ["nvtx_path", "kernel"]
     threaded = "thread" in kernels
     timed = kernels[[*needed, *(["thread"] if threaded else [])]].dropna(subset=["launch_start_ns", "kernel"])
@@ -155,13 +182,13 @@ def gpu_idle_summary(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None,
 
 
 def launch_latency(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel name: launches, api_median_us (the launch call's own duration) and the latency from the call's
-    start to the kernel's start: latency_median_us, latency_p95_us, latency_max_us (queueing behind earlier work
+    """Per kernel name (a CUDA graph launch as one, launch_units): launches, api_median_us (the launch call's own
+    duration) and the latency from the call's start to the kernel's start: latency_median_us, latency_p95_us, latency_max_us (queueing behind earlier work
     and the driver's own cost), most launched first. Needs the launch API times (launch_start_ns)."""
     needed = {"kernel", "start_ns", "launch_start_ns", "launch_end_ns"}
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return pd.DataFrame(columns=LATENCY_COLUMNS)
-    timed = kernels.dropna(subset=["launch_start_ns"])
+    timed = launch_units(kernels).dropna(subset=["launch_start_ns"])
     latency = (timed["start_ns"] - timed["launch_start_ns"]).astype("float64") / 1e3
     api = (timed["launch_end_ns"] - timed["launch_start_ns"]).astype("float64") / 1e3
     by = latency.groupby(timed["kernel"])

@@ -70,8 +70,41 @@ def test_launches_of_other_threads_are_not_a_loop():
         for row in _loop("loop", "k", 10, interval_ns=40_000, kernel_ns=2_000):
             rows.append({**row, "thread": thread, "launch_start_ns": row["launch_start_ns"] + offset,
                          "start_ns": row["start_ns"] + offset, "end_ns": row["end_ns"] + offset})
-    rows += [{**row, "thread": thread} for thread, row in zip((1, 2), _loop("", "once_each", 2, 1_000_000, 1_000))]
+    rows += [{**row, "thread": thread, "launch_start_ns": row["launch_start_ns"] + 7_777}
+             for thread, row in zip((1, 2), _loop("", "once_each", 2, 1_000_000, 1_000))]
     out = launch_overhead(pd.DataFrame(rows)).set_index("kernel")
     assert out.loc["k", "launch_interval_us"] == pytest.approx(40.0) and out.loc["k", "launches"] == 20
     assert out.loc["k", "bound"] == "host"
     assert "once_each" not in out.index
+
+
+def test_a_cuda_graph_launch_is_one_launch_unit():
+    """Three nodes of one cudaGraphLaunch share its call: one unit from the first start to the last end, whose
+    latency is the call to the first node; a kernel launched alone stays itself."""
+    from profkit.analyse.timeline import launch_latency, launch_units
+
+    graph = [{"kernel": k, "start_ns": s, "end_ns": s + 100, "duration_ns": 100, "nvtx_path": "replay",
+              "launch_start_ns": 1_000, "launch_end_ns": 1_300, "thread": 7} for k, s in
+             (("a", 2_000), ("b", 2_150), ("a", 2_300))]
+    alone = {"kernel": "a", "start_ns": 5_000, "end_ns": 5_050, "duration_ns": 50, "nvtx_path": "",
+             "launch_start_ns": 4_900, "launch_end_ns": 4_920, "thread": 7}
+    units = launch_units(pd.DataFrame([*graph, alone]))
+    assert units["kernel"].tolist() == ["CUDA graph launch (3 kernels)", "a"]
+    assert units[["start_ns", "end_ns", "duration_ns", "launch_end_ns", "nvtx_path"]].iloc[0].tolist() == [
+        2_000, 2_400, 400, 1_300, "replay"]
+    latency = launch_latency(pd.DataFrame([*graph, alone])).set_index("kernel")
+    assert latency.loc["CUDA graph launch (3 kernels)", "latency_median_us"] == pytest.approx(1.0)
+    assert latency.loc["a", "launches"] == 1 and latency.loc["a", "latency_median_us"] == pytest.approx(0.1)
+
+
+def test_graph_replays_of_a_real_capture_are_timed_per_launch():
+    """train-step-graphs-guided: forward and backward replay as two CUDA graphs, 5 times each."""
+    from profkit.analyse.timeline import GRAPH_LAUNCH, launch_latency
+    from profkit.session.store import load_session
+
+    kernels = load_session(REPO / "sessions" / "train-step-graphs-guided").table("nsys_kernels")
+    latency = launch_latency(kernels)
+    graphs = latency[latency["kernel"].str.startswith(GRAPH_LAUNCH)]
+    assert graphs["launches"].tolist() == [5, 5] and graphs["api_median_us"].between(100, 1000).all()
+    nodes = sum(int(k.split("(")[1].split()[0]) * n for k, n in zip(graphs["kernel"], graphs["launches"]))
+    assert latency["launches"].sum() + nodes - 10 == kernels["launch_start_ns"].notna().sum()
