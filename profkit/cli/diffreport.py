@@ -155,4 +155,6 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
     from profkit.render.html import render_html, write_html
 
     path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines))
+    for warning in dict.fromkeys(w for bundle in loaded for w in bundle.warnings()):
+        click.echo(f"profkit: {warning}", err=True)  # as `show` says them; the page has them in its notes
     click.echo(f"wrote {path}")

@@ -108,3 +108,22 @@ def test_copies_and_ranges(node):
     ranges = node.nvtx.set_index("text")
     assert ranges.loc["epoch", "kind"] == "start_end" and ranges.loc["library_call", "kind"] == "push_pop"
     assert {"warmup", "step", "inner", "worker", "capture", "replay", "copies", "child"} <= set(ranges.index)
+
+
+def test_show_and_report_say_a_capture_traced_graphs_whole(tmp_path):
+    pytest.importorskip("plotly")
+    from click.testing import CliRunner
+
+    from profkit.cli import main
+
+    export = DATA / "attribution_probe_h200_graph.sqlite.xz"
+    shown = CliRunner().invoke(main, ["show", str(export), "-t", "timeline"])
+    assert shown.exit_code == 0, shown.output
+    assert "warning: 3 CUDA graph launch(es) were traced as whole graphs" in shown.stderr
+    assert "CUDA graph 1" in shown.stdout
+    page = tmp_path / "probe.html"
+    reported = CliRunner().invoke(main, ["report", str(export), "-o", str(page)])
+    assert reported.exit_code == 0, reported.output
+    assert "traced as whole graphs" in reported.stderr and "traced as whole graphs" in page.read_text()
+    node = CliRunner().invoke(main, ["show", str(DATA / "attribution_probe_h200_node.sqlite.xz"), "-t", "timeline"])
+    assert node.exit_code == 0 and "warning" not in node.stderr
