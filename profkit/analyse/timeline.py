@@ -183,8 +183,9 @@ def gpu_idle_summary(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None,
 
 def launch_latency(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per kernel name (a CUDA graph launch as one, launch_units): launches, api_median_us (the launch call's own
-    duration) and the latency from the call's start to the kernel's start: latency_median_us, latency_p95_us, latency_max_us (queueing behind earlier work
-    and the driver's own cost), most launched first. Needs the launch API times (launch_start_ns)."""
+    duration) and the latency from the call's start to the kernel's start: latency_median_us, latency_p95_us,
+    latency_max_us (queueing behind earlier work and the driver's own cost), most launched first. Needs the launch
+    API times (launch_start_ns)."""
     needed = {"kernel", "start_ns", "launch_start_ns", "launch_end_ns"}
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return pd.DataFrame(columns=LATENCY_COLUMNS)

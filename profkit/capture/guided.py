@@ -111,7 +111,8 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             from profkit.capture.torch_modules import hook_dir
 
             env = hook_dir(hooks)
-        log(f"[{name}] nsys profile --trace=cuda,nvtx --cuda-graph-trace=node" + (" with NVTX per nn.Module" if env else ""))
+        log(f"[{name}] nsys profile --trace=cuda,nvtx --cuda-graph-trace=node"
+            + (" with NVTX per nn.Module" if env else ""))
         nsys_cmds, nsys_log = _timed(seconds, "nsys", lambda: run_nsys(out_dir(f"{name}.nsys-rep"), command, env=env,
                                                                       timeout=timeout))
         out_dir(f"{name}.nsys.log").write_text(nsys_log)

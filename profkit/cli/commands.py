@@ -39,7 +39,8 @@ def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> 
 @click.option("--name", default=None, help="Session name (default: from the targets).")
 @click.option("--arch", default=None, help="Build arch for .cu targets (default: the GPU's own).")
 @click.option("--args", "program_args", default="", help="Arguments for the program, e.g. '1024 4096'.")
-@click.option("--nsys", is_flag=True, help="Also capture with nsys --trace=cuda,nvtx --cuda-graph-trace=node and export SQLite.")
+@click.option("--nsys", is_flag=True,
+              help="Also capture with nsys --trace=cuda,nvtx --cuda-graph-trace=node and export SQLite.")
 @click.option("--set", "set_name", default="full", show_default=True, help="ncu section set.")
 @click.option("--quick", is_flag=True,
               help="Collect only the metrics profkit's tables read (ncu --metrics, no section set): fewer "

@@ -6,7 +6,8 @@ NVTX ranges behind it (DuckDB). Tables of an NsysCapture:
 - kernels: one row per kernel execution (kernel, function, start_ns, end_ns, duration_ns, grid, block,
   registers_per_thread, static_smem_bytes, dynamic_smem_bytes, local_bytes_per_thread, stream, nvtx_path,
   launch_start_ns, launch_end_ns: the host-side CUDA API call that launched it; device; thread: the calling
-  thread's globalTid, its process in the bits above 24)
+  thread's globalTid, its process in the bits above 24); a CUDA graph launch nsys traced as a whole is one row
+  "CUDA graph N" with no grid or block (joins.WHOLE_GRAPH)
 - nvtx: push/pop and start/end ranges (text, start_ns, end_ns, duration_ns, thread, kind)
 - memcpy: one row per copy (copy_kind: HtoD, DtoH, ...; start_ns, end_ns, duration_ns, bytes, device, stream,
   nvtx_path, launch_start_ns, launch_end_ns, thread); memset: the same with value in place of copy_kind
@@ -199,8 +200,8 @@ def _raw_tables(export: Export) -> dict[str, pa.Table]:
     memset = _ordered(export, "CUPTI_ACTIVITY_KIND_MEMSET", COPY_COLUMNS + ["bytes", "value"])
     graphs = _ordered(export, GRAPH_TABLE, GRAPH_COLUMNS)
     nvtx = _nvtx_rows(export)
-    return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "graphs_raw": graphs, "nvtx_raw": nvtx,
-            "calls_raw": calls.result(),
+    return {"kernels_raw": kernels, "memcpy_raw": memcpy, "memset_raw": memset, "graphs_raw": graphs,
+            "nvtx_raw": nvtx, "calls_raw": calls.result(),
             "strings": pa.table({"id": pa.array(list(strings), pa.int64()),
                                  "value": pa.array(list(strings.values()), pa.string())})}
 

@@ -120,6 +120,7 @@ def attribute(conn, tables: dict[str, pa.Table], kernel_name) -> dict[str, pa.Ta
         "shortName": pa.array([p[0] for p in pairs], pa.int64()),
         "demangledName": pa.array([p[1] for p in pairs], pa.int64()),
         "kernel": pa.array([kernel_name(p[2] or "", p[3] or "") for p in pairs], pa.string())}))
-    return {"kernels": conn.sql(KERNELS).to_arrow_table().drop_columns(["src", "ord"]), "nvtx": conn.sql(NVTX).to_arrow_table(),
+    return {"kernels": conn.sql(KERNELS).to_arrow_table().drop_columns(["src", "ord"]),
+            "nvtx": conn.sql(NVTX).to_arrow_table(),
             "memcpy": conn.sql(COPIES.format(columns="c.copyKind as copy_kind", table="memcpy_raw")).to_arrow_table(),
             "memset": conn.sql(COPIES.format(columns="c.value", table="memset_raw")).to_arrow_table()}
