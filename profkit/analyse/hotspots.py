@@ -35,7 +35,6 @@ import pandas as pd
 
 from profkit.analyse import roofline
 from profkit.analyse.kernel_rows import kernel_rows
-from profkit.parse import catalog
 
 HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "module", "launches", "time_us", "time_pct", "span_pct",
                    "profiled", "profiled_launch", "bound", "top_stall", "ceiling_us", "roofline_pct", "limit",
@@ -104,10 +103,9 @@ def ceiling_seconds(rows: pd.DataFrame) -> pd.DataFrame:
     compute = dict(zip(ceils.loc[ceils["kind"] == "compute", "ceiling"], ceils.loc[ceils["kind"] == "compute", "value"]))
     traffic = roofline.level_bytes(rows)
     # plain dicts of the columns read here: iterrows built a Series of every column per row (8-13 ms of a show)
-    read = ["total_flops", *(flops for flops, _, _ in roofline.CUDA_CORE_ROOFS.values()),
-            *(f"tensor_ops_{kind}" for kind in catalog.TENSOR_OP_TYPES)]
+    read = [c for c in ("total_flops", *roofline.ROOF_WORK.values()) if c in rows]
     out = []
-    for idx, row in zip(rows.index, rows[[c for c in dict.fromkeys(read) if c in rows]].to_dict("records")):
+    for idx, row in zip(rows.index, rows[read].to_dict("records")):
         terms = {}
         flops = pd.to_numeric(row.get("total_flops"), errors="coerce")
         if pd.notna(flops) and flops > 0:

@@ -46,6 +46,10 @@ CUDA_CORE_ROOFS: dict[str, tuple[str, float, str]] = {
     "fp16": ("fp16_flops", 4.0, "peak_hfma_per_cycle"),
 }
 
+ROOF_WORK: dict[str, str] = {**{roof: flops for roof, (flops, _, _) in CUDA_CORE_ROOFS.items()},
+                              **{f"tensor {kind}": f"tensor_ops_{kind}" for kind in catalog.TENSOR_OP_TYPES}}
+"""compute ceiling -> the column counting a kernel's work against it: what dominant_roof reads."""
+
 CEILING_COLUMNS = ["ceiling", "kind", "level", "value", "unit", "source"]
 POINT_COLUMNS = ["label", "level", "flops", "bytes", "intensity_flop_per_byte", "flops_per_second",
                  "roof", "roof_flops_per_second", "bandwidth_bytes_per_second", "attainable_flops_per_second",
@@ -115,8 +119,7 @@ def ceilings(rows: pd.DataFrame, *, tensor: str = "used") -> pd.DataFrame:
 
 def dominant_roof(row: pd.Series) -> str:
     """The compute ceiling that applies to a kernel: the operand type that did most of its FLOPs."""
-    work = {roof: row.get(flops) for roof, (flops, _, _) in CUDA_CORE_ROOFS.items()}
-    work.update({f"tensor {kind}": row.get(f"tensor_ops_{kind}") for kind in catalog.TENSOR_OP_TYPES})
+    work = {roof: row.get(column) for roof, column in ROOF_WORK.items()}
     total = sum(float(v) for v in work.values() if v is not None and pd.notna(v))
     work = {k: float(v) for k, v in work.items() if v is not None and pd.notna(v) and float(v) > USED_SHARE * total}
     return max(work, key=work.get) if work else "fp32"
