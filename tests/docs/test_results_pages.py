@@ -1,0 +1,453 @@
+"""The results pages' headline tables say what their committed result files say.
+
+reports/ladder.md, matmul.md, flash_attention.md and int8.md print tables "rounded from" a result file under
+reports/benchmarks/. Every cell of those tables is recomputed here from the JSON with the page's rounding and
+compared as text, so a rerun that rewrites a result file without its page, or a hand edit of a page, fails with
+the page, table, row and column. Checked: the tables of each page's results sections and the flash-attention
+re-run table. Not checked: the counter tables (read from ncu sessions), the "Earlier benchmark results" tables
+(older commits' result files), the tile-sweep, variant-choice and power tables further down, and figures quoted
+in prose.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import cache
+
+from tests import REPO
+
+REPORTS = REPO / "reports"
+DELIMITER = re.compile(r"\|(\s*:?-+:?\s*\|)+")
+
+Row = list[str]
+Expected = dict[str, Row]
+"""Rows computed from a result file, keyed by their label (the first cells, joined by " | ")."""
+
+
+# --- reading pages and result files
+
+def page(name: str) -> str:
+    """The text of reports/<name>."""
+    return (REPORTS / name).read_text()
+
+
+def markdown_tables(text: str) -> list[tuple[Row, list[Row]]]:
+    """Every pipe table of text, in order, as (header cells, body rows of cells); cells are stripped."""
+    lines, tables, i = text.splitlines(), [], 0
+    while i < len(lines) - 1:
+        if lines[i].startswith("|") and DELIMITER.fullmatch(lines[i + 1].strip()):
+            end = i + 2
+            while end < len(lines) and lines[end].startswith("|"):
+                end += 1
+            tables.append((_cells(lines[i]), [_cells(line) for line in lines[i + 2:end]]))
+            i = end
+        else:
+            i += 1
+    return tables
+
+
+def _cells(line: str) -> Row:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def find_table(text: str, header: str, after: str = "", nth: int = 0) -> list[Row]:
+    """Body rows of the nth table whose header row is `header` ("a | b | c") among the tables that follow the
+    first line containing `after`: the flash-attention page repeats one header for d = 64 and 128, eager and
+    CUDA-graph rows."""
+    assert after in text, f"no {after!r} on the page"
+    found = [body for head, body in markdown_tables(text[text.index(after):]) if " | ".join(head) == header]
+    assert len(found) > nth, f"no table | {header} | after {after!r}"
+    return found[nth]
+
+
+@cache
+def result(name: str) -> dict:
+    """reports/benchmarks/<name>.json: {"meta": ..., "rows": [...]}."""
+    return json.loads((REPORTS / "benchmarks" / f"{name}.json").read_text())
+
+
+def by_case(name: str) -> dict[tuple[str, str], dict]:
+    """The rows of a result file by (case, impl)."""
+    return {(row["case"], row["impl"]): row for row in result(name)["rows"]}
+
+
+def cases(name: str) -> list[str]:
+    """The result file's cases, in its order."""
+    return list(dict.fromkeys(row["case"] for row in result(name)["rows"]))
+
+
+# --- the pages' number formats
+
+def one(x: float) -> str:
+    """Rates, MiB: one decimal."""
+    return f"{x:.1f}"
+
+
+def ratio(x: float, decimals: int = 3) -> str:
+    """Ratios: three decimals (one for int8 vs bitsandbytes) and "×"."""
+    return f"{x:.{decimals}f}×"
+
+
+def us(ms: float) -> str:
+    """A median in ms, shown in µs to one decimal."""
+    return f"{ms * 1e3:.1f}"
+
+
+def mhz(clock: float) -> str:
+    """1980.0 -> "1980", 1522.5 -> "1522.5"."""
+    return f"{clock:g}"
+
+
+def marked(text: str, *rows: dict) -> str:
+    """text with " ~" when any of the rows is unstable (its runs spread more than 5%)."""
+    return text + (" ~" if not all(row["stable"] for row in rows) else "")
+
+
+def interval(value: float, low: float, high: float) -> str:
+    """A ratio with its 95% interval: "0.960 [0.959, 0.961]"."""
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+# --- comparing
+
+def differences(where: str, header: str, shown: list[Row], expected: Expected, key_cells: int = 1,
+                complete: bool = True) -> list[str]:
+    """Every cell where the page's rows differ from the computed ones, rows matched by their first key_cells
+    cells; with complete, a computed row the page lacks is a difference too."""
+    columns, found = header.split(" | "), []
+    for row in shown:
+        label = " | ".join(row[:key_cells])
+        want = expected.get(label)
+        if want is None:
+            found.append(f"{where}: row {label!r} is not in the result file")
+        elif len(row) != len(want):
+            found.append(f"{where}, row {label!r}: {len(row)} cells, expected {len(want)}")
+        else:
+            found += [f"{where}, row {label!r}, column {column!r}: page shows {cell!r}, result file gives {computed!r}"
+                      for column, cell, computed in zip(columns, row, want) if cell != computed]
+    if complete:
+        found += [f"{where}: row {label!r} is missing" for label in expected
+                  if label not in {" | ".join(row[:key_cells]) for row in shown}]
+    return found
+
+
+def check(name: str, header: str, expected: Expected, after: str = "", nth: int = 0, **compare) -> list[str]:
+    """differences() for one table of reports/<name>."""
+    columns = header.split(" | ")
+    where = (f"{name}, table | {' | '.join(columns[:3])} | …" + (f" after {after!r}" if after else "")
+             + (f", table {nth + 1} there" if nth else ""))
+    return differences(where, header, find_table(page(name), header, after, nth), expected, **compare)
+
+
+def keyed(rows: list[Row], key_cells: int = 1) -> Expected:
+    """Computed rows keyed by their label, the way differences() matches them to the page's."""
+    return {" | ".join(row[:key_cells]): row for row in rows}
+
+
+# --- ladder.md: benchmarks/ladder.json
+
+LADDER = ("N | naive | tiled | coarsened | regtile | vectorized | cuBLAS | vectorized vs cuBLAS | vectorized µs | "
+          "cuBLAS µs")
+RUNGS = ["naive", "tiled", "coarsened", "regtile", "vectorized", "cublas"]
+
+
+def ladder_rows() -> Expected:
+    """Per N: each rung's and cuBLAS's TFLOP/s, cuBLAS's time over the vectorized rung's, both medians in µs."""
+    rows = by_case("ladder")
+    out = []
+    for case in cases("ladder"):
+        rung = {name: rows[case, f"matmul_{name}"] for name in RUNGS}
+        vectorized, cublas = rung["vectorized"], rung["cublas"]
+        out.append([case.split()[-1], *(one(rung[name]["tflops"]) for name in RUNGS),
+                    ratio(cublas["median_ms"] / vectorized["median_ms"]),
+                    us(vectorized["median_ms"]), us(cublas["median_ms"])])
+    return keyed(out)
+
+
+def test_ladder_page():
+    problems = check("ladder.md", LADDER, ladder_rows())
+    assert not problems, "\n".join(problems)
+
+
+# --- matmul.md: benchmarks/matmul.json and the goals files
+
+MATMUL = ("case (M×N×K) | Triton kernel | Triton TFLOP/s | cuBLAS TFLOP/s | ratio | ratio at equal clocks | "
+          "SM MHz (Triton / cuBLAS) | throttle")
+MATMUL_GRAPH = "case (M×N×K) | Triton TFLOP/s | cuBLAS TFLOP/s | ratio"
+GOALS = ("goal case | goal | triton 3.9: ratio [95% interval] | verdict | MHz | triton 3.6: ratio [95% interval] | "
+         "verdict | MHz")
+GOAL_61 = "triton | kernel | rounds | ratio [95% interval] | verdict | µs (Triton / cuBLAS) | MHz (Triton / cuBLAS)"
+KERNELS = {"fma": "FMA tile (tl.dot ieee)", "tf32": "wgmma tf32", "tma": "one-CTA persistent TMA",
+           "cluster": "2-CTA cluster (Gluon)", "skinny16": "skinny (BLOCK_M 16)"}
+"""The result file's triton_config prefix -> the benchmark table's name for that kernel."""
+SHORT_KERNELS = {"cluster": "2-CTA cluster", "tma": "one-CTA TMA"}
+"""The same, as the 61-round table names them."""
+THROTTLES = {"sw_power_cap": "power cap"}
+
+
+def shape(case: str) -> str:
+    """"fp32-ieee 1024x1024x1024" -> "fp32 1024×1024×1024"."""
+    dtype, dims = case.split()
+    return f"{dtype.split('-')[0]} {dims.replace('x', '×')}"
+
+
+def kernel(config: str, names: dict[str, str]) -> str:
+    """The kernel a triton_config entry names ("fma: BLOCK_M: 64, ..." -> names["fma"])."""
+    return names[config.split(":")[0]]
+
+
+def throttle(*rows: dict) -> str:
+    """The throttle reasons seen while either side was timed, or "—"."""
+    reasons = sorted({reason for row in rows for reason in row["throttle"].split("+") if reason})
+    return ", ".join(THROTTLES.get(reason, reason) for reason in reasons) or "—"
+
+
+def clocks(triton: dict, cublas: dict) -> str:
+    return f"{mhz(triton['sm_clock_mhz'])} / {mhz(cublas['sm_clock_mhz'])}"
+
+
+def matmul_rows() -> Expected:
+    """Eager rows: the kernel, both rates, the ratio (marked when either side is unstable), the ratio at equal
+    clocks, both SM clocks and the throttle reasons."""
+    rows, configs = by_case("matmul"), result("matmul")["meta"]["triton_config"]
+    out = []
+    for case in cases("matmul"):
+        triton, cublas = rows[case, "triton"], rows[case, "cublas"]
+        out.append([shape(case), kernel(configs[case], KERNELS), one(triton["tflops"]), one(cublas["tflops"]),
+                    marked(ratio(triton["ratio_vs_baseline"]), triton, cublas),
+                    ratio(triton["cycle_ratio_vs_baseline"]), clocks(triton, cublas), throttle(triton, cublas)])
+    return keyed(out)
+
+
+def matmul_graph_rows() -> Expected:
+    """The cases also timed as CUDA-graph replays: both rates and the ratio."""
+    rows = by_case("matmul")
+    return keyed([[shape(case), one(rows[case, "triton_graph"]["tflops"]), one(rows[case, "cublas_graph"]["tflops"]),
+                   marked(ratio(rows[case, "triton_graph"]["ratio_vs_baseline"]),
+                          rows[case, "triton_graph"], rows[case, "cublas_graph"])]
+                  for case in cases("matmul") if (case, "triton_graph") in rows])
+
+
+def goal_cells(name: str, case: str) -> Row:
+    """A goal case's ratio [95% interval], verdict and SM clocks from one goals file."""
+    verdict = next(v for v in result(name)["meta"]["verdicts"] if v["case"] == case)
+    rows = by_case(name)
+    return [interval(verdict["ratio"], verdict["ci_low"], verdict["ci_high"]), verdict["verdict"],
+            clocks(rows[case, "triton"], rows[case, "cublas"])]
+
+
+def goals_rows() -> Expected:
+    """Each goal, under triton 3.9 (matmul_goals.json) and 3.6 (matmul_goals_triton36.json)."""
+    goals = result("matmul_goals")["meta"]["goals"]
+    return keyed([[shape(case), f"≥ {goal}×", *goal_cells("matmul_goals", case),
+                   *goal_cells("matmul_goals_triton36", case)] for case, goal in goals.items()])
+
+
+def goal_61_rows() -> Expected:
+    """bf16 4096³ alone over 61 rounds, one row per goals file: triton version, kernel, rounds, ratio [interval],
+    verdict, both medians in µs and both clocks."""
+    out = []
+    for name in ("matmul_goals_bf16_4096x4096x4096", "matmul_goals_bf16_4096x4096x4096_triton36"):
+        meta, rows = result(name)["meta"], by_case(name)
+        (verdict,) = meta["verdicts"]
+        triton, cublas = rows[verdict["case"], "triton"], rows[verdict["case"], "cublas"]
+        version = ".".join(meta["environment"]["triton"].split(".")[:2])
+        out.append([f"triton {version}", kernel(meta["triton_config"][verdict["case"]], SHORT_KERNELS),
+                    str(verdict["rounds"]), interval(verdict["ratio"], verdict["ci_low"], verdict["ci_high"]),
+                    verdict["verdict"], f"{us(triton['median_ms'])} / {us(cublas['median_ms'])}",
+                    clocks(triton, cublas)])
+    return keyed(out)
+
+
+def test_matmul_page():
+    problems = [*check("matmul.md", MATMUL, matmul_rows()),
+                *check("matmul.md", MATMUL_GRAPH, matmul_graph_rows()),
+                *check("matmul.md", GOALS, goals_rows()),
+                *check("matmul.md", GOAL_61, goal_61_rows())]
+    assert not problems, "\n".join(problems)
+
+
+# --- flash_attention.md: benchmarks/flash_attention.json, flash_attention_memory.json and the re-run
+
+FORWARD = "N | ours µs | ours TFLOP/s | cuDNN µs | ours vs cuDNN | ours vs SDPA flash | Triton forward vs cuDNN"
+BACKWARD = ("N | ours µs | ours TFLOP/s | cuDNN µs | ours vs cuDNN | ours vs SDPA flash | single vs cuDNN | "
+            "split vs cuDNN | fused vs cuDNN")
+MEMORY = "head dim | N | inputs MiB | ours | single | split | fused | cuDNN | SDPA flash"
+RERUN = "rows | 02:05 | 18:47"
+GRAPHS = "**From CUDA-graph replays"
+MEMORY_IMPLS = ["fa2_triton", "fa2_bwd_single", "fa2_bwd_split", "fa2_bwd_fused", "sdpa_default", "sdpa_flash"]
+"""The memory table's columns after inputs MiB, in order ("cuDNN" is SDPA's default backend)."""
+
+
+def fa_case(direction: str, d: int, n: int) -> str:
+    return f"{direction} d={d} N={n}"
+
+
+def fa_lengths(d: int, graph: bool = False) -> list[int]:
+    """The sequence lengths of head dim d in flash_attention.json (with graph, those also timed as graphs)."""
+    rows = by_case("flash_attention")
+    return [int(case.split("N=")[1]) for case in cases("flash_attention")
+            if case.startswith(f"fwd d={d} ") and (not graph or (case, "fa2_triton_graph") in rows)]
+
+
+def fa_head_dims() -> list[int]:
+    """The head dims of flash_attention.json ("fwd d=64 N=512" -> 64)."""
+    return sorted({int(case.split()[1].removeprefix("d=")) for case in cases("flash_attention")})
+
+
+def variant(row: dict) -> str:
+    """A backward variant against cuDNN, or "(= ours)" where it is the default at that length."""
+    return "(= ours)" if "default variant" in row["note"] else ratio(row["ratio_vs_baseline"])
+
+
+def flash_rows(direction: str, d: int, graph: bool = False) -> Expected:
+    """Per N: our time and rate, cuDNN's (SDPA's default) time, ours vs cuDNN (marked when either is unstable)
+    and vs SDPA flash, then the Triton forward, or each backward variant, vs cuDNN."""
+    rows, tail = by_case("flash_attention"), "_graph" if graph else ""
+    out = []
+    for n in fa_lengths(d, graph):
+        case = fa_case(direction, d, n)
+        ours, cudnn = rows[case, "fa2_triton" + tail], rows[case, "sdpa_default" + tail]
+        if direction == "fwd":
+            variants = [ratio(rows[case, "fa2_tl_fwd" + tail]["ratio_vs_baseline"])]
+        else:
+            variants = [variant(rows[case, f"fa2_bwd_{name}{tail}"]) for name in ("single", "split", "fused")]
+        out.append([str(n), us(ours["median_ms"]), one(ours["tflops"]), us(cudnn["median_ms"]),
+                    marked(ratio(ours["ratio_vs_baseline"]), ours, cudnn), ratio(ours["ratio_vs_sdpa_flash"]),
+                    *variants])
+    return keyed(out)
+
+
+def memory_rows() -> Expected:
+    """Per head dim and N: the inputs and each side's peak of forward + backward above them, MiB."""
+    rows = {(r["impl"], r["head_dim"], r["seq"]): r for r in result("flash_attention_memory")["rows"]
+            if r["direction"] == "fwd+bwd"}
+    shapes = dict.fromkeys((d, n) for _, d, n in rows)
+    return keyed([[f"d={d}", str(n), one(rows["fa2_triton", d, n]["inputs_mib"]),
+                   *(one(rows[impl, d, n]["peak_above_inputs_mib"]) for impl in MEMORY_IMPLS)]
+                  for d, n in shapes], key_cells=2)
+
+
+def rerun_rows() -> Expected:
+    """Ours vs cuDNN in the 02:05 run (flash_attention.json) and the 18:47 re-run
+    (flash_attention_sdpa_backends.json): at the lengths timed eagerly only, then the range over the CUDA-graph
+    rows and how far apart the two runs' graph rows lie at most (rounded up)."""
+    runs = [by_case(name) for name in ("flash_attention", "flash_attention_sdpa_backends")]
+    out = []
+    for direction in ("fwd", "bwd"):
+        for d in fa_head_dims():
+            lengths = [n for n in fa_lengths(d) if n not in fa_lengths(d, graph=True)]
+            out.append([f"{direction} d = {d}, N = {' / '.join(map(str, lengths))}",
+                        *(" / ".join(f"{rows[fa_case(direction, d, n), 'fa2_triton']['ratio_vs_baseline']:.3f}"
+                                     for n in lengths) for rows in runs)])
+    graphs = [[rows[key]["ratio_vs_baseline"] for key in runs[0] if key[1] == "fa2_triton_graph"] for rows in runs]
+    apart = math.ceil(max(abs(a - b) for a, b in zip(*graphs)) * 1000) / 1000
+    first, rerun = (f"{min(ratios):.3f}–{max(ratios):.3f}" for ratios in graphs)
+    longest = max(n for d in fa_head_dims() for n in fa_lengths(d, graph=True))
+    out.append([f"CUDA-graph rows, N ≤ {longest} ({len(graphs[0])})", first,
+                f"{rerun}, each within {apart:.3f} of 02:05"])
+    return keyed(out)
+
+
+def test_flash_attention_page():
+    name = "flash_attention.md"
+    problems = [*check(name, FORWARD, flash_rows("fwd", 64), after="**Forward, d = 64**"),
+                *check(name, FORWARD, flash_rows("fwd", 128), after="**Forward, d = 128**"),
+                *check(name, BACKWARD, flash_rows("bwd", 64), after="**Backward, d = 64**"),
+                *check(name, BACKWARD, flash_rows("bwd", 128), after="**Backward, d = 128**"),
+                *check(name, FORWARD, flash_rows("fwd", 64, graph=True), after=GRAPHS, nth=0),
+                *check(name, BACKWARD, flash_rows("bwd", 64, graph=True), after=GRAPHS, nth=0),
+                *check(name, FORWARD, flash_rows("fwd", 128, graph=True), after=GRAPHS, nth=1),
+                *check(name, BACKWARD, flash_rows("bwd", 128, graph=True), after=GRAPHS, nth=1),
+                *check(name, MEMORY, memory_rows(), key_cells=2, complete=False),
+                *check(name, RERUN, rerun_rows())]
+    assert not problems, "\n".join(problems)
+
+
+# --- int8.md: benchmarks/int8_model.json and int8_linear.json
+
+MODEL = ("variant | perplexity | Δ vs fp16 | weights+buffers vs fp16 | peak MiB (eval) | latency ms, batch 1 | "
+         "batch 8 | batch 32")
+SQUARE = ("M | ours µs | fp16 nn.Linear µs | bitsandbytes µs | ours vs fp16 | ours vs bitsandbytes | "
+          "torch._int_mm µs (GEMM alone) | GEMM kernel")
+LAYERS = "layer | shape | ours µs | fp16 µs | bitsandbytes µs | ours vs fp16 | ours vs bitsandbytes"
+INT8_GRAPH = "M | ours µs (CUDA graph) | fp16 µs (CUDA graph) | ours vs fp16"
+VARIANTS = {"fp32": "fp32", "fp16": "fp16", "int8_fixed": "int8, fixed threshold 6.0",
+            "int8_stat": "int8, mean + 3σ threshold", "bnb_int8": "bitsandbytes Linear8bitLt(6.0)"}
+"""int8_model.json's variant -> the page's name for it."""
+
+
+def model_rows() -> Expected:
+    """Per variant: perplexity, its change vs fp16 in %, weights+buffers vs fp16, peak MiB, latency at batch
+    1 / 8 / 32 in ms."""
+    return keyed([[VARIANTS[row["variant"]], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}",
+                   f"{row['static_ratio_vs_fp16']:.3f}", one(row["peak_bytes"] / 2**20),
+                   *(f"{row[f'latency_ms_b{batch}']:.2f}" for batch in (1, 8, 32))]
+                  for row in result("int8_model")["rows"]])
+
+
+def layer_cells(case: str, graph: bool = False) -> tuple[dict, dict, dict | None]:
+    """Ours, fp16 nn.Linear and bitsandbytes (None for graphs) of one int8_linear.json case."""
+    rows, tail = by_case("int8_linear"), "_graph" if graph else ""
+    return rows[case, "int8_custom" + tail], rows[case, "fp16_linear" + tail], rows.get((case, "bnb_int8"))
+
+
+def m_of(case: str) -> str:
+    return re.search(r"M=(\d+)", case).group(1)
+
+
+def square_rows() -> Expected:
+    """K = N = 4096 per M: the three times, ours vs fp16 (marked when ours or fp16 is unstable) and vs
+    bitsandbytes, torch._int_mm's time and which GEMM kernel ran (the result file's triton_config)."""
+    rows, configs = by_case("int8_linear"), result("int8_linear")["meta"]["triton_config"]
+    out = []
+    for case in (case for case in cases("int8_linear") if case.startswith("square ")):
+        ours, fp16, bnb = layer_cells(case)
+        int_mm = rows[case, "int_mm_ceiling"]["median_ms"]
+        gemm = "persistent TMA" if configs[case].startswith("persistent TMA:") else "pointer"
+        out.append([m_of(case), us(ours["median_ms"]), us(fp16["median_ms"]), us(bnb["median_ms"]),
+                    marked(ratio(ours["ratio_vs_baseline"]), ours, fp16),
+                    ratio(bnb["median_ms"] / ours["median_ms"], 1), "—" if int_mm is None else us(int_mm), gemm])
+    return keyed(out)
+
+
+def layer_rows() -> Expected:
+    """The model's own layer shapes: the three times, ours vs fp16 (marked when ours or fp16 is unstable) and vs
+    bitsandbytes."""
+    out = []
+    for case in (case for case in cases("int8_linear") if not case.startswith("square ")):
+        ours, fp16, bnb = layer_cells(case)
+        layer, dims = case.split(" ", 1)
+        out.append([layer, dims, us(ours["median_ms"]), us(fp16["median_ms"]), us(bnb["median_ms"]),
+                    marked(ratio(ours["ratio_vs_baseline"]), ours, fp16),
+                    ratio(bnb["median_ms"] / ours["median_ms"], 1)])
+    return keyed(out, key_cells=2)
+
+
+def int8_graph_rows() -> Expected:
+    """The M also timed as CUDA graphs: ours, fp16 and ours vs fp16."""
+    rows = by_case("int8_linear")
+    out = []
+    for case in (case for case in cases("int8_linear") if (case, "int8_custom_graph") in rows):
+        ours, fp16, _ = layer_cells(case, graph=True)
+        out.append([m_of(case), us(ours["median_ms"]), us(fp16["median_ms"]),
+                    marked(ratio(ours["ratio_vs_baseline"]), ours, fp16)])
+    return keyed(out)
+
+
+def test_int8_page():
+    problems = [*check("int8.md", MODEL, model_rows()),
+                *check("int8.md", SQUARE, square_rows()),
+                *check("int8.md", LAYERS, layer_rows(), key_cells=2),
+                *check("int8.md", INT8_GRAPH, int8_graph_rows())]
+    assert not problems, "\n".join(problems)
+
+
+# --- the parser itself
+
+def test_markdown_tables_reads_header_and_cells():
+    text = "Intro | not a table\n\n| a | b |\n|---|:--:|\n| 1 | 2.0× ~ |\n|  x |  |\n\nafter\n| c |\n|---|\n"
+    assert markdown_tables(text) == [(["a", "b"], [["1", "2.0× ~"], ["x", ""]]), (["c"], [])]
+    assert find_table(text, "c", after="after") == []
