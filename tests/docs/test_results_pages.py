@@ -4,9 +4,9 @@ reports/ladder.md, matmul.md, flash_attention.md and int8.md print tables "round
 reports/benchmarks/. Every cell of those tables is recomputed here from the JSON with the page's rounding and
 compared as text, so a rerun that rewrites a result file without its page, or a hand edit of a page, fails with
 the page, table, row and column. Checked: the tables of each page's results sections and the flash-attention
-re-run table. Not checked: the counter tables (read from ncu sessions), the "Earlier benchmark results" tables
-(older commits' result files), the tile-sweep, variant-choice and power tables further down, and figures quoted
-in prose.
+re-run table; ladder.md's counter table against what profkit reads from its ncu session. Not checked: the
+"Earlier benchmark results" tables (older commits' result files), the tile-sweep, variant-choice and power tables
+further down, and figures quoted in prose.
 """
 
 from __future__ import annotations
@@ -169,6 +169,71 @@ def ladder_rows() -> Expected:
 def test_ladder_page():
     problems = check("ladder.md", LADDER, ladder_rows())
     assert not problems, "\n".join(problems)
+
+
+# --- ladder.md's counter table: sessions/ladder-n4096, as profkit reads it
+
+COUNTERS = "counter (N = 4096) | naive | tiled | coarsened | regtile | vectorized | cuBLAS"
+COUNTER_ROWS = {
+    "global-load bytes per FLOP (falls with tiling)": "gld_bytes_per_flop",
+    "FLOPs per shared-load instruction (rises with register tiling)": "flop_per_shared_load",
+    "128-bit global loads (fraction of executed LDG)": "ldg128_fraction",
+    "128-bit shared loads (fraction of executed LDS)": "lds128_fraction",
+    "global load sectors / request": "ld_sectors_per_request",
+    "excessive (uncoalesced) L2 sectors": "excessive_sectors_pct",
+    "registers / achieved occupancy": ("registers_per_thread", "achieved_occupancy_pct"),
+    "FMA pipe busy": "fma_pipe_pct",
+    "top stall": "stall_1",
+}
+"""The counter table's rows -> the launch-table column(s) each shows."""
+
+
+def rounds_to(cell: str, value) -> bool:
+    """Whether a page cell shows value: "–" for a missing one, text as is, a number (a "%" after it allowed) as
+    value rounded to the decimals the cell shows (409.6 is "410", 0.0588 is "0.06")."""
+    if isinstance(value, str):
+        return cell == value
+    if value is None or math.isnan(value):
+        return cell == "–"
+    shown = cell.removesuffix("%")
+    if not re.fullmatch(r"-?\d+(\.\d+)?", shown):
+        return False
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown) - value) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+def counter_differences(table: list[Row]) -> list[str]:
+    """Every cell of the counter table that is not what profkit reads from sessions/ladder-n4096."""
+    import profkit
+
+    launches = profkit.load(REPO / "sessions" / "ladder-n4096").launches.set_index("capture")
+    found = []
+    for label, *cells in table:
+        columns = COUNTER_ROWS.get(label)
+        if columns is None:
+            found.append(f"ladder.md counter table: row {label!r} is not one this test knows")
+            continue
+        for rung, cell in zip(RUNGS, cells):
+            row = launches.loc[f"matmul_{rung}"]
+            parts = cell.split(" / ") if isinstance(columns, tuple) else [cell]
+            wanted = columns if isinstance(columns, tuple) else (columns,)
+            if len(parts) != len(wanted) or not all(rounds_to(p, row[c]) for p, c in zip(parts, wanted)):
+                found.append(f"ladder.md counter table, row {label!r}, {rung}: page shows {cell!r}, the session "
+                             f"reads {' / '.join(str(row[c]) for c in wanted)}")
+    return found
+
+
+def test_ladder_counter_table_is_what_the_session_reads():
+    table = find_table(page("ladder.md"), COUNTERS)
+    assert [row[0] for row in table] == list(COUNTER_ROWS)
+    problems = counter_differences(table)
+    assert not problems, "\n".join(problems)
+
+
+def test_rounds_to_reads_the_shown_precision():
+    assert rounds_to("410", 409.6) and rounds_to("0.06", 0.0588) and rounds_to("99.6%", 99.62)
+    assert not rounds_to("0.125", 0.1256) and not rounds_to("2", 2.6) and not rounds_to("51", float("nan"))
+    assert rounds_to("–", float("nan")) and rounds_to("mio_throttle", "mio_throttle")
 
 
 # --- matmul.md: benchmarks/matmul.json and the goals files
