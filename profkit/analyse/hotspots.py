@@ -23,7 +23,8 @@ Per kernel instance (kernel, grid, block) over the steady state (a guided captur
   function                           the demangled function (what tells instances of one kernel name apart)
 For a guided capture (its steady state is known), rows "GPU idle: host-bound" (gaps where the next launch call came
 after the GPU went idle: the GPU waited for the host) and "GPU idle: other" (gaps with the launch already queued:
-synchronisation, copies) carry their idle time as time_us and saved_us. Rows are ranked by saved_us; instances that were not profiled follow, by time.
+synchronisation, copies) carry their idle time as time_us and saved_us, each GPU's gaps counted on their own. Rows
+are ranked by saved_us; instances that were not profiled follow, by time.
 """
 
 from __future__ import annotations
@@ -62,30 +63,45 @@ def steady_window(nsys: pd.DataFrame, targets: pd.DataFrame | None) -> pd.DataFr
     return nsys
 
 
-def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
-    """GPU idle time between kernels (all streams merged) in the window, split by whether the host launched late."""
-    if window.empty or "end_ns" not in window:
-        return []
-    order = window.sort_values("start_ns")
+def _device_gaps(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """One device's idle gaps between kernels (all its streams merged), in time order, and for each whether the
+    next launch call came after the GPU had gone idle (the host launched late)."""
+    order = kernels.sort_values("start_ns")
     starts = order["start_ns"].to_numpy(dtype=float)
     ends = np.maximum.accumulate(order["end_ns"].to_numpy(dtype=float))
     gaps = np.clip(starts[1:] - ends[:-1], 0, None)
     calls = pd.to_numeric(order.get("launch_start_ns", pd.Series(np.nan, index=order.index)), errors="coerce")
-    late = calls.to_numpy(dtype=float)[1:] >= ends[:-1]
-    host = gaps[late & (gaps > 0)].sum() / 1e3
-    other = gaps[~late & (gaps > 0)].sum() / 1e3
-    span = (ends[-1] - starts[0]) / 1e3
-    stretches, run = 0, 0
-    for flag, gap in zip(late, gaps):
-        run = run + 1 if flag and gap > 0 else 0
-        stretches += run == MIN_STRETCH
+    return gaps, calls.to_numpy(dtype=float)[1:] >= ends[:-1]
+
+
+def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
+    """GPU idle time between kernels in the window, split by whether the host launched late. Each GPU's gaps are
+    its own (its streams merged): one GPU waiting while another computes is idle time, as its kernels' time is
+    busy time (busy_us sums every GPU's kernels)."""
+    if window.empty or "end_ns" not in window:
+        return []
+    devices = [frame for _, frame in window.groupby("device", sort=True, dropna=False)] if "device" in window \
+        else [window]
+    host = other = 0.0
+    host_gaps = stretches = 0
+    for frame in devices:
+        gaps, late = _device_gaps(frame)
+        host += gaps[late & (gaps > 0)].sum() / 1e3
+        other += gaps[~late & (gaps > 0)].sum() / 1e3
+        host_gaps += int((late & (gaps > 0)).sum())
+        run = 0
+        for flag, gap in zip(late, gaps):
+            run = run + 1 if flag and gap > 0 else 0
+            stretches += run == MIN_STRETCH
+    span = (float(window["end_ns"].max()) - float(window["start_ns"].min())) / 1e3
+    on = f" (summed over {len(devices)} GPUs)" if len(devices) > 1 else ""
     rows = []
-    for kind, idle, note in (("GPU idle: host-bound", host, f"{int((late & (gaps > 0)).sum())} gaps where the next "
-                              f"launch call came after the GPU went idle; {stretches} launch-bound stretch(es) of "
-                              f"≥{MIN_STRETCH} in a row (under nsys: the profiler's and --torch-modules' own host "
-                              "work adds to it; compare the program's step time without them)"),
-                             ("GPU idle: other", other, "gaps with the next launch already queued (synchronisation, "
-                              "copies, dependencies)")):
+    for kind, idle, note in (("GPU idle: host-bound", host, f"{host_gaps} gaps where the next launch call came "
+                              f"after the GPU went idle{on}; {stretches} launch-bound stretch(es) of ≥{MIN_STRETCH} "
+                              "in a row (under nsys: the profiler's and --torch-modules' own host work adds to it; "
+                              "compare the program's step time without them)"),
+                             ("GPU idle: other", other, f"gaps with the next launch already queued{on} "
+                              "(synchronisation, copies, dependencies)")):
         if idle > 0:
             rows.append({"kind": kind, "kernel": note, "time_us": idle,
                          "time_pct": 100 * idle / busy_us if busy_us else math.nan,
@@ -98,9 +114,8 @@ def ceiling_seconds(rows: pd.DataFrame) -> pd.DataFrame:
     """Per kernel row: its roofline time (max of FLOPs / compute peak and bytes / bandwidth per level, the peaks from
     the rows' own counters) and which ceiling sets it. Columns: ceiling_s, limit."""
     ceils = roofline.ceilings(rows, tensor="used")
-    bandwidth = dict(zip(ceils.loc[ceils["kind"] == "bandwidth", "level"], ceils.loc[ceils["kind"] == "bandwidth",
-                                                                                      "value"]))
-    compute = dict(zip(ceils.loc[ceils["kind"] == "compute", "ceiling"], ceils.loc[ceils["kind"] == "compute", "value"]))
+    roofs, memory = ceils[ceils["kind"] == "compute"], ceils[ceils["kind"] == "bandwidth"]
+    compute, bandwidth = dict(zip(roofs["ceiling"], roofs["value"])), dict(zip(memory["level"], memory["value"]))
     traffic = roofline.level_bytes(rows)
     # plain dicts of the columns read here: iterrows built a Series of every column per row (8-13 ms of a show)
     read = [c for c in ("total_flops", *roofline.ROOF_WORK.values()) if c in rows]
