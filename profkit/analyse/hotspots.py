@@ -36,6 +36,7 @@ import pandas as pd
 
 from profkit.analyse import roofline
 from profkit.analyse.kernel_rows import kernel_rows
+from profkit.analyse.timeline import gpu_idle_gaps
 
 HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "module", "launches", "time_us", "time_pct", "span_pct",
                    "profiled", "profiled_launch", "bound", "top_stall", "ceiling_us", "roofline_pct", "limit",
@@ -63,40 +64,27 @@ def steady_window(nsys: pd.DataFrame, targets: pd.DataFrame | None) -> pd.DataFr
     return nsys
 
 
-def _device_gaps(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """One device's idle gaps between kernels (all its streams merged), in time order, and for each whether the
-    next launch call came after the GPU had gone idle (the host launched late)."""
-    order = kernels.sort_values("start_ns")
-    starts = order["start_ns"].to_numpy(dtype=float)
-    ends = np.maximum.accumulate(order["end_ns"].to_numpy(dtype=float))
-    gaps = np.clip(starts[1:] - ends[:-1], 0, None)
-    calls = pd.to_numeric(order.get("launch_start_ns", pd.Series(np.nan, index=order.index)), errors="coerce")
-    return gaps, calls.to_numpy(dtype=float)[1:] >= ends[:-1]
-
-
 def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
-    """GPU idle time between kernels in the window, split by whether the host launched late. Each GPU's gaps are
-    its own (its streams merged): one GPU waiting while another computes is idle time, as its kernels' time is
-    busy time (busy_us sums every GPU's kernels)."""
+    """GPU idle time between kernels in the window (timeline.gpu_idle_gaps: each GPU's own, its streams merged),
+    split by whether the host launched late. One GPU waiting while another computes is idle time, as its kernels'
+    time is busy time (busy_us sums every GPU's kernels)."""
     if window.empty or "end_ns" not in window:
         return []
-    devices = [frame for _, frame in window.groupby("device", sort=True, dropna=False)] if "device" in window \
-        else [window]
-    host = other = 0.0
-    host_gaps = stretches = 0
-    for frame in devices:
-        gaps, late = _device_gaps(frame)
-        host += gaps[late & (gaps > 0)].sum() / 1e3
-        other += gaps[~late & (gaps > 0)].sum() / 1e3
-        host_gaps += int((late & (gaps > 0)).sum())
-        run = 0
-        for flag, gap in zip(late, gaps):
-            run = run + 1 if flag and gap > 0 else 0
-            stretches += run == MIN_STRETCH
+    gaps = gpu_idle_gaps(window, calls=True)
+    idle = (gaps["end_ns"] - gaps["start_ns"]).to_numpy(dtype=float)
+    late = gaps["called_ns"].to_numpy(dtype=float) >= gaps["start_ns"].to_numpy(dtype=float)
+    host, other = idle[late].sum() / 1e3, idle[~late].sum() / 1e3
+    # a launch-bound stretch: MIN_STRETCH host-bound gaps in a row, each right after the kernel that closed the last
+    stretches, run, previous = 0, 0, None
+    for flag, position in zip(late, gaps["position"]):
+        run = (run + 1 if previous == position - 1 else 1) if flag else 0
+        previous = position if flag else None
+        stretches += run == MIN_STRETCH
     span = (float(window["end_ns"].max()) - float(window["start_ns"].min())) / 1e3
-    on = f" (summed over {len(devices)} GPUs)" if len(devices) > 1 else ""
+    devices = window["device"].nunique(dropna=False) if "device" in window else 1
+    on = f" (summed over {devices} GPUs)" if devices > 1 else ""
     rows = []
-    for kind, idle, note in (("GPU idle: host-bound", host, f"{host_gaps} gaps where the next launch call came "
+    for kind, idle, note in (("GPU idle: host-bound", host, f"{int(late.sum())} gaps where the next launch call came "
                               f"after the GPU went idle{on}; {stretches} launch-bound stretch(es) of ≥{MIN_STRETCH} "
                               "in a row (under nsys: the profiler's and --torch-modules' own host work adds to it; "
                               "compare the program's step time without them)"),

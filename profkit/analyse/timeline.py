@@ -118,31 +118,36 @@ COPY_COLUMNS = ["kind", "count", "total_bytes", "total_us", "median_us", "gbps"]
 
 
 def _activities(kernels: pd.DataFrame, memcpy: pd.DataFrame | None, memset: pd.DataFrame | None) -> pd.DataFrame:
-    """Kernels, copies and memsets as one frame: device, start_ns, end_ns, name, nvtx_path."""
+    """Kernels, copies and memsets as one frame: device, start_ns, end_ns, name, nvtx_path, called_ns (the launch
+    call's start, where the timeline has it)."""
     frames = []
     for frame, label in ((kernels, None), (memcpy, "memcpy "), (memset, "memset")):
         if frame is None or frame.empty or not {"start_ns", "end_ns"} <= set(frame.columns):
             continue
         if label is None:
-            name = frame["kernel"]
+            name = frame["kernel"] if "kernel" in frame else pd.Series("", index=frame.index)
         else:
             name = label + frame["copy_kind"].astype(str) if "copy_kind" in frame else pd.Series(label, frame.index)
         frames.append(pd.DataFrame({"device": frame["device"] if "device" in frame else 0,
                                     "start_ns": frame["start_ns"].astype("int64"),
                                     "end_ns": frame["end_ns"].astype("int64"), "name": name,
-                                    "nvtx_path": frame["nvtx_path"].fillna("") if "nvtx_path" in frame else ""}))
+                                    "nvtx_path": frame["nvtx_path"].fillna("") if "nvtx_path" in frame else "",
+                                    "called_ns": pd.to_numeric(frame["launch_start_ns"], errors="coerce")
+                                    if "launch_start_ns" in frame else np.nan}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def gpu_idle_gaps(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None, memset: pd.DataFrame | None = None,
-                  *, min_gap_us: float = 0.0) -> pd.DataFrame:
+                  *, min_gap_us: float = 0.0, calls: bool = False) -> pd.DataFrame:
     """Every stretch of time a GPU runs nothing (no kernel, copy or memset on any stream) between its first and
     last activity and longer than min_gap_us, in device then time order.
 
     Columns: device; start_ns, end_ns (the gap); gap_us; before, after (the activity whose end opened the gap
     and the one that closed it: a kernel name, "memcpy HtoD", "memset"); nvtx_path (of `after`: where the host
     was when it issued the work that ended the gap). Without a device column (older session tables) every
-    activity counts as device 0."""
+    activity counts as device 0. With calls, also: called_ns (when the host called the launch that ended the gap;
+    at or after start_ns, the GPU waited for the host) and position (the closing activity's place in device then
+    time order: consecutive gaps differ by one)."""
     acts = _activities(kernels, memcpy, memset)
     if acts.empty:
         return pd.DataFrame(columns=GAP_COLUMNS)
@@ -160,8 +165,9 @@ def gpu_idle_gaps(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None, mem
     return pd.DataFrame({"device": device[rows], "start_ns": previous[rows],
                          "end_ns": acts["start_ns"].to_numpy()[rows],
                          "gap_us": gap[rows] / 1e3, "before": acts["name"].to_numpy()[before],
-                         "after": acts["name"].to_numpy()[rows], "nvtx_path": acts["nvtx_path"].to_numpy()[rows]},
-                        columns=GAP_COLUMNS)
+                         "after": acts["name"].to_numpy()[rows], "nvtx_path": acts["nvtx_path"].to_numpy()[rows],
+                         "called_ns": acts["called_ns"].to_numpy(dtype=float)[rows], "position": rows},
+                        columns=[*GAP_COLUMNS, *(["called_ns", "position"] if calls else [])])
 
 
 def gpu_idle_summary(kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None,
