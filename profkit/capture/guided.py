@@ -24,7 +24,7 @@ import pandas as pd
 from profkit import process
 from profkit.capture import targets as plan_targets
 from profkit.capture.ncu import NcuOptions, run_ncu
-from profkit.capture.nsys import run_nsys
+from profkit.capture.nsys import TRACE, run_nsys
 from profkit.errors import CaptureError, ReaderError, UsageError
 
 MAX_LAUNCHES = 1_000_000
@@ -111,8 +111,7 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             from profkit.capture.torch_modules import hook_dir
 
             env = hook_dir(hooks)
-        log(f"[{name}] nsys profile --trace=cuda,nvtx --cuda-graph-trace=node"
-            + (" with NVTX per nn.Module" if env else ""))
+        log(f"[{name}] nsys profile {' '.join(TRACE)}" + (" with NVTX per nn.Module" if env else ""))
         nsys_cmds, nsys_log = _timed(seconds, "nsys", lambda: run_nsys(out_dir(f"{name}.nsys-rep"), command, env=env,
                                                                       timeout=timeout))
         out_dir(f"{name}.nsys.log").write_text(nsys_log)

@@ -7,6 +7,12 @@ from pathlib import Path
 from profkit import process
 from profkit.errors import CaptureError
 
+TRACE = ("--trace=cuda,nvtx", "--cuda-graph-trace=node")
+"""What nsys traces. CUDA graphs per kernel node: nsys's default traces a graph launch as one interval with none of
+its kernels (on the H200, a probe replaying a 2-kernel graph 3 times exported 21 kernel rows by default and 27 with
+node tracing), so a CUDA-graph program (torch.compile's reduce-overhead mode, captured decode steps) had no kernels
+to rank or profile."""
+
 
 def run_nsys(output: Path, target: list[str], *, env: dict | None = None,
              timeout: float | None = None) -> tuple[list[list[str]], str]:
@@ -14,12 +20,9 @@ def run_nsys(output: Path, target: list[str], *, env: dict | None = None,
     nsys = process.require_tool("nsys")
     stem = Path(str(output).removesuffix(".nsys-rep"))  # not with_suffix: a program named train.sh keeps its dot
     # No CPU sampling or context-switch trace: the GPU timeline is what profkit reads, and it keeps the
-    # report and its export small enough to commit. CUDA graphs traced per kernel node: nsys's default traces a
-    # graph launch as one interval with none of its kernels (on the H200, a probe replaying a 2-kernel graph 3
-    # times exported 21 kernel rows by default and 27 with node tracing), so a CUDA-graph program (torch.compile's
-    # reduce-overhead mode, captured decode steps) had no kernels to rank or profile.
-    profile = [nsys, "profile", "--trace=cuda,nvtx", "--cuda-graph-trace=node", "--sample=none", "--cpuctxsw=none",
-               "--force-overwrite", "true", "-o", str(stem), *target]
+    # report and its export small enough to commit.
+    profile = [nsys, "profile", *TRACE, "--sample=none", "--cpuctxsw=none", "--force-overwrite", "true",
+               "-o", str(stem), *target]
     result = process.run(profile, env=env, timeout=timeout)
     log = _strip_progress(result.stdout + result.stderr)
     report = Path(f"{stem}.nsys-rep")

@@ -22,7 +22,7 @@ from profkit.build.sass import disassemble, parse_sass
 from profkit.capture import environment
 from profkit.capture.guided import GuidedOptions, capture_guided, tool_check
 from profkit.capture.ncu import NcuOptions, run_ncu
-from profkit.capture.nsys import run_nsys
+from profkit.capture.nsys import TRACE, run_nsys
 from profkit.errors import CaptureError, ProfkitError, ReaderError, UsageError
 from profkit.parse.results import parse_result_lines
 from profkit.session.store import SessionWriter, sessions_root
@@ -254,7 +254,7 @@ def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileO
     report = reports if len(reports) > 1 else reports[0]
     nsys_report = None
     if options.nsys:
-        log(f"[{target.name}] nsys profile --trace=cuda,nvtx --cuda-graph-trace=node")
+        log(f"[{target.name}] nsys profile {' '.join(TRACE)}")
         with _wall_time(seconds, "nsys"):
             commands, nsys_log = run_nsys(writer.path(f"{target.name}.nsys-rep"), target.command,
                                           timeout=options.timeout)
