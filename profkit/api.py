@@ -2,7 +2,7 @@
 
     import profkit
     p = profkit.load("sessions/ladder-n4096")          # a session folder or name, .ncu-rep[.xz|.gz], .nsys-rep,
-    p.tables()                                          #   .sqlite[.xz], an nsys parquetdir export folder
+    p.tables()                                          #   .sqlite[.xz], an nsys parquetdir/arrowdir folder, .arrows
     p.table("summary")                                  # exactly what `profkit show -t summary` prints
     d = profkit.diff("ladder-n4096:naive", "ladder-n4096:tiled")
     d.table("metrics")
@@ -119,7 +119,8 @@ class Profile:
 
 def load(path: str | Path, *, root: str | Path | None = None) -> Profile:
     """A session (folder, or name under `root`, default ./sessions), an ncu report (.ncu-rep, .xz, .gz) or an nsys
-    capture (.nsys-rep, .sqlite, .sqlite.xz, or a folder written by `nsys export --type parquetdir`, read in place)."""
+    capture (.nsys-rep, .sqlite, .sqlite.xz, a folder written by `nsys export --type parquetdir` or `arrowdir`, or
+    the .arrows file of `--type arrow`; the last three read in place)."""
     return Profile(open_bundle(path, Path(root) if root else None))
 
 

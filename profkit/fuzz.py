@@ -1,8 +1,9 @@
 """Fuzz profkit's readers with damaged copies of the committed reports; every mutant must read or fail clearly.
 
 A mutant is a copy of a real file from sessions/ (an .ncu-rep, its .xz, an nsys .sqlite export, an .nsys-rep,
-a session's manifest.json or one of its tables, tables/*.parquet) or of a table file of the nsys Parquet export
-in tests/data/parquetdir, damaged by one mutator: truncated, bits flipped, a
+a session's manifest.json or one of its tables, tables/*.parquet), of a table file of the nsys Parquet and Arrow
+exports in tests/data/parquetdir and tests/data/arrowdir, or of an .arrows file in tests/data/arrow, damaged by
+one mutator: truncated, bits flipped, a
 block zeroed, blocks shuffled, the header damaged, another kind's bytes under this name, or emptied. Each
 mutant goes through profkit's own readers (`load_ncu_report` in its isolating child process, `read_nsys`,
 `load_session` + `Session.table`, and `profkit show` / `profkit sessions` through click's CliRunner) and
@@ -51,9 +52,15 @@ from profkit.session.store import table_file
 READER_TIMEOUT_S = 120  # one ncu_report child; the real reader allows 600 s, no sane mutant needs this long
 # How often a mutant is drawn from each kind of source: the native .ncu-rep reader is the riskiest.
 KIND_WEIGHTS = {"ncu": 0.3, "ncu.xz": 0.1, "sqlite": 0.2, "nsys-rep": 0.05, "manifest": 0.1, "table": 0.25,
-                "parquet": 0.1}
+                "parquet": 0.1, "arrow": 0.1, "arrows": 0.05}
 PARQUET_EXPORT = Path("tests") / "data" / "parquetdir" / "train-step-guided"
 """The nsys Parquet export whose table files are fuzzed (beside sessions/, in the repository)."""
+ARROW_EXPORT = Path("tests") / "data" / "arrowdir" / "train-step-guided"
+"""The nsys Arrow export folder whose table files are fuzzed; and the .arrows file (stored compressed):"""
+ARROW_STREAM = Path("tests") / "data" / "arrow" / "fa2-n1024-d64.arrows.xz"
+EXPORT_FOLDER_KINDS = {"parquet": ".parquet", "arrow": ".arrow"}
+"""Source kinds that are one table file of an export folder: a mutant is the folder with that file damaged."""
+FUZZED_EXPORT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds")
 MIN_TABLE_BYTES = 64  # an empty CSV table is a bare newline: nothing to damage
 SESSION_TABLES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
                   "timings", "ptxas", "crosscheck", "notes"]
@@ -130,13 +137,14 @@ MUTATORS = [*BYTE_MUTATORS, "wrong_extension"]
 @dataclass(frozen=True)
 class Source:
     """One real file to mutate. kind: ncu, ncu.xz (a stored compressed report, mutated compressed), sqlite,
-    nsys-rep, manifest, table (a stored session table), parquet (one table file of an nsys Parquet export).
-    name: the file name a mutant gets; for manifest/table the path inside a session folder, for parquet inside
-    the export folder."""
+    nsys-rep, manifest, table (a stored session table), parquet / arrow (one table file of an nsys Parquet /
+    Arrow export folder), arrows (the single file of `nsys export --type arrow`).
+    name: the file name a mutant gets; for manifest/table the path inside a session folder, for parquet/arrow
+    inside the export folder."""
     kind: str
     path: str
     name: str
-    session: str = ""   # manifest/table: the session folder a mutant copies; parquet: the export folder
+    session: str = ""   # manifest/table: the session folder a mutant copies; parquet/arrow: the export folder
 
 
 def _plain_size(path: Path) -> int:
@@ -195,10 +203,13 @@ def find_sources(sessions: Path) -> list[Source]:
         stored = table_file(small, table)
         if stored is not None and stored.stat().st_size >= MIN_TABLE_BYTES:
             sources.append(Source("table", str(stored), f"tables/{stored.name}", str(small)))
-    export = sessions.parent / PARQUET_EXPORT
-    sources += [Source("parquet", str(export / f"{table}.parquet"), f"{export.name}/{table}.parquet", str(export))
-                for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds")
-                if (export / f"{table}.parquet").is_file()]
+    for kind, folder in (("parquet", PARQUET_EXPORT), ("arrow", ARROW_EXPORT)):
+        export, suffix = sessions.parent / folder, EXPORT_FOLDER_KINDS[kind]
+        sources += [Source(kind, str(export / f"{table}{suffix}"), f"{export.name}/{table}{suffix}", str(export))
+                    for table in FUZZED_EXPORT_TABLES if (export / f"{table}{suffix}").is_file()]
+    stream = sessions.parent / ARROW_STREAM
+    if stream.is_file():
+        sources.append(Source("arrows", str(stream), plain_name(stream)))
     results = sessions.parent / "reports" / "benchmarks"
     sources += [Source("result", str(p), p.name) for p in sorted(results.glob("*.json"),
                                                                   key=lambda p: (p.stat().st_size, p.name))[:2]]
@@ -253,7 +264,7 @@ def readers_for(kind: str, index: int) -> tuple[str, ...]:
     since each ncu read starts a child process."""
     if kind in ("ncu", "ncu.xz"):
         return ("load_ncu_report",) if index % 2 == 0 else ("cli_show",)
-    if kind in ("sqlite", "nsys-rep", "parquet"):
+    if kind in ("sqlite", "nsys-rep", "arrows", *EXPORT_FOLDER_KINDS):
         return ("read_nsys", "cli_show")
     if kind == "result":
         return ("cli_bench",)
@@ -273,7 +284,7 @@ def make_mutant(index: int, mutator: str, source: Source, donor: Source | None, 
         shutil.copytree(Path(source.session) / "tables", session / "tables")
         (session / source.name).write_bytes(data)
         target = session
-    elif source.kind == "parquet":
+    elif source.kind in EXPORT_FOLDER_KINDS:
         target = Path(shutil.copytree(source.session, folder / Path(source.session).name))
         (folder / source.name).write_bytes(data)
     else:
@@ -408,7 +419,7 @@ def _baseline(source: Source, root: str, cache: str) -> dict:
         target.mkdir()
         shutil.copy2(Path(source.session) / "manifest.json", target / "manifest.json")
         shutil.copytree(Path(source.session) / "tables", target / "tables")
-    elif source.kind == "parquet":
+    elif source.kind in EXPORT_FOLDER_KINDS:
         target = Path(shutil.copytree(source.session, folder / Path(source.session).name))
     else:
         target = folder / source.name

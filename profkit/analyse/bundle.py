@@ -283,11 +283,12 @@ def _report_manifest(bundle: ReportBundle, tables: dict[str, pd.DataFrame]) -> d
 
 
 def report_kind(path: Path) -> str | None:
-    """"ncu" / "nsys" for a report file name (compressed or not) or an nsys Parquet export folder, else None."""
+    """"ncu" / "nsys" for a report file name (compressed or not) or an nsys Parquet or Arrow export, else None."""
     from profkit.parse.files import plain_name
+    from profkit.parse.nsys.arrow import is_arrow_export
     from profkit.parse.nsys.parquet import is_parquet_export
 
-    if is_parquet_export(path):
+    if is_parquet_export(path) or is_arrow_export(path):
         return "nsys"
     name = plain_name(path)
     if name.endswith(".ncu-rep"):
@@ -299,7 +300,7 @@ def report_kind(path: Path) -> str | None:
 
 def open_bundle(spec: str | Path, root: Path | None = None) -> Bundle:
     """A session (a folder holding manifest.json, or a session name under root), one report file or an nsys Parquet
-    export folder (`nsys export --type parquetdir`), as a Bundle.
+    or Arrow export (`nsys export --type parquetdir|arrowdir|arrow`), as a Bundle.
     A UsageError says what was looked for when nothing matches."""
     from profkit.session.store import MANIFEST, load_session, sessions_root
 
@@ -311,14 +312,14 @@ def open_bundle(spec: str | Path, root: Path | None = None) -> Bundle:
     if path.is_file():
         kind = report_kind(path)
         if kind is None:
-            raise UsageError(f"cannot read {path}: expected a session folder, .ncu-rep, .nsys-rep or .sqlite "
-                             "(each may be .xz or .gz)")
+            raise UsageError(f"cannot read {path}: expected a session folder, .ncu-rep, .nsys-rep, .sqlite or "
+                             ".arrows (each may be .xz or .gz)")
         return ReportBundle(path, **{f"{kind}_report": path})
     if path.is_dir() and report_kind(path) == "nsys":
         return ReportBundle(path, nsys_report=path)
     if path.is_dir():
         raise ReportError(f"{path} is a folder without a {MANIFEST}: not a profkit session nor an nsys Parquet "
-                          "export",
+                          "or Arrow export",
                          hint="give a session folder, a report file, or turn reports into a session with "
                               "`profkit import FILE... --name NAME`")
     if report_kind(path) is not None:

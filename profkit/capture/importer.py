@@ -23,9 +23,12 @@ def group_files(files: list[Path]) -> dict[str, dict[str, Path]]:
     """{capture stem: {"ncu": path, "nsys": path}}; a UsageError for a file that is missing, of another type, or
     a second file of the same kind and stem."""
     groups: dict[str, dict[str, Path]] = {}
+    from profkit.parse.nsys.arrow import is_arrow_export
+
     for path in map(Path, files):
-        if path.is_dir() and report_kind(path) == "nsys":
-            raise UsageError(f"{path} is an nsys Parquet export: it is read in place (profkit show {path}, "
+        if (path.is_dir() and report_kind(path) == "nsys") or is_arrow_export(path):
+            form = "Arrow" if is_arrow_export(path) else "Parquet"
+            raise UsageError(f"{path} is an nsys {form} export: it is read in place (profkit show {path}, "
                              "profkit.load), not copied into a session",
                              hint="import the .nsys-rep or .sqlite it was exported from")
         if not path.is_file():

@@ -144,7 +144,7 @@ class RegistryHelp(click.Command):
 def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool, columns: str,
          head: int | None) -> None:
     """Print the tables of sessions (folders or names), report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) and
-    nsys Parquet export folders (nsys export --type parquetdir). No GPU needed."""
+    nsys Parquet or Arrow exports (nsys export --type parquetdir, arrowdir or arrow). No GPU needed."""
     from profkit.cli import replay
     from profkit.session import sessions_root
 

@@ -44,7 +44,7 @@ def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json:
     """Compare kernel A with kernel B, or capture A with capture B.
 
     A and B are each: a capture (a session folder or name, a report file: .ncu-rep, .nsys-rep, .sqlite, also
-    .xz/.gz, or an nsys parquetdir export folder), CAPTURE:KERNEL, CAPTURE:KERNEL#LAUNCH (the launch number
+    .xz/.gz, or an nsys Parquet or Arrow export), CAPTURE:KERNEL, CAPTURE:KERNEL#LAUNCH (the launch number
     `show -t summary` lists), or a bare KERNEL pattern (a short name or regex matched against kernel names, NVTX paths and capture names; the newest session
     holding it). A pattern that matches several kernels means the one with the most GPU time, or with --sum all
     of them added up.
@@ -113,7 +113,7 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
            sessions_dir: str | None) -> None:
     """Write one self-contained HTML report (plotly embedded, opens offline) for INPUTs and/or a --diff, or for
     the benchmark results of --bench. An INPUT is a session (folder or name) or a report file (.ncu-rep,
-    .nsys-rep, .sqlite; .xz/.gz too) or an nsys parquetdir export folder."""
+    .nsys-rep, .sqlite; .xz/.gz too) or an nsys Parquet or Arrow export (parquetdir, arrowdir, .arrows)."""
     with frozen_imports():
         from profkit.analyse.bundle import open_bundle
         from profkit.analyse.diff import diff

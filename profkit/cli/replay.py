@@ -7,10 +7,11 @@ change between two shows, so the second prints what the first printed.
 The key is everything the output depends on: the command's options; for each session its resolved folder and
 the (name, size, mtime, inode) of its manifest and of every file in tables/ (any edit changes it, and that show
 then loads and verifies the session as usual); for a report file (an .ncu-rep or an nsys SQLite export, plain or
-compressed) its resolved path and the same stat; for an nsys Parquet export folder its resolved path and the stat
-of every .parquet file in it (DuckDB reads them in place, with no parse cache: a 10^6-kernel folder took 9.4 s to
-show again); profkit's own source files the same way (an upgrade or an edit renders again); and the installs of
-pandas, numpy, pyarrow, duckdb and ncu_report (each __init__.py the same way). An .nsys-rep is not replayed: it is
+compressed, or the .arrows file of `nsys export --type arrow`) its resolved path and the same stat; for an nsys
+Parquet or Arrow export folder its resolved path and the stat of every .parquet and .arrow file in it (DuckDB
+reads them in place, with no parse cache: a 10^6-kernel Parquet folder took 9.4 s to show again); profkit's own
+source files the same way (an upgrade or an edit renders again); and the installs of pandas, numpy, pyarrow,
+duckdb and ncu_report (each __init__.py the same way). An .nsys-rep is not replayed: it is
 read through the nsys tool (its export then goes through the parse cache). A show that fails records nothing.
 Entries live in the cache folder under shown/, count against its size cap and are evicted least recently used first
 (parse.cache_space).
@@ -29,7 +30,7 @@ from profkit.parse.files import PACKED, cache_dir, cache_enabled
 
 KIND = "shown"
 RENDERING_LIBRARIES = ("pandas", "numpy", "pyarrow", "duckdb", "ncu_report")
-REPLAYED_FILES = tuple(f"{kind}{packed}" for kind in (".ncu-rep", ".sqlite") for packed in ("", *PACKED))
+REPLAYED_FILES = tuple(f"{kind}{packed}" for kind in (".ncu-rep", ".sqlite", ".arrows") for packed in ("", *PACKED))
 """Report files whose show is replayed: everything their tables come from is in the file and the libraries above."""
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -80,7 +81,7 @@ def _session_folder(spec: str, root: Path) -> Path | None:
 
 def key(paths: tuple[str, ...], options: dict, root: Path) -> str | None:
     """The replay key of `profkit show PATHS` with these options; None when an input is neither a session folder or
-    name, a REPLAYED_FILES report nor a folder of .parquet files (or cannot be stat'ed), or caching is off
+    name, a REPLAYED_FILES report nor a folder of .parquet or .arrow files (or cannot be stat'ed), or caching is off
     (PROFKIT_NO_CACHE): that show renders the ordinary way."""
     if not cache_enabled():
         return None
@@ -90,8 +91,8 @@ def key(paths: tuple[str, ...], options: dict, root: Path) -> str | None:
             folder = _session_folder(spec, root)
             if folder is None:
                 report = Path(spec).resolve()
-                if report.is_dir() and (tables := sorted(report.glob("*.parquet"))):
-                    parts.append(f"{spec}->{report}|parquet export")  # a folder of anything else fails
+                if report.is_dir() and (tables := sorted([*report.glob("*.parquet"), *report.glob("*.arrow")])):
+                    parts.append(f"{spec}->{report}|columnar export")  # a folder of anything else fails
                     parts.extend(_stat_line(p) for p in tables)
                     continue
                 if not (Path(spec).name.endswith(REPLAYED_FILES) and report.is_file()):

@@ -189,7 +189,7 @@ def test_build_and_show_reject_files_of_the_wrong_type(tmp_path):
     notes.write_text("text")
     assert_clear_failure(CliRunner().invoke(main, ["build", str(notes)]), 2, "is not a .cu file")
     assert_clear_failure(CliRunner().invoke(main, ["show", str(notes)]), 2,
-                         "expected a session folder, .ncu-rep, .nsys-rep or .sqlite")
+                         "expected a session folder, .ncu-rep, .nsys-rep, .sqlite or .arrows")
     assert_clear_failure(CliRunner().invoke(main, ["show", str(tmp_path / "absent.ncu-rep")]), 2, "no such file")
     assert_clear_failure(CliRunner().invoke(main, ["show", str(tmp_path)]), 1, "not a profkit session")
 

@@ -63,7 +63,7 @@ def test_a_folder_is_an_export_only_when_it_holds_nsys_tables(tmp_path):
     assert not is_parquet_export(tmp_path)
     result = CliRunner().invoke(main, ["show", str(tmp_path)])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "not a profkit session nor an nsys Parquet export" in result.output
+    assert "not a profkit session nor an nsys Parquet or Arrow export" in result.output
 
 
 @pytest.mark.parametrize("damage", ["truncated", "random bytes"])

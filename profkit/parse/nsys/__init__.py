@@ -1,7 +1,8 @@
-"""Read an Nsight Systems capture through its SQLite or Parquet export.
+"""Read an Nsight Systems capture through its SQLite, Parquet or Arrow export.
 
 export.py reads the SQLite export's rows (sqlite3 -> Arrow), parquet.py a parquetdir export's (DuckDB, in
-place, the same SQL); joins.py attributes GPU work to the CUDA API calls and
+place, the same SQL), arrow.py an arrowdir folder's or an `.arrows` file's (memory-mapped, through parquet.py's
+views); joins.py attributes GPU work to the CUDA API calls and
 NVTX ranges behind it (DuckDB). Tables of an NsysCapture:
 - kernels: one row per kernel execution (kernel, function, start_ns, end_ns, duration_ns, grid, block,
   registers_per_thread, static_smem_bytes, dynamic_smem_bytes, local_bytes_per_thread, stream, nvtx_path,
@@ -31,6 +32,7 @@ from profkit.errors import ReportError
 from profkit.parse.nsys.export import SQLITE_MAGIC  # noqa: F401 - re-exported
 from profkit.parse.nsys.export import NULL_SENTINEL, Export, read_only_uri
 from profkit.parse.nsys.joins import attribute
+from profkit.parse.nsys.arrow import ArrowExport, is_arrow_export
 from profkit.parse.nsys.parquet import ParquetExport, is_parquet_export
 
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins
@@ -131,9 +133,10 @@ def _matching(sqlite: Path, report: Path) -> Path:
 
 
 def read_nsys(path: str | Path) -> NsysCapture:
-    """Kernels, NVTX ranges, copies, memsets and GPU info of one capture (.nsys-rep, .sqlite, or a folder of
-    `nsys export --type parquetdir`); an SQLite export read before comes from the parse cache (its tables as
-    Parquet, keyed by the export's content), a Parquet export is read in place.
+    """Kernels, NVTX ranges, copies, memsets and GPU info of one capture (.nsys-rep, .sqlite, a folder of
+    `nsys export --type parquetdir` or `arrowdir`, or the `.arrows` file of `--type arrow`); an SQLite export read
+    before comes from the parse cache (its tables as Parquet, keyed by the export's content), Parquet and Arrow
+    exports are read in place.
 
     The export is read (and a damaged one refused) before DuckDB is needed; without duckdb this raises
     ReaderError, which a capture turns into `tables_pending`."""
@@ -141,6 +144,10 @@ def read_nsys(path: str | Path) -> NsysCapture:
 
     if is_parquet_export(Path(path)):
         return _read(Path(path), ParquetExport)
+    if is_arrow_export(Path(path)):
+        from profkit.parse.files import plain_file
+
+        return _read(Path(path) if Path(path).is_dir() else plain_file(path), ArrowExport)
     sqlite = sqlite_for(Path(path))
     key = cache.cache_key(sqlite, "nsys") if cache.cache_enabled() else None
     if key is not None and (cached := cache.read_cached(key, CACHED_FRAMES)) is not None:
@@ -154,7 +161,8 @@ def read_nsys(path: str | Path) -> NsysCapture:
 
 
 def _read(source: Path, opener) -> NsysCapture:
-    """One capture from its export: `opener` is Export (an .sqlite) or ParquetExport (a parquetdir folder)."""
+    """One capture from its export: `opener` is Export (an .sqlite), ParquetExport (a parquetdir folder) or
+    ArrowExport (an arrowdir folder or an .arrows file)."""
     with opener(source) as export:
         try:
             raw = _raw_tables(export)

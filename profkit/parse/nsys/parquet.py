@@ -21,11 +21,15 @@ from profkit.parse.nsys.export import NSYS_TABLES, NULL_SENTINEL, ExportQueries
 UNSIGNED = ("UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
 PARQUET_MAGIC = b"PAR1"
 REQUIRED_COLUMNS = {"CUPTI_ACTIVITY_KIND_KERNEL": {"start", "end"}, "CUPTI_ACTIVITY_KIND_MEMCPY": {"start", "end"},
-                    "CUPTI_ACTIVITY_KIND_MEMSET": {"start", "end"}, "CUPTI_ACTIVITY_KIND_RUNTIME": {"start", "end"},
+                    "CUPTI_ACTIVITY_KIND_MEMSET": {"start", "end"}, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": {"start", "end"},
+                    "CUPTI_ACTIVITY_KIND_RUNTIME": {"start", "end"},
                     "CUPTI_ACTIVITY_KIND_DRIVER": {"start", "end"}, "NVTX_EVENTS": {"start", "eventType"},
                     "StringIds": {"id", "value"}}
 """The tables profkit reads and the columns without which a file of that name is not the nsys table (another
 Parquet file under its name)."""
+NAME_COLUMNS = (("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"), ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+                ("NVTX_EVENTS", "textId"))
+"""The StringIds references that name what profkit shows (kernels, NVTX ranges)."""
 READ_TABLES = (*REQUIRED_COLUMNS, "TARGET_INFO_GPU", "META_DATA_EXPORT", "META_DATA_CAPTURE")
 """Every table profkit queries; a real export holds some 45 files, the others are left unopened."""
 
@@ -41,41 +45,62 @@ class ParquetExport(ExportQueries):
     rows, strings."""
 
     INTEGER = "cast({} as bigint)"
+    FORMAT, EXPORT_TYPE = "Parquet", "parquetdir"
+    holds_export = staticmethod(is_parquet_export)
 
     def __init__(self, path: Path):
         from profkit.parse.engine import connect
 
         self.path = Path(path)
-        if not is_parquet_export(self.path):
-            raise ReportError(f"{self.path} is not an nsys Parquet export (no {', '.join(sorted(NSYS_TABLES))} "
-                              "as .parquet)", hint="export one with `nsys export --type parquetdir REPORT.nsys-rep`")
+        if not self.holds_export(self.path):
+            raise ReportError(f"{self.path} is not an nsys {self.FORMAT} export (none of "
+                              f"{', '.join(sorted(NSYS_TABLES))} in it)",
+                              hint=f"export one with `nsys export --type {self.EXPORT_TYPE} REPORT.nsys-rep`")
         self.conn = connect()  # ReaderError where duckdb is missing
         import duckdb  # noqa: PLC0415 - optional on the capture machine, present once connect() worked
 
         self._errors = (duckdb.Error, UnicodeDecodeError)
         self.tables: set[str] = set()
         self._columns: dict[str, set[str]] = {}
-        for file in (self.path / f"{table}.parquet" for table in READ_TABLES):
-            if not file.is_file():
-                continue
-            try:
-                self._add_view(file.stem, file)
-                self._check_invariants(file.stem, file)
-            except self._errors as exc:
-                self.conn.close()
-                raise self.damaged(exc, file) from exc
-            except ReportError:
-                self.conn.close()
-                raise
+        try:
+            for table, file in self._table_files():
+                try:
+                    self._add_view(table, file)
+                    self._check_invariants(table, file)
+                except self._errors as exc:
+                    raise self.damaged(exc, file) from exc
+            self._check_names()
+        except ReportError:
+            self.conn.close()
+            raise
 
-    def _add_view(self, table: str, file: Path) -> None:
+    def _table_files(self):
+        """(table, the file holding it) for each of READ_TABLES the export has."""
+        for table in READ_TABLES:
+            if (file := self.path / f"{table}.parquet").is_file():
+                yield table, file
+
+    def _relation(self, table: str, file: Path) -> str:
+        """A DuckDB relation of the table's rows, in file order, with their position as `file_row_number`."""
         with file.open("rb") as handle:
             head = handle.read(4)
             handle.seek(max(0, file.stat().st_size - 4))
             tail = handle.read(4)
         if head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
             raise self.damaged("not a Parquet file (its first and last bytes are not PAR1)", file)
-        source = f"read_parquet('{_quoted(file)}', file_row_number = true)"
+        return f"read_parquet('{_quoted(file)}', file_row_number = true)"
+
+    def _schema(self, table: str, file: Path) -> pa.Schema:
+        """The table's Arrow schema with nsys' field metadata (schema_info: ORDERED, UNIQUE)."""
+        import pyarrow.parquet as pq  # noqa: PLC0415 - only when an export is read
+
+        try:
+            return pq.read_schema(file)
+        except (OSError, pa.ArrowException) as exc:
+            raise self.damaged(exc, file) from exc
+
+    def _add_view(self, table: str, file: Path) -> None:
+        source = self._relation(table, file)
         described = self.conn.execute(f"describe select * from {source}").fetchall()
         select = []
         for name, kind, *_ in described:
@@ -92,35 +117,47 @@ class ParquetExport(ExportQueries):
             raise self.damaged(f"not the nsys table {table} (no column {', '.join(sorted(lacking))})", file)
 
     def _check_invariants(self, table: str, file: Path) -> None:
-        """Parquet keeps no page checksums, so a damaged block that still decodes (a zeroed run inside a Snappy
-        page does) can only be told by an invariant breaking. On the tables profkit reads: nothing ends before it
-        starts, and the columns nsys declares ORDERED in their field metadata (`start` and `end` of the activity
-        tables, `id` of StringIds) never decrease."""
+        """Parquet keeps no page checksums (Arrow IPC none at all), so a damaged block that still decodes (a zeroed
+        run inside a Snappy page does) can only be told by an invariant breaking. On the tables profkit reads:
+        nothing ends before it starts, and the columns nsys declares ORDERED in their field metadata (`start` and
+        `end` of the activity tables, `id` of StringIds) never decrease; across tables, _check_names."""
         if table not in REQUIRED_COLUMNS:
             return
         if {"start", "end"} <= self._columns[table]:
-            backwards = self.conn.execute(f'select count(*) from "{table}" where "end" < start').fetchone()[0]
+            backwards = self.conn.execute(f'select count(*) from "{table}" where "end" < start').fetchall()[0][0]
             if backwards:
                 raise self.damaged(f"{backwards} row(s) end before they start", file)
-        import pyarrow.parquet as pq  # noqa: PLC0415 - only when an export is read
-
-        try:
-            schema = pq.read_schema(file)
-        except (OSError, pa.ArrowException) as exc:
-            raise self.damaged(exc, file) from exc
-        for field in schema:
+        for field in self._schema(table, file):
             declared = (field.metadata or {}).get(b"schema_info", b"")
             if not pa.types.is_integer(field.type) or b"ORDERED" not in declared:
                 continue
             column = f'"{field.name}"'
             unordered = self.conn.execute(f'select count(*) from (select {column} - lag({column}) over (order by rowid)'
-                                          f' as step from "{table}") where step < 0').fetchone()[0]
+                                          f' as step from "{table}") where step < 0').fetchall()[0][0]
             if unordered:
                 raise self.damaged(f"{field.name} is declared ORDERED but decreases {unordered} time(s)", file)
 
+    def _check_names(self) -> None:
+        """Kernel names and NVTX texts are C strings (symbols, range names): a NUL byte inside one is zeroed or
+        flipped bytes in StringIds, which would show a kernel under a mangled name. (Other strings may hold NULs:
+        nsys keeps each process' environment block as one.)"""
+        if "StringIds" not in self.tables:
+            return
+        named = [f'select "{column}" as id from "{table}"' for table, column in NAME_COLUMNS
+                 if table in self.tables and column in self._columns[table]]
+        if not named:
+            return
+        try:
+            broken = self.conn.execute(f'select count(*) from "StringIds" where contains(value, chr(0)) and id in '
+                                       f'({" union ".join(named)})').fetchall()[0][0]
+        except self._errors as exc:
+            raise self.damaged(exc, self.path) from exc
+        if broken:
+            raise self.damaged(f"{broken} kernel or range name(s) in StringIds hold a NUL byte", self.path)
+
     def damaged(self, exc: BaseException | str, file: Path | None = None) -> ReportError:
         return ReportError(f"cannot read {file or self.path}: {exc}".splitlines()[0],
-                           hint="the export is damaged; export it again (nsys export --type parquetdir "
+                           hint=f"the export is damaged; export it again (nsys export --type {self.EXPORT_TYPE} "
                                 "--force-overwrite true REPORT.nsys-rep)")
 
     def close(self) -> None:
