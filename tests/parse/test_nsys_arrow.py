@@ -194,3 +194,77 @@ def test_an_arrows_file_without_nsys_tables_is_refused(tmp_path):
     for path, streams in ((empty, 0), (other, 1)):
         with pytest.raises(ReportError, match=rf"no nsys table in it \({streams} stream"):
             read_nsys(path)
+
+
+def test_tables_in_the_ipc_file_format_read_alike(tmp_path):
+    """nsys' help calls arrowdir's files the IPC file format (ARROW1 magic and a footer) while 2025.3.1 writes
+    streams; a folder of either (or both) reads to the same capture."""
+    import pyarrow as pa
+
+    folder = _copied_folder(tmp_path)
+    for name in ("CUPTI_ACTIVITY_KIND_KERNEL", "StringIds"):
+        path = folder / f"{name}.arrow"
+        table = pa.ipc.open_stream(path.read_bytes()).read_all()
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        assert path.read_bytes()[:6] == b"ARROW1"
+    _assert_same(read_nsys(folder), read_nsys(ARROWDIR / "train-step-guided"))
+
+
+def test_a_kernel_without_a_grid_or_its_names_is_refused(tmp_path):
+    """Damage inside an uncompressed Arrow column decodes to other numbers: a zeroed grid dimension (CUDA launches
+    none below 1) or a stream file whose StringIds stream was lost (its header damaged) is refused, not read as
+    kernels of another shape or without names."""
+    import pyarrow as pa
+
+    folder = _copied_folder(tmp_path)
+    path = folder / "CUPTI_ACTIVITY_KIND_KERNEL.arrow"
+    table = pa.ipc.open_stream(path.read_bytes()).read_all()
+    grid = table.column("gridY").to_pylist()
+    grid[3:7] = [0] * 4
+    field = table.schema.field("gridY")
+    table = table.set_column(table.schema.get_field_index("gridY"), field, pa.array(grid, field.type))
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    with pytest.raises(ReportError, match="4 kernel.s. with a grid or block dimension below 1"):
+        read_nsys(folder)
+    (folder / "StringIds.arrow").unlink()
+    (folder / "CUPTI_ACTIVITY_KIND_KERNEL.arrow").write_bytes((ARROWDIR / "train-step-guided" /
+                                                              "CUPTI_ACTIVITY_KIND_KERNEL.arrow").read_bytes())
+    with pytest.raises(ReportError, match="it has no StringIds table, which every nsys export has"):
+        read_nsys(folder)
+
+
+def _rewrite(path, column, change):
+    """Rewrite one column of an Arrow table file through change(list of values) -> list of values."""
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(path.read_bytes()).read_all()
+    field = table.schema.field(column)
+    values = change(table.column(column).to_pylist())
+    table = table.set_column(table.schema.get_field_index(column), field, pa.array(values, field.type))
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+@pytest.mark.parametrize("table,column,value,message", [
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId", 0, "3 CUPTI_ACTIVITY_KIND_RUNTIME row.s. with correlationId 0"),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", 0, "3 CUPTI_ACTIVITY_KIND_RUNTIME row.s. on thread 0"),
+    ("NVTX_EVENTS", "globalTid", 0, "3 NVTX_EVENTS row.s. on thread 0"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "deviceId", 7, "3 kernel.s. on a device TARGET_INFO_GPU does not list"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName", 10**9, "3 kernel or range name id.s. are not in StringIds"),
+])
+def test_zeroed_or_flipped_ids_break_an_invariant_of_every_export(tmp_path, table, column, value, message):
+    """Damage to uncompressed numbers decodes: these values exist in no nsys export (every committed capture
+    obeys the invariants, or the first test here would fail), so three rows holding them are refused."""
+    folder = _copied_folder(tmp_path)
+    _rewrite(folder / f"{table}.arrow", column, lambda values: [value] * 3 + values[3:])
+    with pytest.raises(ReportError, match=message):
+        read_nsys(folder)
+
+
+def test_an_export_without_its_export_metadata_is_refused(tmp_path):
+    folder = _copied_folder(tmp_path)
+    (folder / "META_DATA_EXPORT.arrow").unlink()
+    with pytest.raises(ReportError, match="it has no META_DATA_EXPORT table, which every nsys export has"):
+        read_nsys(folder)

@@ -30,6 +30,7 @@ Parquet file under its name)."""
 NAME_COLUMNS = (("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"), ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
                 ("NVTX_EVENTS", "textId"))
 """The StringIds references that name what profkit shows (kernels, NVTX ranges)."""
+API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 READ_TABLES = (*REQUIRED_COLUMNS, "TARGET_INFO_GPU", "META_DATA_EXPORT", "META_DATA_CAPTURE")
 """Every table profkit queries; a real export holds some 45 files, the others are left unopened."""
 
@@ -69,7 +70,7 @@ class ParquetExport(ExportQueries):
                     self._check_invariants(table, file)
                 except self._errors as exc:
                     raise self.damaged(exc, file) from exc
-            self._check_names()
+            self._check_across_tables()
         except ReportError:
             self.conn.close()
             raise
@@ -120,7 +121,7 @@ class ParquetExport(ExportQueries):
         """Parquet keeps no page checksums (Arrow IPC none at all), so a damaged block that still decodes (a zeroed
         run inside a Snappy page does) can only be told by an invariant breaking. On the tables profkit reads:
         nothing ends before it starts, and the columns nsys declares ORDERED in their field metadata (`start` and
-        `end` of the activity tables, `id` of StringIds) never decrease; across tables, _check_names."""
+        `end` of the activity tables, `id` of StringIds) never decrease; across tables, _check_across_tables."""
         if table not in REQUIRED_COLUMNS:
             return
         if {"start", "end"} <= self._columns[table]:
@@ -137,23 +138,49 @@ class ParquetExport(ExportQueries):
             if unordered:
                 raise self.damaged(f"{field.name} is declared ORDERED but decreases {unordered} time(s)", file)
 
-    def _check_names(self) -> None:
-        """Kernel names and NVTX texts are C strings (symbols, range names): a NUL byte inside one is zeroed or
-        flipped bytes in StringIds, which would show a kernel under a mangled name. (Other strings may hold NULs:
-        nsys keeps each process' environment block as one.)"""
-        if "StringIds" not in self.tables:
-            return
-        named = [f'select "{column}" as id from "{table}"' for table, column in NAME_COLUMNS
-                 if table in self.tables and column in self._columns[table]]
-        if not named:
-            return
+    def _check_across_tables(self) -> None:
+        """Invariants of every nsys export, for damage that decodes (what the SQLite export's page check would
+        find): it has StringIds and META_DATA_EXPORT; every kernel's and NVTX range's name id is in StringIds, and
+        no such name holds a NUL byte (names are C strings; zeroed bytes in StringIds would show a kernel under a
+        mangled name; other strings may hold NULs, as nsys keeps each process' environment block as one); no kernel
+        has a grid or block dimension below 1 (CUDA launches none) or a device TARGET_INFO_GPU does not list; no
+        activity or API call has correlationId 0 (CUPTI numbers from 1) and no API call or NVTX event thread 0 (a
+        globalTid holds the process id). All hold on every committed capture."""
+        lacking = [table for table in ("StringIds", "META_DATA_EXPORT") if table not in self.tables]
+        if lacking:
+            raise self.damaged(f"it has no {' or '.join(lacking)} table, which every nsys export has", self.path)
+        checks = []
+        named = " union all ".join(f'select "{column}" as id from "{table}" where "{column}" is not null'
+                                   for table, column in NAME_COLUMNS
+                                   if table in self.tables and column in self._columns[table])
+        if named:
+            checks += [(f'select count(*) from ({named}) where id not in (select id from "StringIds")',
+                        "kernel or range name id(s) are not in StringIds"),
+                       (f'select count(*) from "StringIds" where contains(value, chr(0)) and id in ({named})',
+                        "kernel or range name(s) in StringIds hold a NUL byte")]
+        kernel = "CUPTI_ACTIVITY_KIND_KERNEL"
+        shape = [c for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ") if c in self.columns(kernel)]
+        if shape:
+            checks.append((f'select count(*) from "{kernel}" where least({", ".join(shape)}) < 1',
+                           "kernel(s) with a grid or block dimension below 1"))
+        if "deviceId" in self.columns(kernel) and "id" in self.columns("TARGET_INFO_GPU"):
+            checks.append((f'select count(*) from "{kernel}" where "deviceId" not in (select id from '
+                           '"TARGET_INFO_GPU") and exists (select 1 from "TARGET_INFO_GPU")',
+                           "kernel(s) on a device TARGET_INFO_GPU does not list"))
+        for table in (kernel, "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", *API_TABLES):
+            if "correlationId" in self.columns(table):
+                checks.append((f'select count(*) from "{table}" where "correlationId" = 0',
+                               f"{table} row(s) with correlationId 0"))
+        for table in (*API_TABLES, "NVTX_EVENTS"):
+            if "globalTid" in self.columns(table):
+                checks.append((f'select count(*) from "{table}" where "globalTid" = 0', f"{table} row(s) on thread 0"))
         try:
-            broken = self.conn.execute(f'select count(*) from "StringIds" where contains(value, chr(0)) and id in '
-                                       f'({" union ".join(named)})').fetchall()[0][0]
+            for sql, what in checks:
+                found = self.conn.execute(sql).fetchall()[0][0]
+                if found:
+                    raise self.damaged(f"{found} {what}", self.path)
         except self._errors as exc:
             raise self.damaged(exc, self.path) from exc
-        if broken:
-            raise self.damaged(f"{broken} kernel or range name(s) in StringIds hold a NUL byte", self.path)
 
     def damaged(self, exc: BaseException | str, file: Path | None = None) -> ReportError:
         return ReportError(f"cannot read {file or self.path}: {exc}".splitlines()[0],
