@@ -88,15 +88,16 @@ def test_whole_graph_launches_survive_every_export_format():
             assert launched.get((name, row["path"]), 0) >= row["launches"], name
 
 
-def test_show_load_and_replay_take_arrow_exports(tmp_path):
-    stream = _plain(ARROW / "fa2-n1024-d64.arrows.xz", tmp_path)
-    for source in (ARROWDIR / "fa2-n1024-d64", stream):
-        for _ in range(2):  # the second show is replayed from the cache
-            result = CliRunner().invoke(main, ["show", str(source), "-t", "timeline"])
-            assert result.exit_code == 0, result.output
-            assert "_attn_fwd" in result.stdout and "cudnn_generated_fort_native_sdpa" in result.stdout
-        profile = profkit.load(source)
-        assert "nsys" in profile.kinds and profile.table("timeline")["launches"].sum() == 84
+@pytest.mark.parametrize("form", ["parquetdir", "arrowdir", "arrows"])
+def test_show_load_and_replay_take_every_export_form(tmp_path, form):
+    source = _plain(ARROW / "fa2-n1024-d64.arrows.xz", tmp_path) if form == "arrows" else \
+        DATA / form / "fa2-n1024-d64"
+    for _ in range(2):  # the second show is replayed from the cache
+        result = CliRunner().invoke(main, ["show", str(source), "-t", "timeline"])
+        assert result.exit_code == 0, result.output
+        assert "_attn_fwd" in result.stdout and "cudnn_generated_fort_native_sdpa" in result.stdout
+    profile = profkit.load(source)
+    assert "nsys" in profile.kinds and profile.table("timeline")["launches"].sum() == 84
 
 
 def test_what_is_an_arrow_export(tmp_path):

@@ -12,7 +12,6 @@ from click.testing import CliRunner
 
 pytest.importorskip("duckdb")
 
-import profkit  # noqa: E402
 from profkit.cli import main  # noqa: E402
 from profkit.errors import ReportError  # noqa: E402
 from profkit.parse.nsys import read_nsys  # noqa: E402
@@ -46,15 +45,6 @@ def test_the_training_step_keeps_its_nested_ranges_and_integer_columns():
     for column in ("start_ns", "end_ns", "duration_ns", "registers_per_thread"):
         assert pd.api.types.is_integer_dtype(capture.kernels[column]), column
     assert len(capture.memcpy) == 49 and len(capture.memset) == 196
-
-
-def test_show_and_load_take_the_export_folder():
-    folder = PARQUET / "fa2-n1024-d64"
-    result = CliRunner().invoke(main, ["show", str(folder), "-t", "timeline"])
-    assert result.exit_code == 0, result.output
-    assert "_attn_fwd" in result.stdout and "cudnn_generated_fort_native_sdpa" in result.stdout
-    profile = profkit.load(folder)
-    assert "nsys" in profile.kinds and profile.table("timeline")["launches"].sum() == 84
 
 
 def test_a_folder_is_an_export_only_when_it_holds_nsys_tables(tmp_path):
