@@ -5,8 +5,8 @@ writes reports/benchmarks/loading.json.
 Inputs, built into a temporary folder (nothing large is committed):
 - nsys exports of 10^4, 10^5, 1.8*10^5 and 10^6 kernels, generated from a committed capture by
   benchmarks/synthetic_nsys.py (nested NVTX, start/end ranges, two launching threads, 8 CUDA API rows per kernel),
-  each read as its SQLite file and again as a parquetdir folder of the same tables (no parse cache applies to
-  the folder: its cold and cached runs do the same work);
+  each read as its SQLite file and again as a parquetdir and an arrowdir folder of the same tables (no parse
+  cache applies to a folder: DuckDB reads it in place; a cached run replays the output);
 - a 1000-launch --set full report: the six real --set full launches of sessions/ladder1-full-n4096 (the six
   ladder kernels, 2.6-4.7 MB each) cycled by benchmarks/many_report.cycle_launches (3.7 GB);
 - the committed sessions, whose `profkit show` reads their stored tables.
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.synthetic_nsys import build_export, parquet_dir
+from benchmarks.synthetic_nsys import arrow_dir, build_export, parquet_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -224,7 +224,11 @@ def bench(out_dir: Path, quick: bool = False, repeats: int = 3) -> dict:
             export.unlink()
             timelines.append({**measure_cold_and_cached(f"nsys-parquet {count}", parquet, repeats), "kernels": count,
                               "format": "parquetdir"})
+            arrow = arrow_dir(parquet, folder / f"synthetic-{count}-arrow")
             shutil.rmtree(parquet)
+            timelines.append({**measure_cold_and_cached(f"nsys-arrow {count}", arrow, repeats), "kernels": count,
+                              "format": "arrowdir"})
+            shutil.rmtree(arrow)
         report = many_launch_report(launches, folder)
         reports = [{**measure_cold_and_cached(f"ncu {launches}", report, repeats), "launches": launches,
                     "source": str(MANY_SOURCE.relative_to(ROOT))}]

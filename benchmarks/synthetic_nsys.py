@@ -7,7 +7,8 @@ API_CALLS_PER_KERNEL - 1 other runtime calls (the held-out 180k-kernel trace has
 NVTX: a start/end "train" range over the whole run and an "epoch" range every EPOCH_KERNELS kernels (both
 process-wide, on the main thread), nested push/pop "step s" / "layer l" / op ranges on the launching thread;
 one memcpy and one memset per step. Everything is generated inside SQLite (recursive CTEs), so 10^6 kernels
-take seconds; nothing large is committed. parquet_dir writes the same export as a parquetdir folder.
+take seconds; nothing large is committed. parquet_dir writes the same export as a parquetdir folder, arrow_dir
+that folder as an arrowdir one.
 
     python -m benchmarks.synthetic_nsys OUT_DIR 10000 100000 1000000
 """
@@ -79,6 +80,23 @@ def parquet_dir(sqlite: Path, folder: Path, batch: int = 500_000) -> Path:
                                                  in zip(zip(*rows), schema)], schema=schema))
     finally:
         conn.close()
+    return folder
+
+
+def arrow_dir(parquet: Path, folder: Path) -> Path:
+    """A parquetdir folder's tables written as `nsys export --type arrowdir` lays them out: one TABLE.arrow each,
+    an Arrow IPC stream (what nsys 2025.3.1 writes), batch by batch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for table in sorted(Path(parquet).glob("*.parquet")):
+        source = pq.ParquetFile(table)
+        with pa.OSFile(str(folder / f"{table.stem}.arrow"), "wb") as sink, \
+                pa.ipc.new_stream(sink, source.schema_arrow) as writer:
+            for batch in source.iter_batches(batch_size=500_000):
+                writer.write_batch(batch)
     return folder
 
 
