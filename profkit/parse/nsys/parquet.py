@@ -20,11 +20,9 @@ from profkit.parse.nsys.export import NSYS_TABLES, NULL_SENTINEL, ExportQueries
 
 UNSIGNED = ("UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
 PARQUET_MAGIC = b"PAR1"
-REQUIRED_COLUMNS = {"CUPTI_ACTIVITY_KIND_KERNEL": {"start", "end"}, "CUPTI_ACTIVITY_KIND_MEMCPY": {"start", "end"},
-                    "CUPTI_ACTIVITY_KIND_MEMSET": {"start", "end"}, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": {"start", "end"},
-                    "CUPTI_ACTIVITY_KIND_RUNTIME": {"start", "end"},
-                    "CUPTI_ACTIVITY_KIND_DRIVER": {"start", "end"}, "NVTX_EVENTS": {"start", "eventType"},
-                    "StringIds": {"id", "value"}}
+REQUIRED_COLUMNS = {**{f"CUPTI_ACTIVITY_KIND_{kind}": {"start", "end"}
+                       for kind in ("KERNEL", "MEMCPY", "MEMSET", "GRAPH_TRACE", "RUNTIME", "DRIVER")},
+                    "NVTX_EVENTS": {"start", "eventType"}, "StringIds": {"id", "value"}}
 """The tables profkit reads and the columns without which a file of that name is not the nsys table (another
 Parquet file under its name)."""
 NAME_COLUMNS = (("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"), ("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
@@ -124,6 +122,7 @@ class ParquetExport(ExportQueries):
         `end` of the activity tables, `id` of StringIds) never decrease; across tables, _check_across_tables."""
         if table not in REQUIRED_COLUMNS:
             return
+        # fetchall, not fetchone: a result left unfinished blocks the next table's conn.register (arrow.py)
         if {"start", "end"} <= self._columns[table]:
             backwards = self.conn.execute(f'select count(*) from "{table}" where "end" < start').fetchall()[0][0]
             if backwards:
