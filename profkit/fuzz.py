@@ -3,11 +3,10 @@
 A mutant is a copy of a real file from sessions/ (an .ncu-rep, its .xz, an nsys .sqlite export, an .nsys-rep,
 a session's manifest.json or one of its tables, tables/*.parquet), of a table file of the nsys Parquet and Arrow
 exports in tests/data/parquetdir and tests/data/arrowdir, or of an .arrows file in tests/data/arrow, damaged by
-one mutator: truncated, bits flipped, a
-block zeroed, blocks shuffled, the header damaged, another kind's bytes under this name, or emptied. Each
-mutant goes through profkit's own readers (`load_ncu_report` in its isolating child process, `read_nsys`,
-`load_session` + `Session.table`, and `profkit show` / `profkit sessions` through click's CliRunner) and
-each run is one of:
+one mutator: truncated, bits flipped, a block zeroed, blocks shuffled, the header damaged, another kind's bytes
+under this name, or emptied. Each mutant goes through profkit's own readers (`load_ncu_report` in its isolating
+child process, `read_nsys`, `load_session` + `Session.table`, and `profkit show` / `profkit sessions` through
+click's CliRunner) and each run is one of:
   read   the reader returned (the data may differ from the source's: counted as read_changed, a "silent" read:
          formats without checksums, a flipped bit inside a stored number, cannot be told from a measurement)
   warned the CLI exited 0 but said on stderr that the input is damaged (e.g. a truncated report's lost launch), or

@@ -22,9 +22,9 @@ from profkit.session.store import SessionWriter, check_name, sessions_root
 def group_files(files: list[Path]) -> dict[str, dict[str, Path]]:
     """{capture stem: {"ncu": path, "nsys": path}}; a UsageError for a file that is missing, of another type, or
     a second file of the same kind and stem."""
-    groups: dict[str, dict[str, Path]] = {}
     from profkit.parse.nsys.arrow import is_arrow_export
 
+    groups: dict[str, dict[str, Path]] = {}
     for path in map(Path, files):
         if (path.is_dir() and report_kind(path) == "nsys") or is_arrow_export(path):
             form = "Arrow" if is_arrow_export(path) else "Parquet"
