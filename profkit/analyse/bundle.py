@@ -285,10 +285,9 @@ def _report_manifest(bundle: ReportBundle, tables: dict[str, pd.DataFrame]) -> d
 def report_kind(path: Path) -> str | None:
     """"ncu" / "nsys" for a report file name (compressed or not) or an nsys Parquet or Arrow export, else None."""
     from profkit.parse.files import plain_name
-    from profkit.parse.nsys.arrow import is_arrow_export
-    from profkit.parse.nsys.parquet import is_parquet_export
+    from profkit.parse.nsys.parquet import columnar_reader
 
-    if is_parquet_export(path) or is_arrow_export(path):
+    if columnar_reader(path) is not None:
         return "nsys"
     name = plain_name(path)
     if name.endswith(".ncu-rep"):

@@ -22,13 +22,12 @@ from profkit.session.store import SessionWriter, check_name, sessions_root
 def group_files(files: list[Path]) -> dict[str, dict[str, Path]]:
     """{capture stem: {"ncu": path, "nsys": path}}; a UsageError for a file that is missing, of another type, or
     a second file of the same kind and stem."""
-    from profkit.parse.nsys.arrow import is_arrow_export
+    from profkit.parse.nsys.parquet import columnar_reader
 
     groups: dict[str, dict[str, Path]] = {}
     for path in map(Path, files):
-        if (path.is_dir() and report_kind(path) == "nsys") or is_arrow_export(path):
-            form = "Arrow" if is_arrow_export(path) else "Parquet"
-            raise UsageError(f"{path} is an nsys {form} export: it is read in place (profkit show {path}, "
+        if (reader := columnar_reader(path)) is not None:
+            raise UsageError(f"{path} is an nsys {reader.FORMAT} export: it is read in place (profkit show {path}, "
                              "profkit.load), not copied into a session",
                              hint="import the .nsys-rep or .sqlite it was exported from")
         if not path.is_file():

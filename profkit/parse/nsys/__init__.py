@@ -32,8 +32,7 @@ from profkit.errors import ReportError
 from profkit.parse.nsys.export import SQLITE_MAGIC  # noqa: F401 - re-exported
 from profkit.parse.nsys.export import NULL_SENTINEL, Export, read_only_uri
 from profkit.parse.nsys.joins import attribute
-from profkit.parse.nsys.arrow import ArrowExport, is_arrow_export
-from profkit.parse.nsys.parquet import ParquetExport, is_parquet_export
+from profkit.parse.nsys.parquet import columnar_reader
 
 NVTX_RANGE_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXT twins
 START_END_TYPES = (60, 71)
@@ -142,12 +141,10 @@ def read_nsys(path: str | Path) -> NsysCapture:
     ReaderError, which a capture turns into `tables_pending`."""
     from profkit.parse import cache
 
-    if is_parquet_export(Path(path)):
-        return _read(Path(path), ParquetExport)
-    if is_arrow_export(Path(path)):
+    if (reader := columnar_reader(Path(path))) is not None:
         from profkit.parse.files import plain_file
 
-        return _read(Path(path) if Path(path).is_dir() else plain_file(path), ArrowExport)
+        return _read(Path(path) if Path(path).is_dir() else plain_file(path), reader)
     sqlite = sqlite_for(Path(path))
     key = cache.cache_key(sqlite, "nsys") if cache.cache_enabled() else None
     if key is not None and (cached := cache.read_cached(key, CACHED_FRAMES)) is not None:

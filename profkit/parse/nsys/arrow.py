@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from profkit.parse.nsys.export import NSYS_TABLES
-from profkit.parse.nsys.parquet import READ_TABLES, ParquetExport
+from profkit.parse.nsys.parquet import READ_TABLES, ParquetExport, holds_tables
 
 STREAM_SUFFIX = ".arrows"
 """The file name `nsys export --type arrow` gives its single file."""
@@ -33,14 +33,14 @@ def is_arrow_export(path: Path) -> bool:
 
     path = Path(path)
     if path.is_dir():
-        return any((path / f"{table}.arrow").is_file() for table in NSYS_TABLES)
+        return holds_tables(path, ArrowExport.TABLE_SUFFIX)
     return path.is_file() and plain_name(path).endswith(STREAM_SUFFIX)
 
 
 class ArrowExport(ParquetExport):
     """An nsys Arrow export (arrowdir folder or `.arrows` file) behind export.Export's interface."""
 
-    FORMAT, EXPORT_TYPE = "Arrow", "arrowdir"
+    FORMAT, EXPORT_TYPE, TABLE_SUFFIX = "Arrow", "arrowdir", ".arrow"
     holds_export = staticmethod(is_arrow_export)
 
     def __init__(self, path: Path):
@@ -51,9 +51,7 @@ class ArrowExport(ParquetExport):
 
     def _table_files(self):
         if self.path.is_dir():
-            for table in READ_TABLES:
-                if (file := self.path / f"{table}.arrow").is_file():
-                    yield table, file
+            yield from super()._table_files()
             return
         streams = dict(self._streams(self.path))
         if not streams.keys() & NSYS_TABLES:

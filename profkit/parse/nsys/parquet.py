@@ -33,10 +33,23 @@ READ_TABLES = (*REQUIRED_COLUMNS, "TARGET_INFO_GPU", "META_DATA_EXPORT", "META_D
 """Every table profkit queries; a real export holds some 45 files, the others are left unopened."""
 
 
-def is_parquet_export(path: Path) -> bool:
-    """A folder holding at least one of the tables every nsys export has, as `TABLE.parquet`."""
+def holds_tables(path: Path, suffix: str) -> bool:
+    """A folder holding at least one of the tables every nsys export has, as `TABLE<suffix>`."""
     path = Path(path)
-    return path.is_dir() and any((path / f"{table}.parquet").is_file() for table in NSYS_TABLES)
+    return path.is_dir() and any((path / f"{table}{suffix}").is_file() for table in NSYS_TABLES)
+
+
+def is_parquet_export(path: Path) -> bool:
+    """A parquetdir folder: at least one of the tables every nsys export has, as `TABLE.parquet`."""
+    return holds_tables(path, ParquetExport.TABLE_SUFFIX)
+
+
+def columnar_reader(path: Path) -> type[ParquetExport] | None:
+    """The reader of the nsys Parquet or Arrow export at path (a parquetdir or arrowdir folder, an `.arrows` file),
+    None for anything else: what show, load, import and read_nsys ask of an input that is not a session."""
+    from profkit.parse.nsys.arrow import ArrowExport  # noqa: PLC0415 - arrow.py builds on this module
+
+    return next((reader for reader in (ParquetExport, ArrowExport) if reader.holds_export(path)), None)
 
 
 class ParquetExport(ExportQueries):
@@ -44,7 +57,7 @@ class ParquetExport(ExportQueries):
     rows, strings."""
 
     INTEGER = "cast({} as bigint)"
-    FORMAT, EXPORT_TYPE = "Parquet", "parquetdir"
+    FORMAT, EXPORT_TYPE, TABLE_SUFFIX = "Parquet", "parquetdir", ".parquet"
     holds_export = staticmethod(is_parquet_export)
 
     def __init__(self, path: Path):
@@ -74,9 +87,9 @@ class ParquetExport(ExportQueries):
             raise
 
     def _table_files(self):
-        """(table, the file holding it) for each of READ_TABLES the export has."""
+        """(table, the file holding it) for each of READ_TABLES the export folder has."""
         for table in READ_TABLES:
-            if (file := self.path / f"{table}.parquet").is_file():
+            if (file := self.path / f"{table}{self.TABLE_SUFFIX}").is_file():
                 yield table, file
 
     def _relation(self, table: str, file: Path) -> str:
