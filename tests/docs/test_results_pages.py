@@ -4,7 +4,8 @@ reports/ladder.md, matmul.md, flash_attention.md and int8.md print tables "round
 reports/benchmarks/. Every cell of those tables is recomputed here from the JSON with the page's rounding and
 compared as text, so a rerun that rewrites a result file without its page, or a hand edit of a page, fails with
 the page, table, row and column. Checked: the tables of each page's results sections and the flash-attention
-re-run table; ladder.md's counter table against what profkit reads from its ncu session. Not checked: the
+re-run table; ladder.md's counter table against what profkit reads from its ncu session; tooling.md's loading
+table, up to the committed run's column, against benchmarks/loading.json. Not checked: the
 "Earlier benchmark results" tables (older commits' result files), the tile-sweep, variant-choice and power tables
 further down, and figures quoted in prose.
 """
@@ -516,3 +517,71 @@ def test_markdown_tables_reads_header_and_cells():
     text = "Intro | not a table\n\n| a | b |\n|---|:--:|\n| 1 | 2.0× ~ |\n|  x |  |\n\nafter\n| c |\n|---|\n"
     assert markdown_tables(text) == [(["a", "b"], [["1", "2.0× ~"], ["x", ""]]), (["c"], [])]
     assert find_table(text, "c", after="after") == []
+
+
+# --- tooling.md: benchmarks/loading.json (the committed run's columns; the columns after them are earlier runs)
+
+LOADING = ["input", "cold s", "cold peak MiB", "cached s", "goal"]
+LOADING_NAMES = {10_000: "10^4", 100_000: "10^5", 180_000: "180k", 1_000_000: "10^6"}
+
+
+def verdict(met: bool, counted: str = "") -> str:
+    """"met", or "**missed**" in bold; counted ("7 of 24") in brackets after it."""
+    text = "met" if met else "missed"
+    text += f" ({counted})" if counted else ""
+    return text if met else f"**{text}**"
+
+
+def three(rows: list[dict], key: str, fmt: str) -> str:
+    """SQLite export's value, then the parquetdir's and arrowdir's in brackets: "0.73 (0.78, 1.09)"."""
+    first, *rest = (format(row[key], fmt) for row in rows)
+    return f"{first} ({', '.join(rest)})"
+
+
+def loading_rows() -> list[Row]:
+    """The loading table's rows, in order, up to the committed run's verdict: each timeline as an SQLite export,
+    then as parquetdir and arrowdir folders in brackets (sizes in MB of 10^6 bytes, seconds to two decimals, MiB
+    whole), the 1000-launch report, the sessions' show
+    again and first show (min–max of the sessions' medians, and how many are within the goal)."""
+    data = result("loading")
+    goals = {(goal["input"], goal["measure"]): goal for goal in data["goals"]}
+    timelines = {(row["kernels"], row["format"]): row for row in data["timelines"]}
+    rows = []
+    for kernels, name in LOADING_NAMES.items():
+        forms = [timelines[kernels, form] for form in ("sqlite", "parquetdir", "arrowdir")]
+        sizes = "; ".join(f"{row['bytes'] / 1e6:.0f} MB" for row in forms)
+        label = f"{name} kernels ({sizes})"
+        measured = [goal for (source, _), goal in goals.items() if source == f"nsys {kernels}"]
+        goal = ", ".join(f"≤ {g['limit']:g} s cold" if g["measure"] == "cold_s" else f"≤ {g['limit'] / 1024:g} GiB"
+                         for g in measured)
+        rows.append([label, three(forms, "cold_s", ".2f"), three(forms, "cold_peak_rss_mib", ".0f"), three(forms, "cached_s", ".2f"), goal,
+                     verdict(all(g["verdict"] == "met" for g in measured)) if measured else ""])
+    report = next(row for row in data["reports"] if row["launches"] == 1000)
+    cold, cached = goals["ncu 1000", "cold_s"], goals["ncu 1000", "cached_s"]
+    rows.append(["1000-launch `--set full` report", f"{report['cold_s']:.2f}", f"{report['cold_peak_rss_mib']:.0f}",
+                 f"{report['cached_s']:.2f}", f"≤ {cold['limit']:g} s cold, ≤ {cached['limit']:g} s cached",
+                 verdict(cold["verdict"] == cached["verdict"] == "met")])
+    for label, measure in (("`profkit show` of a committed session, again", "show_s"),
+                           ("the same, first show (empty cache)", "first_show_s")):
+        values, limit = [row[measure] for row in data["show"]], goals["sessions", measure]["limit"]
+        span = f"{min(values):.3f}–{max(values):.3f}"
+        within = sum(value <= limit for value in values)
+        rows.append([label, span if measure == "first_show_s" else "", "", span if measure == "show_s" else "",
+                     f"≤ {limit:g} s", verdict(within == len(values), f"{within} of {len(values)}")])
+    return rows
+
+
+def test_tooling_loading_table():
+    """The first columns of tooling.md's loading table, up to the one headed by the result file's commit."""
+    text = page("tooling.md")
+    head, shown = next((head, body) for head, body in markdown_tables(text[text.index("## Loading"):])
+                       if head[:len(LOADING)] == LOADING)
+    columns = [*LOADING, f"committed run ({result('loading')['git_commit']})"]
+    assert head[:len(columns)] == columns, f"tooling.md's loading table is headed {head[:len(columns)]}"
+    expected = loading_rows()
+    assert len(shown) == len(expected), f"tooling.md's loading table has {len(shown)} rows, the result file {len(expected)}"
+    problems = [f"tooling.md loading table, row {want[0]!r}, column {column!r}: page shows {cell!r}, "
+                f"loading.json gives {computed!r}"
+                for row, want in zip(shown, expected) for column, cell, computed in zip(columns, row, want)
+                if cell != computed]
+    assert not problems, "\n".join(problems)
