@@ -19,6 +19,8 @@ import pytest
 import profkit
 from benchmarks import synthetic_nsys as syn
 
+pytest.importorskip("duckdb")  # the timeline engine; the GPU machine has none
+
 
 def truth_paths(kernels: int, epoch_kernels: int) -> list[str]:
     """The NVTX path of each generated kernel, in launch order, from the generator's layout: the ranges that
