@@ -18,6 +18,10 @@ PROFKIT_CACHE folder); cached: the same command again with the cache the cold ru
 cache either way (the first run reads them). The load average before each run is recorded: the 2-core machine
 is shared, and its speed drifts by a quarter within an hour, so a reference that runs no profkit code (a fresh
 process importing pandas, sha256 throughput) is measured before and after (machine.speed_before/_after).
+Each first show of a session is paired with the run just before it of IMPORT_FLOOR, a process that imports what
+every show imports before it reads a table and exits as the CLI does: the median difference
+(first_over_floor_s) is profkit's own share of that session's first show, which the machine's drift biases far
+less than the wall time.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ GOALS = [
      "measure": "first_show_s", "limit": 0.5},
 ]
 """The issue's goals, for a 2-core machine (the CI size)."""
+IMPORT_FLOOR = "import os, click, pandas, pyarrow.parquet; os._exit(0)"
+"""What a `profkit show` process imports before profkit reads a table, ended without the interpreter's teardown
+as the console command ends (cli._exit_now)."""
 
 # Runs one command and reports the peak RSS of its largest process: RUSAGE_CHILDREN of a fresh wrapper covers
 # exactly that command and the readers it spawns (the caller's own counter only ever grows).
@@ -104,16 +111,19 @@ def measure_cold_and_cached(label: str, target: Path, repeats: int) -> dict:
 
 def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
     """`profkit show SESSION` (stored tables) per committed session: `repeats` first shows, each with a new,
-    empty cache (everything rendered), then, after one unmeasured run, `repeats` shows again with the user's
-    cache (an unchanged session's output replayed, cli.replay). A session whose show fails is listed with its
-    error instead of a time."""
+    empty cache (everything rendered) and each just after a run of IMPORT_FLOOR, then, after one unmeasured
+    run, `repeats` shows again with the user's cache (an unchanged session's output replayed, cli.replay). A
+    session whose show fails is listed with its error instead of a time."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="profkit-bench-show-") as caches:
         for session in sessions:
             env = dict(os.environ)
+            floor, first = [], []
             try:
-                first = [timed(show_args(session), {**env, "PROFKIT_CACHE": str(Path(caches) / f"{session.name}-{i}")})
-                         for i in range(repeats)]
+                for i in range(repeats):
+                    floor.append(timed([sys.executable, "-c", IMPORT_FLOOR], env))
+                    first.append(timed(show_args(session),
+                                       {**env, "PROFKIT_CACHE": str(Path(caches) / f"{session.name}-{i}")}))
                 timed(show_args(session), env)
             except RuntimeError as exc:
                 rows.append({"session": session.name, "show_s": None, "error": str(exc).splitlines()[-2:]})
@@ -123,7 +133,12 @@ def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
                          "runs_s": [round(r["s"], 3) for r in runs],
                          "first_show_s": statistics.median(r["s"] for r in first),
                          "first_runs_s": [round(r["s"], 3) for r in first],
+                         "floor_runs_s": [round(r["s"], 3) for r in floor],
+                         "first_over_floor_s": statistics.median(f["s"] - g["s"] for f, g in zip(first, floor)),
                          "load_avg_before": [round(r["load"], 2) for r in first + runs]})
+            print(f"{session.name:>36}: first {rows[-1]['first_show_s']:.3f} s (import floor "
+                  f"{statistics.median(r['s'] for r in floor):.3f}, own {rows[-1]['first_over_floor_s']:+.3f}), "
+                  f"again {rows[-1]['show_s']:.3f} s", flush=True)
     return rows
 
 
