@@ -12,7 +12,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from profkit.errors import ReportError

@@ -37,15 +37,6 @@ def bench(workload: str, quick: bool, out_dir: str) -> None:
     click.echo(f"wrote {write_html(Path(out_dir) / PAGE_NAME, render_benchmarks_html(Path(out_dir)))}")
 
 
-def _module(name: str):
-    """A workload's module; benchmarks.* live in the checkout's benchmarks/ folder, which is not installed."""
-    if name.startswith("benchmarks."):
-        root = str(Path(__file__).resolve().parents[2])
-        if root not in sys.path:
-            sys.path.insert(0, root)
-    return importlib.import_module(name)
-
-
 def run_workload(workload: str, quick: bool, out_dir: str) -> None:
     """Run one workload's benchmark entry (``profkit.bench.workloads``), which writes its result files into out_dir."""
     workloads.run(workload, quick, out_dir)

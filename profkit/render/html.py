@@ -39,7 +39,6 @@ from profkit.analyse.diff import DiffResult
 from profkit.analyse.kernel_rows import kernel_rows
 from profkit.units import human
 from profkit.analyse.tables import VIEWS
-from profkit.errors import ReportError
 from profkit.render import plots
 from profkit.render.output import write_text
 
@@ -124,7 +123,7 @@ def table_html(df: pd.DataFrame, *, row_class: pd.Series | None = None, cell_cla
         return "<p class='how'>(no rows)</p>"
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     body = []
-    for pos, (idx, row) in enumerate(df.iterrows()):
+    for pos, (_, row) in enumerate(df.iterrows()):
         cells = []
         for column in df.columns:
             value = row[column]

@@ -7,15 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from profkit.capture import torch_modules as tm  # noqa: E402
-
-from tests import REPO
 
 
 class Block(torch.nn.Module):
