@@ -557,7 +557,7 @@ def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: f
                                      burst_us=burst_ms * 1e3, sustained_us=sustained_ms * 1e3,
                                      sustained_tflops=work / (sustained_ms * 1e-3) / 1e12,
                                      slowdown=sustained_ms / burst_ms, **{f"sustained_{k}": v for k, v in state.items()}))
-            del q, k, v
+            q = k = v = None  # free this shape's inputs; the lambdas hold the names, not the tensors
     df = pd.DataFrame(rows)
     print(df.to_string(index=False))
     if out_dir is not None:
