@@ -16,6 +16,7 @@ import pytest
 from tests import REPO
 
 CHECKED = ("profkit", "benchmarks", "kernels", "tests")
+PYFLAKES = ("check", "--select", "F", "--no-cache", "--output-format", "concise")
 
 
 def ruff() -> list[str]:
@@ -27,8 +28,7 @@ def ruff() -> list[str]:
 
 
 def test_pyflakes_rules_pass_on_every_python_file():
-    result = subprocess.run([*ruff(), "check", "--select", "F", "--no-cache", "--output-format", "concise",
-                             *CHECKED], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([*ruff(), *PYFLAKES, *CHECKED], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -36,6 +36,5 @@ def test_the_check_sees_an_undefined_name(tmp_path):
     """The same command fails on the defect it is there for."""
     bad = tmp_path / "bad.py"
     bad.write_text("def helper(name):\n    return importlib.import_module(name)\n")
-    result = subprocess.run([*ruff(), "check", "--select", "F", "--no-cache", "--output-format", "concise",
-                             str(bad)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*ruff(), *PYFLAKES, str(bad)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "F821" in result.stdout

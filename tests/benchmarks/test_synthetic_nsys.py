@@ -47,15 +47,15 @@ def export_kernel_names(export) -> list[str]:
             "select s.value from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.shortName order by k.start")]
 
 
-def attributed(path) -> list[tuple[str, str]]:
-    """(NVTX path, kernel) of every launch profkit reads from path, in start order."""
-    rows = profkit.load(path).bundle.stored("nsys_kernels").sort_values("start_ns", kind="stable")
+def attributed(profile: profkit.Profile) -> list[tuple[str, str]]:
+    """(NVTX path, kernel) of every launch profkit read, in start order."""
+    rows = profile.bundle.stored("nsys_kernels").sort_values("start_ns", kind="stable")
     return list(zip(rows["nvtx_path"], rows["kernel"]))
 
 
-def range_counts(path) -> dict[str, int]:
+def range_counts(profile: profkit.Profile) -> dict[str, int]:
     """How many times each NVTX range occurs, from `profkit show -t nvtx`."""
-    table = profkit.load(path).table("nvtx")
+    table = profile.table("nvtx")
     return dict(zip(table["range"], table["count"].astype(int)))
 
 
@@ -88,13 +88,15 @@ def test_every_launch_lands_on_its_generated_path_in_all_three_formats(tmp_path,
     arrow = syn.arrow_dir(parquet, tmp_path / "arrowdir")
     ranges = expected_range_counts(kernels, 400)
     for source in (export, parquet, arrow):
-        assert attributed(source) == truth, source.name
-        assert range_counts(source) == ranges, source.name
+        profile = profkit.load(source)
+        assert attributed(profile) == truth, source.name
+        assert range_counts(profile) == ranges, source.name
 
-    timeline = profkit.load(export).table("timeline")
+    profile = profkit.load(export)
+    timeline = profile.table("timeline")
     assert timeline.groupby("kernel")["launches"].sum().to_dict() == Counter(name for _, name in truth)
     steps = -(-kernels // syn.KERNELS_PER_STEP)
-    copies = profkit.load(export).table("copies").set_index("kind")
+    copies = profile.table("copies").set_index("kind")
     assert copies.loc["HtoD", "count"] == copies.loc["memset", "count"] == steps
     assert copies.loc["HtoD", "total_bytes"] == sum(1_048_576 + s % 7 for s in range(steps))
     assert copies.loc["memset", "total_bytes"] == 4096 * steps
@@ -105,7 +107,7 @@ def test_a_wrong_layout_is_noticed(tmp_path):
     export, truth = build(tmp_path, 3 * syn.KERNELS_PER_STEP)
     paths = [path for path, _ in truth]
     shifted = list(zip(paths[1:] + paths[:1], (name for _, name in truth)))
-    assert attributed(export) == truth != shifted
+    assert attributed(profkit.load(export)) == truth != shifted
 
 
 @pytest.mark.slow
@@ -117,5 +119,6 @@ def test_the_180k_kernel_timeline_reads_every_launch_on_its_path(tmp_path):
         assert conn.execute("select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0] == \
             180_000 * syn.API_CALLS_PER_KERNEL
     assert ("train/step 1041/epoch 1/layer 8/attention", truth[100_000][1]) == truth[100_000]
-    assert attributed(export) == truth
-    assert range_counts(export) == expected_range_counts(180_000, syn.EPOCH_KERNELS)
+    profile = profkit.load(export)
+    assert attributed(profile) == truth
+    assert range_counts(profile) == expected_range_counts(180_000, syn.EPOCH_KERNELS)
