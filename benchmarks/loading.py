@@ -9,7 +9,9 @@ Inputs, built into a temporary folder (nothing large is committed):
   cache applies to a folder: DuckDB reads it in place; a cached run replays the output);
 - a 1000-launch --set full report: the six real --set full launches of sessions/ladder1-full-n4096 (the six
   ladder kernels, 2.6-4.7 MB each) cycled by benchmarks/many_report.cycle_launches (3.7 GB);
-- the committed sessions, whose `profkit show` reads their stored tables.
+- the committed sessions, whose `profkit show` reads their kept shown tables (tables/shown.json, session.shown; a
+  session whose file is missing or stale builds its tables from the stored ones, with pandas: `shown_current`
+  says which).
 
 Every figure is the wall time of a fresh `python -m profkit show ...` process (imports included: what a user
 waits for), the median of `repeats`, with the peak RSS of the largest process of its tree (RUSAGE_CHILDREN of a
@@ -18,10 +20,10 @@ PROFKIT_CACHE folder); cached: the same command again with the cache the cold ru
 cache either way (the first run reads them). The load average before each run is recorded: the 2-core machine
 is shared, and its speed drifts by a quarter within an hour, so a reference that runs no profkit code (a fresh
 process importing pandas, sha256 throughput) is measured before and after (machine.speed_before/_after).
-Each first show of a session is paired with the run just before it of IMPORT_FLOOR, a process that imports what
-every show imports before it reads a table and exits as the CLI does: the median difference
-(first_over_floor_s) is profkit's own share of that session's first show, which the machine's drift biases far
-less than the wall time.
+Each first show of a session is paired with the run just before it of IMPORT_FLOOR, a process that starts Python,
+imports what every show imports before it reads a session (click) and exits as the CLI does: the median
+difference (first_over_floor_s) is profkit's own share of that session's first show, which the machine's drift
+biases far less than the wall time.
 """
 
 from __future__ import annotations
@@ -60,9 +62,10 @@ GOALS = [
      "measure": "first_show_s", "limit": 0.5},
 ]
 """The issue's goals, for a 2-core machine (the CI size)."""
-IMPORT_FLOOR = "import os, click, pandas, pyarrow.parquet; os._exit(0)"
-"""What a `profkit show` process imports before profkit reads a table, ended without the interpreter's teardown
-as the console command ends (cli._exit_now)."""
+IMPORT_FLOOR = "import os, click; os._exit(0)"
+"""What a `profkit show` process imports before profkit reads a session, ended without the interpreter's teardown
+as the console command ends (cli._exit_now). A show that builds tables imports pandas on top (the machine's
+`import pandas` reference measures that)."""
 
 # Runs one command and reports the peak RSS of its largest process: RUSAGE_CHILDREN of a fresh wrapper covers
 # exactly that command and the readers it spawns (the caller's own counter only ever grows).
@@ -110,10 +113,13 @@ def measure_cold_and_cached(label: str, target: Path, repeats: int) -> dict:
 
 
 def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
-    """`profkit show SESSION` (stored tables) per committed session: `repeats` first shows, each with a new,
-    empty cache (everything rendered) and each just after a run of IMPORT_FLOOR, then, after one unmeasured
-    run, `repeats` shows again with the user's cache (an unchanged session's output replayed, cli.replay). A
-    session whose show fails is listed with its error instead of a time."""
+    """`profkit show SESSION` per committed session: `repeats` first shows, each with a new, empty cache (the kept
+    shown tables read, or every table built when they are not current: shown_current) and each just after a run
+    of IMPORT_FLOOR, then, after one unmeasured run, `repeats` shows again with the user's cache (an unchanged
+    session's output replayed, cli.replay). A session whose show fails is listed with its error instead of a
+    time."""
+    from profkit.session.shown import read_shown
+
     rows = []
     with tempfile.TemporaryDirectory(prefix="profkit-bench-show-") as caches:
         for session in sessions:
@@ -129,14 +135,15 @@ def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
                 rows.append({"session": session.name, "show_s": None, "error": str(exc).splitlines()[-2:]})
                 continue
             runs = [timed(show_args(session), env) for _ in range(repeats)]
-            rows.append({"session": session.name, "show_s": statistics.median(r["s"] for r in runs),
+            kept = read_shown(str(session), session.parent) is not None
+            rows.append({"session": session.name, "shown_current": kept, "show_s": statistics.median(r["s"] for r in runs),
                          "runs_s": [round(r["s"], 3) for r in runs],
                          "first_show_s": statistics.median(r["s"] for r in first),
                          "first_runs_s": [round(r["s"], 3) for r in first],
                          "floor_runs_s": [round(r["s"], 3) for r in floor],
                          "first_over_floor_s": statistics.median(f["s"] - g["s"] for f, g in zip(first, floor)),
                          "load_avg_before": [round(r["load"], 2) for r in first + runs]})
-            print(f"{session.name:>36}: first {rows[-1]['first_show_s']:.3f} s (import floor "
+            print(f"{session.name:>36}: first {rows[-1]['first_show_s']:.3f} s ({'kept' if kept else 'built'}, floor "
                   f"{statistics.median(r['s'] for r in floor):.3f}, own {rows[-1]['first_over_floor_s']:+.3f}), "
                   f"again {rows[-1]['show_s']:.3f} s", flush=True)
     return rows

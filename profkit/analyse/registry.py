@@ -42,6 +42,7 @@ class TableSpec:
     columns: tuple[str, ...]
     default: str | None = None
     hint: str = ""  # what to use instead when it does not apply
+    live: bool = False  # built from files outside the input as they are now: never stored (session.shown)
 
     def missing(self, kinds) -> list[str]:
         """The requirements `kinds` does not meet (empty: the table applies)."""
@@ -60,12 +61,13 @@ TABLES: dict[str, TableSpec] = {}
 
 
 def register(name: str, title: str, description: str, needs: tuple[str, ...], columns: tuple[str, ...],
-             default: str | None = None, hint: str = ""):
+             default: str | None = None, hint: str = "", live: bool = False):
     """Decorator: declare a table whose builder is the decorated function (Bundle -> DataFrame)."""
     def wrap(build: Callable) -> Callable:
         if name in TABLES:
             raise ValueError(f"table {name!r} declared twice")
-        TABLES[name] = TableSpec(name, title, description, tuple(needs), build, tuple(columns), default, hint)
+        TABLES[name] = TableSpec(name, title, description, tuple(needs), build, tuple(columns), default, hint,
+                                live)
         return build
     return wrap
 

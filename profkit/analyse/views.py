@@ -183,7 +183,7 @@ def nvtx(bundle) -> pd.DataFrame:
 
 
 @register("source", "Source hotspots", "Source lines ranked by warp stall samples; the text is read from the files "
-          "as they are on disk now.", needs=("source",), columns=tuple(SOURCE_COLUMNS))
+          "as they are on disk now.", needs=("source",), columns=tuple(SOURCE_COLUMNS), live=True)
 def source(bundle) -> pd.DataFrame:
     return hotspot_table(bundle.stored("source"), SourceLookup())
 

@@ -16,6 +16,7 @@ from profkit.analyse.bundle import CaptureFiles, capture_tables, merge_tables, r
 from profkit.capture import environment
 from profkit.errors import ProfkitError, UsageError
 from profkit.parse.files import PACKED, plain_name
+from profkit.session.shown import keep_shown
 from profkit.session.store import SessionWriter, check_name, sessions_root
 
 
@@ -82,13 +83,15 @@ def import_reports(files: list[str | Path], name: str, *, root: Path | None = No
         for table, df in tables.items():
             writer.write_table(table, df)
         writer.save_manifest()
-        return writer.commit()
+        path = writer.commit()
     except ProfkitError as exc:
         writer.abandon("failed", str(exc))
         raise
     except OSError as exc:
         writer.abandon("failed", str(exc))
         raise UsageError(f"cannot import into {writer.root}: {exc.strerror or exc}") from exc
+    keep_shown(path)  # what show prints, kept for shows without pandas (session.shown); optional
+    return path
 
 
 def _record_reports(manifest: dict, tables: dict, groups: dict) -> None:

@@ -151,19 +151,43 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
     replay_key = None if rebuild else replay.key(paths, dict(tables=tables, every=all_tables, fmt=fmt,
                                                               columns=columns, head=head), sessions_root())
     pieces = replay.lookup(replay_key) if replay_key else None
-    if pieces is None:
-        pieces = _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head)
-        if replay_key:
-            replay.store(replay_key, pieces)
+    if pieces is not None:
+        replayable = False  # already kept
+    elif fmt == "text" and not rebuild and (pieces := _stored_show(paths, tables, all_tables, columns, head)):
+        replayable = True
+    else:
+        pieces, replayable = _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head)
+    if replay_key and replayable:
+        replay.store(replay_key, pieces)
     for to_stderr, text in pieces:
         click.echo(text, err=to_stderr)
 
 
-def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> list[tuple[bool, str]]:
-    """What `show` prints, as (to stderr, text) pieces in order (cli.replay keeps them)."""
+def _stored_show(paths, tables, all_tables, columns, head) -> list[tuple[bool, str]] | None:
+    """What `show` prints, from the sessions' stored shown tables (session.shown), without pandas; None unless
+    every input is a session whose shown tables are current and hold every table asked for."""
+    from profkit.session import sessions_root
+    from profkit.session.shown import read_shown
+
+    result, warnings = [], []
+    for path in paths:
+        shown = read_shown(path, sessions_root())
+        if shown is None:
+            return None
+        chosen = shown.applicable if all_tables else list(dict.fromkeys(tables)) or shown.defaults
+        if not all(shown.has(name) for name in chosen):
+            return None  # a live table, or one that does not apply (the usual path says why)
+        warnings += shown.warnings if chosen else []
+        result += [(shown.name, name, shown.table(name)) for name in chosen]
+    return _show_pieces(result, warnings, "text", columns, head, several=len(paths) > 1)
+
+
+def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> tuple[list[tuple[bool, str]], bool]:
+    """What `show` prints, built from the inputs, and whether cli.replay may keep it (not when a table was read
+    from files outside its key: registry `live`)."""
     with frozen_imports():
+        from profkit.analyse import registry
         from profkit.api import show as show_tables
-        from profkit.render.terminal import format_table
 
     if rebuild:
         from profkit.analyse.bundle import rebuild_session
@@ -171,8 +195,20 @@ def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> li
         for path in paths:
             rebuild_session(path)
     result = show_tables(paths, tables, every=all_tables)
-    pieces = [(True, f"profkit: {warning}") for profile in dict.fromkeys(profile for profile, _, _ in result)
-              for warning in profile.bundle.warnings()]
+    warnings = [warning for profile in dict.fromkeys(profile for profile, _, _ in result)
+                for warning in profile.bundle.warnings()]
+    pieces = _show_pieces([(profile.name, name, df) for profile, name, df in result], warnings, fmt, columns, head,
+                          several=len(paths) > 1)
+    return pieces, not any(registry.spec(name).live for _, name, _ in result)
+
+
+def _show_pieces(result, warnings: list[str], fmt: str, columns: str, head: int | None, several: bool
+                 ) -> list[tuple[bool, str]]:
+    """(to stderr, text) pieces in order for (input name, table name, table) triples: DataFrames, or ColumnTables
+    (text only)."""
+    from profkit.render.terminal import format_table
+
+    pieces = [(True, f"profkit: {warning}") for warning in warnings]
     wanted = [c.strip() for c in columns.split(",") if c.strip()]
     if wanted:
         from profkit.errors import UsageError
@@ -182,18 +218,17 @@ def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> li
             if missing:
                 raise UsageError(f"table {name!r} has no column {', '.join(missing)}",
                                  hint=f"its columns: {', '.join(map(str, df.columns))}")
-        result = [(profile, name, df[wanted]) for profile, name, df in result]
+        result = [(source, name, df[wanted]) for source, name, df in result]
     if head:
-        result = [(profile, name, df.head(head)) for profile, name, df in result]
-    several = len(paths) > 1
+        result = [(source, name, df.head(head)) for source, name, df in result]
     if fmt == "json":
         out: dict = {}
-        for profile, name, df in result:
-            target = out.setdefault(profile.name, {}) if several else out
+        for source, name, df in result:
+            target = out.setdefault(source, {}) if several else out
             target[name] = json.loads(df.to_json(orient="records"))
         return pieces + [(False, json.dumps(out, indent=1))]
-    for profile, name, df in result:
-        title = f"{profile.name} · {name}" if several else name
+    for source, name, df in result:
+        title = f"{source} · {name}" if several else name
         if fmt == "csv":
             pieces += [(False, f"# {title}"), (False, df.to_csv(index=False))]
         else:
@@ -210,13 +245,18 @@ def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> li
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 @click.option("--clean", is_flag=True, help="Delete the hidden folders failed or interrupted captures left "
                                             "(.NAME.incomplete-*), after listing them.")
-def sessions(sessions_dir: str | None, clean: bool) -> None:
+@click.option("--store-shown", is_flag=True,
+              help="First keep what `show` prints of each session whose tables/shown.json is missing or stale (a "
+                   "profkit or pandas upgrade), so that showing it needs no pandas.")
+def sessions(sessions_dir: str | None, clean: bool, store_shown: bool) -> None:
     """List the sessions: GPU, date, kernels."""
     from profkit.render.terminal import format_table
     from profkit.session.store import incomplete_sessions, list_sessions, remove, sessions_root, unreadable_sessions
     import pandas as pd
 
     root = Path(sessions_dir) if sessions_dir else sessions_root()
+    if store_shown:
+        _store_shown(list_sessions(root), root)
     if clean:
         for partial in incomplete_sessions(root):
             remove(partial)
@@ -227,6 +267,25 @@ def sessions(sessions_dir: str | None, clean: bool) -> None:
         click.echo(f"incomplete (not listed above; `profkit sessions --clean` deletes it): {partial}")
     for path, why in unreadable_sessions(root):
         click.echo(f"unreadable (not listed above): {path}: {why}")
+
+
+def _store_shown(sessions, root: Path) -> None:
+    """sessions --store-shown: write_shown for each session whose shown tables are not current; a ReportError
+    naming those that failed (after trying every one)."""
+    from profkit.errors import ProfkitError, ReportError
+    from profkit.session.shown import read_shown, write_shown
+
+    failed = []
+    for session in sorted(sessions, key=lambda s: s.name):
+        if session.manifest.get("tables_pending") or read_shown(str(session.path), root) is not None:
+            continue
+        try:
+            click.echo(f"kept {write_shown(session.path)}")
+        except ProfkitError as exc:
+            click.echo(f"not kept for {session.name}: {exc.message}", err=True)
+            failed.append(session.name)
+    if failed:
+        raise ReportError(f"{len(failed)} session(s) without current shown tables: {', '.join(failed)}")
 
 
 def _session_row(session) -> dict:

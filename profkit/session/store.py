@@ -1,7 +1,8 @@
 """Sessions on disk: sessions/<name>/ with manifest.json, reports, logs and tables/*.parquet.
 
 Tables are typed Parquet (integers stay integers, text stays text); sessions written before read from
-tables/*.csv. `profkit query` reads every session's tables as one DuckDB view per table (session.query).
+tables/*.csv. Beside them, tables/shown.json keeps what `profkit show` prints (session.shown). `profkit query`
+reads every session's tables as one DuckDB view per table (session.query).
 
 A session is written into a hidden sibling folder and renamed into place only when complete, so an
 interrupted capture never leaves a folder that looks complete; the hidden folder keeps a manifest with
@@ -18,11 +19,13 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from profkit.errors import ReportError, UsageError
 from profkit.session import sessions_root  # noqa: F401 - re-exported: store is where callers look
+
+if TYPE_CHECKING:  # pandas is imported where a table is read or written: session.shown reads sessions without it
+    import pandas as pd
 
 MANIFEST = "manifest.json"
 TABLES = "tables"
@@ -144,6 +147,8 @@ class Session:
                               f"not read them ({self.manifest['tables_pending']})",
                               hint=f"derive them where ncu_report works: profkit show --rebuild {self.path}")
         if name not in self._tables:
+            import pandas as pd
+
             target = self._checked_table_file(name)
             self._tables[name] = pd.DataFrame() if target is None else read_table(target)
         return self._tables[name]
@@ -266,6 +271,7 @@ def read_table(path: Path) -> pd.DataFrame:
     Parquet is read by pyarrow's file reader on this thread: the same frame as pd.read_parquet (tested on every
     committed table), without its dataset layer and thread pool, which cost 2-3x as much on these small files
     (32-51 ms against 16-19 ms for the seven tables a show of a guided session reads, on the 2-core CI machine)."""
+    import pandas as pd
     import pyarrow.parquet as pq
     from pyarrow import ArrowException
 

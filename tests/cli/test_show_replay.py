@@ -1,5 +1,6 @@
 """`profkit show` of an unchanged session prints what it printed before without building a table (no pandas
-import), and renders again whenever anything its output depends on changes."""
+import), and renders again whenever anything its output depends on changes. The sessions here are copies without
+their tables/shown.json, which would spare even the first show its pandas (tests/session/test_shown.py)."""
 
 import os
 import shutil
@@ -34,15 +35,21 @@ def show(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, cwd=REPO)
 
 
+def plain_copy(env):
+    """SESSION without its reports and its kept shown tables: each show builds the tables unless replayed."""
+    return shutil.copytree(SESSION, env / "copy", ignore=shutil.ignore_patterns("*.xz", "*.nsys-rep", "shown.json"))
+
+
 def shown_entries(env) -> list:
     return sorted((env / "cache" / "shown").glob("*.json"))
 
 
 def test_the_second_show_replays_the_first_without_pandas(env):
-    first = show(str(SESSION))
+    session = plain_copy(env)
+    first = show(str(session))
     assert first.returncode == 0, first.stderr
     assert "pandas imported" in first.stderr and "== hotspots" in first.stdout
-    second = show(str(SESSION))
+    second = show(str(session))
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
     assert "pandas not imported" in second.stderr
@@ -59,7 +66,7 @@ def test_each_option_set_renders_and_is_kept_apart(env):
 
 
 def test_an_edited_table_is_read_again_and_verified(env):
-    session = shutil.copytree(SESSION, env / "copy", ignore=shutil.ignore_patterns("*.xz", "*.nsys-rep"))
+    session = plain_copy(env)
     first = show(str(session), "-t", "timeline")
     assert first.returncode == 0, first.stderr
     table = session / "tables" / "nsys_kernels.parquet"
@@ -71,8 +78,9 @@ def test_an_edited_table_is_read_again_and_verified(env):
 
 def test_no_cache_renders_every_time(env, monkeypatch):
     monkeypatch.setenv("PROFKIT_NO_CACHE", "1")
+    session = plain_copy(env)
     for _ in range(2):
-        assert "pandas imported" in show(str(SESSION), "-t", "timeline", "--head", "2").stderr
+        assert "pandas imported" in show(str(session), "-t", "timeline", "--head", "2").stderr
     assert shown_entries(env) == []
 
 
@@ -164,3 +172,15 @@ def test_frozen_imports_pause_the_collector_and_freeze_what_was_imported(enabled
     finally:
         gc.unfreeze()
         (gc.enable if was else gc.disable)()
+
+
+def test_a_table_built_from_files_outside_its_key_is_not_replayed(env):
+    """The source view reads the program's files as they are now (registry `live`), which the key does not cover:
+    its output is never kept."""
+    session = plain_copy(env)
+    for _ in range(2):
+        result = show(str(session), "-t", "source", "--head", "2")
+        assert result.returncode == 0 and "== source" in result.stdout, result.stderr
+        assert "pandas imported" in result.stderr
+    assert shown_entries(env) == []
+    assert show(str(session), "-t", "timeline").returncode == 0 and len(shown_entries(env)) == 1

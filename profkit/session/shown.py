@@ -1,0 +1,161 @@
+"""A session's tables as `profkit show` prints them, kept in its tables/shown.json, so that showing a committed
+session reads one file and imports no pandas.
+
+Why: every table is a pandas computation, and a fresh process that imports pandas took 0.30-0.65 s on the 2-core
+CI machine (it varies by the hour), against a goal of 0.5 s for `profkit show` of a committed session. What show
+prints is a function of the session's stored tables and manifest, of profkit's own code (STAMPED_CODE) and of
+pandas, numpy and pyarrow. The file records each of them (its stamp) and is read only while all are unchanged;
+otherwise show builds the tables as usual, so a stale file costs speed, never a number.
+
+The file: a first line holding the sha256 of the rest, then JSON {"stamp", "defaults", "applicable", "warnings",
+"tables": {name: {"rows": n, "columns": [[name, numeric, values], ...]}}}, the values as render.terminal formats
+them (numbers, text, null). Tables built from files outside the session (registry `live`: the source view) are
+not kept. Written after a capture or an import, by `show --rebuild`, and for every session by
+`profkit sessions --store-shown` (after a profkit upgrade).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from profkit.errors import ProfkitError
+from profkit.render.terminal import Column, ColumnTable
+from profkit.session.store import CHECKSUMS, MANIFEST, TABLES, manifest_seal, read_manifest, table_checksums
+
+SHOWN = "shown.json"
+FORMAT = 1
+_PACKAGE = Path(__file__).resolve().parents[1]
+UNSTAMPED = ("cli", "capture", "bench", "kernels", "build", "doctor.py", "fuzz.py", "process.py", "render")
+"""Parts of profkit that building a session's tables never runs (a test builds every table of the committed
+sessions in a fresh process and checks it imported none of them), but for STAMPED_RENDER."""
+STAMPED_RENDER = ("render/__init__.py", "render/terminal.py")
+"""render.terminal turns a table's values into Columns (frame_columns): stamped, with its package."""
+STAMPED_LIBRARIES = ("pandas", "numpy", "pyarrow")
+
+
+def stamped_code() -> list[Path]:
+    """profkit's source files whose content the stamp covers: all but UNSTAMPED, STAMPED_RENDER included."""
+    files = []
+    for folder, dirs, names in os.walk(_PACKAGE):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            path = Path(folder) / name
+            relative = path.relative_to(_PACKAGE).as_posix()
+            if name.endswith(".py") and (relative in STAMPED_RENDER or relative.split("/")[0] not in UNSTAMPED):
+                files.append(path)
+    return files
+
+
+def _code_digest() -> str:
+    digest = hashlib.sha256()
+    for path in stamped_code():
+        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _library_version(name: str) -> str:
+    """An installed library's version from its dist-info folder's name, without importing it (importlib.metadata
+    itself cost 30 ms); importlib.metadata where the folder is not beside the package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        return "absent"
+    found = sorted(Path(spec.origin).parent.parent.glob(f"{name}-*.dist-info"))
+    if len(found) == 1:
+        return found[0].name[len(name) + 1: -len(".dist-info")]
+    from importlib import metadata
+
+    return metadata.version(name)
+
+
+def stamp(session: Path, manifest: dict) -> dict:
+    """Everything the shown tables of a session depend on, as it is now."""
+    return {"format": FORMAT, "code": _code_digest(),
+            "libraries": {name: _library_version(name) for name in STAMPED_LIBRARIES},
+            "manifest": manifest_seal(manifest), "tables": table_checksums(session)}
+
+
+def write_shown(path: str | Path) -> Path:
+    """Build every table of the session at path that `show` can print (not the live ones) and keep them with their
+    stamp in tables/shown.json (written whole or not at all). Returns the file."""
+    from profkit.analyse import registry
+    from profkit.analyse.bundle import SessionBundle
+    from profkit.render.terminal import frame_columns
+    from profkit.session.store import load_session
+
+    session = load_session(path)
+    bundle = SessionBundle(session)
+    applicable = registry.applicable(bundle)
+    tables = {}
+    for name in applicable:
+        if registry.spec(name).live:
+            continue
+        df = registry.build(bundle, name)
+        tables[name] = {"rows": len(df), "columns": [list(c) for c in frame_columns(df)]}
+    body = json.dumps({"stamp": stamp(session.path, session.manifest), "defaults": registry.defaults(bundle),
+                       "applicable": applicable, "warnings": bundle.warnings(), "tables": tables},
+                      separators=(",", ":"))
+    target = session.path / TABLES / SHOWN
+    partial = target.with_name(f".{SHOWN}.part")
+    partial.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}\n")
+    os.replace(partial, target)
+    return target
+
+
+def keep_shown(path: str | Path) -> str:
+    """write_shown for a session just captured or imported: '' when written, else why not (a session whose tables
+    are pending, or a table that cannot be built: show then builds the tables itself and reports it); the session
+    is whole either way."""
+    try:
+        if read_manifest(Path(path)).get("tables_pending"):
+            return "its tables are pending"
+        write_shown(path)
+    except (ProfkitError, OSError) as exc:
+        return str(getattr(exc, "message", exc))
+    return ""
+
+
+class Shown:
+    """A session's tables/shown.json whose stamp matched: what `profkit show` prints of it, table by table."""
+
+    def __init__(self, name: str, content: dict):
+        self.name = name
+        self.defaults: list[str] = list(content["defaults"])
+        self.applicable: list[str] = list(content["applicable"])
+        self.warnings: list[str] = [str(w) for w in content["warnings"]]
+        self._tables: dict = content["tables"]
+
+    def has(self, name: str) -> bool:
+        return name in self._tables
+
+    def table(self, name: str) -> ColumnTable:
+        stored = self._tables[name]
+        return ColumnTable([Column(str(c), bool(numeric), list(values)) for c, numeric, values in stored["columns"]],
+                           int(stored["rows"]))
+
+
+def read_shown(spec: str, root: Path) -> Shown | None:
+    """The shown tables of the session that `profkit show SPEC` would load (a folder holding a manifest, or a
+    session name under root) when they are current. None when spec is not such a session, the session is not
+    complete, it has no shown.json, or anything in the stamp changed: show then builds the tables the usual way
+    (and says what is wrong with the session, if anything is)."""
+    folder = next((c for c in (Path(spec), root / spec) if c.is_dir() and (c / MANIFEST).exists()), None)
+    if folder is None:
+        return None
+    try:
+        digest, _, body = (folder / TABLES / SHOWN).read_bytes().partition(b"\n")
+        if hashlib.sha256(body.rstrip(b"\n")).hexdigest().encode() != digest:
+            return None
+        content = json.loads(body)
+        manifest = read_manifest(folder)
+        if manifest.get("status") not in (None, "complete") or manifest.get("tables_pending"):
+            return None
+        if manifest.get(CHECKSUMS) != content["stamp"]["tables"] or content["stamp"] != stamp(folder, manifest):
+            return None
+        return Shown(folder.name, content)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ProfkitError):
+        return None

@@ -1,0 +1,228 @@
+"""A session's kept shown tables (tables/shown.json, session.shown): `profkit show` of a committed session prints
+them without importing pandas, exactly what building the tables prints, and only while nothing they depend on
+changed."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from profkit.analyse.registry import all_specs
+from profkit.cli import main
+from profkit.cli.commands import _rendered_show, _stored_show
+from profkit.render.terminal import format_table
+from profkit.session import shown as shown_module
+from profkit.session.shown import SHOWN, STAMPED_RENDER, UNSTAMPED, read_shown, stamped_code, write_shown
+from profkit.session.store import read_manifest, write_manifest
+from tests import REPO
+
+SESSIONS = REPO / "sessions"
+GUIDED = SESSIONS / "train-step-guided"
+LADDER = SESSIONS / "ladder-n1024"
+SHOW_AND_REPORT_PANDAS = """
+import sys
+from profkit.cli import main
+try:
+    main(sys.argv[1:])
+finally:
+    print("pandas imported" if "pandas" in sys.modules else "pandas not imported", file=sys.stderr)
+"""
+
+
+def committed() -> list:
+    return sorted(s for s in SESSIONS.iterdir() if (s / "manifest.json").exists())
+
+
+def copy_session(source, target):
+    """A session without its reports (the tables and manifest are what show reads)."""
+    return shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.xz", "*.nsys-rep", "*.sqlite"))
+
+
+@pytest.fixture
+def no_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PROFKIT_NO_CACHE", "1")
+
+
+@pytest.mark.parametrize("session", committed(), ids=lambda p: p.name)
+def test_every_committed_session_keeps_current_shown_tables(session):
+    assert read_shown(str(session), SESSIONS) is not None, \
+        f"{session.name}'s tables/shown.json is missing or stale: run `profkit sessions --store-shown` and commit it"
+
+
+@pytest.mark.parametrize("session", committed(), ids=lambda p: p.name)
+def test_each_kept_table_prints_what_building_it_prints(session):
+    import profkit
+
+    kept = read_shown(str(session), SESSIONS)
+    built = profkit.load(session)
+    assert kept.applicable == built.tables()
+    live = {s.name for s in all_specs() if s.live}
+    assert [n for n in kept.applicable if not kept.has(n)] == [n for n in kept.applicable if n in live]
+    for name in kept.applicable:
+        if kept.has(name):
+            assert format_table(kept.table(name)) == format_table(built.table(name)), name
+            assert len(kept.table(name)) == len(built.table(name)), name
+
+
+@pytest.mark.parametrize("options", [dict(tables=(), all_tables=False, columns="", head=None),
+                                     dict(tables=("summary", "occupancy"), all_tables=False, columns="", head=2),
+                                     dict(tables=("summary",), all_tables=False, columns="kernel,duration_us",
+                                          head=None)],
+                         ids=["defaults", "head", "columns"])
+def test_show_prints_the_same_from_kept_and_built_tables(options):
+    paths = (str(LADDER), str(SESSIONS / "ladder-quick-n4096"))
+    stored = _stored_show(paths, **options)
+    assert stored is not None
+    rendered, replayable = _rendered_show(paths, options["tables"], options["all_tables"], "text", False,
+                                          options["columns"], options["head"])
+    assert stored == rendered and replayable
+    assert any("ladder-n1024 · " in text for _, text in stored)
+
+
+def test_a_missing_column_is_the_same_error(no_cache):
+    result = CliRunner().invoke(main, ["show", str(LADDER), "-t", "summary", "-c", "kernel,nope"])
+    assert result.exit_code == 2 and "table 'summary' has no column nope" in result.output
+
+
+def test_a_table_not_kept_is_built():
+    """The source view reads the .cu files as they are now: never kept, so asking for it (or --all) builds."""
+    assert "source" in read_shown(str(GUIDED), SESSIONS).applicable
+    assert _stored_show((str(GUIDED),), ("source",), False, "", None) is None
+    assert _stored_show((str(GUIDED),), (), True, "", None) is None
+    assert _stored_show((str(GUIDED),), ("no-such-table",), False, "", None) is None
+
+
+def test_a_first_show_imports_no_pandas_and_prints_the_built_tables(tmp_path):
+    env = {"PROFKIT_CACHE": str(tmp_path / "cache")}
+    plain = copy_session(LADDER, tmp_path / "ladder-n1024")
+    (plain / "tables" / SHOWN).unlink()
+
+    def show(path):
+        import os
+
+        return subprocess.run([sys.executable, "-c", SHOW_AND_REPORT_PANDAS, "show", str(path)], capture_output=True,
+                              text=True, timeout=120, cwd=REPO, env={**os.environ, **env})
+
+    kept, built = show(LADDER), show(plain)
+    assert kept.returncode == 0 and built.returncode == 0, kept.stderr + built.stderr
+    assert "pandas not imported" in kept.stderr and "pandas imported" in built.stderr
+    assert kept.stdout == built.stdout and "== hotspots" in kept.stdout
+
+
+# ---------------------------------------------------------------------------------------------- staleness
+
+
+@pytest.fixture
+def session(tmp_path):
+    return copy_session(GUIDED, tmp_path / "guided")
+
+
+def test_a_copied_session_keeps_its_shown_tables(session):
+    assert read_shown(str(session), session.parent) is not None
+
+
+def test_an_edited_table_is_not_read_from_the_kept_tables(session, no_cache):
+    table = session / "tables" / "nsys_kernels.parquet"
+    table.write_bytes(table.read_bytes() + b"\0")
+    assert read_shown(str(session), session.parent) is None
+    result = CliRunner().invoke(main, ["show", str(session)])
+    assert result.exit_code == 1 and "nsys_kernels" in result.output  # the usual damaged-table error
+
+
+def test_a_resealed_manifest_edit_makes_them_stale(session, no_cache):
+    manifest = read_manifest(session)
+    manifest["cache_control"] = "none"  # the cross-check reads it
+    write_manifest(session, manifest)
+    assert read_shown(str(session), session.parent) is None
+
+
+def test_an_edited_shown_file_is_not_read(session):
+    target = session / "tables" / SHOWN
+    digest, body = target.read_text().split("\n", 1)
+    content = json.loads(body)
+    content["tables"]["hotspots"]["rows"] += 1
+    target.write_text(f"{digest}\n{json.dumps(content, separators=(',', ':'))}\n")
+    assert read_shown(str(session), session.parent) is None
+    target.write_text("not json at all")
+    assert read_shown(str(session), session.parent) is None
+
+
+@pytest.mark.parametrize("what", ["code", "library"])
+def test_other_code_or_libraries_make_them_stale(session, monkeypatch, what):
+    if what == "code":
+        monkeypatch.setattr(shown_module, "_code_digest", lambda: "0" * 64)
+    else:
+        real = shown_module._library_version
+        monkeypatch.setattr(shown_module, "_library_version", lambda name: "9.9" if name == "pandas" else real(name))
+    assert read_shown(str(session), session.parent) is None
+
+
+def test_the_code_digest_follows_every_stamped_file(tmp_path, monkeypatch):
+    package = shutil.copytree(REPO / "profkit", tmp_path / "profkit", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(shown_module, "_PACKAGE", package)
+    stamped = {p.relative_to(package).as_posix() for p in stamped_code()}
+    assert {"analyse/hotspots.py", "analyse/views.py", "parse/catalog.py", "session/store.py", "units.py",
+            "render/terminal.py", "api.py"} <= stamped
+    assert not {p for p in stamped if p.split("/")[0] in UNSTAMPED and p not in STAMPED_RENDER}
+    before = shown_module._code_digest()
+    hotspots = package / "analyse" / "hotspots.py"
+    hotspots.write_text(hotspots.read_text() + "\n# an edit\n")
+    assert shown_module._code_digest() != before
+
+
+@pytest.mark.parametrize("which", ["three", pytest.param("all", marks=pytest.mark.slow)])
+def test_building_the_tables_runs_no_unstamped_code(tmp_path, which):
+    """What the stamp leaves out (UNSTAMPED) must never run while the tables are built: write_shown of copies of
+    committed sessions in one fresh process (a guided capture, the matmul ladder, a FlashAttention backward; in the
+    slow set every one), then every profkit module it imported is a stamped file."""
+    chosen = committed() if which == "all" else [GUIDED, LADDER, SESSIONS / "fa2-n1024-d64-bwd"]
+    copies = [copy_session(s, tmp_path / s.name) for s in chosen]
+    script = ("import sys, json\nfrom profkit.session.shown import write_shown\n"
+              f"for path in {[str(c) for c in copies]!r}:\n    write_shown(path)\n"
+              "print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items()) "
+              "if (n == 'profkit' or n.startswith('profkit.')) and getattr(m, '__file__', None))))")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert run.returncode == 0, run.stderr
+    loaded = {str(p) for p in json.loads(run.stdout)}
+    stamped = {str(p) for p in stamped_code()}
+    assert loaded and loaded <= stamped, sorted(loaded - stamped)
+    assert all(read_shown(str(c), tmp_path) is not None for c in copies)
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def test_sessions_store_shown_writes_missing_and_stale_ones_only(tmp_path, monkeypatch):
+    root = tmp_path / "sessions"
+    for source in (LADDER, GUIDED):
+        copy_session(source, root / source.name)
+    (root / "ladder-n1024" / "tables" / SHOWN).unlink()
+    runner = CliRunner()
+    first = runner.invoke(main, ["sessions", "--sessions-dir", str(root), "--store-shown"])
+    assert first.exit_code == 0, first.output
+    assert "kept " in first.output and first.output.count("kept ") == 1 and "ladder-n1024" in first.output
+    assert read_shown("ladder-n1024", root) is not None
+    again = runner.invoke(main, ["sessions", "--sessions-dir", str(root), "--store-shown"])
+    assert again.exit_code == 0 and "kept " not in again.output
+
+
+def test_an_import_keeps_its_shown_tables(tmp_path):
+    from profkit.capture.importer import import_reports
+
+    path = import_reports([REPO / "sessions" / "ladder-quick-n4096" / "matmul_naive.ncu-rep"], "naive",
+                          root=tmp_path)
+    kept = read_shown(str(path), tmp_path)
+    assert kept is not None and "summary" in kept.defaults
+    result = CliRunner().invoke(main, ["show", str(path), "-t", "summary"])
+    assert result.exit_code == 0 and "matmul_naive" in result.output
+
+
+def test_write_shown_replaces_the_file_whole(session):
+    target = write_shown(session)
+    assert target == session / "tables" / SHOWN and not list(target.parent.glob(".*.part"))
+    digest, body = target.read_text().split("\n", 1)
+    assert len(digest) == 64 and json.loads(body)["stamp"]["tables"] == read_manifest(session)["table_checksums"]
