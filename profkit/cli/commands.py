@@ -256,7 +256,7 @@ def sessions(sessions_dir: str | None, clean: bool, store_shown: bool) -> None:
 
     root = Path(sessions_dir) if sessions_dir else sessions_root()
     if store_shown:
-        _store_shown(list_sessions(root), root)
+        _store_shown(list_sessions(root))
     if clean:
         for partial in incomplete_sessions(root):
             remove(partial)
@@ -269,18 +269,19 @@ def sessions(sessions_dir: str | None, clean: bool, store_shown: bool) -> None:
         click.echo(f"unreadable (not listed above): {path}: {why}")
 
 
-def _store_shown(sessions, root: Path) -> None:
+def _store_shown(sessions) -> None:
     """sessions --store-shown: write_shown for each session whose shown tables are not current; a ReportError
     naming those that failed (after trying every one)."""
     from profkit.errors import ProfkitError, ReportError
-    from profkit.session.shown import read_shown, write_shown
+    from profkit.session.shown import stale_reasons, write_shown
 
     failed = []
     for session in sorted(sessions, key=lambda s: s.name):
-        if session.manifest.get("tables_pending") or read_shown(str(session.path), root) is not None:
+        why = [] if session.manifest.get("tables_pending") else stale_reasons(session.path)
+        if not why:
             continue
         try:
-            click.echo(f"kept {write_shown(session.path)}")
+            click.echo(f"kept {write_shown(session.path)} ({'; '.join(why)})")
         except ProfkitError as exc:
             click.echo(f"not kept for {session.name}: {exc.message}", err=True)
             failed.append(session.name)

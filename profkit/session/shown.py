@@ -138,24 +138,51 @@ class Shown:
                            int(stored["rows"]))
 
 
-def read_shown(spec: str, root: Path) -> Shown | None:
-    """The shown tables of the session that `profkit show SPEC` would load (a folder holding a manifest, or a
-    session name under root) when they are current. None when spec is not such a session, the session is not
-    complete, it has no shown.json, or anything in the stamp changed: show then builds the tables the usual way
-    (and says what is wrong with the session, if anything is)."""
-    folder = next((c for c in (Path(spec), root / spec) if c.is_dir() and (c / MANIFEST).exists()), None)
-    if folder is None:
-        return None
+def _checked(folder: Path) -> tuple[dict | None, list[str]]:
+    """A session folder's shown.json content (None when absent or damaged) and why it is not current ([] when it
+    is)."""
     try:
         digest, _, body = (folder / TABLES / SHOWN).read_bytes().partition(b"\n")
         if hashlib.sha256(body.rstrip(b"\n")).hexdigest().encode() != digest:
-            return None
+            return None, [f"{TABLES}/{SHOWN} is damaged"]
         content = json.loads(body)
         manifest = read_manifest(folder)
         if manifest.get("status") not in (None, "complete") or manifest.get("tables_pending"):
-            return None
-        if manifest.get(CHECKSUMS) != content["stamp"]["tables"] or content["stamp"] != stamp(folder, manifest):
-            return None
-        return Shown(folder.name, content)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ProfkitError):
+            return content, ["the session is incomplete or its tables are pending"]
+        recorded, current = content["stamp"], stamp(folder, manifest)
+        why = [] if manifest.get(CHECKSUMS) == recorded["tables"] else ["the manifest's table checksums differ"]
+        why += [what for key, what in (("format", "an older format"), ("manifest", "the manifest changed"),
+                                       ("tables", "the stored tables changed"),
+                                       ("code", "profkit's code that builds the tables changed"))
+                if recorded.get(key) != current[key]]
+        why += [f"{name} {recorded['libraries'].get(name)} then, {version} now"
+                for name, version in current["libraries"].items() if recorded["libraries"].get(name) != version]
+        return content, why
+    except FileNotFoundError:
+        return None, [f"no {TABLES}/{SHOWN}"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ProfkitError) as exc:
+        return None, [f"{TABLES}/{SHOWN} cannot be read ({type(exc).__name__}: {exc})"]
+
+
+def stale_reasons(folder: str | Path) -> list[str]:
+    """Why show does not read a session folder's shown tables ([] when it does)."""
+    return _checked(Path(folder))[1]
+
+
+def load_shown(folder: str | Path) -> Shown | None:
+    """A session folder's shown tables whatever their stamp says (None when absent or damaged): tests compare them
+    with what this machine builds."""
+    content, _ = _checked(Path(folder))
+    return None if content is None else Shown(Path(folder).name, content)
+
+
+def read_shown(spec: str, root: Path) -> Shown | None:
+    """The shown tables of the session that `profkit show SPEC` would load (a folder holding a manifest, or a
+    session name under root) when they are current. None when spec is not such a session, the session is not
+    complete, it has no shown.json, or anything in the stamp changed (stale_reasons): show then builds the tables
+    the usual way (and says what is wrong with the session, if anything is)."""
+    folder = next((c for c in (Path(spec), root / spec) if c.is_dir() and (c / MANIFEST).exists()), None)
+    if folder is None:
         return None
+    content, why = _checked(folder)
+    return Shown(folder.name, content) if content is not None and not why else None
