@@ -3,7 +3,7 @@ session reads one file and imports no pandas.
 
 Why: every table is a pandas computation, and a fresh process that imports pandas took 0.30-0.65 s on the 2-core
 CI machine (it varies by the hour), against a goal of 0.5 s for `profkit show` of a committed session. What show
-prints is a function of the session's stored tables and manifest, of profkit's own code (STAMPED_CODE) and of
+prints is a function of the session's stored tables and manifest, of profkit's own code (stamped_code) and of
 pandas, numpy and pyarrow. The file records each of them (its stamp) and is read only while all are unchanged;
 otherwise show builds the tables as usual, so a stale file costs speed, never a number.
 
@@ -120,7 +120,7 @@ def keep_shown(path: str | Path) -> str:
 
 
 class Shown:
-    """A session's tables/shown.json whose stamp matched: what `profkit show` prints of it, table by table."""
+    """A session's tables/shown.json: what `profkit show` prints of it, table by table."""
 
     def __init__(self, name: str, content: dict):
         self.name = name
