@@ -165,7 +165,7 @@ def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt:
 
 def _stored_show(paths, tables, all_tables, columns, head) -> list[tuple[bool, str]] | None:
     """What `show` prints, from the sessions' stored shown tables (session.shown), without pandas; None unless
-    every input is a session whose shown tables are current and hold every table asked for."""
+    every input is a session whose shown tables are current and hold every table and row asked for."""
     from profkit.session import sessions_root
     from profkit.session.shown import read_shown
 
@@ -177,8 +177,13 @@ def _stored_show(paths, tables, all_tables, columns, head) -> list[tuple[bool, s
         chosen = shown.applicable if all_tables else list(dict.fromkeys(tables)) or shown.defaults
         if not all(shown.has(name) for name in chosen):
             return None  # a live table, or one that does not apply (the usual path says why)
+        for name in chosen:
+            table = shown.table(name)
+            printed = len(table) if head == 0 else min(len(table), head or TEXT_ROWS)
+            if printed > shown.kept_rows(name):
+                return None  # more rows than were kept
+            result.append((shown.name, name, table))
         warnings += shown.warnings if chosen else []
-        result += [(shown.name, name, shown.table(name)) for name in chosen]
     return _show_pieces(result, warnings, "text", columns, head, several=len(paths) > 1)
 
 

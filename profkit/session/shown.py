@@ -9,8 +9,8 @@ otherwise show builds the tables as usual, so a stale file costs speed, never a 
 
 The file: a first line holding the sha256 of the rest, then JSON {"stamp", "defaults", "applicable", "warnings",
 "tables": {name: {"rows": n, "columns": [[name, numeric, values], ...]}}}, the values as render.terminal formats
-them (numbers, text, null). Tables built from files outside the session (registry `live`: the source view) are
-not kept. Written after a capture or an import, by `show --rebuild`, and for every session by
+them (numbers, text, null), the first KEPT_ROWS rows of each table. Tables built from files outside the session
+(registry `live`: the source view) are not kept. Written after a capture or an import, by `show --rebuild`, and for every session by
 `profkit sessions --store-shown` (after a profkit upgrade).
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from pathlib import Path
 
 from profkit.errors import ProfkitError
@@ -34,6 +35,9 @@ sessions in a fresh process and checks it imported none of them), but for STAMPE
 STAMPED_RENDER = ("render/__init__.py", "render/terminal.py")
 """render.terminal turns a table's values into Columns (frame_columns): stamped, with its package."""
 STAMPED_LIBRARIES = ("pandas", "numpy", "pyarrow")
+KEPT_ROWS = 500
+"""Rows kept of each table: what a text show prints without --head (cli.commands.TEXT_ROWS). A show that asks for
+more of a longer table (--head N, --head 0) builds it: a 10^6-kernel timeline's launch table has 1.5*10^5 rows."""
 
 
 def stamped_code() -> list[Path]:
@@ -95,12 +99,12 @@ def write_shown(path: str | Path) -> Path:
         if registry.spec(name).live:
             continue
         df = registry.build(bundle, name)
-        tables[name] = {"rows": len(df), "columns": [list(c) for c in frame_columns(df)]}
+        tables[name] = {"rows": len(df), "columns": [list(c) for c in frame_columns(df.head(KEPT_ROWS))]}
     body = json.dumps({"stamp": stamp(session.path, session.manifest), "defaults": registry.defaults(bundle),
                        "applicable": applicable, "warnings": bundle.warnings(), "tables": tables},
                       separators=(",", ":"))
     target = session.path / TABLES / SHOWN
-    partial = target.with_name(f".{SHOWN}.part")
+    partial = target.with_name(f".{SHOWN}.{uuid.uuid4().hex[:8]}.part")  # two writers never share it
     partial.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}\n")
     os.replace(partial, target)
     return target
@@ -133,9 +137,14 @@ class Shown:
         return name in self._tables
 
     def table(self, name: str) -> ColumnTable:
+        """The kept table: its row count, and the values of its first KEPT_ROWS rows (kept_rows)."""
         stored = self._tables[name]
         return ColumnTable([Column(str(c), bool(numeric), list(values)) for c, numeric, values in stored["columns"]],
                            int(stored["rows"]))
+
+    def kept_rows(self, name: str) -> int:
+        stored = self._tables[name]
+        return len(stored["columns"][0][2]) if stored["columns"] else int(stored["rows"])
 
 
 def _checked(folder: Path) -> tuple[dict | None, list[str]]:

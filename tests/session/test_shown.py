@@ -132,6 +132,27 @@ def test_a_first_show_imports_no_pandas_and_prints_the_built_tables(tmp_path):
     assert kept.stdout == built.stdout and "== hotspots" in kept.stdout
 
 
+def test_a_long_table_keeps_its_first_rows_and_a_show_of_more_builds_it(tmp_path, monkeypatch):
+    """A table keeps KEPT_ROWS rows and its row count: a show printing no more than that reads them (with the
+    "more rows" line), one printing more (--head N, --head 0, a longer TEXT_ROWS) builds the table."""
+    from profkit.cli import commands
+
+    assert shown_module.KEPT_ROWS >= commands.TEXT_ROWS
+    monkeypatch.setattr(shown_module, "KEPT_ROWS", 3)
+    session = copy_session(LADDER, tmp_path / "ladder")
+    write_shown(session)
+    kept = read_shown(str(session), tmp_path)
+    assert len(kept.table("summary")) == 6 and kept.kept_rows("summary") == 3
+    path = (str(session),)
+    for head in (None, 0, 4):
+        assert _stored_show(path, ("summary",), False, "", head) is None, head
+    for head, text_rows in ((2, commands.TEXT_ROWS), (3, commands.TEXT_ROWS), (None, 3)):
+        monkeypatch.setattr(commands, "TEXT_ROWS", text_rows)
+        stored = _stored_show(path, ("summary",), False, "kernel", head)
+        assert stored == _rendered_show(path, ("summary",), False, "text", False, "kernel", head)[0], head
+    assert any("3 more rows (6 in all)" in text for _, text in stored)
+
+
 # ---------------------------------------------------------------------------------------------- staleness
 
 
