@@ -1,5 +1,6 @@
 """benchmarks/many_report.py: a many-launch report built from one real H200 launch reads back whole."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,14 @@ def test_session_show_is_timed_first_with_an_empty_cache_then_replayed(tmp_path,
     repeat (the unchanged session's output replayed), each judged against the goal."""
     from benchmarks.loading import measure_sessions, verdicts
 
+    from profkit.session.shown import stale_reasons, write_shown
+
     monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
-    row = measure_sessions([REPO / "sessions" / "fa2-n1024-d64"], repeats=2)[0]
+    session = shutil.copytree(REPO / "sessions" / "fa2-n1024-d64", tmp_path / "fa2-n1024-d64",
+                              ignore=shutil.ignore_patterns("*.xz", "*.nsys-rep"))
+    if stale_reasons(session):  # written with other library versions than this machine's (the GPU machine's)
+        write_shown(session)
+    row = measure_sessions([session], repeats=2)[0]
     assert row["shown_current"] is True and row["show_s"] > 0 and row["first_show_s"] > 0
     # each first show paired with an import-floor run: profkit's own share is their median difference
     assert len(row["floor_runs_s"]) == len(row["first_runs_s"]) == 2 and min(row["floor_runs_s"]) > 0
