@@ -3,8 +3,9 @@ session reads one file and imports no pandas.
 
 Why: every table is a pandas computation, and a fresh process that imports pandas took 0.30-0.65 s on the 2-core
 CI machine (it varies by the hour), against a goal of 0.5 s for `profkit show` of a committed session. What show
-prints is a function of the session's stored tables and manifest, of profkit's own code (stamped_code) and of
-pandas, numpy and pyarrow. The file records each of them (its stamp) and is read only while all are unchanged;
+prints is a function of the session's stored tables and manifest, of the profkit modules that build the tables
+(loaded_code: those the writing process imported, so an edit of a report reader or of the diff leaves the files
+current) and of pandas, numpy and pyarrow. The file records each of them (its stamp) and is read only while all are unchanged;
 otherwise show builds the tables as usual, so a stale file costs speed, never a number.
 
 The file: a first line holding the sha256 of the rest, then JSON {"stamp", "defaults", "applicable", "warnings",
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -27,36 +29,50 @@ from profkit.render.terminal import Column, ColumnTable
 from profkit.session.store import CHECKSUMS, MANIFEST, TABLES, manifest_seal, read_manifest, table_checksums
 
 SHOWN = "shown.json"
-FORMAT = 1
+FORMAT = 2
 _PACKAGE = Path(__file__).resolve().parents[1]
 UNSTAMPED = ("cli", "capture", "bench", "kernels", "build", "doctor.py", "fuzz.py", "process.py", "render")
-"""Parts of profkit that building a session's tables never runs (a test builds every table of the committed
-sessions in a fresh process and checks it imported none of them), but for STAMPED_RENDER."""
+"""Parts of profkit that building a session's tables never runs, left out of the stamp although the writing process
+(a capture, the CLI) imported them: a test builds every table of the committed sessions in a fresh process and
+checks it imported none of them. render.terminal (STAMPED_RENDER) is the exception."""
 STAMPED_RENDER = ("render/__init__.py", "render/terminal.py")
 """render.terminal turns a table's values into Columns (frame_columns): stamped, with its package."""
 STAMPED_LIBRARIES = ("pandas", "numpy", "pyarrow")
+CORE_CODE = ("analyse/registry.py", "analyse/views.py", "render/terminal.py", "session/shown.py")
+"""Files every stamp must list (the table declarations, the values' conversion, this module): a stamp without them,
+or naming a file that cannot be stamped, is not trusted."""
 KEPT_ROWS = 500
 """Rows kept of each table: what a text show prints without --head (cli.commands.TEXT_ROWS). A show that asks for
 more of a longer table (--head N, --head 0) builds it: a 10^6-kernel timeline's launch table has 1.5*10^5 rows."""
 
 
-def stamped_code() -> list[Path]:
-    """profkit's source files whose content the stamp covers: all but UNSTAMPED, STAMPED_RENDER included."""
-    files = []
-    for folder, dirs, names in os.walk(_PACKAGE):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(names):
-            path = Path(folder) / name
-            relative = path.relative_to(_PACKAGE).as_posix()
-            if name.endswith(".py") and (relative in STAMPED_RENDER or relative.split("/")[0] not in UNSTAMPED):
-                files.append(path)
-    return files
+def stampable(relative: str) -> bool:
+    """Whether a profkit source file (a path relative to the package) may be in a stamp: all but UNSTAMPED."""
+    return relative.endswith(".py") and (relative in STAMPED_RENDER or relative.split("/")[0] not in UNSTAMPED)
 
 
-def _code_digest() -> str:
+def loaded_code() -> list[str]:
+    """The stampable profkit source files this process has imported (paths relative to the package), after it
+    built the tables: every module whose code the building ran is among them."""
+    files = set()
+    for name, module in list(sys.modules.items()):
+        origin = getattr(module, "__file__", None) if name == "profkit" or name.startswith("profkit.") else None
+        if origin:
+            try:
+                relative = Path(origin).resolve().relative_to(_PACKAGE).as_posix()
+            except ValueError:  # a profkit from elsewhere on the path
+                continue
+            if stampable(relative):
+                files.add(relative)
+    return sorted(files)
+
+
+def code_digest(files: list[str]) -> str:
+    """sha256 over the names and bytes of these profkit source files as they are now (a missing one counts)."""
     digest = hashlib.sha256()
-    for path in stamped_code():
-        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for relative in files:
+        path = _PACKAGE / relative
+        digest.update(relative.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(missing)") + b"\0")
     return digest.hexdigest()
 
 
@@ -76,9 +92,9 @@ def _library_version(name: str) -> str:
     return metadata.version(name)
 
 
-def stamp(session: Path, manifest: dict) -> dict:
-    """Everything the shown tables of a session depend on, as it is now."""
-    return {"format": FORMAT, "code": _code_digest(),
+def stamp(session: Path, manifest: dict, code: list[str]) -> dict:
+    """Everything the shown tables of a session depend on, as it is now; code: the source files that built them."""
+    return {"format": FORMAT, "code": {"files": list(code), "digest": code_digest(code)},
             "libraries": {name: _library_version(name) for name in STAMPED_LIBRARIES},
             "manifest": manifest_seal(manifest), "tables": table_checksums(session)}
 
@@ -100,7 +116,8 @@ def write_shown(path: str | Path) -> Path:
             continue
         df = registry.build(bundle, name)
         tables[name] = {"rows": len(df), "columns": [list(c) for c in frame_columns(df.head(KEPT_ROWS))]}
-    body = json.dumps({"stamp": stamp(session.path, session.manifest), "defaults": registry.defaults(bundle),
+    body = json.dumps({"stamp": stamp(session.path, session.manifest, loaded_code()),
+                       "defaults": registry.defaults(bundle),
                        "applicable": applicable, "warnings": bundle.warnings(), "tables": tables},
                       separators=(",", ":"))
     target = session.path / TABLES / SHOWN
@@ -158,9 +175,15 @@ def _checked(folder: Path) -> tuple[dict | None, list[str]]:
         manifest = read_manifest(folder)
         if manifest.get("status") not in (None, "complete") or manifest.get("tables_pending"):
             return content, ["the session is incomplete or its tables are pending"]
-        recorded, current = content["stamp"], stamp(folder, manifest)
+        recorded = content["stamp"]
+        if recorded.get("format") != FORMAT:
+            return content, ["an older format"]
+        files = recorded["code"]["files"]
+        if not set(CORE_CODE) <= set(files) or not all(stampable(f) and ".." not in f.split("/") for f in files):
+            return content, ["its stamp does not list the code that builds the tables"]
+        current = stamp(folder, manifest, files)
         why = [] if manifest.get(CHECKSUMS) == recorded["tables"] else ["the manifest's table checksums differ"]
-        why += [what for key, what in (("format", "an older format"), ("manifest", "the manifest changed"),
+        why += [what for key, what in (("manifest", "the manifest changed"),
                                        ("tables", "the stored tables changed"),
                                        ("code", "profkit's code that builds the tables changed"))
                 if recorded.get(key) != current[key]]

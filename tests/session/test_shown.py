@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,8 +16,8 @@ from profkit.cli import main
 from profkit.cli.commands import _rendered_show, _stored_show
 from profkit.render.terminal import format_table
 from profkit.session import shown as shown_module
-from profkit.session.shown import (SHOWN, STAMPED_LIBRARIES, STAMPED_RENDER, UNSTAMPED, load_shown, read_shown,
-                                   stale_reasons, stamped_code, write_shown)
+from profkit.session.shown import (CORE_CODE, SHOWN, STAMPED_LIBRARIES, load_shown, read_shown, stale_reasons,
+                                   stampable, write_shown)
 from profkit.session.store import read_manifest, write_manifest
 from tests import REPO
 
@@ -216,7 +217,7 @@ def test_an_edited_shown_file_is_not_read(session):
 def test_other_code_or_libraries_make_them_stale(session, monkeypatch, what):
     real = shown_module._library_version
     if what == "code":
-        monkeypatch.setattr(shown_module, "_code_digest", lambda: "0" * 64)
+        monkeypatch.setattr(shown_module, "code_digest", lambda files: "0" * 64)
         reasons = ["profkit's code that builds the tables changed"]
     else:
         monkeypatch.setattr(shown_module, "_library_version", lambda name: "9.9" if name == "pandas" else real(name))
@@ -225,24 +226,45 @@ def test_other_code_or_libraries_make_them_stale(session, monkeypatch, what):
     assert stale_reasons(session) == reasons
 
 
-def test_the_code_digest_follows_every_stamped_file(tmp_path, monkeypatch):
+def code_reasons(session) -> list[str]:
+    return [r for r in stale_reasons(session) if r.split()[0] not in STAMPED_LIBRARIES]
+
+
+def test_an_edit_of_the_code_that_builds_the_tables_makes_them_stale_and_a_readers_does_not(tmp_path, monkeypatch):
+    """The stamp covers the modules that built the tables (those the writing process imported, but UNSTAMPED):
+    an edit of the hotspots makes the files stale, an edit of the ncu report's PC reader or of the diff does not."""
     package = shutil.copytree(REPO / "profkit", tmp_path / "profkit", ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(shown_module, "_PACKAGE", package)
-    stamped = {p.relative_to(package).as_posix() for p in stamped_code()}
-    assert {"analyse/hotspots.py", "analyse/views.py", "parse/catalog.py", "session/store.py", "units.py",
-            "render/terminal.py", "api.py"} <= stamped
-    assert not {p for p in stamped if p.split("/")[0] in UNSTAMPED and p not in STAMPED_RENDER}
-    before = shown_module._code_digest()
+    assert code_reasons(LADDER) == []
+    for untouched in ("parse/ncu_pcs.py", "analyse/diff/rules.py", "cli/commands.py", "capture/profile.py"):
+        (package / untouched).write_text((package / untouched).read_text() + "\n# an edit\n")
+    assert code_reasons(LADDER) == []
     hotspots = package / "analyse" / "hotspots.py"
     hotspots.write_text(hotspots.read_text() + "\n# an edit\n")
-    assert shown_module._code_digest() != before
+    assert code_reasons(LADDER) == ["profkit's code that builds the tables changed"]
+    hotspots.unlink()
+    assert code_reasons(LADDER) == ["profkit's code that builds the tables changed"]
+
+
+@pytest.mark.parametrize("files", [["analyse/registry.py", "render/terminal.py", "session/shown.py"],
+                                   [*CORE_CODE, "../../outside.py"], [*CORE_CODE, "cli/commands.py"]],
+                         ids=["without the table declarations", "outside the package", "unstampable"])
+def test_a_stamp_that_does_not_list_the_table_code_is_not_trusted(session, files):
+    import hashlib
+
+    target = session / "tables" / SHOWN
+    content = json.loads(target.read_text().split("\n", 1)[1])
+    content["stamp"]["code"] = {"files": files, "digest": shown_module.code_digest(files)}
+    body = json.dumps(content, separators=(",", ":"))
+    target.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}\n")
+    assert stale_reasons(session) == ["its stamp does not list the code that builds the tables"]
 
 
 @pytest.mark.parametrize("which", ["three", pytest.param("all", marks=pytest.mark.slow)])
 def test_building_the_tables_runs_no_unstamped_code(tmp_path, which):
     """What the stamp leaves out (UNSTAMPED) must never run while the tables are built: write_shown of copies of
     committed sessions in one fresh process (a guided capture, the matmul ladder, a FlashAttention backward; in the
-    slow set every one), then every profkit module it imported is a stamped file."""
+    slow set every one) imports no such module, and the stamps list every profkit module it imported."""
     chosen = committed() if which == "all" else [GUIDED, LADDER, SESSIONS / "fa2-n1024-d64-bwd"]
     copies = [copy_session(s, tmp_path / s.name) for s in chosen]
     script = ("import sys, json\nfrom profkit.session.shown import write_shown\n"
@@ -251,9 +273,11 @@ def test_building_the_tables_runs_no_unstamped_code(tmp_path, which):
               "if (n == 'profkit' or n.startswith('profkit.')) and getattr(m, '__file__', None))))")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr
-    loaded = {str(p) for p in json.loads(run.stdout)}
-    stamped = {str(p) for p in stamped_code()}
-    assert loaded and loaded <= stamped, sorted(loaded - stamped)
+    loaded = {Path(p).resolve().relative_to(shown_module._PACKAGE).as_posix() for p in json.loads(run.stdout)}
+    assert {"analyse/hotspots.py", *CORE_CODE} <= loaded
+    assert not [p for p in loaded if not stampable(p)], "building the tables ran code the stamp leaves out"
+    last = json.loads((copies[-1] / "tables" / SHOWN).read_text().split("\n", 1)[1])
+    assert set(last["stamp"]["code"]["files"]) == loaded
     assert all(read_shown(str(c), tmp_path) is not None for c in copies)
 
 
