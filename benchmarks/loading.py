@@ -136,7 +136,8 @@ def measure_sessions(sessions: list[Path], repeats: int) -> list[dict]:
                 continue
             runs = [timed(show_args(session), env) for _ in range(repeats)]
             kept = read_shown(str(session), session.parent) is not None
-            rows.append({"session": session.name, "shown_current": kept, "show_s": statistics.median(r["s"] for r in runs),
+            rows.append({"session": session.name, "shown_current": kept,
+                         "show_s": statistics.median(r["s"] for r in runs),
                          "runs_s": [round(r["s"], 3) for r in runs],
                          "first_show_s": statistics.median(r["s"] for r in first),
                          "first_runs_s": [round(r["s"], 3) for r in first],

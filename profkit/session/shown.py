@@ -5,14 +5,14 @@ Why: every table is a pandas computation, and a fresh process that imports panda
 CI machine (it varies by the hour), against a goal of 0.5 s for `profkit show` of a committed session. What show
 prints is a function of the session's stored tables and manifest, of the profkit modules that build the tables
 (loaded_code: those the writing process imported, so an edit of a report reader or of the diff leaves the files
-current) and of pandas, numpy and pyarrow. The file records each of them (its stamp) and is read only while all are unchanged;
-otherwise show builds the tables as usual, so a stale file costs speed, never a number.
+current) and of pandas, numpy and pyarrow. The file records each of them (its stamp) and is read only while all
+are unchanged; otherwise show builds the tables as usual, so a stale file costs speed, never a number.
 
 The file: a first line holding the sha256 of the rest, then JSON {"stamp", "defaults", "applicable", "warnings",
 "tables": {name: {"rows": n, "columns": [[name, numeric, values], ...]}}}, the values as render.terminal formats
 them (numbers, text, null), the first KEPT_ROWS rows of each table. Tables built from files outside the session
-(registry `live`: the source view) are not kept. Written after a capture or an import, by `show --rebuild`, and for every session by
-`profkit sessions --store-shown` (after a profkit upgrade).
+(registry `live`: the source view) are not kept (encode writes the file). Written after a capture or an import, by
+`show --rebuild`, and for every session by `profkit sessions --store-shown` (after a profkit upgrade).
 """
 
 from __future__ import annotations
@@ -116,15 +116,20 @@ def write_shown(path: str | Path) -> Path:
             continue
         df = registry.build(bundle, name)
         tables[name] = {"rows": len(df), "columns": [list(c) for c in frame_columns(df.head(KEPT_ROWS))]}
-    body = json.dumps({"stamp": stamp(session.path, session.manifest, loaded_code()),
-                       "defaults": registry.defaults(bundle),
-                       "applicable": applicable, "warnings": bundle.warnings(), "tables": tables},
-                      separators=(",", ":"))
+    text = encode({"stamp": stamp(session.path, session.manifest, loaded_code()),
+                   "defaults": registry.defaults(bundle), "applicable": applicable, "warnings": bundle.warnings(),
+                   "tables": tables})
     target = session.path / TABLES / SHOWN
     partial = target.with_name(f".{SHOWN}.{uuid.uuid4().hex[:8]}.part")  # two writers never share it
-    partial.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}\n")
+    partial.write_text(text)
     os.replace(partial, target)
     return target
+
+
+def encode(content: dict) -> str:
+    """The text of a shown.json: the sha256 of the JSON body on the first line, then the body."""
+    body = json.dumps(content, separators=(",", ":"))
+    return f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}\n"
 
 
 def keep_shown(path: str | Path) -> str:

@@ -186,16 +186,13 @@ def test_a_resealed_manifest_edit_makes_them_stale(session, no_cache):
 def test_tables_the_manifest_does_not_vouch_for_are_not_read(session):
     """Shown tables stamped with the tables on disk, which the manifest's checksums do not match (the usual load
     reports those tables as damaged)."""
-    import hashlib
-
     manifest = read_manifest(session)
     manifest["table_checksums"] = {name: "0" * 64 for name in manifest["table_checksums"]}
     write_manifest(session, manifest)
     target = session / "tables" / SHOWN
     content = json.loads(target.read_text().split("\n", 1)[1])
     content["stamp"]["manifest"] = read_manifest(session)["manifest_sha256"]  # stamped after the edit
-    body = json.dumps(content, separators=(",", ":"))
-    target.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}\n")
+    target.write_text(shown_module.encode(content))
     assert stale_reasons(session) == ["the manifest's table checksums differ"]
 
 
@@ -250,13 +247,10 @@ def test_an_edit_of_the_code_that_builds_the_tables_makes_them_stale_and_a_reade
                                    [*CORE_CODE, "../../outside.py"], [*CORE_CODE, "cli/commands.py"]],
                          ids=["without the table declarations", "outside the package", "unstampable"])
 def test_a_stamp_that_does_not_list_the_table_code_is_not_trusted(session, files):
-    import hashlib
-
     target = session / "tables" / SHOWN
     content = json.loads(target.read_text().split("\n", 1)[1])
     content["stamp"]["code"] = {"files": files, "digest": shown_module.code_digest(files)}
-    body = json.dumps(content, separators=(",", ":"))
-    target.write_text(f"{hashlib.sha256(body.encode()).hexdigest()}\n{body}\n")
+    target.write_text(shown_module.encode(content))
     assert stale_reasons(session) == ["its stamp does not list the code that builds the tables"]
 
 
