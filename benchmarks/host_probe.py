@@ -159,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.host_probe", description=__doc__.splitlines()[0])
     parser.add_argument("probes", nargs="*", choices=PROBES, default=list(PROBES))
     args = parser.parse_args(argv)
-    from profkit.bench import harness
+    from profkit.bench.device import require_cuda
 
-    torch = harness.require_cuda("host_probe")
+    torch = require_cuda("host_probe")
     print(f"{torch.cuda.get_device_name()}: (host µs, total µs) per call, 300 back-to-back calls")
     for name in args.probes:
         globals()[name](torch)

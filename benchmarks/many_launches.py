@@ -19,9 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be at least 1")
-    from profkit.bench import harness
+    from profkit.bench.device import require_profiling
 
-    torch, nvtx = harness.require_profiling("many_launches")
+    torch, nvtx = require_profiling("many_launches")
     x = torch.randn(1 << 20, device="cuda")
     torch.cuda.synchronize()
     with nvtx.annotate("many"):

@@ -133,7 +133,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False) -> Pa
     nothing: the run is already three programs at one size)."""
     import tempfile
 
-    from profkit.bench.harness import environment
+    from profkit.bench.results import environment
 
     with tempfile.TemporaryDirectory() as workdir:
         result = measure(Path(workdir))

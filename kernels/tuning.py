@@ -33,7 +33,7 @@ def _flush_buffer(torch):
     Allocated per tuning measurement and dropped after it (the caching allocator reuses the block), so
     no 120 MB buffer stays allocated inside the program that tuned: on the H200 it had stayed live
     and counted in the INT8 model's peak memory."""
-    from profkit.bench.harness import l2_flush_bytes  # noqa: PLC0415 - pandas-importing module, needed only here
+    from profkit.bench.timing import l2_flush_bytes  # noqa: PLC0415 - pandas-importing module, needed only here
 
     device = torch.cuda.current_device()
     nbytes = l2_flush_bytes(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None))
@@ -49,7 +49,7 @@ def per_call_times(with_calls_ms: list[float], flush_only_ms: list[float], calls
 def quantiles_of(samples: list[float], quantiles) -> float | list[float]:
     """What triton's benchmarkers return: the median for quantiles=None, else one value per quantile
     (linear interpolation between sorted samples)."""
-    from profkit.bench.harness import quantile  # noqa: PLC0415 - pandas-importing module, needed only here
+    from profkit.bench.timing import quantile  # noqa: PLC0415 - pandas-importing module, needed only here
 
     ordered = sorted(samples)
     if quantiles is None:

@@ -33,7 +33,7 @@ TIMED = {
     "bwd": "torch.autograd.grad(o, (q, k, v), do, retain_graph=True) on a graph built by one "
            "forward outside the timed region: the backward kernels plus dq/dk/dv allocation, "
            "identical for every implementation",
-    "method": "harness.time_fn: CUDA events per call, L2 flushed before each call, eager launches, "
+    "method": "timing.time_fn: CUDA events per call, L2 flushed before each call, eager launches, "
               "3 interleaved rounds, median of all runs; cases with N <= GRAPH_MAX_SEQ are "
               "timed again as CUDA-graph replays (impl names ending in _graph: kernels only; a backward's "
               "forward runs on a side stream, so its backward can join the capture)",
@@ -43,13 +43,14 @@ TIMED = {
 def bench_cases(quick: bool = False, seqs=None) -> list:
     """The benchmark grid: causal fp16, d=64 (B=4, H=8) and d=128 (B=4, H=16), fwd and bwd,
     N in seqs (default BENCH_SEQS, QUICK_SEQS when quick); FLOPs and bytes from profkit.bench.flops."""
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.compare import Case
 
     cases = []
     for head_dim, batch, heads in BENCH_SHAPES:
         for seq in seqs or (QUICK_SEQS if quick else BENCH_SEQS):
             for direction in ("fwd", "bwd"):
-                cases.append(harness.Case(
+                cases.append(Case(
                     workload=WORKLOAD,
                     label=f"{direction} d={head_dim} N={seq}",
                     params=dict(direction=direction, batch=batch, heads=heads, seq=seq,
@@ -129,7 +130,7 @@ def sdpa_backends_ran(shapes=((1, 8, 1024, 64),)) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from profkit.bench import harness
+    from profkit.bench.checks import CheckFailed
 
     impls = {name: fn for name, fn in attention_impls().items() if name.startswith("sdpa_")}
     out = {}
@@ -150,7 +151,7 @@ def sdpa_backends_ran(shapes=((1, 8, 1024, 64),)) -> dict:
                 row[f"{direction}_kernels"] = kernels
                 pinned = {"sdpa_cudnn": "cudnn", "sdpa_flash": "flash"}.get(name)
                 if pinned and row[direction] != pinned:
-                    raise harness.CheckFailed(
+                    raise CheckFailed(
                         f"{name} pins {pinned} but its {direction} kernels at {_shape_key(batch, heads, seq, head_dim)}"
                         f" say {row[direction]}: {', '.join(kernels[:4])}")
             per_impl[name] = row
@@ -197,7 +198,7 @@ def _check_writes_everything(case, q, k, v, do) -> None:
     The timed calls allocate fresh outputs, which the caching allocator may hand back still
     holding a previous call's correct values; poisoning proves every element is written.
     """
-    from profkit.bench import harness
+    from profkit.bench.checks import CheckFailed
 
     causal, scale = case.params["causal"], 1.0 / math.sqrt(q.shape[-1])
     q, k, v = q.detach(), k.detach(), v.detach()
@@ -212,30 +213,30 @@ def _check_writes_everything(case, q, k, v, do) -> None:
         outputs.update(grads)
     for name, t in outputs.items():
         if torch.isnan(t).any():
-            raise harness.CheckFailed(f"{case.label}: fa2_triton left NaN in {name} "
+            raise CheckFailed(f"{case.label}: fa2_triton left NaN in {name} "
                                       f"({int(torch.isnan(t).sum())} elements)")
 
 
 def _impl_factory(name: str, attention, inputs: _CaseInputs):
-    """harness factory: bind the case's inputs and return the zero-arg timed call (see TIMED)."""
-    from profkit.bench import harness
+    """compare() factory: bind the case's inputs and return the zero-arg timed call (see TIMED)."""
+    from profkit.bench.compare import Unsupported
 
     def factory(case):
         causal = case.params["causal"]
         if name == "fa2_tl_fwd" and case.params["direction"] != "fwd":
-            raise harness.Unsupported("forward only (the backward kernels are fa2_triton's)")
+            raise Unsupported("forward only (the backward kernels are fa2_triton's)")
         if name.startswith("fa2_bwd_") and case.params["direction"] != "bwd":
-            raise harness.Unsupported("backward only (its forward is fa2_triton's)")
+            raise Unsupported("backward only (its forward is fa2_triton's)")
         shape = tuple(case.params[key] for key in ("batch", "heads", "seq", "head_dim"))
         if name.startswith("fa2_bwd_") and name[len("fa2_bwd_"):] == backward_variant(None, shape, causal):
-            raise harness.Unsupported("fa2_triton's backward at this shape (the default variant)")
+            raise Unsupported("fa2_triton's backward at this shape (the default variant)")
         q, k, v, do = inputs.get(case)
         try:  # compile, autotune and record the launches; the poison check below replays them
             o = attention(q, k, v, causal)
             if case.params["direction"] == "bwd":
                 torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
         except RuntimeError as err:  # an SDPA backend that rejects this shape or GPU
-            raise harness.Unsupported(str(err).splitlines()[0]) from err
+            raise Unsupported(str(err).splitlines()[0]) from err
         if name == "fa2_triton":
             _check_writes_everything(case, q, k, v, do)
         if case.params["direction"] == "fwd":
@@ -245,11 +246,12 @@ def _impl_factory(name: str, attention, inputs: _CaseInputs):
 
 
 def _graph_factory(factory):
-    """A harness factory whose call can be captured in a CUDA graph, else Unsupported.
+    """A compare() factory whose call can be captured in a CUDA graph, else Unsupported.
 
     The call is built on a side stream: autograd runs each backward op on the stream of its forward op, and
     work on the legacy default stream cannot join a capture, while a side stream's can."""
-    from profkit.bench import harness
+    from profkit.bench.compare import Unsupported
+    from profkit.bench.timing import capture_graph
 
     def graph_factory(case):
         side = torch.cuda.Stream()
@@ -258,21 +260,21 @@ def _graph_factory(factory):
             fn = factory(case)
         torch.cuda.current_stream().wait_stream(side)  # the inputs and the recorded forward are ready before any replay
         try:
-            harness.capture_graph(fn)
+            capture_graph(fn)
         except RuntimeError as err:
-            raise harness.Unsupported(f"not capturable: {str(err).splitlines()[0]}") from err
+            raise Unsupported(f"not capturable: {str(err).splitlines()[0]}") from err
         return fn
     return graph_factory
 
 
 def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
-    """Raise harness.CheckFailed unless every implementation's o (fwd) or dq, dk, dv (bwd) is
+    """Raise checks.CheckFailed unless every implementation's o (fwd) or dq, dk, dv (bwd) is
     within tol of the baseline's in relative Frobenius norm.
 
     Two fp16 implementations with fp32 accumulation differ by a few units of fp16 roundoff
     (4.9e-4) in this norm; 1e-2 still catches a wrong mask, scale or block.
     """
-    from profkit.bench import harness
+    from profkit.bench.checks import require_close
 
     reference = outputs.get(BASELINE)
     if reference is None:
@@ -284,12 +286,12 @@ def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
             continue
         parts = out if isinstance(out, tuple) else (out,)
         for label, got, ref in zip(names, parts, ref_parts):
-            harness.require_close(got, ref, tol, f"{case.label}: {impl} {label} vs {BASELINE}")
+            require_close(got, ref, tol, f"{case.label}: {impl} {label} vs {BASELINE}")
 
 
 def add_ratio_vs(df, impl: str):
     """Add ratio_vs_<impl>: impl's median_ms over each row's median_ms on the same case
-    (> 1: faster than impl), like the harness's ratio_vs_baseline. CUDA-graph rows (impl
+    (> 1: faster than impl), like compare's ratio_vs_baseline. CUDA-graph rows (impl
     ending in "_graph") are held against impl's graph row."""
     times = dict(zip(zip(df["case"], df["impl"]), df["median_ms"]))
     reference = [times.get((case, f"{impl}_graph" if name.endswith("_graph") else impl), math.nan)
@@ -379,9 +381,13 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
     """
     import pandas as pd
 
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.ceilings import check_against_measured_ceilings
+    from profkit.bench.compare import compare
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment, format_table, write_results
 
-    harness.require_cuda("profkit.kernels.flash_attention.bench")
+    require_cuda("profkit.kernels.flash_attention.bench")
     seqs = tuple(seqs or (QUICK_SEQS if quick else BENCH_SEQS))
     # What each baseline really runs here, per benchmarked shape, from its kernels' names.
     backends = sdpa_backends_ran([(b, h, n, d) for d, b, h in BENCH_SHAPES for n in seqs])
@@ -391,23 +397,23 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
     impls = {name: _impl_factory(name, fn, inputs) for name, fn in attention_impls().items()}
     cases = bench_cases(seqs=seqs)
     rounds = 2 if quick else 3
-    df = harness.compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
+    df = compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
     # Short sequences again with every call replayed from a CUDA graph: the kernels alone, so
     # eager minus graph is each side's launch overhead (host work per call).
     short = [c for c in cases if c.params["seq"] <= GRAPH_MAX_SEQ]
     if short:
         graphed = {f"{name}_graph": _graph_factory(factory) for name, factory in impls.items()}
-        graph_df = harness.compare(short, graphed, f"{BASELINE}_graph", check=None, rounds=rounds,
+        graph_df = compare(short, graphed, f"{BASELINE}_graph", check=None, rounds=rounds,
                                    cuda_graph=True)
         df = pd.concat([df, graph_df], ignore_index=True)
     inputs.clear()
-    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(add_ratio_vs(df, "sdpa_flash"))
+    df, ceilings, ceiling_clocks = check_against_measured_ceilings(add_ratio_vs(df, "sdpa_flash"))
     df = label_sdpa_rows(df, backends)
     ran_default = sorted(set(df.loc[df["impl"].str.startswith(BASELINE), "sdpa_backend"]))
 
     meta = {
         "workload": WORKLOAD,
-        "environment": harness.environment(),
+        "environment": environment(),
         "formulas": {"flops": flops.FORMULAS["attention_flops"],
                      "bytes": flops.FORMULAS["attention_bytes"]},
         "timed": TIMED,
@@ -423,15 +429,15 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
         "triton_configs": tuned_configs(),
     }
     memory_meta = dict(meta, timed="peak memory of one call; see memory_table()")
-    print(harness.format_table(df, meta))
+    print(format_table(df, meta))
     ours = df[df["impl"].str.startswith("fa2_")]
     print("\nfa2_triton speed-up (> 1: faster) vs SDPA default and vs the SDPA flash backend "
           "(_graph rows: CUDA-graph replay vs SDPA's graph replay):")
     print(ours[["case", "impl", "ratio_vs_baseline", "ratio_vs_sdpa_flash"]].to_string(index=False))
     print("\npeak memory of one call (MiB):")
     print(memory.to_string(index=False))
-    for path in (harness.write_results(df, meta, Path(out_dir) / WORKLOAD)
-                 + harness.write_results(memory, memory_meta, Path(out_dir) / f"{WORKLOAD}_memory")):
+    for path in (write_results(df, meta, Path(out_dir) / WORKLOAD)
+                 + write_results(memory, memory_meta, Path(out_dir) / f"{WORKLOAD}_memory")):
         print(f"wrote {path}")
     return df
 
@@ -451,7 +457,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
     Triton configs used.
     """
-    from profkit.bench import harness
+    from profkit.bench.device import require_profiling
 
     shapes = {head_dim: (batch, heads) for head_dim, batch, heads in BENCH_SHAPES}
     if d not in shapes:
@@ -461,7 +467,7 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
         raise ValueError(f"sequence length must be at least 1, got {n}")
     if loop < 0:
         raise ValueError(f"loop must be >= 0, got {loop}")
-    _, nvtx = harness.require_profiling("profkit.kernels.flash_attention.profile_workload")
+    _, nvtx = require_profiling("profkit.kernels.flash_attention.profile_workload")
 
     batch, heads = shapes[d]
     params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")
@@ -527,12 +533,14 @@ def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: f
     from torch.nn.attention import SDPBackend
     from triton.testing import do_bench
 
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment, write_results
     from profkit.bench.gpu_clocks import ClockSampler, window
 
     from ..tuning import flushed_graph_bench
 
-    harness.require_cuda("profkit.kernels.flash_attention.power_probe")
+    require_cuda("profkit.kernels.flash_attention.power_probe")
     cudnn = _sdpa_call(SDPBackend.CUDNN_ATTENTION)
     rows = []
     with ClockSampler(torch.cuda.current_device()) as clocks:
@@ -561,13 +569,13 @@ def power_probe(seq: int = 16384, rounds: int = 2, rep_ms: int = 1500, idle_s: f
     df = pd.DataFrame(rows)
     print(df.to_string(index=False))
     if out_dir is not None:
-        meta = {"workload": "flash_attention_power", "environment": harness.environment(),
+        meta = {"workload": "flash_attention_power", "environment": environment(),
                 "formulas": {"flops": flops.FORMULAS["attention_flops"]},
                 "timed": f"after {idle_s} s idle: burst = flushed CUDA-graph replays (~10 ms of GPU time); "
                          f"sustained = triton do_bench median over {rep_ms} ms, L2 flushed; clocks from nvidia-smi "
                          "-lms 100 during the sustained window",
                 "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES], "seq": seq,
                 "variant_choices": tuned_configs()["variant_choices"]}
-        for path in harness.write_results(df, meta, Path(out_dir) / "flash_attention_power"):
+        for path in write_results(df, meta, Path(out_dir) / "flash_attention_power"):
             print(f"wrote {path}")
     return df

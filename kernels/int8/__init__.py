@@ -11,7 +11,7 @@ Pipeline, one module per step:
     layers     QuantizedLinear, QuantizedEmbedding
     convert    quantize_model (custom) and quantize_model_bnb (bitsandbytes)
     evaluate   perplexity / footprint / peak memory / latency per precision variant
-    benchmark  layer-speed benchmark through profkit.bench.harness; profile_workload (NVTX)
+    benchmark  layer-speed benchmark through profkit.bench.compare; profile_workload (NVTX)
 
 Command line: ``python -m profkit.kernels.int8 {train,evaluate,bench,all,profile}``. Set
 TRITON_INTERPRET=1 before importing this package to run the kernels on a CPU.

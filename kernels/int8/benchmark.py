@@ -150,11 +150,12 @@ def layer_bytes(m: int, k: int, n: int) -> float:
 
 
 def bench_case(src: LayerSource, m: int):
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.compare import Case
 
     n, k = src.weight.shape
     n_out = int(outlier_columns(src.calib_absmax, "fixed", THRESHOLD).numel())
-    return harness.Case(
+    return Case(
         workload=WORKLOAD, label=f"{src.name} M={m} K={k} N={n}",
         params={"m": m, "k": k, "n": n, "layer": src.name, "profile": src.profile,
                 "n_outliers": n_out, "dtype": "int8+fp16", "threshold": THRESHOLD},
@@ -202,7 +203,7 @@ def _poisoned(m: int, n: int, dtype, device) -> torch.Tensor:
 
 
 def implementations(layers: LayerImpls, full: bool) -> dict:
-    from profkit.bench import harness
+    from profkit.bench.compare import Unsupported
 
     def fp16(case):
         src, x = layers.source(case)
@@ -221,7 +222,7 @@ def implementations(layers: LayerImpls, full: bool) -> dict:
     def custom_torch(case):
         src, x = layers.source(case)
         if src.weight.shape[0] % 8:
-            raise harness.Unsupported("torch._int_mm needs N % 8 == 0")
+            raise Unsupported("torch._int_mm needs N % 8 == 0")
         layer = layers.get(src, "custom_torch")
         return lambda: layer(x)
 
@@ -231,15 +232,15 @@ def implementations(layers: LayerImpls, full: bool) -> dict:
             layer = layers.get(src, "bnb")
             layer(x)
         except ImportError as exc:
-            raise harness.Unsupported(str(exc)) from exc
+            raise Unsupported(str(exc)) from exc
         except Exception as exc:  # the reason is the row's note, not hidden
-            raise harness.Unsupported(f"bitsandbytes failed: {type(exc).__name__}: {exc}") from exc
+            raise Unsupported(f"bitsandbytes failed: {type(exc).__name__}: {exc}") from exc
         return lambda: layer(x)
 
     def int_mm(case):
         src, x = layers.source(case)
         if x.shape[0] <= 16:
-            raise harness.Unsupported("torch._int_mm on CUDA needs M > 16")
+            raise Unsupported("torch._int_mm on CUDA needs M > 16")
         layer = layers.get(src, "custom")
         codes, _, _ = gemm.quantize_rows(x, layer.column_map, layer.outlier_columns(),
                                          layer.weight_int8.shape[1], layer.outlier_dtype)
@@ -256,7 +257,7 @@ def implementations(layers: LayerImpls, full: bool) -> dict:
 
 def output_checker(layers: LayerImpls, errors: dict, configs: dict):
     """check(case, outputs): fp outputs vs float64 x @ W.T + b; the int8 GEMM vs exact integers."""
-    from profkit.bench import harness
+    from profkit.bench.checks import require_close
 
     def check(case, outputs):
         src, x = layers.source(case)
@@ -272,7 +273,7 @@ def output_checker(layers: LayerImpls, errors: dict, configs: dict):
                                                  layer.weight_int8.shape[1], layer.outlier_dtype)
                 ref = codes.double() @ layer.weight_int8.double().t()
             tol = TOLERANCES[name.removesuffix("_graph")]
-            case_errors[name] = harness.require_close(out, ref, tol, f"{name} {case.label}")
+            case_errors[name] = require_close(out, ref, tol, f"{name} {case.label}")
         weight = layers.get(src, "custom").weight_int8  # (N, KQ_PAD): the GEMM's N and K
         configs[case.label] = gemm.gemm_config(x.numel() // x.shape[-1], weight.shape[0], weight.shape[1])
     return check
@@ -310,9 +311,14 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     ``ckpt`` and ``text`` (both or neither) take the input profile and the extra layer shapes
     from the trained model; without them the square layers use the synthetic profile.
     """
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.ceilings import CEILING_METHODS, check_against_measured_ceilings
+    from profkit.bench.compare import compare
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment, format_table, write_results
+    from profkit.bench.timing import STABLE_SPREAD
 
-    harness.require_cuda("profkit.kernels.int8.bench")
+    require_cuda("profkit.kernels.int8.bench")
     if (ckpt is None) != (text is None):
         raise ValueError("pass both --ckpt and --text (the model's activations need the corpus), "
                          "or neither (synthetic outlier profile)")
@@ -337,29 +343,29 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     check = output_checker(layers, errors, configs)
     rounds = 2 if quick else 3
     impls = implementations(layers, full=not quick)
-    frames = [harness.compare(cases, impls, baseline="fp16_linear", check=check, rounds=rounds)]
+    frames = [compare(cases, impls, baseline="fp16_linear", check=check, rounds=rounds)]
     small = [c for c in cases if c.params["m"] <= GRAPH_MAX_M]
     if small:
         graph_impls = {"fp16_linear_graph": impls["fp16_linear"],
                        "int8_custom_graph": impls["int8_custom"]}
-        frames.append(harness.compare(small, graph_impls, baseline="fp16_linear_graph",
+        frames.append(compare(small, graph_impls, baseline="fp16_linear_graph",
                                       check=check, rounds=rounds, cuda_graph=True))
-    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(pd.concat(frames, ignore_index=True))
+    df, ceilings, ceiling_clocks = check_against_measured_ceilings(pd.concat(frames, ignore_index=True))
     goals = goal_summary(df)
     meta = {
         "workload": WORKLOAD,
-        "environment": harness.environment(),
+        "environment": environment(),
         "formulas": {"flops": flops.FORMULAS["linear_flops"],
                      "bytes": "2*M*K + K*N + 2*M*N (fp16 x, int8 W, fp16 y; the least any "
                               "implementation moves, fp16_linear moves 2*K*N for W)"},
         "ceilings": ceilings,
-        "ceiling_methods": harness.CEILING_METHODS,
+        "ceiling_methods": CEILING_METHODS,
         "ceiling_clocks": ceiling_clocks,
-        "int8_ceiling": "no int8 compute ceiling is measured by the harness; int_mm_ceiling "
+        "int8_ceiling": "no int8 compute ceiling is measured by profkit.bench.ceilings; int_mm_ceiling "
                         "(cuBLAS int8 via torch._int_mm) is the GEMM reference",
         "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all "
                              "runs; *_graph rows replay a CUDA graph", "rounds": rounds,
-                   "stable_spread": harness.STABLE_SPREAD},
+                   "stable_spread": STABLE_SPREAD},
         "checkpoint": None if ckpt is None else str(ckpt),
         "input_profile": profile,
         "outlier_rule": f"fixed, calibration absmax >= {THRESHOLD} (bitsandbytes: threshold "
@@ -369,10 +375,10 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
         "triton_config": configs,
         "goals": goals.to_dict("records"),
     }
-    print(harness.format_table(df, meta))
+    print(format_table(df, meta))
     if len(goals):
         print(goals.to_string(index=False))
-    for path in harness.write_results(df, meta, Path(out_dir) / WORKLOAD):
+    for path in write_results(df, meta, Path(out_dir) / WORKLOAD):
         print(f"wrote {path}")
     return df
 
@@ -385,11 +391,11 @@ def profile_workload(m: int = 2048, k: int = 4096, n: int = 4096,
     each inside "int8_custom" (quantization kernel + GEMM kernel) and "int8_bnb". Inputs use the
     synthetic outlier profile. Returns the shape, outlier count and the Triton GEMM config.
     """
-    from profkit.bench import harness
+    from profkit.bench.device import require_profiling
 
     if min(m, k, n) < 1:
         raise ValueError(f"m, k, n must be positive, got {m}, {k}, {n}")
-    _, nvtx = harness.require_profiling("profkit.kernels.int8.profile_workload")
+    _, nvtx = require_profiling("profkit.kernels.int8.profile_workload")
     if include_bnb:
         try:
             import_bitsandbytes()

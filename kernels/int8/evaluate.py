@@ -13,7 +13,7 @@ Columns of the result table (one row per variant):
     static_bytes (parameters + buffers, tied storage counted once), static_ratio_vs_fp16,
     peak_bytes (torch.cuda.max_memory_allocated during the perplexity pass, model included, after
     one warm-up forward so compilation and autotuning are not counted),
-    latency_ms_b<B>, latency_stable_b<B> (one forward of B x seq_len tokens; harness.time_fn),
+    latency_ms_b<B>, latency_stable_b<B> (one forward of B x seq_len tokens; timing.time_fn),
     layers_int8 (Linear layers running int8), note
 Perplexity is exp(mean NLL) over fixed non-overlapping windows of the evaluation split.
 """
@@ -81,14 +81,14 @@ def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
 
 def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple[int, ...],
              device: torch.device) -> dict:
-    from profkit.bench import harness
+    from profkit.bench.timing import time_fn
 
     out = {}
     gen = torch.Generator().manual_seed(0)
     for b in batch_sizes:
         ids = torch.randint(0, vocab_size, (b, seq_len), generator=gen).to(device)
         with torch.inference_mode():
-            timing = harness.time_fn(lambda: model(ids))
+            timing = time_fn(lambda: model(ids))
         out[f"latency_ms_b{b}"] = timing.median_ms
         out[f"latency_stable_b{b}"] = timing.stable
     return out
@@ -125,9 +125,9 @@ def evaluate_variants(ckpt_dir: str | Path, text_path: str | Path,
 
 
 def _tf32_off():
-    from profkit.bench import harness
+    from profkit.bench.checks import tf32_mode
 
-    return harness.tf32_mode(False)
+    return tf32_mode(False)
 
 
 def _evaluate_one(variant, base, calib, splits, vocab_size, seq_len, dev, eval_batch,
@@ -210,27 +210,27 @@ def evaluate(text_path: str | Path, ckpt_dir: str | Path,
              out_path: str | Path = Path("reports/benchmarks/int8_model.json"),
              **kwargs) -> pd.DataFrame:
     """Run :func:`evaluate_variants`, print the summary, write ``out_path`` (.json) and the .csv."""
-    from profkit.bench import harness
+    from profkit.bench.results import environment, write_results
 
     from .corpus import corpus_identity
 
     table, details = evaluate_variants(ckpt_dir, text_path, **kwargs)
     meta = {
         "workload": "int8_model",
-        "environment": harness.environment(),
+        "environment": environment(),
         **corpus_identity(text_path),
         "checkpoint": str(ckpt_dir),
         "perplexity": "exp(mean next-token NLL, float64 sum) over non-overlapping windows of "
                       "seq_len tokens of the evaluation split (books: "
                       + ", ".join(details["data"]["books"]["evaluation"]) + ")",
         "footprint": "static_bytes = parameters + buffers, each storage once (tied embedding)",
-        "latency": "harness.time_fn: CUDA events, L2 flushed before each call, median",
+        "latency": "timing.time_fn: CUDA events, L2 flushed before each call, median",
         **details,
     }
     print(format_model_table(table))
     out_path = Path(out_path)
     stem = out_path.with_suffix("") if out_path.suffix == ".json" else out_path
-    for path in harness.write_results(table, meta, stem):
+    for path in write_results(table, meta, stem):
         print(f"wrote {path}")
     return table
 

@@ -38,11 +38,12 @@ rows: the kernels alone, so eager minus graph is each side's launch cost."""
 
 
 def _make_case(variant: str, m: int, n: int, k: int, seed: int):
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.compare import Case
 
     dtype, precision = VARIANTS[variant]
     itemsize = torch.empty((), dtype=dtype).element_size()
-    return harness.Case(
+    return Case(
         workload="matmul", label=f"{variant} {m}x{n}x{k}",
         params={"variant": variant, "m": m, "n": n, "k": k, "dtype": str(dtype).replace("torch.", ""),
                 "precision": precision, "seed": seed},
@@ -87,7 +88,7 @@ def _triton_factory(inputs: _Inputs):
         a, b = inputs.get(case)
         precision = case.params["precision"]
         # Autotune and record the launch into a scratch output of the same layout, so the
-        # harness's first (checked) call into the poisoned buffer is a recorded replay.
+        # compare's first (checked) call into the poisoned buffer is a recorded replay.
         matmul(a, b, precision=precision, out=torch.empty_like(_poisoned(a, b)))
         c = _poisoned(a, b)
         return lambda: matmul(a, b, precision=precision, out=c)
@@ -95,7 +96,7 @@ def _triton_factory(inputs: _Inputs):
 
 
 def _cublas_factory(inputs: _Inputs):
-    from profkit.bench import harness
+    from profkit.bench.checks import tf32_mode
 
     def factory(case):
         a, b = inputs.get(case)
@@ -103,15 +104,15 @@ def _cublas_factory(inputs: _Inputs):
         tf32 = case.params["precision"] == "tf32"
 
         def run():
-            with harness.tf32_mode(tf32):
+            with tf32_mode(tf32):
                 return torch.matmul(a, b, out=c)
         return run
     return factory
 
 
 def _checker(inputs: _Inputs, chosen: dict[str, str | None]):
-    """check(case, outputs) for harness.compare: every output vs float64 within ``tolerance``."""
-    from profkit.bench import harness
+    """check(case, outputs) for compare.compare: every output vs float64 within ``tolerance``."""
+    from profkit.bench.checks import require_close
 
     def check(case, outputs):
         a, b = inputs.get(case)
@@ -124,7 +125,7 @@ def _checker(inputs: _Inputs, chosen: dict[str, str | None]):
         reference = matmul_reference(a, b)
         tol = tolerance(a.dtype, p["precision"], p["k"])
         for name, out in outputs.items():
-            harness.require_close(out, reference, tol, f"{name} {case.label}")
+            require_close(out, reference, tol, f"{name} {case.label}")
     return check
 
 
@@ -135,9 +136,10 @@ def host_launch_cost(n: int = 128, calls: int = 2000) -> dict:
     is the Python + driver work of one launch."""
     import time
 
-    from profkit.bench import harness
+    from profkit.bench.checks import require_close
+    from profkit.bench.device import require_cuda
 
-    harness.require_cuda("profkit.kernels.matmul.host_launch_cost")
+    require_cuda("profkit.kernels.matmul.host_launch_cost")
     gen = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(n, n, device="cuda", generator=gen).to(torch.bfloat16)
     b = torch.randn(n, n, device="cuda", generator=gen).to(torch.bfloat16)
@@ -164,7 +166,7 @@ def host_launch_cost(n: int = 128, calls: int = 2000) -> dict:
     finally:
         LaunchCache.enabled = True
     results["cublas_torch_matmul_us"] = per_call_us(lambda: torch.matmul(a, b, out=c))
-    harness.require_close(c, matmul_reference(a, b), tolerance(torch.bfloat16, None, n), "host_launch_cost")
+    require_close(c, matmul_reference(a, b), tolerance(torch.bfloat16, None, n), "host_launch_cost")
     return results
 
 
@@ -174,47 +176,52 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     cuBLAS runs through torch.matmul with TF32 switched to match the variant (off for ieee, on
     for tf32). Every output buffer starts as NaN and the first call of each case is checked
     against float64. Cases up to GRAPH_MAX_FLOPS get an extra pair of CUDA-graph rows
-    ("triton_graph" vs "cublas_graph"). Returns the table (harness.COLUMNS plus the ceiling
+    ("triton_graph" vs "cublas_graph"). Returns the table (compare.COLUMNS plus the ceiling
     columns).
     """
     import pandas as pd
 
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.ceilings import CEILING_METHODS, check_against_measured_ceilings
+    from profkit.bench.compare import compare
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment, format_table, write_results
+    from profkit.bench.timing import STABLE_SPREAD
 
-    harness.require_cuda("profkit.kernels.matmul.bench")
+    require_cuda("profkit.kernels.matmul.bench")
     inputs, chosen = _Inputs(), {}
     cases = bench_cases(quick)
     rounds = 2 if quick else 3
     check = _checker(inputs, chosen)
     triton_impl, cublas_impl = _triton_factory(inputs), _cublas_factory(inputs)
-    frames = [harness.compare(cases, {"triton": triton_impl, "cublas": cublas_impl}, baseline="cublas",
+    frames = [compare(cases, {"triton": triton_impl, "cublas": cublas_impl}, baseline="cublas",
                               check=check, rounds=rounds)]
     small = [c for c in cases if c.flops <= GRAPH_MAX_FLOPS]
     if small:
-        frames.append(harness.compare(small, {"triton_graph": triton_impl, "cublas_graph": cublas_impl},
+        frames.append(compare(small, {"triton_graph": triton_impl, "cublas_graph": cublas_impl},
                                       baseline="cublas_graph", check=check, rounds=rounds, cuda_graph=True))
     inputs.clear()
     try:
         launch_cost = host_launch_cost()
     except Exception as exc:  # noqa: BLE001 - the comparison above is the result; this is an extra
         launch_cost = {"error": f"{type(exc).__name__}: {exc}"}
-    df, ceilings, ceiling_clocks = harness.check_against_measured_ceilings(pd.concat(frames, ignore_index=True))
+    df, ceilings, ceiling_clocks = check_against_measured_ceilings(pd.concat(frames, ignore_index=True))
     meta = {
         "workload": "matmul",
-        "environment": harness.environment(),
+        "environment": environment(),
         "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
         "ceilings": ceilings,
-        "ceiling_methods": harness.CEILING_METHODS,
+        "ceiling_methods": CEILING_METHODS,
         "ceiling_clocks": ceiling_clocks,
         "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; SM clock, "
                              "power and throttle reasons sampled by nvidia-smi every 50 ms meanwhile",
-                   "rounds": rounds, "stable_spread": harness.STABLE_SPREAD},
+                   "rounds": rounds, "stable_spread": STABLE_SPREAD},
         "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee, on for tf32",
         "tolerances": {c.label: tolerance(*VARIANTS[c.params["variant"]], c.params["k"]) for c in cases},
         "triton_config": chosen,
         "host_launch_us": launch_cost,
     }
-    print(harness.format_table(df, meta))
+    print(format_table(df, meta))
     if "error" in launch_cost:
         print(f"host launch cost not measured: {launch_cost['error']}")
     else:
@@ -222,7 +229,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
               f"triton recorded {launch_cost['triton_recorded_us']:.1f}, triton launch path "
               f"{launch_cost['triton_launch_path_us']:.1f}, cuBLAS torch.matmul "
               f"{launch_cost['cublas_torch_matmul_us']:.1f}")
-    for path in harness.write_results(df, meta, Path(out_dir) / "matmul"):
+    for path in write_results(df, meta, Path(out_dir) / "matmul"):
         print(f"wrote {path}")
     return df
 
@@ -254,36 +261,40 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
           labels: tuple[str, ...] | None = None):
     """The goals re-measured with enough rounds to tell: ``rounds`` interleaved rounds of Triton and cuBLAS per
     goal case (eager calls, L2 flushed, outputs checked against float64 first), each round's ratio kept, and a
-    verdict per goal from the 95% interval of their median (``harness.goal_verdicts``). Prints both tables and
+    verdict per goal from the 95% interval of their median (``compare.goal_verdicts``). Prints both tables and
     writes matmul_goals.json|csv, or matmul_goals_<case>.json|csv for the goals named in labels (a longer run
     of the ones left unresolved); returns the verdicts."""
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.compare import compare, goal_verdicts
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment, format_table, write_results
+    from profkit.bench.timing import STABLE_SPREAD
 
     cases = goal_cases(labels)
-    harness.require_cuda("profkit.kernels.matmul.goals")
+    require_cuda("profkit.kernels.matmul.goals")
     inputs, chosen = _Inputs(), {}
-    df = harness.compare(cases, {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
+    df = compare(cases, {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
                          baseline="cublas", check=_checker(inputs, chosen), rounds=rounds)
     inputs.clear()
     goals_timed = {c.label: GOALS[c.label] for c in cases}
-    verdicts = harness.goal_verdicts(df, goals_timed, "triton")
+    verdicts = goal_verdicts(df, goals_timed, "triton")
     meta = {
         "workload": "matmul_goals",
-        "environment": harness.environment(),
+        "environment": environment(),
         "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
         "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; each round's "
                              "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
-                   "rounds": rounds, "stable_spread": harness.STABLE_SPREAD},
+                   "rounds": rounds, "stable_spread": STABLE_SPREAD},
         "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
         "goals": goals_timed,
         "verdicts": verdicts.to_dict("records"),
         "triton_config": chosen,
     }
-    print(harness.format_table(df, meta))
+    print(format_table(df, meta))
     print(verdicts.to_string(index=False))
     stem = "matmul_goals" + "".join("_" + c.label.replace(" ", "_").replace("-", "_") for c in cases) \
         if labels else "matmul_goals"
-    for path in harness.write_results(df, meta, Path(out_dir) / stem):
+    for path in write_results(df, meta, Path(out_dir) / stem):
         print(f"wrote {path}")
     return verdicts
 
@@ -299,7 +310,8 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
     cost against kernel time (``profkit show -t launch``). Returns the variant, size and the
     Triton config used.
     """
-    from profkit.bench import harness
+    from profkit.bench.checks import require_close, tf32_mode
+    from profkit.bench.device import require_profiling
 
     if dtype not in VARIANTS:
         raise ValueError(f"dtype must be one of {sorted(VARIANTS)}, got {dtype!r}")
@@ -307,7 +319,7 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
         raise ValueError(f"n must be positive, got {n}")
     if loop < 0:
         raise ValueError(f"loop must be >= 0, got {loop}")
-    _, nvtx = harness.require_profiling("profkit.kernels.matmul.profile_workload")
+    _, nvtx = require_profiling("profkit.kernels.matmul.profile_workload")
 
     torch_dtype, precision = VARIANTS[dtype]
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -318,25 +330,25 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
     with nvtx.annotate("warmup"):
         for _ in range(3):
             matmul(a, b, precision=precision, out=c_triton)
-            with harness.tf32_mode(tf32):
+            with tf32_mode(tf32):
                 torch.matmul(a, b, out=c_cublas)
         torch.cuda.synchronize()
     with nvtx.annotate("triton_matmul"):
         matmul(a, b, precision=precision, out=c_triton)
         torch.cuda.synchronize()
     with nvtx.annotate("cublas_matmul"):
-        with harness.tf32_mode(tf32):
+        with tf32_mode(tf32):
             torch.matmul(a, b, out=c_cublas)
         torch.cuda.synchronize()
     reference = matmul_reference(a, b)
     for name, c in (("triton", c_triton), ("cublas", c_cublas)):
-        harness.require_close(c, reference, tolerance(torch_dtype, precision, n), f"{name} {dtype} n={n}")
+        require_close(c, reference, tolerance(torch_dtype, precision, n), f"{name} {dtype} n={n}")
     if loop:
         with nvtx.annotate("triton_matmul_loop"):
             for _ in range(loop):
                 matmul(a, b, precision=precision, out=c_triton)
             torch.cuda.synchronize()
-        with nvtx.annotate("cublas_matmul_loop"), harness.tf32_mode(tf32):
+        with nvtx.annotate("cublas_matmul_loop"), tf32_mode(tf32):
             for _ in range(loop):
                 torch.matmul(a, b, out=c_cublas)
             torch.cuda.synchronize()
@@ -385,7 +397,7 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
     TF32 off on both sides) for fp32 (``SWEEP_PATHS``), each with every operand setting of ``SWEEP_OPERANDS``.
 
     Every config is first checked against float64 on odd sizes (poisoned output). Timing: ``rounds``
-    interleaved rounds of harness.time_fn (L2 flushed before each call) on CUDA-graph replays, so the
+    interleaved rounds of timing.time_fn (L2 flushed before each call) on CUDA-graph replays, so the
     directly launched configs (triton's own launch path, tens of µs of Python) and the two library
     calls are timed alike; the median of the rounds' medians; TFLOP/s = 2·n³ / time for every side.
     ``min_tile``: only tiles of at least this many outputs (BLOCK_M * BLOCK_N). Writes
@@ -395,11 +407,15 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
     import json
     import statistics
 
-    from profkit.bench import flops, harness
+    from profkit.bench import flops
+    from profkit.bench.checks import require_close, tf32_mode
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment
+    from profkit.bench.timing import time_fn
 
     if dtype not in SWEEP_PATHS:
         raise ValueError(f"sweep dtype {dtype!r}; expected one of {sorted(SWEEP_PATHS)}")
-    harness.require_cuda("profkit.kernels.matmul.sweep")
+    require_cuda("profkit.kernels.matmul.sweep")
     path, torch_dtype = SWEEP_PATHS[dtype], VARIANTS["fp32-ieee" if dtype == "fp32" else dtype][0]
     device = torch.cuda.current_device()
     _, num_sms = device_info(device)
@@ -408,7 +424,7 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
                for m_major, order in SWEEP_OPERANDS[dtype] if cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"] >= min_tile]
 
     gen = torch.Generator(device="cuda").manual_seed(0)
-    with harness.tf32_mode(False):
+    with tf32_mode(False):
         for m, n, k in ((1000, 1032, 1000), (300, 520, 4104)):
             a = torch.randn(m, k, device="cuda", generator=gen).to(torch_dtype)
             b = torch.randn(k, n, device="cuda", generator=gen).to(torch_dtype)
@@ -416,7 +432,7 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
             for cfg, group_m, m_major, order in configs:
                 c = _poisoned(a, b)
                 _sweep_launch(path, cfg, group_m, num_sms, a, b, c, m_major, order)
-                harness.require_close(c, reference, tolerance(torch_dtype, "ieee" if dtype == "fp32" else None, k),
+                require_close(c, reference, tolerance(torch_dtype, "ieee" if dtype == "fp32" else None, k),
                                       f"sweep {_sweep_label(cfg, group_m, m_major, order, dtype)}")
         rows = []
         for size in sizes:
@@ -432,7 +448,7 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
             medians: dict[str, list[float]] = {name: [] for name in sides}
             for _ in range(rounds):
                 for name, fn in sides.items():
-                    medians[name].append(harness.time_fn(fn, rep_ms=100, cuda_graph=True).median_ms)
+                    medians[name].append(time_fn(fn, rep_ms=100, cuda_graph=True).median_ms)
             cublas_ms = statistics.median(medians["cublas"])
             for name, times in medians.items():
                 ms = statistics.median(times)
@@ -445,7 +461,7 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
             print(f"   {row['side']:34s} {row['tflops']:6.1f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS  {row['config']}")
     out = Path(out_dir) / ("matmul_sweep.json" if dtype == "bf16" else f"matmul_sweep_{dtype}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": harness.environment(), "dtype": dtype, "rounds": rounds, "rows": rows},
+    out.write_text(json.dumps({"meta": environment(), "dtype": dtype, "rounds": rounds, "rows": rows},
                               indent=1) + "\n")
     print(f"wrote {out}")
     return rows

@@ -199,7 +199,7 @@ def grid(m: int, n: int, num_sms: int, config: dict = CONFIG) -> tuple[int]:
     At 4096^3 that is 64 clusters, not 66: 256 tiles take 4 waves either way, but every wave is now full and an
     8 x 8 square of tiles in GROUP_M order, whose A and B panels the next wave shares. ncu on the H200 at locked
     clocks: 217.1 against 218.6 us, DRAM reads 131.3 against 147.1 MB (cuBLAS 218.8 us, 148.2 MB), tensor pipe
-    94.9 against 94.8% of active cycles. Timed (harness.compare from CUDA graphs, 7 and 11 rounds, both at the
+    94.9 against 94.8% of active cycles. Timed (compare.compare from CUDA graphs, 7 and 11 rounds, both at the
     700 W cap and the same sampled clock):
     1.007 / 1.010x cuBLAS against 1.002 / 1.001x with 66 clusters at 4096^3, 1.029 / 1.026x against 1.024 / 1.016x
     at 8192^3, and 0.836 against 0.788x at 3072^3 (48 clusters for 144 tiles)."""

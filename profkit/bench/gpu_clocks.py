@@ -77,8 +77,8 @@ class ClockSampler:
     def __init__(self, gpu_index: int = 0, period_ms: int = 100):
         self.gpu_index, self.period_ms = gpu_index, period_ms
         self.samples: list[Sample] = []
-        self._proc = None
-        self._thread = None
+        self._proc: subprocess.Popen[str] | None = None
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "ClockSampler":
         exe = shutil.which("nvidia-smi")
@@ -95,6 +95,7 @@ class ClockSampler:
         return self
 
     def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None  # started by __enter__ before the thread
         for line in self._proc.stdout:
             sample = parse_sample(line, time.time())
             if sample is not None:
@@ -104,6 +105,7 @@ class ClockSampler:
         if self._proc is not None:
             self._proc.terminate()
             self._proc.wait(timeout=10)
+        if self._thread is not None:
             self._thread.join(timeout=10)
 
 
@@ -117,3 +119,14 @@ def nvml_index(cuda_device: int) -> int:
         return int(mapping(cuda_device)) if mapping is not None else cuda_device
     except (RuntimeError, ValueError, IndexError):
         return cuda_device
+
+
+def device_sampler() -> ClockSampler | None:
+    """nvidia-smi sampling the current CUDA device every 50 ms; None without torch or a CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return ClockSampler(nvml_index(torch.cuda.current_device()), period_ms=50)

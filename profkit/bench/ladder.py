@@ -2,7 +2,7 @@
 
 The program times every rung and cuBLAS interleaved (rotated order each round, L2 flushed before every
 run) and prints one JSON line per (kernel, N); this module builds it, runs it, and turns the lines into
-the harness's result table so the ladder is reported like every other workload.
+the result table of ``compare`` so the ladder is reported like every other workload.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from profkit import process
-from profkit.bench import flops, harness
+from profkit.bench import flops
+from profkit.bench.results import environment, format_table, write_results
+from profkit.bench.timing import STABLE_SPREAD
 from profkit.build import nvcc
 from profkit.errors import CaptureError
 
@@ -25,7 +27,7 @@ BASELINE = "matmul_cublas"
 
 
 def bench_lines_to_table(stdout: str) -> pd.DataFrame:
-    """ladder_bench JSON lines -> harness.COLUMNS rows (workload 'matmul-ladder', baseline cuBLAS)."""
+    """ladder_bench JSON lines -> compare.COLUMNS rows (workload 'matmul-ladder', baseline cuBLAS)."""
     rows = []
     for line in stdout.splitlines():
         line = line.strip()
@@ -44,7 +46,7 @@ def bench_lines_to_table(stdout: str) -> pd.DataFrame:
         spread = (p80 - p20) / median if median > 0 else math.nan
         rows.append({
             "workload": "matmul-ladder", "case": f"fp32 {n}", "impl": obj["kernel"], "median_ms": median,
-            "p20_ms": p20, "p80_ms": p80, "runs": int(obj["runs"]), "stable": bool(spread < harness.STABLE_SPREAD),
+            "p20_ms": p20, "p80_ms": p80, "runs": int(obj["runs"]), "stable": bool(spread < STABLE_SPREAD),
             "tflops": work / seconds / 1e12, "gbps": traffic / seconds / 1e9,
             "ratio_vs_baseline": float(obj["ratio_vs_cublas"]), "note": "", "baseline": BASELINE,
             "min_ms": float(obj["min_ms"]), "spread": spread, "flops": work, "bytes": traffic,
@@ -68,17 +70,17 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, sizes
         raise CaptureError("ladder_bench printed no result lines", details=result.stderr[-3000:])
     meta = {
         "workload": "matmul-ladder",
-        "environment": harness.environment(),
+        "environment": environment(),
         "arch": built.arch,
         "command": " ".join(command),
         "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
         "timing": {"method": "CUDA events around each launch, L2 flushed (2x L2 memset) and output poisoned "
                              "before every run, kernels interleaved in rotated order, median of the runs",
-                   "reps": reps, "stable_spread": harness.STABLE_SPREAD},
+                   "reps": reps, "stable_spread": STABLE_SPREAD},
         "baseline": "cuBLAS cublasSgemm, CUBLAS_DEFAULT_MATH (fp32 FMA, TF32 off)",
         "ptxas": built.ptxas.drop(columns=["mangled"]).to_dict(orient="records"),
     }
-    print(harness.format_table(df, meta))
-    for path in harness.write_results(df, meta, Path(out_dir) / "ladder"):
+    print(format_table(df, meta))
+    for path in write_results(df, meta, Path(out_dir) / "ladder"):
         print(f"wrote {path}")
     return df

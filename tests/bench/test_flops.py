@@ -4,7 +4,9 @@ import math
 
 import pytest
 
-from profkit.bench import flops, harness
+from profkit.bench import flops
+from profkit.bench.compare import Case, compare
+from profkit.bench.timing import Timing
 
 
 def test_matmul_flops_is_two_m_n_k():
@@ -70,16 +72,16 @@ def _constant_timer(medians):
     """A fake timer returning a fixed per-impl time; impls are recognised by their return value."""
     def timer(fn, cuda_graph=False):
         ms = medians[fn()]
-        return harness.Timing.from_samples([ms] * 10)
+        return Timing.from_samples([ms] * 10)
     return timer
 
 
 def test_candidate_and_baseline_are_credited_with_the_same_case_flops():
-    case = harness.Case("matmul", "bf16 4096", {"dtype": "bfloat16"},
-                        flops=flops.matmul_flops(4096, 4096, 4096),
-                        bytes=flops.matmul_bytes(4096, 4096, 4096, 2, 2))
+    case = Case("matmul", "bf16 4096", {"dtype": "bfloat16"},
+                flops=flops.matmul_flops(4096, 4096, 4096),
+                bytes=flops.matmul_bytes(4096, 4096, 4096, 2, 2))
     impls = {"triton": lambda c: (lambda: "triton"), "cublas": lambda c: (lambda: "cublas")}
-    df = harness.compare([case], impls, baseline="cublas", timer=_constant_timer({"triton": 0.25, "cublas": 0.2}))
+    df = compare([case], impls, baseline="cublas", timer=_constant_timer({"triton": 0.25, "cublas": 0.2}))
     rows = df.set_index("impl")
     assert (df["flops"] == case.flops).all() and (df["bytes"] == case.bytes).all()
     for impl, ms in (("triton", 0.25), ("cublas", 0.2)):

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from profkit.bench.harness import relative_error
+from profkit.bench.checks import relative_error
 from tests.triton_mode import on_sm90
 
 pytestmark = pytest.mark.gpu

@@ -33,7 +33,8 @@ import torch
 import triton.language as tl
 from triton.runtime import interpreter
 
-from profkit.bench import harness
+from profkit.bench.checks import CheckFailed
+from profkit.bench.compare import Unsupported
 from profkit.kernels.flash_attention import benchmark as fa_bench
 from profkit.kernels.flash_attention import fa2 as fa
 from profkit.kernels.launch import signature
@@ -652,10 +653,10 @@ def test_check_outputs_flags_a_wrong_implementation():
     ref = torch.randn(2, 16, 64)
     close = ref * (1 + 1e-4)
     fa_bench.check_outputs(case, {fa_bench.BASELINE: ref, "fa2_triton": close, "sdpa_cudnn": None})
-    with pytest.raises(harness.CheckFailed, match="fa2_triton o vs sdpa_default"):
+    with pytest.raises(CheckFailed, match="fa2_triton o vs sdpa_default"):
         fa_bench.check_outputs(case, {fa_bench.BASELINE: ref, "fa2_triton": ref.flip(0)})
     grads = (ref, ref, ref)
-    with pytest.raises(harness.CheckFailed, match="fa2_triton dk vs sdpa_default"):
+    with pytest.raises(CheckFailed, match="fa2_triton dk vs sdpa_default"):
         fa_bench.check_outputs(case, {fa_bench.BASELINE: grads, "fa2_triton": (ref, -ref, ref)})
 
 
@@ -693,8 +694,6 @@ def test_bench_cases_cover_the_grid_with_causal_flops(quick, chosen, seqs):
 def test_variant_rows_time_each_backward_once(monkeypatch):
     """The fa2_bwd_<variant> rows skip forward cases and the shapes where their variant is fa2_triton's own
     backward (no case is timed twice), before any input is made; the others reach the inputs."""
-    from profkit.bench import harness
-
     monkeypatch.setattr(fa, "_BWD_VARIANT", "")
 
     class NoInputs:
@@ -710,12 +709,12 @@ def test_variant_rows_time_each_backward_once(monkeypatch):
         for case in cases:
             p = case.params
             if p["direction"] == "fwd":
-                with pytest.raises(harness.Unsupported, match="backward only"):
+                with pytest.raises(Unsupported, match="backward only"):
                     factory(case)
                 continue
             default = fa.backward_variant(None, (p["batch"], p["heads"], p["seq"], p["head_dim"]), True)
             defaults.add((p["seq"], default))
-            with pytest.raises(harness.Unsupported if default == variant else LookupError):
+            with pytest.raises(Unsupported if default == variant else LookupError):
                 factory(case)
     assert defaults == {(512, "single"), (4096, "split")}
 

@@ -8,7 +8,8 @@ import json
 
 import torch
 
-from profkit.bench import harness
+from profkit.bench.compare import compare
+from profkit.bench.timing import Timing
 from profkit.kernels.int8 import benchmark
 from profkit.kernels.int8.calibrate import outlier_columns
 from profkit.kernels.int8.convert import bitsandbytes_available
@@ -17,7 +18,7 @@ from profkit.kernels.int8.train import TrainConfig, run_training
 
 def fake_timer(fn, cuda_graph=False):
     fn()
-    return harness.Timing.from_samples([1.0, 1.02, 0.98])
+    return Timing.from_samples([1.0, 1.02, 0.98])
 
 
 def test_synthetic_profile_has_the_documented_outlier_channels():
@@ -42,11 +43,11 @@ def test_every_implementation_runs_and_is_checked(device):
     errors, configs = {}, {}
     impls = benchmark.implementations(layers, full=True)
     check = benchmark.output_checker(layers, errors, configs)
-    df = harness.compare(cases, impls, baseline="fp16_linear", check=check, rounds=1,
+    df = compare(cases, impls, baseline="fp16_linear", check=check, rounds=1,
                          timer=fake_timer)
     graph_impls = {"fp16_linear_graph": impls["fp16_linear"],
                    "int8_custom_graph": impls["int8_custom"]}
-    harness.compare(cases[:1], graph_impls, baseline="fp16_linear_graph", check=check, rounds=1,
+    compare(cases[:1], graph_impls, baseline="fp16_linear_graph", check=check, rounds=1,
                     timer=fake_timer)
     assert set(errors[cases[0].label]) >= {"int8_custom", "int8_custom_graph"}
     notes = {(r.case, r.impl): r.note for r in df.itertuples()}

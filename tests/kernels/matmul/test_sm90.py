@@ -8,7 +8,7 @@ an sm_90 GPU with triton >= 3.9: results against float64 on odd shapes, through 
 import pytest
 import torch
 
-from profkit.bench import harness
+from profkit.bench.checks import relative_error
 from profkit.kernels.matmul import sm90
 from profkit.kernels.matmul import tiled as mm
 from tests.kernels.offline_compile import needs_triton_tools, run_compile_script
@@ -134,12 +134,12 @@ def test_matches_float64_on_the_gpu(dtype, shape):
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
     assert sm90.eligible(a, b, c)
     sm90.launch(a, b, c)
-    assert harness.relative_error(c, ref) <= tol  # NaN (an unwritten element) fails too
+    assert relative_error(c, ref) <= tol  # NaN (an unwritten element) fails too
     for _ in range(2):  # the first call chooses and records the cluster path, the second replays it
         out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         mm.matmul(a, b, out=out)
         assert mm._READY[mm._launch_key(a, b, None, out)] == mm.CLUSTER_PATH
-        assert harness.relative_error(out, ref) <= tol
+        assert relative_error(out, ref) <= tol
 
 
 @pytest.mark.gpu

@@ -14,7 +14,7 @@ import zlib
 import pytest
 import torch
 
-from profkit.bench import harness
+from profkit.bench.checks import relative_error
 from profkit.kernels import common
 from profkit.kernels.launch import LaunchCache
 from profkit.kernels.matmul import benchmark, ffma_order
@@ -64,7 +64,7 @@ def test_matches_float64_reference_within_tolerance(gen, device, dtype, precisio
     result = mm.matmul(a, b, precision=precision, out=out)
     assert result.data_ptr() == out.data_ptr() and result.dtype == dtype
     assert not torch.isnan(result).any()
-    err = harness.relative_error(result, mm.matmul_reference(a, b))
+    err = relative_error(result, mm.matmul_reference(a, b))
     # Under the interpreter tf32 may compute exactly like ieee: assert the bound only.
     assert err <= mm.tolerance(dtype, precision, k), f"relative error {err:.3e}"
 
@@ -75,7 +75,7 @@ def test_strided_inputs_and_fresh_output(gen, device):
     b = torch.randn(24, 48, generator=gen).to(device).t()  # (48, 24) view with strides (1, 48)
     result = mm.matmul(a, b)
     assert result.shape == (40, 24) and result.dtype == torch.float32 and result.is_contiguous()
-    assert harness.relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 48)
+    assert relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 48)
 
 
 def test_empty_dimensions(device):
@@ -211,11 +211,11 @@ def test_sweep_launch_of_an_fma_tile_matches_float64(gen, device):
     a, b = _operands(gen, 45, 37, 29, torch.float32, device)
     c = torch.full((45, 37), float("nan"), device=device)
     benchmark._sweep_launch("fma", cfg, 2, 1, a, b, c)
-    assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
+    assert relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
     assert benchmark._sweep_label(cfg, 2) == "32x16x16 s2 w1 g2"
     c = torch.full((45, 37), float("nan"), device=device)
     benchmark._sweep_launch("fma", cfg, 2, 1, a, b, c, m_major=True, order=ffma_order.SERPENTINE)
-    assert harness.relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
+    assert relative_error(c, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 29)
     assert benchmark._sweep_label(cfg, 2, True, ffma_order.SERPENTINE, "fp32") == "32x16x16 s2 w1 g2 aM serp"
     assert benchmark._sweep_label(cfg, 2, False, "", "fp32") == "32x16x16 s2 w1 g2 aK"
     assert benchmark._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
@@ -250,7 +250,7 @@ def test_fma_path_reads_a_m_major_from_the_size_threshold_on(gen, device, monkey
     big = mm.matmul(a, b)
     assert copies == [(67, 33)]
     for result in (small, big):
-        assert harness.relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 33)
+        assert relative_error(result, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", 33)
     mm.matmul(a, b, precision="tf32")  # other paths, and an A that is M-major already, are read as given
     mm.matmul(a.t().contiguous().t(), b)
     assert copies == [(67, 33)]

@@ -1,0 +1,69 @@
+"""profkit.bench.timing on CPU: the statistics of a timing, pooled rounds, the median's interval, the L2 flush size."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from profkit.bench.timing import (DEFAULT_L2_BYTES, STABLE_SPREAD, Timing, combine_timings, l2_flush_bytes,
+                                  median_interval, time_fn)
+from tests.triton_mode import COMPILED
+
+
+def test_timing_from_samples_quantiles_and_spread():
+    t = Timing.from_samples([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (t.median_ms, t.p20_ms, t.p80_ms, t.min_ms, t.runs) == (3.0, 1.8, 4.2, 1.0, 5)
+    assert math.isclose(t.spread, (4.2 - 1.8) / 3.0)
+    assert t.stable is False
+
+
+def test_timing_is_stable_below_five_percent_spread():
+    tight = Timing.from_samples([1.00, 1.01, 1.00, 1.02, 0.99, 1.01])
+    loose = Timing.from_samples([1.0, 1.2, 0.9, 1.1, 1.0, 1.3])
+    assert tight.stable and tight.spread < STABLE_SPREAD
+    assert not loose.stable
+
+
+def test_timing_from_no_samples_raises():
+    with pytest.raises(ValueError, match="at least one sample"):
+        Timing.from_samples([])
+
+
+def test_combine_timings_pools_samples_of_all_rounds():
+    rounds = [Timing.from_samples([1.0, 1.0]), Timing.from_samples([3.0, 3.0, 3.0])]
+    t = combine_timings(rounds)
+    assert t.runs == 5 and t.median_ms == 3.0 and t.min_ms == 1.0
+
+
+def test_combine_timings_without_samples_takes_median_of_each_statistic():
+    def bare(median):
+        return Timing(median_ms=median, p20_ms=median - 0.1, p80_ms=median + 0.1, min_ms=median - 0.2,
+                              runs=10, spread=0.2 / median, stable=False)
+    t = combine_timings([bare(1.0), bare(2.0), bare(9.0)])
+    assert (t.median_ms, t.runs, t.min_ms) == (2.0, 30, 0.8)
+    assert math.isclose(t.p80_ms, 2.1)
+
+
+def test_median_interval_takes_the_binomial_order_statistics():
+    # n = 21: P(Binomial(21, 1/2) <= 5) = 0.0133 <= 0.025 < P(<= 6) = 0.0392, so the 6th smallest and 6th largest
+    assert median_interval(range(1, 22)) == (6.0, 16.0)
+    assert median_interval([9, 2, 7, 4, 1, 8, 3, 6, 5]) == (2.0, 8.0)  # n = 9: 2nd and 8th, order-free
+    assert median_interval(range(1, 7)) == (1.0, 6.0)  # n = 6: min..max covers 96.9%
+    for short in ([], [1.0], [1.0, 2.0, 3.0], range(5)):  # min..max covers less than 95%
+        assert all(math.isnan(v) for v in median_interval(short))
+    assert median_interval([1.0, float("nan")] * 6) == (1.0, 1.0)  # NaN rounds are dropped first (6 left)
+    assert math.isnan(median_interval([1.0, float("nan")] * 5)[0])  # 5 left: too few
+    assert median_interval(range(1, 22), confidence=0.5)[0] > 6.0  # a looser interval is narrower
+
+
+def test_l2_flush_buffer_is_twice_l2_or_default():
+    assert l2_flush_bytes(60 * 2 ** 20) == 120 * 2 ** 20
+    assert l2_flush_bytes(None) == DEFAULT_L2_BYTES == 256 * 2 ** 20
+    assert l2_flush_bytes(0) == DEFAULT_L2_BYTES
+
+
+@pytest.mark.skipif(COMPILED, reason="checks the error raised without a GPU")
+def test_time_fn_raises_runtime_error_without_cuda():
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        time_fn(lambda: None)
