@@ -143,6 +143,9 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
         frames_in = [f.assign(**{CAPTURE: ""}) for f in frames_in]
     order = _capture_order(frames_in) if by_capture else [""]
     timings, ncu_launches, nsys_kernels = (_with_capture(f, by_capture) for f in frames_in)
+    unranged = _one_sided_ranges(ncu_launches, nsys_kernels)
+    if unranged:
+        ncu_launches, nsys_kernels = (_without_ranges(f, unranged) for f in (ncu_launches, nsys_kernels))
     keys = [CAPTURE, "label", "grid"] if by_capture else ["label", "grid"]
     labels = {}
     if "kernel" in timings and not timings.empty:
@@ -194,7 +197,39 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     verdicts = [_reasons(row, threshold, clock_control, cache_control) for row in table.itertuples()]
     table["flag"] = [v[0] for v in verdicts]
     table["reasons"] = [v[1] for v in verdicts]
+    for capture, side in unranged.items():
+        mine = (table[CAPTURE] == capture) if by_capture else pd.Series(True, index=table.index)
+        other = "ncu ran without --nvtx" if side == "nsys" else "nsys ran without --trace=nvtx"
+        note = f"only {side} recorded NVTX ranges ({other}): launches matched by kernel name and grid, not by range"
+        table.loc[mine, "reasons"] = [f"{r}; {note}" if r else note for r in table.loc[mine, "reasons"]]
     return table[[CAPTURE, *CROSSCHECK_COLUMNS] if by_capture else CROSSCHECK_COLUMNS]
+
+
+def _one_sided_ranges(ncu: pd.DataFrame, nsys: pd.DataFrame) -> dict[str, str]:
+    """{capture: the tool ("ncu" or "nsys")} for each capture whose launches only one tool recorded NVTX ranges
+    for: ncu records ranges only with --nvtx and nsys only when it traces nvtx, so a report captured by hand beside
+    the other tool's has range/kernel labels on one side and bare kernel names on the other, and no kernel of
+    theirs would meet in a row."""
+    def ranged(frame: pd.DataFrame) -> pd.Series:
+        if frame.empty or "nvtx_path" not in frame:
+            return pd.Series(dtype=bool)
+        has = frame["nvtx_path"].fillna("").astype(str).to_numpy() != ""
+        captures = frame[CAPTURE].to_numpy() if CAPTURE in frame else np.full(len(frame), "", dtype=object)
+        return pd.Series(has).groupby(captures).any()
+
+    on_ncu, on_nsys = ranged(ncu), ranged(nsys)
+    both = on_ncu.index.intersection(on_nsys.index)
+    return {str(c): "ncu" if on_ncu[c] else "nsys" for c in both if bool(on_ncu[c]) != bool(on_nsys[c])}
+
+
+def _without_ranges(frame: pd.DataFrame, captures: dict[str, str]) -> pd.DataFrame:
+    """The frame with the NVTX paths of those captures' launches emptied."""
+    if frame.empty or "nvtx_path" not in frame:
+        return frame
+    mine = frame[CAPTURE].isin(list(captures)) if CAPTURE in frame else pd.Series("" in captures, index=frame.index)
+    frame = frame.copy()
+    frame["nvtx_path"] = frame["nvtx_path"].astype(object).where(~mine.to_numpy(), "")
+    return frame
 
 
 def _capture_order(frames: list[pd.DataFrame]) -> list[str]:
