@@ -1,7 +1,7 @@
 """The report fuzzer: its mutators, and a seeded run over the committed reports with zero crashes.
 
 The full run (5000 mutants, result committed at reports/fuzz/last.json) is
-    python -m profkit.fuzz --count 5000 --seed 1 --out reports/fuzz/last.json
+    python -m benchmarks.fuzz --count 5000 --seed 1 --out reports/fuzz/last.json
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from profkit import fuzz
+from benchmarks import fuzz
 from tests import REPO
 
 SESSIONS = REPO / "sessions"

@@ -15,7 +15,7 @@ click's CliRunner) and each run is one of:
   crash  anything else: another exception, a traceback in the CLI's output, an unexpected exit code
 
 Run the full fuzz (its result is committed at reports/fuzz/last.json; the test suite runs a small seeded subset):
-    python -m profkit.fuzz --count 5000 --seed 1 --out reports/fuzz/last.json
+    python -m benchmarks.fuzz --count 5000 --seed 1 --out reports/fuzz/last.json
 Every source file is hashed before and after: the run fails if one was written (`sources_unchanged`).
 The same seed on the same sessions/ gives the same mutants; --keep DIR keeps them for a closer look.
 """
@@ -502,7 +502,7 @@ def summarize(runs: list[Run], sources: list[Source], *, seed: int, count: int, 
     except importlib.metadata.PackageNotFoundError:
         reader = "unknown"
     return {
-        "command": f"python -m profkit.fuzz --count {count} --seed {seed}",
+        "command": f"python -m benchmarks.fuzz --count {count} --seed {seed}",
         "seed": seed, "mutants": count, "runs": len(runs), "jobs": jobs, "seconds": round(seconds, 1),
         "date": now_iso(), "git_commit": git_commit(), "ncu_report": reader,
         "outcomes": {name: outcomes.get(name, 0) for name in ("read", "warned", "error", "crash")},
@@ -583,7 +583,7 @@ def format_summary(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profkit.fuzz", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fuzz", description=__doc__.split("\n")[0])
     parser.add_argument("--count", type=int, default=600, help="number of mutants (default 600)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sessions", default="sessions", help="where the source reports are (default sessions/)")
@@ -594,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = run_fuzz(args.count, args.seed, sessions=args.sessions, jobs=args.jobs, keep=args.keep)
     except (ProfkitError, ValueError) as exc:
-        print(f"profkit.fuzz: {exc}", file=sys.stderr)
+        print(f"benchmarks.fuzz: {exc}", file=sys.stderr)
         return 2
     if args.out:
         summary["command"] += f" --out {args.out}"
