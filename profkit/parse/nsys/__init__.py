@@ -62,13 +62,14 @@ class NsysCapture:
 
 
 def sqlite_for(report: Path, *, export: bool = True) -> Path:
-    """The SQLite export beside a .nsys-rep; exported with `nsys export` when missing or older."""
+    """The SQLite export beside a .nsys-rep (X.nsys-rep or X.nsys-rep.xz/.gz beside X.sqlite, X.sqlite.xz or
+    X.sqlite.gz); exported with `nsys export` when missing or older."""
     from profkit.parse.files import plain_file, plain_name, stored_path
 
     report = Path(report)
     if plain_name(report).endswith(".sqlite"):
         return plain_file(report)
-    sqlite = report.with_suffix(".sqlite")
+    sqlite = report.with_name(Path(plain_name(report)).with_suffix(".sqlite").name)
     if not sqlite.exists() and stored_path(sqlite) is not None:
         return _matching(plain_file(sqlite), report)
     nsys = process.find_tool("nsys")
@@ -82,7 +83,7 @@ def sqlite_for(report: Path, *, export: bool = True) -> Path:
         raise ReportError(f"{report} has no .sqlite export beside it and nsys is not installed to make one",
                           hint="run `nsys export --type sqlite` where nsys exists, or install Nsight Systems")
     result = process.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
-                          str(report)], timeout=600)
+                          str(plain_file(report))], timeout=600)
     if result.returncode != 0 or not sqlite.exists():
         raise ReportError(f"nsys export failed for {report}", details=result.stderr or result.stdout)
     return sqlite
@@ -114,14 +115,14 @@ def _matching(sqlite: Path, report: Path) -> Path:
     """`sqlite` when it is the export of `report`: made from a file of the report's name, or (renamed since)
     recording a command the report itself holds; otherwise a ReportError (another program's export beside this
     report would show that program's kernels under this report's name)."""
-    from profkit.parse.files import plain_name
+    from profkit.parse.files import PACKED, plain_name
 
     if not report.exists():
         return sqlite
     source, command = export_source(sqlite)
     if not source or source == report.name or source == plain_name(report):
         return sqlite
-    with report.open("rb") as handle:
+    with PACKED.get(report.suffix, open)(report, "rb") as handle:
         head = handle.read(REPORT_HEAD_BYTES)
     if command and all(part.encode() in head for part in command if part):
         return sqlite
