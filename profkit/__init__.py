@@ -7,12 +7,25 @@ The Python API (profkit.api) is imported on first use, so `import profkit` stays
     profile.table("summary")
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
-__all__ = ["Profile", "Roofline", "diff", "load", "load_many", "report", "__version__"]
-_API = {"Profile", "Roofline", "diff", "load", "load_many", "report"}
+__all__ = ["Profile", "Roofline", "diff", "load", "load_many", "report", "show", "__version__"]
+_API = {"Profile", "Roofline", "diff", "load", "load_many", "report", "show"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
+    """profkit.api's names, imported on first use (PEP 562), so `import profkit` stays cheap.
+
+    Args:
+        name: The attribute asked for.
+
+    Returns:
+        The object of that name in profkit.api.
+
+    Raises:
+        AttributeError: profkit has no such attribute.
+    """
     if name in _API:
         from profkit import api
 
@@ -21,4 +34,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
+    """The module's names, the lazily imported API included (for tab completion)."""
     return sorted(set(globals()) | _API)

@@ -17,13 +17,18 @@ from __future__ import annotations
 import glob as _glob
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pandas as pd
 
 from profkit.analyse import registry
 from profkit.analyse.bundle import Bundle, open_bundle
 from profkit.errors import UsageError
+
+if TYPE_CHECKING:  # imported where they are used, so `import profkit.api` pulls in neither the diff nor plotly
+    import plotly.graph_objects as go
+
+    from profkit.analyse.diff import DiffResult
 
 __all__ = ["Profile", "Roofline", "load", "load_many", "diff", "report", "show"]
 
@@ -37,28 +42,40 @@ class Roofline:
     ceilings: pd.DataFrame
     points: pd.DataFrame
 
-    def figure(self):
+    def figure(self) -> go.Figure:
+        """Draw the roofline; nothing is shown or written.
+
+        Returns:
+            A plotly Figure, log-log: bandwidth ceilings as diagonals, compute ceilings as horizontals, one
+            marker per point.
+        """
         from profkit.render.plots import roofline_figure
 
         return roofline_figure(self.ceilings, self.points)
 
 
 class Profile:
-    """One loaded input: a session, an ncu report or an nsys timeline. Tables are built on first use."""
+    """One loaded input: a session, an ncu report or an nsys timeline. Tables are built on first use.
 
-    def __init__(self, bundle: Bundle):
+    Made by `load`; `bundle` is the input's stored tables (analyse.bundle.Bundle), which every table reads.
+    """
+
+    def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
 
     @property
     def name(self) -> str:
+        """What the input is called in tables and titles (a session's folder name, a report's file name)."""
         return self.bundle.name
 
     @property
     def path(self) -> Path:
+        """Where the input was read from."""
         return self.bundle.path
 
     @property
-    def manifest(self) -> dict:
+    def manifest(self) -> dict[str, Any]:
+        """A session's manifest.json, or for a bare report what the report records (GPU, tool versions)."""
         return self.bundle.manifest
 
     @property
@@ -67,12 +84,27 @@ class Profile:
         return self.bundle.kinds
 
     def tables(self) -> list[str]:
-        """The table names that apply to this input, in the order `profkit show --all` prints them."""
+        """The tables this input can give.
+
+        Returns:
+            Table names, in the order `profkit show --all` prints them.
+        """
         return registry.applicable(self.bundle)
 
     def table(self, name: str) -> pd.DataFrame:
-        """One table, exactly as `profkit show -t NAME` prints it (same columns, same units). A table that does
-        not apply raises profkit.errors.UsageError saying why."""
+        """One table, exactly as `profkit show -t NAME` prints it (same columns, same units).
+
+        Args:
+            name: A table name (`tables()` lists those that apply; docs/columns.md documents every one).
+
+        Returns:
+            The table.
+
+        Raises:
+            profkit.errors.UsageError: The name is unknown, or the table does not apply to this input (the
+                message says what it needs).
+            profkit.errors.ReportError: The stored tables it is built from are damaged.
+        """
         return registry.build(self.bundle, name)
 
     @property
@@ -88,7 +120,15 @@ class Profile:
         return kernel_rows(self.launches)
 
     def roofline(self, tensor: str = "used") -> Roofline:
-        """Ceilings from this input's own counters and one point per kernel instance and memory level."""
+        """The roofline of this input's kernels, from the report's own peak metrics.
+
+        Args:
+            tensor: Which tensor-core ceilings to draw: "used" those of the operand types some kernel executed,
+                "all" every nonzero one, "none" none.
+
+        Returns:
+            The ceilings and one point per kernel instance and memory level.
+        """
         from profkit.analyse import roofline
 
         rows = self.kernels
@@ -96,7 +136,15 @@ class Profile:
         return Roofline(ceilings, roofline.points(rows, ceilings))
 
     def report(self, path: str | Path, *, title: str | None = None) -> Path:
-        """Write this input's self-contained HTML report; returns the path."""
+        """Write this input's self-contained HTML report (`report(self, path=path, title=title)`).
+
+        Args:
+            path: The .html file to write.
+            title: The page title; by default one made from the input's name.
+
+        Returns:
+            The path written.
+        """
         return report(self, path=path, title=title)
 
     def __repr__(self) -> str:
@@ -118,15 +166,37 @@ class Profile:
 
 
 def load(path: str | Path, *, root: str | Path | None = None) -> Profile:
-    """A session (folder, or name under `root`, default ./sessions), an ncu report (.ncu-rep, .xz, .gz) or an nsys
-    capture (.nsys-rep, .sqlite, .sqlite.xz, a folder written by `nsys export --type parquetdir` or `arrowdir`, or
-    the .arrows file of `--type arrow`; the last three read in place)."""
+    """Open one input; its tables are built when first asked for.
+
+    Args:
+        path: A session (its folder, or its name under `root`), an ncu report (.ncu-rep, .xz, .gz) or an nsys
+            capture (.nsys-rep, .sqlite, .sqlite.xz, a folder written by `nsys export --type parquetdir` or
+            `arrowdir`, or the .arrows file of `--type arrow`; the last three read in place).
+        root: Where session names are looked up (default ./sessions).
+
+    Returns:
+        The loaded input.
+
+    Raises:
+        profkit.errors.UsageError: Nothing profkit can read is at `path`.
+        profkit.errors.ReportError: A report or session is damaged or cannot be read.
+    """
     return Profile(open_bundle(path, Path(root) if root else None))
 
 
 def load_many(paths: str | Path | Iterable[str | Path], *, root: str | Path | None = None) -> list[Profile]:
-    """Several inputs: a list of paths, or one glob pattern (`"sessions/ladder-*"`). A pattern that matches nothing
-    is a UsageError."""
+    """Open several inputs (each as `load`).
+
+    Args:
+        paths: A list of paths, or one glob pattern (`"sessions/ladder-*"`, matched in sorted order).
+        root: Where session names are looked up (default ./sessions).
+
+    Returns:
+        One Profile per path, in order.
+
+    Raises:
+        profkit.errors.UsageError: The pattern matches nothing, or a path holds nothing profkit can read.
+    """
     if isinstance(paths, (str, Path)):
         found = sorted(_glob.glob(str(paths)))
         if not found:
@@ -135,23 +205,52 @@ def load_many(paths: str | Path | Iterable[str | Path], *, root: str | Path | No
     return [load(p, root=root) for p in paths]
 
 
-def _spec(side) -> str:
+def _spec(side: Profile | str | Path) -> str:
     return str(side.path) if isinstance(side, Profile) else str(side)
 
 
-def diff(a, b, *, force: bool = False, fail_if: Iterable[str] = (), summed: bool = False,
-         root: str | Path | None = None):
-    """What changed from A to B (analyse.diff.DiffResult; `.table(name)` for its tables). A and B are Profiles
-    (whole captures) or the CLI's selectors: SOURCE, SOURCE:KERNEL, SOURCE:KERNEL#LAUNCH, KERNEL."""
+def diff(a: Profile | str | Path, b: Profile | str | Path, *, force: bool = False, fail_if: Iterable[str] = (),
+         summed: bool = False, root: str | Path | None = None) -> DiffResult:
+    """What changed from A to B: `profkit diff A B` as tables.
+
+    Args:
+        a: The before side: a Profile (the whole capture) or the CLI's selector, SOURCE, SOURCE:KERNEL,
+            SOURCE:KERNEL#LAUNCH or a bare KERNEL pattern.
+        b: The after side, given the same way.
+        force: Diff captures that differ in a field that makes them incomparable (GPU, clocks ...).
+        fail_if: `--fail-if` checks ("duration>+5%" ...); the failing ones are returned in `violations`.
+        summed: Add up every kernel each side's pattern matches (e.g. an NVTX range's launches).
+        root: Where session names are looked up (default ./sessions).
+
+    Returns:
+        The diff (analyse.diff.DiffResult): `.tables()` names its tables, `.table(name)` gives one.
+
+    Raises:
+        profkit.errors.UsageError: A malformed check, an unknown name, or incomparable captures without `force`.
+    """
     from profkit.analyse.diff import diff as run_diff
 
     return run_diff(_spec(a), _spec(b), root=Path(root) if root else None, force=force, fail_if=tuple(fail_if),
                     summed=summed)
 
 
-def report(*inputs, diff=None, path: str | Path = "report.html", title: str | None = None,
-           top_lines: int | None = None) -> Path:
-    """One self-contained HTML page for Profiles (or paths) and/or a DiffResult; returns the written path."""
+def report(*inputs: Profile | str | Path, diff: DiffResult | None = None, path: str | Path = "report.html",
+           title: str | None = None, top_lines: int | None = None) -> Path:
+    """Write one self-contained HTML page (plotly embedded) for some inputs and/or a diff.
+
+    Args:
+        *inputs: Profiles, or paths that `load` opens.
+        diff: A DiffResult from `diff`, shown first.
+        path: The .html file to write.
+        title: The page title; by default one made from the inputs' names.
+        top_lines: How many source lines each hot-lines section shows (default render.html.TOP_LINES).
+
+    Returns:
+        The path written.
+
+    Raises:
+        profkit.errors.UsageError: Neither inputs nor a diff were given.
+    """
     from profkit.render.html import TOP_LINES, render_html, write_html
 
     bundles = [(p if isinstance(p, Profile) else load(p)).bundle for p in inputs]
@@ -162,15 +261,27 @@ def report(*inputs, diff=None, path: str | Path = "report.html", title: str | No
 
 def show(paths: Iterable[str | Path], names: Iterable[str] = (), *, every: bool = False,
          root: str | Path | None = None) -> list[tuple[Profile, str, pd.DataFrame]]:
-    """What `profkit show` prints: (input, table name, table) for each input and table, in order.
+    """What `profkit show` prints, as tables.
 
-    names: the tables asked for (default: each input's defaults; `every`: all that apply). A name that does not
-    apply to an input is a UsageError naming every such miss, raised before any table is built."""
+    Args:
+        paths: The inputs, each as `load` takes it.
+        names: The tables asked for; by default each input's default tables.
+        every: Every table that applies to each input instead.
+        root: Where session names are looked up (default ./sessions).
+
+    Returns:
+        (input, table name, table) for each input and table, in order.
+
+    Raises:
+        profkit.errors.UsageError: An unknown table name, or a name that does not apply to an input (one error
+            naming every such miss, raised before any table is built).
+    """
     profiles = [load(p, root=root) for p in paths]
     names = list(dict.fromkeys(names))
     for name in names:
         registry.spec(name)  # unknown names first
-    plan, misses = [], []
+    plan: list[tuple[Profile, str]] = []
+    misses: list[str] = []
     for profile in profiles:
         chosen = profile.tables() if every else names or registry.defaults(profile.bundle)
         for name in chosen:

@@ -11,11 +11,17 @@ default: "ncu" shows the table by default for inputs with profiled launches, "ns
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Collection
 
 import pandas as pd
 
 from profkit.errors import ReportError, UsageError
+
+if TYPE_CHECKING:  # the registry is imported before the bundle module (which imports pandas' readers)
+    from profkit.analyse.bundle import Bundle
+
+Builder = Callable[["Bundle"], pd.DataFrame]
+"""A table's builder: the stored tables of one input (a Bundle) to the table as `profkit show` prints it."""
 
 KIND_MEANING = {
     "ncu": "profiled kernel launches (an ncu report)",
@@ -34,21 +40,23 @@ KIND_MEANING = {
 
 @dataclass(frozen=True)
 class TableSpec:
+    """One table's declaration: what it needs of an input, how it is built and the columns it has."""
+
     name: str
     title: str
     description: str
     needs: tuple[str, ...]
-    build: Callable
+    build: Builder
     columns: tuple[str, ...]
     default: str | None = None
     hint: str = ""  # what to use instead when it does not apply
-    live: bool = False  # built from files outside the input as they are now: never stored (session.shown)
+    live: bool = False  # built from files outside the input as they are now: never cached (cli.show_cache)
 
-    def missing(self, kinds) -> list[str]:
+    def missing(self, kinds: Collection[str]) -> list[str]:
         """The requirements `kinds` does not meet (empty: the table applies)."""
         return [need for need in self.needs if not any(part in kinds for part in need.split("|"))]
 
-    def why_not(self, kinds) -> str:
+    def why_not(self, kinds: Collection[str]) -> str:
         """Why the table does not apply to an input with these kinds ('' when it does)."""
         missing = self.missing(kinds)
         if not missing:
@@ -61,9 +69,9 @@ TABLES: dict[str, TableSpec] = {}
 
 
 def register(name: str, title: str, description: str, needs: tuple[str, ...], columns: tuple[str, ...],
-             default: str | None = None, hint: str = "", live: bool = False):
+             default: str | None = None, hint: str = "", live: bool = False) -> Callable[[Builder], Builder]:
     """Decorator: declare a table whose builder is the decorated function (Bundle -> DataFrame)."""
-    def wrap(build: Callable) -> Callable:
+    def wrap(build: Builder) -> Builder:
         if name in TABLES:
             raise ValueError(f"table {name!r} declared twice")
         TABLES[name] = TableSpec(name, title, description, tuple(needs), build, tuple(columns), default, hint,
@@ -73,6 +81,7 @@ def register(name: str, title: str, description: str, needs: tuple[str, ...], co
 
 
 def spec(name: str) -> TableSpec:
+    """The declaration of one table; a UsageError listing the names when there is no such table."""
     _load_declarations()
     if name not in TABLES:
         raise UsageError(f"unknown table {name!r}", hint=f"choose from {', '.join(TABLES)}")
@@ -80,17 +89,18 @@ def spec(name: str) -> TableSpec:
 
 
 def all_specs() -> list[TableSpec]:
+    """Every table's declaration, in declaration order (the order `profkit show --all` prints them)."""
     _load_declarations()
     return list(TABLES.values())
 
 
-def applicable(bundle) -> list[str]:
+def applicable(bundle: Bundle) -> list[str]:
     """Names of the tables that apply to one input, in declaration order."""
     kinds = bundle.kinds
     return [s.name for s in all_specs() if not s.missing(kinds)]
 
 
-def defaults(bundle) -> list[str]:
+def defaults(bundle: Bundle) -> list[str]:
     """The tables `profkit show` prints without -t: the "ncu" defaults for inputs with profiled launches, else the
     "nsys" ones."""
     kinds = bundle.kinds
@@ -98,7 +108,7 @@ def defaults(bundle) -> list[str]:
     return [s.name for s in all_specs() if s.default == which and not s.missing(kinds)]
 
 
-def build(bundle, name: str) -> pd.DataFrame:
+def build(bundle: Bundle, name: str) -> pd.DataFrame:
     """One table of one input; a UsageError (exit 2) saying why when it does not apply."""
     table = spec(name)
     why = table.why_not(bundle.kinds)

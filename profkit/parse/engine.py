@@ -8,15 +8,19 @@ turns into a session with `tables_pending`, derived later with `profkit show --r
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from profkit.errors import ReaderError
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 MEMORY_LIMIT = "2GB"
 """DuckDB's own memory ceiling (it spills past it): keeps a 10^6-kernel timeline well inside the 4 GiB goal
 for the whole process, whose Arrow and pandas copies live outside DuckDB's accounting."""
 
 
-def connect():
+def connect() -> DuckDBPyConnection:
     """An in-memory DuckDB connection using every core; ReaderError where duckdb is not installed."""
     try:
         import duckdb  # noqa: PLC0415 - optional on the capture machine

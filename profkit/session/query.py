@@ -10,14 +10,18 @@ session lacks are NULL in its rows (UNION ALL BY NAME).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from profkit.errors import ReportError, UsageError
 from profkit.session.store import TABLES, list_sessions, read_table
 
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
-def table_views(conn, root: Path | None = None) -> dict[str, int]:
+
+def table_views(conn: DuckDBPyConnection, root: Path | None = None) -> dict[str, int]:
     """Create one view per table name over the complete sessions under root; returns name -> sessions in it."""
     sources: dict[str, list[str]] = {}
     for index, session in enumerate(list_sessions(root)):
