@@ -61,9 +61,13 @@ COLUMNS: dict[str, Column] = {
     "duration_us": _raw("µs", "kernel duration under ncu (one profiled launch; median for several)", "duration_ns"),
     "time_us": Column("µs", "GPU time of the row's launches in the timeline (steady state of a guided capture)",
                       "nsys kernel end - start"),
-    "time_pct": Column("%", "the row's share of all kernel time in the timeline (idle rows: idle time against "
-                            "kernel time)", "time_us / Σ kernel time_us"),
-    "span_pct": Column("%", "the row's time against the wall-clock span of the timeline", "time_us / span"),
+    "time_pct": Column("%", "the row's share of the table's kernel time: the kernel rows add up to 100 (hotspots' "
+                            "idle rows have none: idle time is no kernel time; the join's denominator is every "
+                            "timeline kernel)", "time_us (timeline: total_us) / Σ kernel time"),
+    "span_pct": Column("%", "the row's share of the window's GPU time: every GPU's kernel time plus its idle gaps "
+                            "between kernels, each GPU of each capture on its own clock (the sum of the GPUs' spans "
+                            "when no two kernels of a GPU overlap); kernel and idle rows add up to 100",
+                       "time_us / (Σ kernel time + Σ idle gaps)"),
     "total_us": Column("µs", "GPU time summed over launches", "nsys, or launches × median duration"),
     "median_us": Column("µs", "median duration", "nsys"),
     "min_us": Column("µs", "shortest duration", "nsys"),
@@ -86,7 +90,9 @@ COLUMNS: dict[str, Column] = {
                                  "nsys API calls"),
     "api_median_us": Column("µs", "median duration of the launch API call", "nsys CUDA API"),
     "queue_median_us": Column("µs", "median wait from the launch call to the kernel start", "nsys"),
-    "gpu_busy_pct": Column("%", "kernels' share of the span from the first start to the last end", "nsys"),
+    "gpu_busy_pct": Column("%", "share of the loop's span in which its GPU ran any kernel (the loop's or others', "
+                                "streams merged); the span runs from the row's first kernel start to its last end on "
+                                "each GPU, summed over GPUs", "nsys: merged kernel time within the span / span"),
     "span_us": Column("µs", "from the GPU's first activity to its last", "nsys"),
     "busy_us": Column("µs", "time anything (kernel, copy, memset) ran on the GPU", "nsys, intervals merged over streams"),
     "idle_us": Column("µs", "span_us - busy_us", "nsys"),
@@ -186,8 +192,10 @@ COLUMNS: dict[str, Column] = {
                                                       "sharing a source", "ncu PC sampling"),
     "ffma_dispatch_unshared_per_m": Column("samples/M", "the same for FFMAs sharing none", "ncu PC sampling"),
     # roofline / where to work
-    "bound": Column("text", "memory (busiest of DRAM/L2/L1) or compute (SM) above 60% of peak, else latency, with "
-                            "the unit's % of peak", "ncu speed of light"),
+    "bound": Column("text", "hotspots: memory (busiest of DRAM/L2/L1) or compute (SM) above 60% of peak, else "
+                            "latency, with the unit's % of peak; launch: host when gpu_busy_pct < 50 (the GPU "
+                            "waited for the host longer than it ran kernels in the loop's span), else GPU",
+                    "ncu speed of light / nsys"),
     "ceiling_us": Column("µs", "the row's time at its roofline ceiling: max of FLOPs / compute peak and bytes / "
                                "bandwidth at DRAM, L2, L1 (the report's own peaks), over its launches", "derived"),
     "roofline_pct": Column("%", "ceiling time / measured time: how close the kernel runs to its roofline",
@@ -195,7 +203,8 @@ COLUMNS: dict[str, Column] = {
     "limit": Column("text", "the ceiling that sets ceiling_us (a compute roof or a memory level)", "derived"),
     "saved_us": Column("µs", "time the row would save at its roofline ceiling (idle rows: the idle time)",
                        "time_us - ceiling_us"),
-    "saved_pct": Column("%", "saved_us against all kernel time", "derived"),
+    "saved_pct": Column("%", "saved_us's share of the window's GPU time (span_pct's denominator, one for kernel "
+                             "and idle rows): at most span_pct", "saved_us / (Σ kernel time + Σ idle gaps)"),
     "profiled": Column("bool", "whether ncu measured a launch of this instance", "derived"),
     "profiled_launch": Column("text", "which launch stands for the row: a guided capture's 'run 2 launch 7' (ncu "
                                       "run, launch in it), else the capture's launch number",
@@ -205,7 +214,8 @@ COLUMNS: dict[str, Column] = {
     "figure": Column("text", "the counter being averaged", "ncu"),
     "time_weighted": Column("varies", "the counter averaged over profiled kernels, weighted by timeline time",
                             "ncu ⋈ nsys"),
-    "covered_time_pct": Column("%", "timeline time of the profiled kernels in the average", "ncu ⋈ nsys"),
+    "covered_time_pct": Column("%", "the profiled kernels' share of the timeline's kernel time (what the average "
+                                    "covers)", "ncu ⋈ nsys"),
     # rules
     "rule": Column("text", "the ncu rule", "ncu rule results"),
     "title": Column("text", "the rule's title", "ncu rule results"),

@@ -5,8 +5,12 @@ Inputs: the nsys timeline (nsys_kernels), the profiled launches (launches: analy
 guided capture its plan (targets: the steady-state start, which launch was profiled for which instance).
 
 Per kernel instance (kernel, grid, block) over the steady state (a guided capture's, else the whole timeline):
-  time_us, launches, time_pct        GPU time of its launches and its share of all kernel time
-  span_pct                           the same against the wall-clock span (idle rows use this denominator too)
+  time_us, launches, time_pct        GPU time of its launches and its share of the table's kernel time (the kernel
+                                     rows add up to 100; idle rows have none: idle time is no kernel time)
+  span_pct                           its share of the GPU time of the window: every GPU's kernel time plus its idle
+                                     gaps (gpu_time_us; each GPU's first-start-to-last-end span when its kernels do
+                                     not overlap, each GPU of each capture on its own clock): kernel and idle rows
+                                     add up to 100
   module                             the innermost NVTX range holding most of its time (an nn.Module path with
                                      --torch-modules), "(+N more)" when several
   profiled, profiled_launch          whether ncu measured it, and which launch stands for it (guided: "run 2 launch
@@ -18,7 +22,9 @@ Per kernel instance (kernel, grid, block) over the steady state (a guided captur
                                      bandwidth at DRAM, L2 and L1 (all peaks the report's own), scaled to its launches
   roofline_pct                       ceiling time / measured time: how close it runs to its roofline
   limit                              which ceiling sets ceiling_us (a compute roof or a memory level)
-  saved_us, saved_pct                time_us - ceiling_us: what reaching the roofline would save; % of kernel time
+  saved_us, saved_pct                time_us - ceiling_us: what reaching the roofline would save; its share of
+                                     span_pct's denominator (at most span_pct: one denominator for kernel and
+                                     idle rows, which are ranked together)
   source                             the hottest source line (file:line) of the profiled launch, when ncu had it
   function                           the demangled function (what tells instances of one kernel name apart)
 For a guided capture (its steady state is known), rows "GPU idle: host-bound" (gaps where the next launch call came
@@ -64,13 +70,37 @@ def steady_window(nsys: pd.DataFrame, targets: pd.DataFrame | None) -> pd.DataFr
     return nsys
 
 
-def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
-    """GPU idle time between kernels in the window (timeline.gpu_idle_gaps: each GPU's own, its streams merged),
-    split by whether the host launched late. One GPU waiting while another computes is idle time, as its kernels'
-    time is busy time (busy_us sums every GPU's kernels)."""
+def per_gpu(window: pd.DataFrame) -> pd.DataFrame:
+    """window with a `device` column that names one GPU of one capture: captures are different programs on their own
+    clocks (a ladder session's five), so a GPU's gaps and span never run from one capture into another."""
+    device = window["device"].fillna(0) if "device" in window else pd.Series(0, index=window.index)
+    if "capture" not in window or window["capture"].nunique(dropna=False) <= 1:
+        return window.assign(device=device)
+    return window.assign(device=pd.factorize(pd.MultiIndex.from_arrays([window["capture"].astype(str), device]))[0])
+
+
+def idle_gaps(window: pd.DataFrame) -> pd.DataFrame:
+    """The window's GPU idle gaps between kernels, with their launch calls (timeline.gpu_idle_gaps, calls=True):
+    each GPU's own, its streams merged."""
     if window.empty or "end_ns" not in window:
+        return pd.DataFrame(columns=["device", "start_ns", "end_ns", "gap_us", "called_ns", "position"])
+    return gpu_idle_gaps(per_gpu(window), calls=True)
+
+
+def gpu_time_us(kernel_us: float, gaps: pd.DataFrame) -> float:
+    """The GPU time of the window, span_pct's and saved_pct's denominator: its kernels' time (kernel_us) plus every
+    GPU's idle gaps. A GPU's gaps and its merged kernel intervals tile its span, so this is the sum of the GPUs'
+    spans when no two kernels of a GPU overlap; overlapping kernels each count their own time, so that the kernel
+    rows' and the idle rows' times add up to it exactly and no row's share exceeds 100 %."""
+    return float(kernel_us) + float(gaps["gap_us"].sum())
+
+
+def idle_rows(window: pd.DataFrame, gaps: pd.DataFrame, gpu_us: float) -> list[dict]:
+    """GPU idle time between kernels in the window (idle_gaps: each GPU's own, its streams merged), split by whether
+    the host launched late. One GPU waiting while another computes is idle time, as its kernels' time is busy time.
+    Shares are of gpu_us (gpu_time_us); an idle row has no time_pct (idle time is no kernel time)."""
+    if gaps.empty:
         return []
-    gaps = gpu_idle_gaps(window, calls=True)
     idle = (gaps["end_ns"] - gaps["start_ns"]).to_numpy(dtype=float)
     late = gaps["called_ns"].to_numpy(dtype=float) >= gaps["start_ns"].to_numpy(dtype=float)
     host, other = idle[late].sum() / 1e3, idle[~late].sum() / 1e3
@@ -80,8 +110,7 @@ def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
         run = (run + 1 if previous == position - 1 else 1) if flag else 0
         previous = position if flag else None
         stretches += run == MIN_STRETCH
-    span = (float(window["end_ns"].max()) - float(window["start_ns"].min())) / 1e3
-    devices = window["device"].nunique(dropna=False) if "device" in window else 1
+    devices = per_gpu(window)["device"].nunique(dropna=False)
     on = f" (summed over {devices} GPUs)" if devices > 1 else ""
     rows = []
     for kind, idle, note in (("GPU idle: host-bound", host, f"{int(late.sum())} gaps where the next launch call came "
@@ -91,10 +120,9 @@ def idle_rows(window: pd.DataFrame, busy_us: float) -> list[dict]:
                              ("GPU idle: other", other, f"gaps with the next launch already queued{on} "
                               "(synchronisation, copies, dependencies)")):
         if idle > 0:
-            rows.append({"kind": kind, "kernel": note, "time_us": idle,
-                         "time_pct": 100 * idle / busy_us if busy_us else math.nan,
-                         "span_pct": 100 * idle / span if span else math.nan, "profiled": False,
-                         "saved_us": idle, "saved_pct": 100 * idle / busy_us if busy_us else math.nan})
+            share = 100 * idle / gpu_us if gpu_us else math.nan
+            rows.append({"kind": kind, "kernel": note, "time_us": idle, "time_pct": math.nan, "span_pct": share,
+                         "profiled": False, "saved_us": idle, "saved_pct": share})
     return rows
 
 
@@ -148,7 +176,8 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     if "function" not in frame:
         frame["function"] = frame["kernel"]
     busy = frame["us"].sum()
-    span = (frame["end_ns"].max() - frame["start_ns"].min()) / 1e3 if not frame.empty else math.nan
+    gaps = idle_gaps(window)
+    gpu_us = gpu_time_us(busy, gaps)
     by_module = frame.groupby([*INSTANCE, "module"], sort=False)["us"].sum().reset_index()
     named: dict[tuple, list[str]] = {}  # instance -> its modules, most time first (one sort, not one per instance)
     ordered = by_module.sort_values("us", ascending=False, kind="stable")
@@ -161,7 +190,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     rows["module"] = [modules.get(tuple(k)) or "" for k in rows[INSTANCE].itertuples(index=False)]
     rows["kind"] = "kernel"
     rows["time_pct"] = 100 * rows["time_us"] / busy if busy else math.nan
-    rows["span_pct"] = 100 * rows["time_us"] / span if span else math.nan
+    rows["span_pct"] = 100 * rows["time_us"] / gpu_us if gpu_us else math.nan
     profiled = _profiled_rows(launches, targets)
     rows = rows.merge(profiled, on=INSTANCE, how="left")
     rows["profiled"] = rows["duration_us"].notna()
@@ -169,7 +198,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     rows["roofline_pct"] = 100 * scale
     rows["ceiling_us"] = rows["time_us"] * scale
     rows["saved_us"] = (rows["time_us"] - rows["ceiling_us"]).clip(lower=0)
-    rows["saved_pct"] = 100 * rows["saved_us"] / busy if busy else math.nan
+    rows["saved_pct"] = 100 * rows["saved_us"] / gpu_us if gpu_us else math.nan
     lines = _hottest_lines(source)
     rows["source"] = [lines.get((str(c), int(l)), "") if pd.notna(l) else "" for c, l in
                       zip(rows.get("capture", ""), rows.get("launch", pd.Series(np.nan, index=rows.index)))]
@@ -181,7 +210,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
                                    zip(rows[plan_keys].astype(str).itertuples(index=False),
                                        rows["profiled_launch"].astype(object).fillna(""))]
     guided = targets is not None and not targets.empty
-    out = pd.concat([rows, pd.DataFrame(idle_rows(window, busy) if guided else [])], ignore_index=True)
+    out = pd.concat([rows, pd.DataFrame(idle_rows(window, gaps, gpu_us) if guided else [])], ignore_index=True)
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
     measured = out[out["saved_us"].notna()].sort_values("saved_us", ascending=False)
     unmeasured = out[out["saved_us"].isna()].sort_values("time_us", ascending=False)

@@ -60,6 +60,39 @@ def launch_units(kernels: pd.DataFrame) -> pd.DataFrame:
                                                                             ignore_index=True)
 
 
+HOST_BOUND_BELOW_PCT = 50.0
+"""A loop is host-bound when its GPU ran kernels less than this share of the loop's span: its idle gaps add up to more
+than the kernel time in it. (Launch interval > kernel time called a loop at 93.7 % GPU busy host-bound: with work
+queued, the interval between one kernel's launches holds the other kernels of the loop.)"""
+
+
+def busy_within(kernels: pd.DataFrame, device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per interval (device[i], start[i], end[i]) in ns: how long any kernel of `kernels` ran on that device within it,
+    the kernels' intervals merged over streams (a kernel overlapping another counts once). Without a device column
+    every kernel is on device 0."""
+    out = np.zeros(len(start), dtype=float)
+    acts = pd.DataFrame({"device": kernels["device"].fillna(0) if "device" in kernels else 0,
+                         "start": pd.to_numeric(kernels["start_ns"], errors="coerce"),
+                         "end": pd.to_numeric(kernels["end_ns"], errors="coerce")}).dropna()
+    for value, own in acts.groupby("device", sort=False):
+        begin, finish = own["start"].to_numpy(float), own["end"].to_numpy(float)
+        order = np.argsort(begin, kind="stable")
+        begin, finish = begin[order], finish[order]
+        reach = np.maximum.accumulate(finish)
+        first = np.flatnonzero(np.r_[True, begin[1:] > reach[:-1]])  # each merged interval's first kernel
+        lo, hi = begin[first], np.maximum.reduceat(finish, first)
+        before = np.r_[0.0, np.cumsum(hi - lo)]  # busy time before each merged interval starts
+
+        def busy_until(t: np.ndarray) -> np.ndarray:
+            k = np.searchsorted(lo, t, side="right") - 1
+            inside = np.minimum(t, hi[np.maximum(k, 0)]) - lo[np.maximum(k, 0)]
+            return np.where(k >= 0, before[np.maximum(k, 0)] + inside, 0.0)
+
+        mine = np.asarray(device) == value
+        out[mine] = busy_until(np.asarray(end, float)[mine]) - busy_until(np.asarray(start, float)[mine])
+    return out
+
+
 def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     """Host launch cost against kernel time, per (NVTX path, kernel) with two or more launches; a CUDA graph
     launch is one launch whose kernel time is its span (launch_units).
@@ -69,20 +102,23 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     other threads or processes under the same path and kernel are not a loop), api_median_us the
     median duration of the launch API call itself, queue_median_us the median wait from the
     call to the kernel starting (near zero: the GPU was idle, waiting for the host), and
-    gpu_busy_pct the kernels' share of the span from the first start to the last end. bound is
-    "host" when a launch interval is longer than the kernel (the GPU idles between kernels),
-    "GPU" when it is not. A kernel no thread launched twice under the path is no loop: no row.
+    gpu_busy_pct the share of the loop's span in which its GPU ran any kernel (the loop's own or
+    others, streams merged; the span runs from the row's first kernel start to its last end on
+    each GPU, and a row on several GPUs sums their spans). bound is "host" when the GPU was busy
+    less than HOST_BOUND_BELOW_PCT of the span (it waited for the host longer than it computed),
+    "GPU" otherwise. A kernel no thread launched twice under the path is no loop: no row.
     One capture at a time (views.launch): the clocks of different programs are not comparable.
     Needs the launch API times (launch_start_ns); older session tables lack them.
     """
     needed = {"nvtx_path", "kernel", "start_ns", "end_ns", "duration_ns", "launch_start_ns", "launch_end_ns"}
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
+    every = kernels
     kernels = launch_units(kernels)
     keys = ["nvtx_path", "kernel"]
     threaded = "thread" in kernels
-    timed = kernels[[*needed, *(["thread"] if threaded else [])]].dropna(subset=["launch_start_ns", "kernel"])
-    timed = timed.fillna({"nvtx_path": ""})
+    timed = kernels[[*needed, *(["thread"] if threaded else []), *(["device"] if "device" in kernels else [])]]
+    timed = timed.dropna(subset=["launch_start_ns", "kernel"]).fillna({"nvtx_path": ""})
     timed = timed.astype({c: "float64" for c in needed - set(keys)})
     # integer group codes, in first-appearance order: every statistic below groups by them, not by the strings
     # (a 10^6-kernel trace has 8.5*10^5 (path, kernel) groups); each group's path and kernel are taken from the
@@ -96,20 +132,26 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     grouped = timed.groupby(code, sort=True)
     out = pd.DataFrame({"launches": grouped.size(), "kernel_median_us": grouped["duration_ns"].median() / 1e3,
                         "api_median_us": grouped["api"].median() / 1e3,
-                        "queue_median_us": grouped["queue"].median() / 1e3, "busy": grouped["duration_ns"].sum(),
-                        "span": grouped["end_ns"].max() - grouped["start_ns"].min()})
+                        "queue_median_us": grouped["queue"].median() / 1e3})
     out["nvtx_path"], out["kernel"] = paths.take(pairs // width).array, names.take(pairs % width).array
+    # each row's span on each GPU, and the time any kernel ran on that GPU within it
+    device_code, devices = pd.factorize(timed["device"].fillna(0) if "device" in timed else pd.Series(0, timed.index))
+    on_gpu = timed.groupby(code * max(len(devices), 1) + device_code, sort=True)
+    spans = pd.DataFrame({"start": on_gpu["start_ns"].min(), "end": on_gpu["end_ns"].max()})
+    spans["busy"] = busy_within(every, devices.take(spans.index.to_numpy() % max(len(devices), 1)),
+                                spans["start"].to_numpy(), spans["end"].to_numpy())
+    per_row = (spans.assign(span=spans["end"] - spans["start"])
+               .groupby(spans.index.to_numpy() // max(len(devices), 1))[["busy", "span"]].sum())
     thread = pd.factorize(timed["thread"])[0] if threaded else np.zeros(len(timed), dtype=np.int64)
     order = np.lexsort((timed["launch_start_ns"].to_numpy(), thread, code))
     starts, codes, threads = timed["launch_start_ns"].to_numpy()[order], code[order], thread[order]
     same = (codes[1:] == codes[:-1]) & (threads[1:] == threads[:-1])
     steps = pd.Series(np.where(same, np.diff(starts), np.nan))
     out["launch_interval_us"] = steps.groupby(codes[1:]).median() / 1e3
+    out["gpu_busy_pct"] = 100 * per_row["busy"] / per_row["span"].where(per_row["span"] > 0)
     out = out[out["launch_interval_us"].notna()].reset_index(drop=True)
-    out["gpu_busy_pct"] = 100 * out["busy"] / out["span"].where(out["span"] > 0)
-    out["bound"] = (out["launch_interval_us"] > out["kernel_median_us"]).map({True: "host", False: "GPU"})
+    out["bound"] = np.where(out["gpu_busy_pct"] < HOST_BOUND_BELOW_PCT, "host", "GPU")
     return out[LAUNCH_COLUMNS].astype({"launches": "int64"})
-
 
 
 GAP_COLUMNS = ["device", "start_ns", "end_ns", "gap_us", "before", "after", "nvtx_path"]

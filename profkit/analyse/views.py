@@ -19,8 +19,7 @@ from profkit.analyse.timeline import (COPY_COLUMNS, GAP_COLUMNS, LATENCY_COLUMNS
                                      gpu_idle_gaps, gpu_idle_summary, kernel_time_summary, launch_latency,
                                      launch_overhead, nvtx_summary)
 
-RULE_COLUMNS = ("kernel", "rule", "title", "speedup_type", "speedup_pct", "message")
-TOP_RULES = 20
+RULE_COLUMNS = ("kernel", "launch", "rule", "title", "speedup_type", "speedup_pct", "message")
 
 
 def _per_capture(*frames: pd.DataFrame) -> list[tuple[str, list[pd.DataFrame]]]:
@@ -82,15 +81,19 @@ def ranges(bundle) -> pd.DataFrame:
     return range_totals(bundle.stored("launches"))
 
 
-@register("rules", "ncu rule findings", "Nsight Compute's own guidance, highest estimated speedup first.",
-          needs=("rules",), columns=RULE_COLUMNS, default="ncu")
+@register("rules", "ncu rule findings", "Nsight Compute's own guidance for each profiled launch, highest estimated "
+          "speedup first.", needs=("rules",), columns=RULE_COLUMNS, default="ncu")
 def rules(bundle) -> pd.DataFrame:
+    """Every finding with a message, each with the launch it was made on (a kernel's launches each get their own):
+    all of them, `show`'s --head and text row limit decide what is printed (a conv net has 579)."""
     found = bundle.stored("rules")
     if "message" not in found:
         return pd.DataFrame(columns=RULE_COLUMNS)
     cols = [c for c in ("capture", *RULE_COLUMNS) if c in found]
     found = found[found["message"].fillna("").astype(str) != ""]
-    return found.sort_values("speedup_pct", ascending=False, na_position="last")[cols].head(TOP_RULES)
+    order = [c for c in ("speedup_pct", "capture", "launch") if c in found]
+    return found.sort_values(order, ascending=[c != "speedup_pct" for c in order], na_position="last",
+                             kind="stable", ignore_index=True)[cols]
 
 
 # ----------------------------------------------------------------------------------------------- timing

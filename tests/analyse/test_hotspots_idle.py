@@ -1,11 +1,20 @@
-"""analyse.hotspots.idle_rows: the GPU's idle time between kernels, host-bound or not, counted per GPU."""
+"""analyse.hotspots: the GPU's idle time between kernels, host-bound or not, counted per GPU, and the share columns
+(time_pct of the kernel time, span_pct and saved_pct of the GPU time), each at most 100 % by construction."""
 
 from __future__ import annotations
+
+import csv
+import lzma
+import math
+import sqlite3
 
 import pandas as pd
 import pytest
 
-from profkit.analyse.hotspots import MIN_STRETCH, idle_rows
+from profkit.analyse.hotspots import MIN_STRETCH, gpu_time_us, hotspots, idle_gaps, idle_rows
+from tests import REPO
+
+SHARES = ["time_pct", "span_pct", "saved_pct"]
 
 
 def kernels(rows: list[tuple]) -> pd.DataFrame:
@@ -17,18 +26,25 @@ def by_kind(rows: list[dict]) -> dict[str, dict]:
     return {row["kind"]: row for row in rows}
 
 
+def rows_of(window: pd.DataFrame, kernel_us: float) -> dict[str, dict]:
+    gaps = idle_gaps(window)
+    return by_kind(idle_rows(window, gaps, gpu_time_us(kernel_us, gaps)))
+
+
 def test_a_gap_is_host_bound_when_the_next_call_came_after_the_gpu_went_idle():
     window = kernels([(0, 0, 1000, -500),
                       (0, 3000, 4000, 2500),  # called at 2500, after the GPU went idle at 1000: host-bound, 2 µs
                       (0, 4500, 5000, 3500),  # called at 3500, while the GPU was busy: waited on something else
                       (0, 4600, 4800, 3600)])  # another stream, inside the busy time: no gap
-    rows = by_kind(idle_rows(window, busy_us=2.7))
-    assert rows["GPU idle: host-bound"]["time_us"] == pytest.approx(2.0)
-    assert rows["GPU idle: other"]["time_us"] == pytest.approx(0.5)
-    assert rows["GPU idle: host-bound"]["time_pct"] == pytest.approx(100 * 2.0 / 2.7)
-    assert rows["GPU idle: host-bound"]["span_pct"] == pytest.approx(100 * 2.0 / 5.0)
-    assert rows["GPU idle: host-bound"]["kernel"].startswith("1 gaps")
-    assert "GPUs" not in rows["GPU idle: other"]["kernel"]
+    rows = rows_of(window, kernel_us=2.7)
+    host, other = rows["GPU idle: host-bound"], rows["GPU idle: other"]
+    assert host["time_us"] == pytest.approx(2.0) and other["time_us"] == pytest.approx(0.5)
+    # GPU time: 2.7 µs of kernels (the overlapping one counted too) + 2.5 µs idle
+    assert host["span_pct"] == pytest.approx(100 * 2.0 / 5.2) and host["saved_pct"] == host["span_pct"]
+    assert other["span_pct"] == pytest.approx(100 * 0.5 / 5.2)
+    assert math.isnan(host["time_pct"])  # idle time is no kernel time
+    assert host["kernel"].startswith("1 gaps")
+    assert "GPUs" not in other["kernel"]
 
 
 def test_each_gpu_idles_on_its_own():
@@ -36,24 +52,133 @@ def test_each_gpu_idles_on_its_own():
     window = kernels([(0, 0, 5000, -100),
                       (1, 0, 1000, -100),
                       (1, 4000, 5000, 3500)])  # called after GPU 1 went idle
-    rows = by_kind(idle_rows(window, busy_us=7.0))
+    rows = rows_of(window, kernel_us=7.0)
     host = rows["GPU idle: host-bound"]
     assert host["time_us"] == pytest.approx(3.0) and "GPU idle: other" not in rows
     assert "summed over 2 GPUs" in host["kernel"]
-    assert host["span_pct"] == pytest.approx(100 * 3.0 / 5.0)
+    assert host["span_pct"] == pytest.approx(100 * 3.0 / 10.0)  # two GPUs' spans of 5 µs each
 
 
 def test_launch_bound_stretches_are_counted_per_gpu():
     """MIN_STRETCH host-bound gaps in a row make a stretch; the same gaps split over two GPUs make one each."""
     gap_run = MIN_STRETCH
     one_gpu = [(0, 2000 * i, 2000 * i + 1000, 2000 * i + 1500) for i in range(gap_run + 1)]
-    assert "; 1 launch-bound stretch(es)" in idle_rows(kernels(one_gpu), busy_us=1.0)[0]["kernel"]
+    assert "; 1 launch-bound stretch(es)" in rows_of(kernels(one_gpu), 1.0)["GPU idle: host-bound"]["kernel"]
     two_gpus = one_gpu + [(1, start, end, call) for _, start, end, call in one_gpu]
-    rows = idle_rows(kernels(two_gpus), busy_us=1.0)
-    assert "; 2 launch-bound stretch(es)" in rows[0]["kernel"]
-    assert rows[0]["time_us"] == pytest.approx(2 * gap_run * 1.0)
+    host = rows_of(kernels(two_gpus), 1.0)["GPU idle: host-bound"]
+    assert "; 2 launch-bound stretch(es)" in host["kernel"]
+    assert host["time_us"] == pytest.approx(2 * gap_run * 1.0)
 
 
 def test_a_timeline_without_a_device_column_is_one_gpu():
     window = kernels([(0, 0, 1000, 0), (0, 2000, 3000, 1500)]).drop(columns="device")
-    assert by_kind(idle_rows(window, busy_us=2.0))["GPU idle: host-bound"]["time_us"] == pytest.approx(1.0)
+    assert rows_of(window, 2.0)["GPU idle: host-bound"]["time_us"] == pytest.approx(1.0)
+
+
+def _timeline(rows: list[tuple]) -> pd.DataFrame:
+    """(kernel, device, start_ns, end_ns, launch_start_ns) -> nsys kernel rows, one grid and block."""
+    frame = pd.DataFrame(rows, columns=["kernel", "device", "start_ns", "end_ns", "launch_start_ns"])
+    return frame.assign(duration_ns=frame["end_ns"] - frame["start_ns"], grid="1×1×1", block="32×1×1",
+                        nvtx_path="")
+
+
+def test_two_gpus_shares_are_of_each_gpus_own_time():
+    """Two GPUs each run `a` for 900 of the same 1000 µs, after a 100 µs wait for the host. Against one wall-clock
+    span the row's 1800 µs read 180 %; against the two GPUs' 2000 µs it is 90 %, the idle rows the other 10 %."""
+    table = hotspots(_timeline([("a", gpu, 100_000, 1_000_000, 50_000) for gpu in (0, 1)]
+                               + [("b", gpu, 0, 0, -1) for gpu in (0, 1)]),  # a zero-length first kernel per GPU
+                     pd.DataFrame(), targets=pd.DataFrame({"steady_start_ns": [0]}))
+    rows = table.set_index("kind")
+    a = table[table["kernel"] == "a"].iloc[0]
+    assert a["time_us"] == pytest.approx(1800.0)
+    assert a["span_pct"] == pytest.approx(90.0) and a["time_pct"] == pytest.approx(100.0)
+    assert rows.loc["GPU idle: host-bound", "span_pct"] == pytest.approx(10.0)
+    assert math.isnan(rows.loc["GPU idle: host-bound", "time_pct"])
+    assert table["span_pct"].sum() == pytest.approx(100.0)
+
+
+def test_captures_are_timed_on_their_own_clocks():
+    """Two programs of one session, their clocks 10 s apart, each running `k` 500 of its 1000 µs: the shares are
+    50 %, not 1000 µs against the 10 s between the two captures."""
+    one = _timeline([("k", 0, 0, 250_000, -1), ("k", 0, 750_000, 1_000_000, 700_000)])
+    table = hotspots(pd.concat([one.assign(capture="a"),
+                                one.assign(capture="b", start_ns=one["start_ns"] + 10**10,
+                                           end_ns=one["end_ns"] + 10**10)], ignore_index=True), pd.DataFrame())
+    assert table["span_pct"].tolist() == pytest.approx([50.0])
+
+
+# ---------------------------------------------------------------------------------------- recorded timelines
+
+
+def _sqlite(path, tmp_path) -> sqlite3.Connection:
+    target = tmp_path / (path.name.removesuffix(".xz"))
+    target.write_bytes(lzma.decompress(path.read_bytes()))
+    return sqlite3.connect(target)
+
+
+def _kernels_and_calls(db: sqlite3.Connection, since_ns: int = 0) -> list[tuple[int, int, int, int]]:
+    """(device, start, end, launch call start) of every kernel from `since_ns` on, by device then start then end."""
+    return db.execute("SELECT k.deviceId, k.start, k.end, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
+                      "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId "
+                      "WHERE k.start >= ? ORDER BY k.deviceId, k.start, k.end", (since_ns,)).fetchall()
+
+
+def _idle_ns(kernel_rows) -> tuple[int, int]:
+    """Idle time between the kernels of each device (host-bound: the closing kernel was called at or after the GPU
+    went idle; other), walked one kernel at a time."""
+    host = other = 0
+    device = reach = None
+    for gpu, start, end, called in kernel_rows:
+        if gpu != device:
+            device, reach = gpu, end
+            continue
+        if start > reach:
+            if called is not None and called >= reach:
+                host += start - reach
+            else:
+                other += start - reach
+        reach = max(reach, end)
+    return host, other
+
+
+def test_guided_training_step_shares_from_its_sqlite(tmp_path):
+    """train-step-guided: its steady state's kernel time and idle gaps read with sqlite3 from the committed export.
+    The idle rows were printed as 52.1 % (idle time against kernel time); as shares of the GPU time they are
+    idle / (kernel time + idle), the rows together 100 %."""
+    import profkit
+
+    session = REPO / "sessions" / "train-step-guided"
+    with open(session / "python3.targets.csv", newline="") as f:
+        steady = max(int(row["steady_start_ns"]) for row in csv.DictReader(f))
+    rows = _kernels_and_calls(_sqlite(session / "python3.sqlite.xz", tmp_path), steady)
+    kernel_ns = sum(end - start for _, start, end, _ in rows)
+    host, other = _idle_ns(rows)
+    gpu_ns = kernel_ns + host + other
+    table = profkit.load(session).table("hotspots")
+    idle = table[table["kind"] != "kernel"].set_index("kind")
+    assert idle.loc["GPU idle: host-bound", "span_pct"] == pytest.approx(100 * host / gpu_ns, rel=1e-9)
+    assert idle.loc["GPU idle: other", "span_pct"] == pytest.approx(100 * other / gpu_ns, rel=1e-9)
+    assert (idle["saved_pct"] == idle["span_pct"]).all() and idle["time_pct"].isna().all()
+    work = table[table["kind"] == "kernel"]
+    assert work["span_pct"].sum() == pytest.approx(100 * kernel_ns / gpu_ns, rel=1e-9)
+    assert work["time_pct"].sum() == pytest.approx(100.0)
+    measured = work[work["saved_pct"].notna()]
+    assert len(measured) >= 10 and (measured["saved_pct"] <= measured["span_pct"] + 1e-9).all()
+    assert table[SHARES].max().max() <= 100.0 and table["saved_pct"].sum() <= 100.0
+
+
+def test_ladder_session_of_six_programs_shares_from_their_sqlite(tmp_path):
+    """ladder-n1024: six programs, one export each, each on its own clock. Their GPU time is each program's kernel
+    time plus its own idle gaps; the hotspot rows' span_pct add up to the kernels' part of it."""
+    import profkit
+
+    session = REPO / "sessions" / "ladder-n1024"
+    kernel_ns = gpu_ns = 0
+    for path in sorted(session.glob("*.sqlite.xz")):
+        rows = _kernels_and_calls(_sqlite(path, tmp_path))
+        kernel_ns += sum(end - start for _, start, end, _ in rows)
+        gpu_ns += sum(end - start for _, start, end, _ in rows) + sum(_idle_ns(rows))
+    table = profkit.load(session).table("hotspots")
+    assert len(list(session.glob("*.sqlite.xz"))) == 6
+    assert table["span_pct"].sum() == pytest.approx(100 * kernel_ns / gpu_ns, rel=1e-9)
+    assert table[SHARES].max().max() <= 100.0

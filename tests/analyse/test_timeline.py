@@ -10,12 +10,12 @@ from profkit.analyse.timeline import LAUNCH_COLUMNS, launch_overhead
 from tests import REPO
 
 
-def _loop(path, kernel, launches, interval_ns, kernel_ns, api_ns=5_000):
-    """Synthetic nsys rows: a launch every interval_ns; each kernel starts when launched or when
+def _loop(path, kernel, launches, interval_ns, kernel_ns, api_ns=5_000, first_call_ns=1_000_000):
+    """Synthetic nsys rows: a launch every interval_ns from first_call_ns; each kernel starts when launched or when
     the previous one ends, whichever is later (one stream)."""
     rows, gpu_free = [], 0
     for i in range(launches):
-        call = 1_000_000 + i * interval_ns
+        call = first_call_ns + i * interval_ns
         start = max(call + 3_000, gpu_free)
         gpu_free = start + kernel_ns
         rows.append({"nvtx_path": path, "kernel": kernel, "start_ns": start, "end_ns": gpu_free,
@@ -24,8 +24,10 @@ def _loop(path, kernel, launches, interval_ns, kernel_ns, api_ns=5_000):
 
 
 def test_host_bound_loop_idles_the_gpu_and_gpu_bound_loop_queues():
+    """The two loops run one after the other on one GPU (the small one's 800 µs, then the big one)."""
     kernels = pd.DataFrame(_loop("loop_small", "small", 20, interval_ns=40_000, kernel_ns=10_000)
-                           + _loop("loop_big", "big", 20, interval_ns=8_000, kernel_ns=180_000))
+                           + _loop("loop_big", "big", 20, interval_ns=8_000, kernel_ns=180_000,
+                                   first_call_ns=2_000_000))
     out = launch_overhead(kernels).set_index("kernel")
     assert list(launch_overhead(kernels).columns) == LAUNCH_COLUMNS
     small, big = out.loc["small"], out.loc["big"]
@@ -108,3 +110,45 @@ def test_graph_replays_of_a_real_capture_are_timed_per_launch():
     assert graphs["launches"].tolist() == [5, 5] and graphs["api_median_us"].between(100, 1000).all()
     nodes = sum(int(k.split("(")[1].split()[0]) * n for k, n in zip(graphs["kernel"], graphs["launches"]))
     assert latency["launches"].sum() + nodes - 10 == kernels["launch_start_ns"].notna().sum()
+
+
+def test_a_loop_whose_kernels_queue_behind_other_work_is_gpu_bound(tmp_path):
+    """triton-matmul-fp32-n4096-serpentine's `triton_matmul_loop` launches a 32 µs transpose every 69 µs and a
+    2.7 ms matmul after each: the transposes wait 25 ms in the queue, the GPU never waits for the host. Its
+    launch interval is longer than its kernel (the old rule said "host"); the GPU busy share within the loop's
+    span, read with sqlite3 from the committed export (every kernel's interval merged), says GPU."""
+    import sqlite3
+
+    from profkit.session.store import load_session
+
+    session = REPO / "sessions" / "triton-matmul-fp32-n4096-serpentine"
+    target = tmp_path / "capture.sqlite"
+    target.write_bytes(lzma.decompress((session / "python3.sqlite.xz").read_bytes()))
+    db = sqlite3.connect(target)
+    (begin, finish), = db.execute("SELECT n.start, n.end FROM NVTX_EVENTS AS n JOIN StringIds AS s ON s.id = n.textId "
+                                  "WHERE s.value = 'triton_matmul_loop'").fetchall()
+    loop = db.execute("SELECT MIN(k.start), MAX(k.end), COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
+                      "JOIN StringIds AS s ON s.id = k.shortName JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r "
+                      "ON r.correlationId = k.correlationId WHERE s.value = 'transpose_kernel' "
+                      "AND r.start BETWEEN ? AND ?", (begin, finish)).fetchone()
+    low, high, launches = loop
+    busy, reach = 0, low
+    for start, end in db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start"):
+        start, end = max(start, reach), min(end, high)
+        if end > start:
+            busy, reach = busy + end - start, end
+    row = launch_overhead(load_session(session).table("nsys_kernels")).set_index(["nvtx_path", "kernel"]).loc[
+        ("triton_matmul_loop", "transpose_kernel")]
+    assert row["launches"] == launches == 20
+    assert row["launch_interval_us"] > 2 * row["kernel_median_us"] and row["queue_median_us"] > 10_000
+    assert row["gpu_busy_pct"] == pytest.approx(100 * busy / (high - low), rel=1e-9) and row["gpu_busy_pct"] > 99
+    assert row["bound"] == "GPU"
+
+
+def test_a_loop_on_two_gpus_sums_each_gpus_span():
+    """One path launches `k` on two GPUs: GPU 0 back to back (busy 100 %), GPU 1 one 10 µs kernel every 40 µs
+    (25 %). Their spans are 200 and 770 µs; busy 200 + 200 µs of 970: 41.2 %, host-bound."""
+    gpu0 = [{**row, "device": 0, "thread": 1} for row in _loop("p", "k", 20, interval_ns=5_000, kernel_ns=10_000)]
+    gpu1 = [{**row, "device": 1, "thread": 2} for row in _loop("p", "k", 20, interval_ns=40_000, kernel_ns=10_000)]
+    row = launch_overhead(pd.DataFrame(gpu0 + gpu1)).set_index("kernel").loc["k"]
+    assert row["gpu_busy_pct"] == pytest.approx(100 * 400 / 970) and row["bound"] == "host"
