@@ -14,19 +14,23 @@ HOTSPOT_COLUMNS = ["kernel", "where", "stall_samples", "pct_of_kernel", "top_sta
 
 
 class SourceLookup:
-    """Reads source lines for the hotspot table: the recorded path when it exists here, else the longest
-    suffix of it (at least two components, e.g. cuda/matmul_tiled.cu) found under one of `roots`."""
+    """Reads source lines for the hotspot table. A recorded path that does not exist here (a report captured on
+    another machine, a moved checkout) is looked for under each root by the longest suffix of it first, down to
+    its bare file name (cuda/matmul_tiled.cu, then matmul_tiled.cu): the roots given (--source-dir), then the
+    folders near the input (`near`: source_homes), then the current folder. `missing` keeps the recorded paths
+    found nowhere, for a note saying how to point at them."""
 
-    def __init__(self, roots: list[Path] | tuple[Path, ...] = ()):
-        self.roots = [Path(r) for r in roots] or [Path.cwd()]
+    def __init__(self, roots: list[Path] | tuple[Path, ...] = (), *, near: list[Path] | tuple[Path, ...] = ()):
+        self.roots = list(dict.fromkeys(Path(r) for r in (*roots, *near, Path.cwd())))
         self._files: dict[str, list[str] | None] = {}
+        self.missing: dict[str, None] = {}  # ordered set: the first looked for is named first
 
     def _find(self, recorded: str) -> Path | None:
         path = Path(recorded)
         if path.is_file():
             return path
         parts = path.parts
-        for start in range(1, max(len(parts) - 1, 1)):
+        for start in range(1 if path.is_absolute() else 0, len(parts)):
             suffix = Path(*parts[start:])
             for root in self.roots:
                 if (root / suffix).is_file():
@@ -34,18 +38,40 @@ class SourceLookup:
         return None
 
     def line(self, recorded: str, number) -> str:
+        if not recorded:
+            return ""
         if recorded not in self._files:
             found = self._find(str(recorded))
             try:
                 self._files[recorded] = found.read_text(errors="replace").splitlines() if found else None
             except OSError:
                 self._files[recorded] = None
+            if self._files[recorded] is None:
+                self.missing[recorded] = None
         lines = self._files[recorded]
         try:
             index = int(number) - 1
         except (TypeError, ValueError):
             return ""
         return lines[index].strip() if lines and 0 <= index < len(lines) else ""
+
+    def note(self) -> str:
+        """Which source files were not found, where they were looked for and how to point at them ("" when every
+        file was found)."""
+        if not self.missing:
+            return ""
+        files = list(self.missing)
+        named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        return (f"source text not found for {named} (looked for as recorded, then by its name under "
+                f"{', '.join(map(str, self.roots))}): give the folder that holds it with --source-dir DIR")
+
+
+def source_homes(path: Path, kind: str) -> list[Path]:
+    """The folders near an input where its sources may be: a session's folder and the project folder its
+    sessions/ folder sits in (where a capture's recorded relative sources, cuda/x.cu, live); a report file's
+    folder."""
+    path = Path(path)
+    return [path, path.parent.parent] if kind == "session" else [path.parent]
 
 
 def hotspot_table(source: pd.DataFrame, lookup: SourceLookup, *, top: int = TOP_LINES,
@@ -72,6 +98,7 @@ def hotspot_table(source: pd.DataFrame, lookup: SourceLookup, *, top: int = TOP_
     df["top_stall"] = (df[stall_cols].apply(pd.to_numeric, errors="coerce").fillna(0).idxmax(axis=1)
                        .str.removeprefix("stall_") if stall_cols else "")
     df["where"] = [f"{Path(str(f)).name}:{int(l)}" if pd.notna(l) else str(f) for f, l in zip(df["file"], df["line"])]
-    df["source"] = [lookup.line(str(f), l) for f, l in zip(df["file"], df["line"])]
     df = df.assign(stall_samples=samples).sort_values("stall_samples", ascending=False).head(top)
+    df["source"] = [lookup.line(str(f) if pd.notna(f) else "", l)  # only the lines shown
+                    for f, l in zip(df["file"], df["line"])]
     return df[[c for c in HOTSPOT_COLUMNS if c in df]].reset_index(drop=True)

@@ -1,0 +1,80 @@
+"""The source view's line text for a report captured elsewhere: ncu records the absolute path the program was built
+from (/work/main/cuda/matmul_tiled.cu in the committed ladder reports); on another machine that path does not exist
+and the file is found in the current folder, a --source-dir folder or the project a session sits in, or a note
+says which file was looked for and how to point at it. Expected lines are read from the .cu file itself."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from profkit.analyse.source_lines import SourceLookup, hotspot_table, source_homes
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = REPO / "cuda" / "matmul_tiled.cu"
+ELSEWHERE = "/home/h100/mm/matmul_tiled.cu"  # where the report's program was built, on another machine
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    """matmul_tiled's per-line counters as its committed report records them, its file moved to ELSEWHERE."""
+    from profkit.parse.ncu import load_ncu_report
+
+    source = load_ncu_report(REPO / "sessions" / "ladder-n1024" / "matmul_tiled.ncu-rep.xz").source
+    assert set(source["file"]) == {str(SOURCE)}
+    return source.assign(file=ELSEWHERE)
+
+
+def _expected(hot, text: str) -> list[str]:
+    lines = text.splitlines()
+    return [lines[int(where.rsplit(":", 1)[1]) - 1].strip() for where in hot["where"]]
+
+
+def test_the_file_in_the_current_folder_gives_the_text(recorded, tmp_path, monkeypatch):
+    shutil.copyfile(SOURCE, tmp_path / "matmul_tiled.cu")
+    monkeypatch.chdir(tmp_path)
+    lookup = SourceLookup()
+    hot = hotspot_table(recorded, lookup, top=5)
+    assert len(hot) == 5 and hot["where"].iloc[0] == "matmul_tiled.cu:35"
+    assert list(hot["source"]) == _expected(hot, SOURCE.read_text())
+    assert "sum += a_tile" in hot["source"].iloc[0]
+    assert lookup.note() == ""
+
+
+def test_a_source_dir_comes_before_the_current_folder(recorded, tmp_path, monkeypatch):
+    given, here = tmp_path / "given", tmp_path / "here"
+    given.mkdir()
+    here.mkdir()
+    edited = SOURCE.read_text().replace("sum += a_tile", "total += a_tile")
+    (given / "matmul_tiled.cu").write_text(edited)
+    shutil.copyfile(SOURCE, here / "matmul_tiled.cu")
+    monkeypatch.chdir(here)
+    hot = hotspot_table(recorded, SourceLookup([given]), top=3)
+    assert list(hot["source"]) == _expected(hot, edited) and "total += a_tile" in hot["source"].iloc[0]
+
+
+def test_a_sessions_project_folder_holds_its_sources(recorded, tmp_path, monkeypatch):
+    """sessions/<name>/ inside a checkout: the checkout's cuda/matmul_tiled.cu is found by the recorded path's
+    suffix."""
+    project = tmp_path / "checkout"
+    (project / "sessions" / "mm").mkdir(parents=True)
+    (project / "cuda").mkdir()
+    shutil.copyfile(SOURCE, project / "cuda" / "matmul_tiled.cu")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    moved = recorded.assign(file="/home/h100/checkout/cuda/matmul_tiled.cu")
+    lookup = SourceLookup(near=source_homes(project / "sessions" / "mm", "session"))
+    hot = hotspot_table(moved, lookup, top=3)
+    assert list(hot["source"]) == _expected(hot, SOURCE.read_text())
+
+
+def test_a_file_found_nowhere_is_named_with_the_fix(recorded, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    lookup = SourceLookup()
+    hot = hotspot_table(recorded, lookup, top=3)
+    assert (hot["source"] == "").all()
+    note = lookup.note()
+    assert note.startswith(f"source text not found for {ELSEWHERE} ")
+    assert str(tmp_path) in note and "--source-dir DIR" in note
