@@ -333,7 +333,7 @@ def as_bundle(source) -> Bundle:
 
 def rebuild_session(path: str | Path) -> Path:
     """Re-derive and rewrite a session's tables/ from its reports, seal its manifest again (accepting a deliberate
-    edit) and keep what show prints of it (session.shown)."""
+    edit)."""
     session = load_session(path, verify_manifest=False)
     tables = rebuild_session_tables(session)
     try:
@@ -344,7 +344,4 @@ def rebuild_session(path: str | Path) -> Path:
     session.manifest.pop("tables_pending", None)  # derived now: the session reads like any other
     session.manifest[CHECKSUMS] = table_checksums(session.path)
     write_manifest(session.path, session.manifest)
-    from profkit.session.shown import write_shown
-
-    write_shown(session.path)
     return session.path

@@ -21,7 +21,6 @@ from profkit.analyse.bundle import CaptureFiles, capture_tables, merge_tables, r
 from profkit.capture import environment
 from profkit.errors import ProfkitError, UsageError
 from profkit.parse.files import PACKED, plain_name
-from profkit.session.shown import keep_shown
 from profkit.session.store import SessionWriter, check_name, sessions_root
 
 
@@ -135,9 +134,6 @@ def import_reports(files: list[str | Path], name: str, *, root: Path | None = No
     except OSError as exc:
         writer.abandon("failed", str(exc))
         raise UsageError(f"cannot import into {writer.root}: {exc.strerror or exc}") from exc
-    del per_capture, tables  # keep_shown reads the stored tables: a 10^6-kernel import peaked at 2.5 GB with the
-    # parsed ones still held, 1.5 GB without
-    keep_shown(path)  # what show prints, kept for shows without pandas (session.shown); optional
     return path
 
 

@@ -25,7 +25,6 @@ from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import TRACE, run_nsys
 from profkit.errors import CaptureError, ProfkitError, ReaderError, UsageError
 from profkit.parse.results import parse_result_lines
-from profkit.session.shown import keep_shown
 from profkit.session.store import SessionWriter, sessions_root
 
 FOREIGN_LAUNCH_CAP = 20
@@ -148,9 +147,6 @@ def profile(targets: list[str], options: ProfileOptions, *, root: Path | None = 
         _capture_all(writer, targets, options, log)
         path = writer.commit()
         log(f"session written: {path}")
-        why = keep_shown(path)
-        if why:
-            log(f"profkit: its shown tables were not kept (show builds them): {why}")
         return path
     except KeyboardInterrupt:
         kept = writer.abandon("interrupted", "interrupted by signal")

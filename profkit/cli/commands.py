@@ -1,18 +1,16 @@
-"""Core commands: build, profile, show, sessions."""
+"""Core commands: build, profile, sessions, import (show: cli.show)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from profkit.cli import frozen_imports, main
+from profkit.cli import main
 
-TEXT_ROWS = 500
-"""Rows of a table `show` prints as text unless --head says otherwise: every table of the committed sessions fits
-(the longest, 320 rows), and a 10^6-kernel timeline's launch table (1.6*10^5 rows, one per training step and
-kernel) does not flood the terminal."""
+if TYPE_CHECKING:
+    from profkit.session.store import Session
 
 
 @main.command()
@@ -116,152 +114,17 @@ def profile(targets, name, arch, program_args, nsys, set_name, quick, sections, 
         click.echo()
 
 
-class RegistryHelp(click.Command):
-    """A command whose --help lists the table registry (loaded only when the help is shown: `profkit --help`
-    stays fast)."""
-
-    def format_help(self, ctx, formatter):
-        super().format_help(ctx, formatter)
-        from profkit.analyse.registry import all_specs
-
-        with formatter.section("Tables (-t)"):
-            formatter.write_dl([(s.name, f"{s.title}: {s.description} [needs: {', '.join(s.needs) or '-'}]")
-                                for s in all_specs()])
-
-
-@main.command(cls=RegistryHelp)
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("-t", "--table", "tables", multiple=True, metavar="NAME",
-              help="A table to print (repeatable; listed below). A table the input cannot give is an error (exit 2).")
-@click.option("--all", "all_tables", is_flag=True, help="Every table that applies to each input.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
-@click.option("--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first.")
-@click.option("-c", "--columns", default="", metavar="A,B,...",
-              help="Print only these columns (comma-separated, in this order) of each table.")
-@click.option("--head", type=click.IntRange(min=0), default=None,
-              help=f"Print only the first N rows of each table; 0: every row. Text prints at most {TEXT_ROWS} rows "
-                   f"of a table unless --head is given; csv and json print every row.")
-def show(paths: tuple[str, ...], tables: tuple[str, ...], all_tables: bool, fmt: str, rebuild: bool, columns: str,
-         head: int | None) -> None:
-    """Print the tables of sessions (folders or names), report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) and
-    nsys Parquet or Arrow exports (nsys export --type parquetdir, arrowdir or arrow). No GPU needed."""
-    from profkit.cli import replay
-    from profkit.session import sessions_root
-
-    replay_key = None if rebuild else replay.key(paths, dict(tables=tables, every=all_tables, fmt=fmt,
-                                                              columns=columns, head=head), sessions_root())
-    pieces = replay.lookup(replay_key) if replay_key else None
-    if pieces is not None:
-        replayable = False  # already kept
-    elif fmt == "text" and not rebuild and (pieces := _stored_show(paths, tables, all_tables, columns, head)):
-        replayable = True
-    else:
-        pieces, replayable = _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head)
-    if replay_key and replayable:
-        replay.store(replay_key, pieces)
-    for to_stderr, text in pieces:
-        click.echo(text, err=to_stderr)
-
-
-def _stored_show(paths, tables, all_tables, columns, head) -> list[tuple[bool, str]] | None:
-    """What `show` prints, from the sessions' stored shown tables (session.shown), without pandas; None unless
-    every input is a session whose shown tables are current and hold every table and row asked for."""
-    from profkit.session import sessions_root
-    from profkit.session.shown import read_shown
-
-    result, warnings = [], []
-    for path in paths:
-        shown = read_shown(path, sessions_root())
-        if shown is None:
-            return None
-        chosen = shown.applicable if all_tables else list(dict.fromkeys(tables)) or shown.defaults
-        if not all(shown.has(name) for name in chosen):
-            return None  # a live table, or one that does not apply (the usual path says why)
-        for name in chosen:
-            table = shown.table(name)
-            printed = len(table) if head == 0 else min(len(table), head or TEXT_ROWS)
-            if printed > shown.kept_rows(name):
-                return None  # more rows than were kept
-            result.append((shown.name, name, table))
-        warnings += shown.warnings if chosen else []
-    return _show_pieces(result, warnings, "text", columns, head, several=len(paths) > 1)
-
-
-def _rendered_show(paths, tables, all_tables, fmt, rebuild, columns, head) -> tuple[list[tuple[bool, str]], bool]:
-    """What `show` prints, built from the inputs, and whether cli.replay may keep it (not when a table was read
-    from files outside its key: registry `live`)."""
-    with frozen_imports():
-        from profkit.analyse import registry
-        from profkit.api import show as show_tables
-
-    if rebuild:
-        from profkit.analyse.bundle import rebuild_session
-
-        for path in paths:
-            rebuild_session(path)
-    result = show_tables(paths, tables, every=all_tables)
-    warnings = [warning for profile in dict.fromkeys(profile for profile, _, _ in result)
-                for warning in profile.bundle.warnings()]
-    pieces = _show_pieces([(profile.name, name, df) for profile, name, df in result], warnings, fmt, columns, head,
-                          several=len(paths) > 1)
-    return pieces, not any(registry.spec(name).live for _, name, _ in result)
-
-
-def _show_pieces(result, warnings: list[str], fmt: str, columns: str, head: int | None, several: bool
-                 ) -> list[tuple[bool, str]]:
-    """(to stderr, text) pieces in order for (input name, table name, table) triples: DataFrames, or ColumnTables
-    (text only)."""
-    from profkit.render.terminal import format_table
-
-    pieces = [(True, f"profkit: {warning}") for warning in warnings]
-    wanted = [c.strip() for c in columns.split(",") if c.strip()]
-    if wanted:
-        from profkit.errors import UsageError
-
-        for _, name, df in result:
-            missing = [c for c in wanted if c not in df.columns]
-            if missing:
-                raise UsageError(f"table {name!r} has no column {', '.join(missing)}",
-                                 hint=f"its columns: {', '.join(map(str, df.columns))}")
-        result = [(source, name, df[wanted]) for source, name, df in result]
-    if head:
-        result = [(source, name, df.head(head)) for source, name, df in result]
-    if fmt == "json":
-        out: dict = {}
-        for source, name, df in result:
-            target = out.setdefault(source, {}) if several else out
-            target[name] = json.loads(df.to_json(orient="records"))
-        return pieces + [(False, json.dumps(out, indent=1))]
-    for source, name, df in result:
-        title = f"{source} · {name}" if several else name
-        if fmt == "csv":
-            pieces += [(False, f"# {title}"), (False, df.to_csv(index=False))]
-        else:
-            shown = df if head is not None or len(df) <= TEXT_ROWS else df.head(TEXT_ROWS)
-            pieces.append((False, format_table(shown, f"== {title}")))
-            if len(shown) < len(df):
-                pieces.append((False, f"… {len(df) - len(shown):,} more rows ({len(df):,} in all): "
-                                      f"--head N prints N, --head 0 or --format csv every row"))
-            pieces.append((False, ""))
-    return pieces
-
-
 @main.command()
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 @click.option("--clean", is_flag=True, help="Delete the hidden folders failed or interrupted captures left "
                                             "(.NAME.incomplete-*), after listing them.")
-@click.option("--store-shown", is_flag=True,
-              help="First keep what `show` prints of each session whose tables/shown.json is missing or stale (a "
-                   "profkit or pandas upgrade), so that showing it needs no pandas.")
-def sessions(sessions_dir: str | None, clean: bool, store_shown: bool) -> None:
+def sessions(sessions_dir: str | None, clean: bool) -> None:
     """List the sessions: GPU, date, kernels."""
     from profkit.render.terminal import format_table
     from profkit.session.store import incomplete_sessions, list_sessions, remove, sessions_root, unreadable_sessions
     import pandas as pd
 
     root = Path(sessions_dir) if sessions_dir else sessions_root()
-    if store_shown:
-        _store_shown(list_sessions(root))
     if clean:
         for partial in incomplete_sessions(root):
             remove(partial)
@@ -274,27 +137,7 @@ def sessions(sessions_dir: str | None, clean: bool, store_shown: bool) -> None:
         click.echo(f"unreadable (not listed above): {path}: {why}")
 
 
-def _store_shown(sessions) -> None:
-    """sessions --store-shown: write_shown for each session whose shown tables are not current; a ReportError
-    naming those that failed (after trying every one)."""
-    from profkit.errors import ProfkitError, ReportError
-    from profkit.session.shown import stale_reasons, write_shown
-
-    failed = []
-    for session in sorted(sessions, key=lambda s: s.name):
-        why = [] if session.manifest.get("tables_pending") else stale_reasons(session.path)
-        if not why:
-            continue
-        try:
-            click.echo(f"kept {write_shown(session.path)} ({'; '.join(why)})")
-        except ProfkitError as exc:
-            click.echo(f"not kept for {session.name}: {exc.message}", err=True)
-            failed.append(session.name)
-    if failed:
-        raise ReportError(f"{len(failed)} session(s) without current shown tables: {', '.join(failed)}")
-
-
-def _session_row(session) -> dict:
+def _session_row(session: Session) -> dict[str, object]:
     """One line of `profkit sessions`; a session with a damaged table is listed as damaged, not dropped."""
     from profkit.errors import ReportError
 

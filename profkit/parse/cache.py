@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import shutil
-import uuid
 from pathlib import Path
 
 import pandas as pd
 
+from profkit import fsutil
 from profkit.parse import cache_space, catalog
 # cache_enabled is re-exported: the readers ask this module
 from profkit.parse.files import cache_dir, cache_enabled, file_digest, remembered_digest  # noqa: F401
@@ -70,17 +69,16 @@ def read_cached(key: str, frames: tuple[str, ...] = FRAMES) -> dict | None:
 def write_cached(key: str, tables: dict, frames: tuple[str, ...] = FRAMES) -> None:
     """Store tables atomically (a partial folder is renamed into place); a failure only costs the cache."""
     folder = _folder(key)
-    partial = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
     try:
-        partial.mkdir(parents=True)
-        for name in frames:
-            frame = tables[name]
-            frame = frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object})
-            frame.to_parquet(partial / f"{name}.parquet", index=False)
-        (partial / "notes.json").write_text(json.dumps(tables["notes"]))
-        os.replace(partial, folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with fsutil.replacing(folder) as partial:
+            partial.mkdir()
+            for name in frames:
+                frame = tables[name]
+                frame = frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object})
+                frame.to_parquet(partial / f"{name}.parquet", index=False)
+            (partial / "notes.json").write_text(json.dumps(tables["notes"]))
     except (OSError, ValueError, ImportError):
-        shutil.rmtree(partial, ignore_errors=True)
         return
     cache_space.enforce_limit(keep=(folder,))
 
@@ -112,9 +110,7 @@ def write_launches(key: str, entries: dict[int, dict]) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for launch, entry in entries.items():
-            partial = folder / f".{launch}.{uuid.uuid4().hex[:8]}"
-            partial.write_bytes(pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
-            os.replace(partial, folder / f"{launch}.pickle")
+            fsutil.write_bytes(folder / f"{launch}.pickle", pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
         return

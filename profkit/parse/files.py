@@ -9,11 +9,12 @@ import hashlib
 import lzma
 import os
 import shutil
-import uuid
 import zlib
 from pathlib import Path
 
+from profkit import fsutil
 from profkit.errors import ReportError
+from profkit.fingerprint import file_sha256
 
 
 def cache_dir() -> Path:
@@ -31,11 +32,7 @@ def file_digest(path: Path) -> str:
     """sha256 of the file's bytes (24 hex digits); remembered by path and stat (remembered_digest) for the next
     call: hashing a 1000-launch --set full report (3.7 GB) takes 2.6 s, a cached read of it must take under 1 s."""
     path = Path(path)
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    value = digest.hexdigest()[:24]
+    value = file_sha256(path)[:24]
     _remember_digest(path, value)
     return value
 
@@ -62,9 +59,7 @@ def _remember_digest(path: Path, digest: str) -> None:
     try:
         memo, fingerprint = _digest_memo(path)
         memo.parent.mkdir(parents=True, exist_ok=True)
-        partial = memo.with_name(f".{memo.name}.{uuid.uuid4().hex[:8]}")
-        partial.write_text(f"{fingerprint} {digest}\n")
-        os.replace(partial, memo)
+        fsutil.write_text(memo, f"{fingerprint} {digest}\n")
     except OSError:
         pass
 
@@ -106,14 +101,11 @@ def plain_file(path: str | Path) -> Path:
         cache_space.touch(target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
     try:
-        with PACKED[path.suffix](path, "rb") as src, partial.open("wb") as dst:
+        with fsutil.replacing(target) as partial, PACKED[path.suffix](path, "rb") as src, partial.open("wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # BadGzipFile is an OSError
-        partial.unlink(missing_ok=True)
         raise ReportError(f"cannot decompress {path}: {exc}", hint="the file is corrupted or truncated") from exc
-    os.replace(partial, target)
     cache_space.enforce_limit(keep=(target,))
     return target
 

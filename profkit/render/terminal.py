@@ -1,8 +1,6 @@
 """Plain-text tables for the terminal: numbers rounded to what the eye can use, long names shortened.
 
-A table is formatted from its columns as plain Python values (`Column`): a DataFrame's through frame_columns, a
-session's stored shown tables (session.shown) as they are read, so both print the same text and the second imports
-no pandas.
+A table is formatted from its columns as plain Python values (`Column`, a DataFrame's through frame_columns).
 """
 
 from __future__ import annotations
@@ -100,35 +98,8 @@ def format_columns(columns: list[Column], title: str = "", max_text: int = MAX_T
     return "\n".join(lines)
 
 
-class ColumnTable:
-    """A table as Columns, with the few DataFrame operations `profkit show` applies before printing: len, columns,
-    empty, head(n) and [names]."""
-
-    def __init__(self, columns: list[Column], rows: int | None = None):
-        self.plain = list(columns)
-        self.rows = rows if rows is not None else len(self.plain[0].values) if self.plain else 0
-
-    @property
-    def columns(self) -> list[str]:
-        return [c.name for c in self.plain]
-
-    @property
-    def empty(self) -> bool:
-        return not self.rows or not self.plain
-
-    def __len__(self) -> int:
-        return self.rows
-
-    def head(self, n: int) -> ColumnTable:
-        return ColumnTable([c._replace(values=c.values[:n]) for c in self.plain], min(n, self.rows))
-
-    def __getitem__(self, names: list[str]) -> ColumnTable:
-        by_name = {c.name: c for c in self.plain}
-        return ColumnTable([by_name[n] for n in names], self.rows)
-
-
 def format_table(df, title: str = "", max_text: int = MAX_TEXT) -> str:
-    """A DataFrame or a ColumnTable as a fixed-width table (format_columns); empty ones say so."""
+    """A DataFrame as a fixed-width table (format_columns); empty ones say so."""
     if df is None or df.empty:
         return "\n".join(([title] if title else []) + ["  (no rows)"])
-    return format_columns(df.plain if isinstance(df, ColumnTable) else frame_columns(df), title, max_text)
+    return format_columns(frame_columns(df), title, max_text)

@@ -1,8 +1,9 @@
 """Sessions on disk: sessions/<name>/ with manifest.json, reports, logs and tables/*.parquet.
 
 Tables are typed Parquet (integers stay integers, text stays text); sessions written before read from
-tables/*.csv. Beside them, tables/shown.json keeps what `profkit show` prints (session.shown). `profkit query`
-reads every session's tables as one DuckDB view per table (session.query).
+tables/*.csv. Nothing in a session depends on profkit's code: what `profkit show` prints of it is cached in the
+user's cache, keyed by the session's content (cli.show_cache). `profkit query` reads every session's tables as one
+DuckDB view per table (session.query).
 
 A session is written into a hidden sibling folder and renamed into place only when complete, so an
 interrupted capture never leaves a folder that looks complete; the hidden folder keeps a manifest with
@@ -21,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from profkit import fsutil
 from profkit.errors import ReportError, UsageError
+from profkit.fingerprint import file_sha256
 from profkit.session import sessions_root  # noqa: F401 - re-exported: store is where callers look
 
-if TYPE_CHECKING:  # pandas is imported where a table is read or written: session.shown reads sessions without it
+if TYPE_CHECKING:  # pandas is imported where a table is read or written: resolving a session needs none
     import pandas as pd
 
 MANIFEST = "manifest.json"
@@ -198,12 +201,6 @@ CHECKSUMS = "table_checksums"
 """Manifest key: {tables/<file>: sha256 of its bytes}, written with the tables."""
 
 
-def file_sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 FILE_CHECKSUMS = "file_checksums"
 """Manifest key: {file name: sha256} of the session's reports, logs and exports, as the capture wrote them."""
 
@@ -214,7 +211,7 @@ SEAL = "manifest_sha256"
 def file_checksums(session: Path) -> dict[str, str]:
     """{name: sha256} of every file at the top of a session folder but the manifest (tables/ has its own)."""
     return {p.name: file_sha256(p) for p in sorted(Path(session).iterdir())
-            if p.is_file() and p.name != MANIFEST and not p.name.endswith(".part")}
+            if p.is_file() and p.name != MANIFEST and not p.name.endswith(fsutil.PARTIAL_SUFFIX)}
 
 
 def check_file(path: Path, checksums: dict) -> None:
@@ -296,13 +293,12 @@ def write_table(folder: Path, name: str, df: pd.DataFrame) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{name}.parquet"
-    partial = folder / f".{name}.parquet.part"
-    try:
-        df.to_parquet(partial, index=False)
-    except (pa.ArrowTypeError, pa.ArrowInvalid):
-        text = {c: "string" for c in df.columns if df[c].dtype == object}
-        df.astype(text).to_parquet(partial, index=False)
-    partial.replace(target)
+    with fsutil.replacing(target) as partial:
+        try:
+            df.to_parquet(partial, index=False)
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            text = {c: "string" for c in df.columns if df[c].dtype == object}
+            df.astype(text).to_parquet(partial, index=False)
     (folder / f"{name}.csv").unlink(missing_ok=True)
     return target
 
@@ -316,12 +312,9 @@ def write_tables(session: Path, tables: dict[str, pd.DataFrame]) -> None:
 def write_manifest(folder: Path, manifest: dict) -> None:
     """Write folder/manifest.json atomically (a reader never sees half a manifest), sealed with the checksum of
     its content (SEAL)."""
-    target = Path(folder) / MANIFEST
-    partial = target.with_suffix(".json.part")
     plain = json.loads(json.dumps(manifest, default=str))  # the values exactly as a reader will see them
     manifest[SEAL] = plain[SEAL] = manifest_seal(plain)
-    partial.write_text(json.dumps(plain, indent=2) + "\n")
-    os.replace(partial, target)
+    fsutil.write_text(Path(folder) / MANIFEST, json.dumps(plain, indent=2) + "\n")
 
 
 def read_manifest(path: Path, verify: bool = True) -> dict:

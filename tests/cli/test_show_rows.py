@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from profkit.cli import commands, main
+from profkit.cli import main
+from profkit.cli import show as show_module
 from tests import REPO
 
 SESSION = str(REPO / "sessions" / "train-step-guided")
@@ -39,7 +40,7 @@ def data_rows(text: str) -> list[str]:
 def test_a_long_table_prints_its_first_rows_and_counts_the_rest(monkeypatch):
     every = pd.read_csv(io.StringIO(show("--format", "csv").split("\n", 1)[1]))
     assert len(every) > 20  # the session's launch table is long enough to cut
-    monkeypatch.setattr(commands, "TEXT_ROWS", 20)
+    monkeypatch.setattr(show_module, "TEXT_ROWS", 20)
     text = show()
     rows = data_rows(text)
     assert len(rows) == 20
@@ -48,7 +49,7 @@ def test_a_long_table_prints_its_first_rows_and_counts_the_rest(monkeypatch):
 
 
 def test_head_chooses_and_zero_prints_every_row(monkeypatch):
-    monkeypatch.setattr(commands, "TEXT_ROWS", 20)
+    monkeypatch.setattr(show_module, "TEXT_ROWS", 20)
     every = len(data_rows(show("--head", "0")))
     assert every > 20 and "more rows" not in show("--head", "0")
     assert len(data_rows(show("--head", "30"))) == 30 and "more rows" not in show("--head", "30")
