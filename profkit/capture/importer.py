@@ -105,16 +105,17 @@ def import_reports(files: list[str | Path], name: str, *, root: Path | None = No
         per_capture = []
         for stem, kinds in groups.items():
             sources = [*kinds.get("ncu", []), *([kinds["nsys"]] if "nsys" in kinds else [])]
-            entry = {"name": stem, "kind": "import", "source": ", ".join(map(str, sources)), "files": {}}
+            stored_files: dict[str, str | list[str]] = {}
+            entry = {"name": stem, "kind": "import", "source": ", ".join(map(str, sources)), "files": stored_files}
             ncu = [_copy(report, writer, stem) for report in kinds.get("ncu", [])]
             if len(ncu) == 1:
-                entry["files"]["ncu_report"] = ncu[0][0]
+                stored_files["ncu_report"] = ncu[0][0]
             elif ncu:
-                entry["files"]["ncu_reports"] = [stored for stored, _ in ncu]
+                stored_files["ncu_reports"] = [stored for stored, _ in ncu]
             nsys = None
             if "nsys" in kinds:
                 stored, nsys = _copy(kinds["nsys"], writer, stem)
-                entry["files"]["nsys_sqlite" if stored.endswith(".sqlite") else "nsys_report"] = stored
+                stored_files["nsys_sqlite" if stored.endswith(".sqlite") else "nsys_report"] = stored
             writer.manifest["captures"].append(entry)
             tables = capture_tables(CaptureFiles(stem, [path for _, path in ncu] or None, nsys))
             if joined_note and "ncu" in kinds and "nsys" in kinds:

@@ -18,10 +18,13 @@ Integer columns stay integers (Int64 where some values are missing).
 
 from __future__ import annotations
 
+import gzip
+import lzma
 import sqlite3
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 import pyarrow as pa
@@ -115,14 +118,14 @@ def _matching(sqlite: Path, report: Path) -> Path:
     """`sqlite` when it is the export of `report`: made from a file of the report's name, or (renamed since)
     recording a command the report itself holds; otherwise a ReportError (another program's export beside this
     report would show that program's kernels under this report's name)."""
-    from profkit.parse.files import PACKED, plain_name
+    from profkit.parse.files import plain_name
 
     if not report.exists():
         return sqlite
     source, command = export_source(sqlite)
     if not source or source == report.name or source == plain_name(report):
         return sqlite
-    with PACKED.get(report.suffix, open)(report, "rb") as handle:
+    with _open_packed(report) as handle:
         head = handle.read(REPORT_HEAD_BYTES)
     if command and all(part.encode() in head for part in command if part):
         return sqlite
@@ -130,6 +133,15 @@ def _matching(sqlite: Path, report: Path) -> Path:
                       + (f" (command: {' '.join(command)})" if command else ""),
                       hint=f"export this report again: nsys export --type sqlite --force-overwrite true "
                            f"-o {report.with_suffix('.sqlite')} {report}")
+
+
+def _open_packed(report: Path) -> lzma.LZMAFile | gzip.GzipFile | IO[bytes]:
+    """A report's bytes, decompressed as they are read when it is stored .xz or .gz."""
+    if report.suffix == ".xz":
+        return lzma.open(report, "rb")
+    if report.suffix == ".gz":
+        return gzip.open(report, "rb")
+    return report.open("rb")
 
 
 def read_nsys(path: str | Path) -> NsysCapture:
