@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from profkit import process
+from profkit.build.cublas import cublas_flags
 from profkit.build.ptxas import parse_ptxas
 from profkit.errors import BuildError, UsageError
 
@@ -69,8 +70,10 @@ def uses_cublas(source: Path, seen: set | None = None) -> bool:
     return False
 
 
-def nvcc_command(source: Path, binary: Path, arch: str, extra: list[str] | None = None) -> list[str]:
-    libraries = ["-lcublas"] if uses_cublas(source) else []
+def nvcc_command(source: Path, binary: Path, arch: str, extra: list[str] | None = None,
+                 cublas: list[str] | None = None) -> list[str]:
+    """cublas: the flags that find cuBLAS (build.cublas.cublas_flags); plain -lcublas by default."""
+    libraries = (["-lcublas"] if cublas is None else cublas) if uses_cublas(source) else []
     return ["nvcc", "-O3", f"-arch={arch}", "-lineinfo", "-Xptxas", "-v", "-std=c++17",
             "-o", str(binary), str(source), *libraries, *(extra or [])]
 
@@ -88,7 +91,8 @@ def build(source: str | Path, *, arch: str | None = None, out_dir: str | Path | 
     out_dir.mkdir(parents=True, exist_ok=True)
     binary = out_dir / source.stem
     nvcc = process.require_tool("nvcc")
-    command = nvcc_command(source, binary, arch, extra_flags)
+    cublas = cublas_flags(nvcc, source) if uses_cublas(source) else None
+    command = nvcc_command(source, binary, arch, extra_flags, cublas)
     command[0] = nvcc
     log_file = binary.with_name(binary.name + ".build.log")
     if _up_to_date(source, binary, log_file, command):
