@@ -14,6 +14,7 @@ import gc
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -46,7 +47,7 @@ def bench_cases(quick: bool = False, seqs=None) -> list:
     from profkit.bench import flops
     from profkit.bench.compare import Case
 
-    cases = []
+    cases: list[Case] = []
     for head_dim, batch, heads in BENCH_SHAPES:
         for seq in seqs or (QUICK_SEQS if quick else BENCH_SEQS):
             for direction in ("fwd", "bwd"):
@@ -139,7 +140,7 @@ def sdpa_backends_ran(shapes=((1, 8, 1024, 64),)) -> dict:
                    for _ in range(3))
         per_impl = {}
         for name, attention in impls.items():
-            row = {}
+            row: dict[str, Any] = {}
             for direction in ("fwd", "bwd"):
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     o = attention(q, k, v, True)
@@ -214,7 +215,7 @@ def _check_writes_everything(case, q, k, v, do) -> None:
     for name, t in outputs.items():
         if torch.isnan(t).any():
             raise CheckFailed(f"{case.label}: fa2_triton left NaN in {name} "
-                                      f"({int(torch.isnan(t).sum())} elements)")
+                              f"({int(torch.isnan(t).sum())} elements)")
 
 
 def _impl_factory(name: str, attention, inputs: _CaseInputs):
@@ -404,7 +405,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
     if short:
         graphed = {f"{name}_graph": _graph_factory(factory) for name, factory in impls.items()}
         graph_df = compare(short, graphed, f"{BASELINE}_graph", check=None, rounds=rounds,
-                                   cuda_graph=True)
+                           cuda_graph=True)
         df = pd.concat([df, graph_df], ignore_index=True)
     inputs.clear()
     df, ceilings, ceiling_clocks = check_against_measured_ceilings(add_ratio_vs(df, "sdpa_flash"))

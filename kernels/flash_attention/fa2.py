@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from typing import Any
 
 import torch
 import triton
@@ -671,12 +672,15 @@ def _attn_bwd_single(Q, K, V, O, DO, DQ, DK, DV, LSE, sm_scale,
 # Autotuning
 # --------------------------------------------------------------------------------------------------
 
+SearchSpace = dict[str, dict[int, list[tuple[tuple[int, int], int, tuple[int, ...]]]]]
+"""kernel -> head_dim -> ((BLOCK_M, BLOCK_N), warps, the stage counts tried) per candidate tile."""
+
 # Search spaces per kernel and head_dim: (BLOCK_M, BLOCK_N), num_warps, num_stages options. Chosen
 # from an sm_90 compile sweep with Triton 3.6 (ptxas -v): only tiles that compile without register
 # spills and within 227 KB of shared memory are kept. The forward and dQ use 128-row query tiles
 # (64 as a fallback for short sequences), dK/dV the mirror image: 64/128-key blocks stepping over
 # 16-64 query rows. The first entry is the launch config when autotuning is off.
-_SEARCH_SPACE = {
+_SEARCH_SPACE: SearchSpace = {
     "fwd": {
         64: [((128, 64), 4, (3, 2, 4)), ((128, 64), 8, (2, 3)), ((128, 128), 8, (2, 3)),
              ((64, 64), 4, (2, 3))],
@@ -722,7 +726,7 @@ _SEARCH_SPACE = {
 # B*H = 32, each config timed alone): 128x64 with 4 warps 222 / 788 / 2911 us at N = 4096 / 8192 / 16384
 # against 226 / 812 / 3110 us for the best pointer tile (64x64). Descriptor loads in the dK/dV kernel (Q and
 # dO) lost at every tile there (64x64, 4 warps: 361 / 1300 / 4932 us against 337 / 1245 / 4682), so it has none.
-_TMA_SEARCH_SPACE = {
+_TMA_SEARCH_SPACE: SearchSpace = {
     "fwd": {128: [((128, 64), 4, (2,)), ((64, 64), 4, (2,))]},
     "dq": {64: [((128, 64), 4, (3,)), ((128, 64), 8, (3,))]},
 }
@@ -972,6 +976,7 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, 
         return _FWD_LAUNCH, key
 
     def launch_sm90(o, lse, persistent: bool):
+        assert _SM90_LAUNCH is not None  # launched only where sm90_ok, which requires it
         sm90_key = key + (persistent,)
         _SM90_LAUNCH.launch(sm90_key, sm90.grid(q, device_info(device)[1] if persistent else None, causal),
                             (q, k, v, o, lse, sm_scale), device, **sm90.launch_options(q, causal, persistent))
@@ -1032,7 +1037,7 @@ def _pick_variant(choice_key: str, variants: tuple, calls) -> str:
         if choice_key not in stored:
             timed = calls()
             times = {name: flushed_graph_bench(timed[name], None) for name in variants}
-            stored[choice_key] = {"times_ms": times, "best": min(times, key=times.get)}
+            stored[choice_key] = {"times_ms": times, "best": min(times, key=lambda name: times[name])}
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(stored, indent=1, sort_keys=True))
@@ -1166,7 +1171,7 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block
         dq, dk, dv = out
     delta = torch.empty_like(lse) if variant != "single" else None
     acc = _dq_accumulator(q) if fused else None
-    n_pad = acc.shape[1] if fused else 0
+    n_pad = acc.shape[1] if acc is not None else 0
 
     def q_grid(meta):
         return (triton.cdiv(seq, meta["BLOCK_M"]) * batch * heads,)
@@ -1188,6 +1193,7 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block
              *_strides(do), *_strides(dk), *_strides(dv), heads, seq, n_pad),
             device, **flags, FUSE_DQ=fused, DQ_TMA=tma, **_fixed_launch("dkdvq" if fused else "dkdv", head_dim))
 
+    caches: tuple[LaunchCache, ...]
     with _device_scope(q):
         if variant == "single":
             _SINGLE_LAUNCH.launch(
@@ -1333,7 +1339,7 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
 
 def tuned_configs() -> dict:
     """The config each kernel launched with, per autotune key (or the fixed config)."""
-    chosen = {}
+    chosen: dict[str, Any] = {}
     for name, kernel in (("fwd", _attn_fwd_tuned), ("dkdv", _attn_bwd_dkdv_tuned),
                          ("dkdvq", _attn_bwd_dkdvq_tuned), ("dq", _attn_bwd_dq_tuned)):
         cache = getattr(kernel, "cache", None)

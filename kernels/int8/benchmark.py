@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -43,7 +44,7 @@ MODEL_M = (256, 2048, 8192)
 QUICK_MODEL_M = (2048,)
 GRAPH_MAX_M = 64
 THRESHOLD = 6.0
-SYNTHETIC_PROFILE = {"n_large": 8, "large_sigma": 10.0, "base_sigma": 1.0, "seed": 0}
+SYNTHETIC_PROFILE: dict[str, Any] = {"n_large": 8, "large_sigma": 10.0, "base_sigma": 1.0, "seed": 0}
 TOLERANCES = {"fp16_linear": 1e-2, "int8_custom": 0.1, "int8_custom_torch": 0.1,
               "bnb_int8": 0.1, "int_mm_ceiling": 0.0}
 """Relative (Frobenius) error vs float64 allowed on the first call (``*_graph`` rows use their
@@ -339,7 +340,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     entries += [(src, m) for src in model_layers for m in (QUICK_MODEL_M if quick else MODEL_M)]
     cases = [bench_case(src, m) for src, m in entries]
     layers = LayerImpls({case.label: entry for case, entry in zip(cases, entries)})
-    errors, configs = {}, {}
+    errors: dict[str, dict[str, float]] = {}  # case label -> impl -> relative error
+    configs: dict[str, str | None] = {}  # case label -> the int8 GEMM's config
     check = output_checker(layers, errors, configs)
     rounds = 2 if quick else 3
     impls = implementations(layers, full=not quick)
@@ -349,7 +351,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
         graph_impls = {"fp16_linear_graph": impls["fp16_linear"],
                        "int8_custom_graph": impls["int8_custom"]}
         frames.append(compare(small, graph_impls, baseline="fp16_linear_graph",
-                                      check=check, rounds=rounds, cuda_graph=True))
+                              check=check, rounds=rounds, cuda_graph=True))
     df, ceilings, ceiling_clocks = check_against_measured_ceilings(pd.concat(frames, ignore_index=True))
     goals = goal_summary(df)
     meta = {

@@ -23,6 +23,7 @@ import copy
 import gc
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -110,7 +111,8 @@ def evaluate_variants(ckpt_dir: str | Path, text_path: str | Path,
     seq_len = base.cfg.max_seq_len
     splits = load_splits(text_path, vocab=vocab)
     calib = calibration_batches(splits.calibration, seq_len, calib_batch_size, calib_batches)
-    rows, details = [], {}
+    rows: list[dict[str, Any]] = []
+    details: dict[str, Any] = {}  # variant -> its layer report, or the error that stopped it
     for variant in variants:
         with _tf32_off():
             rows.append(_evaluate_one(variant, base, calib, splits, len(vocab), seq_len, dev,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -45,8 +45,9 @@ class Vocabulary:
     """Token <-> id mapping; ``tokens[i]`` is the token with id ``i``."""
 
     tokens: tuple[str, ...]
+    _ids: dict[str, int] = field(init=False, repr=False, compare=False)  # token -> id, built from tokens
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if len(self.tokens) < 2 or self.tokens[0] != UNK or self.tokens[1] != NEWLINE:
             raise ValueError(f"a vocabulary starts with {UNK!r}, {NEWLINE!r}; got {self.tokens[:2]}")
         object.__setattr__(self, "_ids", {t: i for i, t in enumerate(self.tokens)})

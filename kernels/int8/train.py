@@ -14,6 +14,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -97,7 +98,8 @@ def train_model(splits: SplitTokens, model_cfg: ModelConfig, cfg: TrainConfig,
     model = DecoderLM(model_cfg).to(device)
     optimizer = _optimizer(model, cfg, device)
     generator = torch.Generator().manual_seed(cfg.seed)
-    history, best = [], {"loss": math.inf, "step": 0, "state": None}
+    history: list[dict[str, float]] = []
+    best: dict[str, Any] = {"loss": math.inf, "step": 0, "state": None}
     model.train()
     if device.type == "cuda":
         torch.cuda.synchronize()

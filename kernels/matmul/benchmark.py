@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 import triton
@@ -189,17 +190,18 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
     from profkit.bench.timing import STABLE_SPREAD
 
     require_cuda("profkit.kernels.matmul.bench")
-    inputs, chosen = _Inputs(), {}
+    inputs = _Inputs()
+    chosen: dict[str, str | None] = {}  # case label -> the kernel path and config it ran
     cases = bench_cases(quick)
     rounds = 2 if quick else 3
     check = _checker(inputs, chosen)
     triton_impl, cublas_impl = _triton_factory(inputs), _cublas_factory(inputs)
     frames = [compare(cases, {"triton": triton_impl, "cublas": cublas_impl}, baseline="cublas",
-                              check=check, rounds=rounds)]
+                      check=check, rounds=rounds)]
     small = [c for c in cases if c.flops <= GRAPH_MAX_FLOPS]
     if small:
         frames.append(compare(small, {"triton_graph": triton_impl, "cublas_graph": cublas_impl},
-                                      baseline="cublas_graph", check=check, rounds=rounds, cuda_graph=True))
+                              baseline="cublas_graph", check=check, rounds=rounds, cuda_graph=True))
     inputs.clear()
     try:
         launch_cost = host_launch_cost()
@@ -272,9 +274,10 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
 
     cases = goal_cases(labels)
     require_cuda("profkit.kernels.matmul.goals")
-    inputs, chosen = _Inputs(), {}
+    inputs = _Inputs()
+    chosen: dict[str, str | None] = {}  # case label -> the kernel path and config it ran
     df = compare(cases, {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
-                         baseline="cublas", check=_checker(inputs, chosen), rounds=rounds)
+                 baseline="cublas", check=_checker(inputs, chosen), rounds=rounds)
     inputs.clear()
     goals_timed = {c.label: GOALS[c.label] for c in cases}
     verdicts = goal_verdicts(df, goals_timed, "triton")
@@ -433,8 +436,8 @@ def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: 
                 c = _poisoned(a, b)
                 _sweep_launch(path, cfg, group_m, num_sms, a, b, c, m_major, order)
                 require_close(c, reference, tolerance(torch_dtype, "ieee" if dtype == "fp32" else None, k),
-                                      f"sweep {_sweep_label(cfg, group_m, m_major, order, dtype)}")
-        rows = []
+                              f"sweep {_sweep_label(cfg, group_m, m_major, order, dtype)}")
+        rows: list[dict[str, Any]] = []
         for size in sizes:
             a = torch.randn(size, size, device="cuda", generator=gen).to(torch_dtype)
             b = torch.randn(size, size, device="cuda", generator=gen).to(torch_dtype)

@@ -30,6 +30,7 @@ against cuBLAS is ``matmul.benchmark``; the command line ``python -m profkit.ker
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import triton
@@ -426,9 +427,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
 
     if interpreting():
         blocks = INTERPRETER_BLOCKS
-        grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
+        blocks_grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
         a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision)
-        matmul_kernel[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+        matmul_kernel[blocks_grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                             c.stride(0), c.stride(1), INPUT_PRECISION=input_precision,
                             UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
         return c
@@ -439,6 +440,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         return sm90.launch(a, b, c)
     device = device_index(a)
     path = select_path(m, n, a.element_size(), precision, tma_eligible(a, b, c))
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     if path == "tma":
         _, num_sms = device_info(device)
         triton.set_allocator(tma_workspace)

@@ -164,16 +164,10 @@ def format_table(df: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> str
             for i in impls:
                 r = by_impl.get(i)
                 cells.append(_cell(getattr(r, rate_col), bool(r.stable)) if r is not None else "n/a")
-            for i in others:
-                r = by_impl.get(i)
-                has_ratio = r is not None and r.ratio_vs_baseline == r.ratio_vs_baseline
-                cells.append(f"{r.ratio_vs_baseline:.2f}x" if has_ratio else "n/a")
+            cells += [_ratio(by_impl.get(i), "ratio_vs_baseline") for i in others]
             if with_clocks:
                 cells.append("/".join(_mhz(by_impl.get(i)) for i in impls))
-                for i in others:
-                    r = by_impl.get(i)
-                    ok = r is not None and r.cycle_ratio_vs_baseline == r.cycle_ratio_vs_baseline
-                    cells.append(f"{r.cycle_ratio_vs_baseline:.2f}x" if ok else "n/a")
+                cells += [_ratio(by_impl.get(i), "cycle_ratio_vs_baseline") for i in others]
             body.append(cells)
         widths = [max(len(h), *(len(b[j]) for b in body)) for j, h in enumerate(header)]
         lines.append("")
@@ -192,7 +186,13 @@ def format_table(df: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> str
     return "\n".join(lines).lstrip("\n")
 
 
-def _mhz(row) -> str:
+def _ratio(row: Any, column: str) -> str:
+    """A row's ratio column as "1.23x", or "n/a" without the row or the value."""
+    value = getattr(row, column, math.nan) if row is not None else math.nan
+    return f"{value:.2f}x" if value == value else "n/a"
+
+
+def _mhz(row: Any) -> str:
     """A row's median SM clock, whole MHz, or "-" without one."""
     mhz = getattr(row, "sm_clock_mhz", math.nan) if row is not None else math.nan
     return f"{mhz:.0f}" if mhz == mhz and mhz is not None else "-"

@@ -69,7 +69,7 @@ def _import_self_measurement(name: str, root: Path):
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     module = importlib.import_module(f"{SELF_MEASUREMENTS}.{name}")
-    if Path(module.__file__).resolve().parent != (root / SELF_MEASUREMENTS).resolve():
+    if module.__file__ is None or Path(module.__file__).resolve().parent != (root / SELF_MEASUREMENTS).resolve():
         raise UsageError(f"{SELF_MEASUREMENTS}.{name} was imported from {module.__file__}, not from {root}",
                          hint=f"another package named {SELF_MEASUREMENTS!r} shadows the checkout's folder")
     return module
@@ -81,7 +81,7 @@ def resolve(name: str):
         return importlib.import_module(KERNEL_WORKLOADS[name])
     root = checkout_root()
     found = self_measurements(root)
-    if name in found:
+    if root is not None and name in found:
         return _import_self_measurement(name, root)
     if root is None:
         raise UsageError(f"no workload {name!r} in this installed profkit ({', '.join(names())}); profkit's "

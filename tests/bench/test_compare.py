@@ -20,7 +20,7 @@ from tests.bench import fakes
 def test_compare_rows_columns_and_rates():
     timer = fakes.FakeTimer({"triton": 0.5, "cublas": 1.0})
     df = compare([fakes.case("a"), fakes.case("b")], {"triton": fakes.impl("triton"), "cublas": fakes.impl("cublas")},
-                         baseline="cublas", timer=timer, rounds=3)
+                 baseline="cublas", timer=timer, rounds=3)
     assert list(df.columns) == COLUMNS
     assert list(zip(df["case"], df["impl"])) == [("a", "triton"), ("a", "cublas"), ("b", "triton"), ("b", "cublas")]
     row = df.iloc[0]
@@ -32,7 +32,7 @@ def test_compare_rows_columns_and_rates():
 def test_ratio_vs_baseline_above_one_means_faster():
     timer = fakes.FakeTimer({"fast": 0.5, "slow": 2.0, "base": 1.0})
     df = compare([fakes.case()], {"fast": fakes.impl("fast"), "slow": fakes.impl("slow"), "base": fakes.impl("base")},
-                         baseline="base", timer=timer).set_index("impl")
+                 baseline="base", timer=timer).set_index("impl")
     assert df.loc["fast", "ratio_vs_baseline"] == 2.0
     assert df.loc["slow", "ratio_vs_baseline"] == 0.5
     assert df.loc["base", "ratio_vs_baseline"] == 1.0
@@ -63,7 +63,7 @@ def test_compare_calls_every_impl_once_and_checks_before_timing():
         return Timing.from_samples([1.0])
 
     compare([fakes.case()], {"A": factory("A"), "B": factory("B")}, baseline="A", check=check,
-                    timer=timer, rounds=1)
+            timer=timer, rounds=1)
     assert events[:3] == [("call", "A"), ("call", "B"), ("check", (("A", "A"), ("B", "B")))]
     assert [e for e in events[3:] if e[0] == "time"] == [("time", "A"), ("time", "B")]
 
@@ -84,7 +84,7 @@ def test_unsupported_impl_keeps_row_with_nan_and_reason():
         raise Unsupported("needs sm_90")
     timer = fakes.FakeTimer({"base": 1.0})
     df = compare([fakes.case()], {"new": unsupported, "base": fakes.impl("base")}, baseline="base",
-                         timer=timer).set_index("impl")
+                 timer=timer).set_index("impl")
     assert df.loc["new", "note"] == "needs sm_90"
     assert df.loc["new", "runs"] == 0 and not df.loc["new", "stable"]
     for col in ("median_ms", "p20_ms", "p80_ms", "tflops", "gbps", "ratio_vs_baseline"):
@@ -99,7 +99,7 @@ def test_unsupported_raised_by_first_call_and_by_baseline():
             raise Unsupported("shape not tileable")
         return run
     df = compare([fakes.case()], {"cand": fakes.impl("cand"), "base": fails_on_call}, baseline="base",
-                         timer=fakes.FakeTimer({"cand": 1.0})).set_index("impl")
+                 timer=fakes.FakeTimer({"cand": 1.0})).set_index("impl")
     assert df.loc["base", "note"] == "shape not tileable"
     assert df.loc["cand", "median_ms"] == 1.0 and math.isnan(df.loc["cand", "ratio_vs_baseline"])
 
@@ -141,8 +141,9 @@ def test_compare_pools_each_impls_clock_samples_and_gives_the_ratio_at_equal_clo
     clocks = FakeClocks()
     timer = ClockedTimer({"triton": 0.9, "cublas": 1.0}, clocks,
                          {"triton": (1500.0, 690.0, 0x4), "cublas": (1350.0, 695.0, 0x4 | 0x1000)})
-    df = compare([fakes.case("bf16 4096^3", dtype="bfloat16")], {"triton": fakes.impl("triton"), "cublas": fakes.impl("cublas")},
-                         baseline="cublas", timer=timer, rounds=3, clock_sampler=clocks).set_index("impl")
+    impls = {"triton": fakes.impl("triton"), "cublas": fakes.impl("cublas")}
+    df = compare([fakes.case("bf16 4096^3", dtype="bfloat16")], impls, baseline="cublas", timer=timer, rounds=3,
+                 clock_sampler=clocks).set_index("impl")
     assert clocks.entered == clocks.exited == 1
     assert df.loc["triton", "sm_clock_mhz"] == 1500 and df.loc["cublas", "sm_clock_mhz"] == 1350
     assert df.loc["triton", "power_w"] == 690 and df.loc["triton", "throttle"] == "sw_power_cap"
@@ -161,7 +162,7 @@ def test_compare_pools_each_impls_clock_samples_and_gives_the_ratio_at_equal_clo
 
 def test_compare_without_clock_samples_leaves_the_clock_columns_empty():
     df = compare([fakes.case()], {"A": fakes.impl("A"), "B": fakes.impl("B")}, baseline="B",
-                         timer=fakes.FakeTimer({"A": 0.5, "B": 1.0}))
+                 timer=fakes.FakeTimer({"A": 0.5, "B": 1.0}))
     assert df["sm_clock_mhz"].isna().all() and df["power_w"].isna().all()
     assert (df["throttle"] == "").all() and df["cycle_ratio_vs_baseline"].isna().all()
     text = format_table(df)
@@ -177,14 +178,14 @@ def test_compare_keeps_each_rounds_ratio_and_the_medians_interval():
             median = 1.0 if name == "base" else 0.9 + 0.01 * self.calls.count("cand")
             return Timing.from_samples([median] * 3)
     df = compare([fakes.case()], {"cand": fakes.impl("cand"), "base": fakes.impl("base")}, baseline="base",
-                         timer=Drifting({}), rounds=21).set_index("impl")
+                 timer=Drifting({}), rounds=21).set_index("impl")
     ratios = json.loads(df.loc["cand", "ratio_rounds"])
     assert len(ratios) == 21 and ratios[0] == pytest.approx(1 / 0.91) and ratios[-1] == pytest.approx(1 / 1.11)
     low, high = df.loc["cand", "ratio_ci_low"], df.loc["cand", "ratio_ci_high"]
     assert (low, high) == pytest.approx((1 / 1.06, 1 / 0.96))  # 6th smallest and 6th largest of the 21
     assert json.loads(df.loc["base", "ratio_rounds"]) == [1.0] * 21
     three = compare([fakes.case()], {"A": fakes.impl("A"), "B": fakes.impl("B")}, baseline="B",
-                            timer=fakes.FakeTimer({"A": 0.5, "B": 1.0}), rounds=3).set_index("impl")
+                    timer=fakes.FakeTimer({"A": 0.5, "B": 1.0}), rounds=3).set_index("impl")
     assert json.loads(three.loc["A", "ratio_rounds"]) == [2.0, 2.0, 2.0] and math.isnan(three.loc["A", "ratio_ci_low"])
 
 
@@ -206,7 +207,7 @@ def test_goal_verdicts_read_the_interval_not_just_the_median():
                                    ("short", [0.99, 0.99, 0.99]))]
     df = pd.concat(frames, ignore_index=True)
     v = goal_verdicts(df, {"clear": 1.0, "straddles": 1.0, "short": 1.0, "clear ": 1.0,
-                                   "missing": 1.0}, "cand").set_index("case")
+                           "missing": 1.0}, "cand").set_index("case")
     assert v.loc["clear", "verdict"] == "met" and v.loc["clear", "ci_low"] >= 1.0 and v.loc["clear", "rounds"] == 9
     assert v.loc["straddles", "verdict"] == "not resolved"
     assert v.loc["straddles", "ci_low"] < 1.0 <= v.loc["straddles", "ci_high"]
@@ -230,5 +231,5 @@ def test_compare_rejects_bad_arguments():
 
 def test_params_column_is_json():
     df = compare([fakes.case(dtype="bfloat16", m=16)], {"A": fakes.impl("A")}, baseline="A",
-                         timer=fakes.FakeTimer({"A": 1.0}))
+                 timer=fakes.FakeTimer({"A": 1.0}))
     assert json.loads(df.loc[0, "params"]) == {"dtype": "bfloat16", "m": 16}

@@ -25,7 +25,7 @@ def _table():
     impls = {"triton": fakes.impl("triton"), "cublas": fakes.impl("cublas")}
     df = compare([fakes.case("fp32 1024x1024x1024")], impls, baseline="cublas", timer=timer)
     df2 = compare([fakes.case("bf16 16x4096x4096", dtype="bfloat16")],
-                          {"triton": unsupported, "cublas": fakes.impl("cublas")}, baseline="cublas", timer=timer)
+                  {"triton": unsupported, "cublas": fakes.impl("cublas")}, baseline="cublas", timer=timer)
     return pd.concat([df, df2], ignore_index=True)
 
 
@@ -72,9 +72,9 @@ def test_format_table_keeps_each_baseline_in_its_own_block():
     timer = fakes.FakeTimer({"triton": 0.5, "cublas": 1.0, "triton_graph": 0.25, "cublas_graph": 1.0})
     case = fakes.case("fp32 1024x1024x1024")
     plain = compare([case], {"triton": fakes.impl("triton"), "cublas": fakes.impl("cublas")},
-                            baseline="cublas", timer=timer)
+                    baseline="cublas", timer=timer)
     graph = compare([case], {"triton_graph": fakes.impl("triton_graph"), "cublas_graph": fakes.impl("cublas_graph")},
-                            baseline="cublas_graph", timer=timer)
+                    baseline="cublas_graph", timer=timer)
     text = format_table(pd.concat([plain, graph], ignore_index=True))
     assert "matmul (baseline: cublas)" in text and "matmul (baseline: cublas_graph)" in text
     assert "triton_graph/cublas_graph" in text and "triton_graph/cublas " not in text
@@ -87,7 +87,7 @@ def test_format_table_marks_unstable_and_uses_gbps_without_flops():
             self.calls.append(fn())
             return Timing.from_samples([1.0, 2.0, 3.0])
     df = compare([fakes.case("copy 1GiB", flops=0.0, nbytes=2e9)], {"A": fakes.impl("A")}, baseline="A",
-                         timer=Noisy({}))
+                 timer=Noisy({}))
     text = format_table(df)
     assert "A GB/s" in text and "1000.0~" in text
 

@@ -39,7 +39,7 @@ def test_combine_timings_pools_samples_of_all_rounds():
 def test_combine_timings_without_samples_takes_median_of_each_statistic():
     def bare(median):
         return Timing(median_ms=median, p20_ms=median - 0.1, p80_ms=median + 0.1, min_ms=median - 0.2,
-                              runs=10, spread=0.2 / median, stable=False)
+                      runs=10, spread=0.2 / median, stable=False)
     t = combine_timings([bare(1.0), bare(2.0), bare(9.0)])
     assert (t.median_ms, t.runs, t.min_ms) == (2.0, 30, 0.8)
     assert math.isclose(t.p80_ms, 2.1)

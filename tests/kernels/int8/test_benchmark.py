@@ -44,11 +44,11 @@ def test_every_implementation_runs_and_is_checked(device):
     impls = benchmark.implementations(layers, full=True)
     check = benchmark.output_checker(layers, errors, configs)
     df = compare(cases, impls, baseline="fp16_linear", check=check, rounds=1,
-                         timer=fake_timer)
+                 timer=fake_timer)
     graph_impls = {"fp16_linear_graph": impls["fp16_linear"],
                    "int8_custom_graph": impls["int8_custom"]}
     compare(cases[:1], graph_impls, baseline="fp16_linear_graph", check=check, rounds=1,
-                    timer=fake_timer)
+            timer=fake_timer)
     assert set(errors[cases[0].label]) >= {"int8_custom", "int8_custom_graph"}
     notes = {(r.case, r.impl): r.note for r in df.itertuples()}
     small, large = cases[0].label, cases[1].label
