@@ -25,8 +25,9 @@ from profkit.session.store import SessionWriter, check_name, sessions_root
 
 
 def group_files(files: list[Path]) -> dict[str, dict]:
-    """{capture stem: {"ncu": [paths], "nsys": path}}; a UsageError for a file that is missing, of another type, a
-    second nsys file of the same stem, or one ncu report given twice."""
+    """{capture stem: {"ncu": [paths], "nsys": [paths]}}: a stem's nsys files are a .nsys-rep, its .sqlite export or
+    both (as profkit keeps its own captures). A UsageError for a file that is missing, of another type, a second
+    nsys report or export of the same stem, or one ncu report given twice."""
     from profkit.parse.nsys.parquet import columnar_reader
 
     groups: dict[str, dict] = {}
@@ -47,12 +48,21 @@ def group_files(files: list[Path]) -> dict[str, dict]:
             if same:
                 raise UsageError(f"{path} and {same[0]} are one report name twice", hint="give each report once")
             slot.setdefault("ncu", []).append(path)
-        elif kind in slot:
-            raise UsageError(f"two {kind} files for capture {stem!r}: {slot[kind]} and {path}",
-                             hint="rename one of them: files are grouped into captures by name")
         else:
-            slot[kind] = path
+            exported = plain_name(path).endswith(".sqlite")
+            same = [p for p in slot.get("nsys", []) if plain_name(p).endswith(".sqlite") == exported]
+            if same:
+                raise UsageError(f"two nsys {'exports' if exported else 'reports'} for capture {stem!r}: {same[0]} "
+                                 f"and {path}", hint="rename one of them: files are grouped into captures by name")
+            slot.setdefault("nsys", []).append(path)
     return groups
+
+
+def _timeline(paths: list[Path]) -> Path:
+    """What a capture's timeline is read from: its .nsys-rep when given (read_nsys then takes the export beside it
+    and checks that it was made from this report), else its export."""
+    reports = [p for p in paths if not plain_name(p).endswith(".sqlite")]
+    return (reports or paths)[0]
 
 
 def one_program(groups: dict[str, dict]) -> tuple[dict[str, dict], str]:
@@ -71,12 +81,13 @@ def one_program(groups: dict[str, dict]) -> tuple[dict[str, dict], str]:
     profiled = set()
     for report in groups[ncu_stem]["ncu"]:
         profiled |= set(load_ncu_report(report).launches.get("kernel", []))
-    timeline = read_nsys(groups[nsys_stem]["nsys"]).kernels
+    exports = [p for p in groups[nsys_stem]["nsys"] if plain_name(p).endswith(".sqlite")]
+    timeline = read_nsys((exports or groups[nsys_stem]["nsys"])[0]).kernels
     if not profiled or timeline.empty or not profiled <= set(timeline["kernel"]):
         return groups, ""
     joined = {stem: kinds for stem, kinds in groups.items() if stem != nsys_stem}
     joined[ncu_stem] = {**groups[ncu_stem], "nsys": groups[nsys_stem]["nsys"]}
-    note = (f"{groups[nsys_stem]['nsys']} imported into capture {ncu_stem!r} with "
+    note = (f"{', '.join(map(str, groups[nsys_stem]['nsys']))} imported into capture {ncu_stem!r} with "
             f"{', '.join(map(str, groups[ncu_stem]['ncu']))}: every kernel ncu profiled ({len(profiled)}) is in "
             "its timeline")
     return joined, note
@@ -104,7 +115,7 @@ def import_reports(files: list[str | Path], name: str, *, root: Path | None = No
     try:
         per_capture = []
         for stem, kinds in groups.items():
-            sources = [*kinds.get("ncu", []), *([kinds["nsys"]] if "nsys" in kinds else [])]
+            sources = [*kinds.get("ncu", []), *kinds.get("nsys", [])]
             stored_files: dict[str, str | list[str]] = {}
             entry = {"name": stem, "kind": "import", "source": ", ".join(map(str, sources)), "files": stored_files}
             ncu = [_copy(report, writer, stem) for report in kinds.get("ncu", [])]
@@ -112,10 +123,11 @@ def import_reports(files: list[str | Path], name: str, *, root: Path | None = No
                 stored_files["ncu_report"] = ncu[0][0]
             elif ncu:
                 stored_files["ncu_reports"] = [stored for stored, _ in ncu]
-            nsys = None
-            if "nsys" in kinds:
-                stored, nsys = _copy(kinds["nsys"], writer, stem)
+            timeline: dict[Path, Path] = {}  # the export copied after its report: newer, never exported again
+            for path in sorted(kinds.get("nsys", []), key=lambda p: plain_name(p).endswith(".sqlite")):
+                stored, timeline[path] = _copy(path, writer, stem)
                 stored_files["nsys_sqlite" if stored.endswith(".sqlite") else "nsys_report"] = stored
+            nsys = timeline[_timeline(list(timeline))] if timeline else None
             writer.manifest["captures"].append(entry)
             tables = capture_tables(CaptureFiles(stem, [path for _, path in ncu] or None, nsys))
             if joined_note and "ncu" in kinds and "nsys" in kinds:

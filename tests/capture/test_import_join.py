@@ -150,3 +150,43 @@ def test_import_keeps_a_guided_captures_ncu_runs_in_one_capture(tmp_path):
                    for f in files[:3] for r in range(ncu_report.load_report(str(plain_file(f))).num_ranges()))
     launches = pd.read_parquet(session / "tables" / "launches.parquet")
     assert len(launches) == expected and sorted(set(launches["ncu_run"])) == [0, 1, 2]
+
+
+def _packed_probe_report(target: Path) -> Path:
+    """foreign-probe's .nsys-rep xz-compressed under the target's name, as sessions store large reports."""
+    target.write_bytes(lzma.compress((REPO / "sessions" / "foreign-probe" / "python3.nsys-rep").read_bytes(),
+                                     preset=0))
+    return target
+
+
+def test_import_keeps_an_nsys_report_with_its_export(tmp_path):
+    """python3.nsys-rep.xz and python3.sqlite.xz (how a session stores them) are one capture's report and export:
+    both kept, the timeline read from the export (its launches counted with sqlite3)."""
+    from profkit.capture.importer import import_reports
+
+    probe = REPO / "sessions" / "foreign-probe"
+    report = _packed_probe_report(tmp_path / "python3.nsys-rep.xz")
+    shutil.copyfile(probe / "python3.sqlite.xz", tmp_path / "python3.sqlite.xz")
+    session = import_reports([report, tmp_path / "python3.sqlite.xz", probe / "python3.ncu0.ncu-rep.xz"], "probe",
+                             root=tmp_path / "sessions")
+    manifest = json.loads((session / "manifest.json").read_text())
+    assert [(c["name"], c["files"]) for c in manifest["captures"]] == [
+        ("python3", {"ncu_report": "python3.ncu0.ncu-rep", "nsys_report": "python3.nsys-rep",
+                     "nsys_sqlite": "python3.sqlite"})]
+    export = tmp_path / "counted.sqlite"
+    export.write_bytes(lzma.decompress((probe / "python3.sqlite.xz").read_bytes()))
+    with sqlite3.connect(export) as db:
+        launches = db.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    assert len(pd.read_parquet(session / "tables" / "nsys_kernels.parquet")) == launches > 0
+
+
+def test_import_refuses_a_report_beside_another_programs_export(tmp_path):
+    """mm.nsys-rep.xz (the attribution probe) with mm.sqlite.xz exported from the training step's report: the
+    export names python3.nsys-rep and a command the probe's report does not hold."""
+    from profkit.capture.importer import import_reports
+    from profkit.errors import ReportError
+
+    report = _packed_probe_report(tmp_path / "mm.nsys-rep.xz")
+    shutil.copyfile(REPO / "sessions" / "train-step-guided" / "python3.sqlite.xz", tmp_path / "mm.sqlite.xz")
+    with pytest.raises(ReportError, match="made from another capture"):
+        import_reports([report, tmp_path / "mm.sqlite.xz"], "mm", root=tmp_path / "sessions")
