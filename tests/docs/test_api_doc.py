@@ -1,8 +1,10 @@
 """The user documentation runs: docs/api.md's examples execute against the committed sessions, docs/columns.md is
-what the code generates, every table column is documented, and `import profkit` stays cheap."""
+what the code generates, every table column is documented, the public API's docstrings say what each argument
+is and what comes back, and `import profkit` stays cheap."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
@@ -63,3 +65,49 @@ def test_import_profkit_is_fast_and_loads_no_heavy_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert out.strip().endswith("[]"), out
     assert took <= 0.3, f"import profkit took {took:.3f} s"
+
+
+def _documented_callables():
+    """(qualified name, function) of everything profkit and profkit.api export, and of the public methods and
+    properties of the exported classes."""
+    import profkit
+    from profkit import api
+
+    exported = sorted((set(profkit.__all__) - {"__version__"}) | set(api.__all__))
+    for name in exported:
+        obj = getattr(api, name)
+        yield name, obj
+        if inspect.isclass(obj):
+            for member, value in vars(obj).items():
+                if not member.startswith("_"):
+                    yield f"{name}.{member}", value
+
+
+def _section(doc: str, title: str) -> str:
+    """The body of one Google-style section (indented lines after "Title:"), '' without it."""
+    match = re.search(rf"^{title}:\n((?:[ ]{{4}}.*\n?|\n)+)", doc, re.M)
+    return match.group(1) if match else ""
+
+
+def test_the_public_api_documents_every_argument_and_what_it_returns():
+    """Google style: an Args section naming each parameter, Returns unless the function returns None; classes and
+    properties say what they are."""
+    gaps = []
+    for name, obj in _documented_callables():
+        doc = inspect.getdoc(obj.fget if isinstance(obj, property) else obj) or ""
+        if not doc.strip():
+            gaps.append(f"{name}: no docstring")
+        if inspect.isclass(obj) or isinstance(obj, property) or not callable(obj):
+            continue
+        signature = inspect.signature(obj)
+        params = [p for p in signature.parameters.values() if p.name != "self"]
+        args = _section(doc, "Args")
+        for p in params:
+            label = "*" * (p.kind == p.VAR_POSITIONAL) + "**" * (p.kind == p.VAR_KEYWORD) + p.name
+            if not re.search(rf"^    {re.escape(label)}:", args, re.M):
+                gaps.append(f"{name}: Args does not describe {label}")
+        if signature.return_annotation not in ("None", None, inspect.Signature.empty) and not _section(doc, "Returns"):
+            gaps.append(f"{name}: no Returns section")
+        if signature.return_annotation is inspect.Signature.empty:
+            gaps.append(f"{name}: no return annotation")
+    assert not gaps, "\n".join(gaps)
