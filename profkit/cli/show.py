@@ -14,6 +14,8 @@ from profkit.cli import show_cache
 from profkit.cli.show_cache import Pieces
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from profkit.api import Profile
 
 TEXT_ROWS = 500
@@ -119,8 +121,8 @@ def built(paths: tuple[str, ...], options: ShowOptions) -> tuple[Pieces, bool]:
     return pieces, not any(registry.spec(name).live for _, name, _ in result)
 
 
-def formatted(result: list[tuple[str, str, Any]], warnings: list[str], options: ShowOptions, several: bool
-              ) -> Pieces:
+def formatted(result: list[tuple[str, str, pd.DataFrame]], warnings: list[str], options: ShowOptions,
+              several: bool) -> Pieces:
     """The pieces printed for (input name, table name, DataFrame) triples: the warnings (to stderr), then each table
     as text, csv or json, cut to the columns and rows asked for."""
     from profkit.render.terminal import format_table

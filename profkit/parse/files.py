@@ -10,7 +10,9 @@ import lzma
 import os
 import shutil
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from profkit import fsutil
 from profkit.errors import ReportError
@@ -64,7 +66,7 @@ def _remember_digest(path: Path, digest: str) -> None:
         pass
 
 
-PACKED = {".xz": lzma.open, ".gz": gzip.open}
+PACKED: dict[str, Callable[..., Any]] = {".xz": lzma.open, ".gz": gzip.open}
 """Suffix of a compressed stored file -> its opener. compress_large_files writes .xz: on ncu reports it is
 3-4x smaller than gzip (a cuBLAS --quick capture: 14.1 MB plain, 3.97 MB gzip -6, 1.16 MB xz -3, 0.98 MB xz -6)."""
 

@@ -20,17 +20,19 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from profkit import fsutil
 from profkit.errors import ReportError, UsageError
 from profkit.fingerprint import file_sha256
-from profkit.session import sessions_root  # noqa: F401 - re-exported: store is where callers look
+from profkit.session import sessions_root as sessions_root  # re-exported: store is where callers look
 
 if TYPE_CHECKING:  # pandas is imported where a table is read or written: resolving a session needs none
     import pandas as pd
 
 MANIFEST = "manifest.json"
+Manifest = dict[str, Any]
+"""A session's manifest.json as read: JSON values whose shape each reader checks."""
 TABLES = "tables"
 SCHEMA_VERSION = 1
 # Files above this are stored xz-compressed (ncu reports shrink 10-15x): every committed file stays far
@@ -48,7 +50,7 @@ def check_name(name: str) -> str:
 class SessionWriter:
     """Write a session into a temporary folder; `commit()` moves it to root/name atomically."""
 
-    def __init__(self, root: Path, name: str, manifest: dict):
+    def __init__(self, root: Path, name: str, manifest: Manifest):
         self.root = Path(root)
         self.name = check_name(name)
         try:
@@ -133,9 +135,9 @@ class SessionWriter:
 @dataclass
 class Session:
     path: Path
-    manifest: dict
-    _tables: dict = field(default_factory=dict)
-    _verified: set = field(default_factory=set)
+    manifest: Manifest
+    _tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    _verified: set[str] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -180,7 +182,7 @@ class Session:
             footer = pq.read_metadata(target)
         except (ArrowException, OSError, ValueError):
             return not self.table(name).empty
-        return footer.num_rows > 0 and footer.num_columns > 0
+        return bool(footer.num_rows > 0 and footer.num_columns > 0)
 
     def file(self, name: str) -> Path | None:
         """A session file by its manifest name, decompressed when it is stored as name.xz or name.gz; None if
@@ -214,13 +216,13 @@ def file_checksums(session: Path) -> dict[str, str]:
             if p.is_file() and p.name != MANIFEST and not p.name.endswith(fsutil.PARTIAL_SUFFIX)}
 
 
-def check_file(path: Path, checksums: dict) -> None:
+def check_file(path: Path, checksums: object) -> None:
     """A ReportError when the manifest recorded a checksum for this session file and its bytes no longer match."""
     _check_sha256(path, checksums, Path(path).name, "the report is damaged",
                   "restore it from where the session came from (e.g. `git checkout -- <file>`) or capture again")
 
 
-def _check_sha256(path: Path, checksums: dict, key: str, damage: str, hint: str) -> None:
+def _check_sha256(path: Path, checksums: object, key: str, damage: str, hint: str) -> None:
     """A ReportError saying `damage` when checksums[key] was recorded and path's bytes no longer match it."""
     expected = checksums.get(key) if isinstance(checksums, dict) else None
     if expected and file_sha256(path) != expected:
@@ -228,7 +230,7 @@ def _check_sha256(path: Path, checksums: dict, key: str, damage: str, hint: str)
                           f"manifest's): {damage}", hint=hint)
 
 
-def manifest_seal(manifest: dict) -> str:
+def manifest_seal(manifest: Manifest) -> str:
     """The sha256 of a manifest without its seal, over sorted-key JSON (so key order never matters)."""
     import hashlib
 
@@ -245,7 +247,7 @@ def table_checksums(session: Path) -> dict[str, str]:
             if p.is_file() and p.suffix in (".parquet", ".csv")}
 
 
-def check_table(path: Path, checksums: dict) -> None:
+def check_table(path: Path, checksums: object) -> None:
     """A ReportError when the manifest recorded a checksum for this table and its bytes no longer match it."""
     _check_sha256(path, checksums, f"{TABLES}/{Path(path).name}", "the stored table is damaged",
                   f"re-derive the tables from the reports: profkit show --rebuild {Path(path).parent.parent}")
@@ -309,7 +311,7 @@ def write_tables(session: Path, tables: dict[str, pd.DataFrame]) -> None:
         write_table(Path(session) / TABLES, name, df)
 
 
-def write_manifest(folder: Path, manifest: dict) -> None:
+def write_manifest(folder: Path, manifest: Manifest) -> None:
     """Write folder/manifest.json atomically (a reader never sees half a manifest), sealed with the checksum of
     its content (SEAL)."""
     plain = json.loads(json.dumps(manifest, default=str))  # the values exactly as a reader will see them
@@ -317,7 +319,7 @@ def write_manifest(folder: Path, manifest: dict) -> None:
     fsutil.write_text(Path(folder) / MANIFEST, json.dumps(plain, indent=2) + "\n")
 
 
-def read_manifest(path: Path, verify: bool = True) -> dict:
+def read_manifest(path: Path, verify: bool = True) -> Manifest:
     """A session's manifest; a ReportError when it is not a JSON object or (verify) its seal does not match."""
     target = path / MANIFEST
     if not target.exists():
