@@ -15,7 +15,9 @@ from profkit.errors import ToolMissing, UsageError
 FAIL_IF_HELP = ("CI gate, repeatable: METRIC OP LIMIT with OP in > >= < <=; LIMIT 'N%' is B's change relative "
                 "to A, '+N'/'-N' the absolute change, 'N' B's own value. E.g. 'duration>+5%', 'registers>+8', "
                 "'spill_bytes>0'. Exit 1 when any is violated. Captures repeated with `profile --repeat N` are "
-                "gated only beyond their measured spread; a change within it is reported as 'cannot tell'.")
+                "gated only beyond their measured spread; a change within it is reported as 'cannot tell'. A pair "
+                "whose kernels do unequal work (FLOPs, else DRAM bytes) is gated per unit of work on what grows "
+                "with it (duration, bytes, instructions): B's figure times A's work / B's work.")
 
 
 def _root(sessions_dir: str | None) -> Path | None:

@@ -25,8 +25,9 @@ def _cell(value, unit: str = "", signed: bool = False) -> str:
 
 
 def _metric_lines(metrics: pd.DataFrame) -> pd.DataFrame:
-    """A metric table as display strings (human units, signed change, ratio)."""
-    return pd.DataFrame({
+    """A metric table as display strings (human units, signed change, ratio; the change per unit of work when the
+    pair's work differs)."""
+    lines = pd.DataFrame({
         "metric": metrics["label"], "unit": metrics["unit"],
         "A": [_cell(v, u) for v, u in zip(metrics["a"], metrics["unit"])],
         "B": [_cell(v, u) for v, u in zip(metrics["b"], metrics["unit"])],
@@ -36,6 +37,29 @@ def _metric_lines(metrics: pd.DataFrame) -> pd.DataFrame:
         "change": [f"{c:+.1f}%" if c == c else "" for c in metrics["change_pct"]],
         "verdict": metrics["verdict"],
     })
+    per_work = metrics["per_work_change_pct"]
+    if per_work.notna().any():
+        lines.insert(len(lines.columns) - 1, "per work", [f"{c:+.1f}%" if c == c else "" for c in per_work])
+    return lines
+
+
+def _work_cell(work) -> str:
+    """The pair's work in the session table: "equal", B's multiple of A's ("2.5× FLOP"), "mixed" or "n/a"."""
+    if work.status == "equal":
+        return "equal"
+    if work.status == "not measured":
+        return "n/a"
+    ratio = f"{work.ratio:.3g}× {work.unit}" if work.ratio == work.ratio else f"{work.unit} only on one side"
+    return f"mixed, {ratio}" if work.status == "mixed" else ratio
+
+
+def _duration_change(metrics: pd.DataFrame, work) -> str:
+    """The duration's change and verdict; per unit of work as well when the pair's work differs."""
+    change, verdict = metrics.at["duration", "change_pct"], metrics.at["duration", "verdict"]
+    per_work = metrics.at["duration", "per_work_change_pct"]
+    if per_work == per_work:
+        return f"{change:+.1f}%, per {work.unit} {per_work:+.1f}% {verdict}"
+    return f"{change:+.1f}% {verdict}"
 
 
 def format_diff(result, full: bool = False) -> str:
@@ -50,6 +74,7 @@ def format_diff(result, full: bool = False) -> str:
                        f"{int(r.get('launches', 0))} launch(es))")
             if ks.note:
                 out.append(f"   note: {ks.note}")
+        out.append(f"work: {pair.work.message}")
     if result.kind == "sessions":
         kind_a, kind_b = (("session" if s.kind == "session" else "report") for s in (result.session_a, result.session_b))
         out.append(f"A: {kind_a} {result.session_a.name}    B: {kind_b} {result.session_b.name}    "
@@ -65,13 +90,14 @@ def format_diff(result, full: bool = False) -> str:
         rows = []
         for pair in result.pairs:
             m = pair.metrics.set_index("key")
-            row = {"A": pair.a.label, "B": pair.b.label, "match": pair.match}
+            row = {"A": pair.a.label, "B": pair.b.label, "match": pair.match,
+                   "work (B/A)": _work_cell(pair.work)}
             for key in SUMMARY_KEYS:
                 if key in m.index:
                     unit = m.at[key, "unit"]
                     title = f"{key} ({unit})" if unit and unit != "B" else key
                     row[title] = f"{_cell(m.at[key, 'a'], unit)} → {_cell(m.at[key, 'b'], unit)}"
-            row["duration change"] = f"{m.at['duration', 'change_pct']:+.1f}% {m.at['duration', 'verdict']}"
+            row["duration change"] = _duration_change(m, pair.work)
             rows.append(row)
         out.append(format_table(pd.DataFrame(rows), "== kernel pairs", max_text=40))
         out.append("")

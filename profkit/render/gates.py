@@ -27,7 +27,8 @@ def junit_xml(checks: pd.DataFrame, *, suite: str = "profkit diff") -> str:
 
 
 def markdown_summary(checks: pd.DataFrame, *, title: str = "profkit diff") -> str:
-    """A Markdown table of every check, failing ones first, and a one-line verdict."""
+    """A Markdown table of every check, failing ones first, and a one-line verdict. `compared` says whether a gate
+    took the figures as measured or per unit of work (a pair of unequal work, diff.gates.work_scale)."""
     if checks.empty:
         return f"### {title}\n\nNo --fail-if gates were given.\n"
     order = {"violated": 0, "not measured": 1, "undecided": 2, "pass": 3}
@@ -36,9 +37,10 @@ def markdown_summary(checks: pd.DataFrame, *, title: str = "profkit diff") -> st
     undecided = int((checks["status"] == "undecided").sum())
     verdict = (f"**{failed} failing**" if failed else "**all gates pass**") + \
         (f", {undecided} within the measured noise" if undecided else "")
-    lines = [f"### {title}", "", verdict, "", "| gate | pair | status | detail |", "|---|---|---|---|"]
+    lines = [f"### {title}", "", verdict, "", "| gate | pair | compared | status | detail |", "|---|---|---|---|---|"]
     for row in rows.itertuples():
         detail = str(row.message).replace("|", "\\|")
-        lines.append(f"| `{row.expression}` | {str(row.pair).replace('|', '/')} | {STATUS_MARK.get(row.status, row.status)} "
-                     f"| {detail} |")
+        compared = getattr(row, "compared", "") or ""
+        lines.append(f"| `{row.expression}` | {str(row.pair).replace('|', '/')} | {compared} "
+                     f"| {STATUS_MARK.get(row.status, row.status)} | {detail} |")
     return "\n".join(lines) + "\n"

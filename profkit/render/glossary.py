@@ -35,7 +35,19 @@ def render_glossary() -> str:
     for name in used:
         column = COLUMNS[name]
         lines.append(f"| `{name}` | {_cell(column.unit)} | {_cell(column.meaning)} | {_cell(column.source)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _diff_tables()) + "\n"
+
+
+def _diff_tables() -> list[str]:
+    """`profkit diff`'s own tables (profkit.analyse.diff.columns), each with its columns."""
+    from profkit.analyse.diff.columns import TABLES
+
+    lines = ["", "## Diff tables", "", "`profkit diff A B` (DiffResult.table, --csv, --json); a `unit` column value "
+             "names the unit of the row's metric."]
+    for name, (description, columns) in TABLES.items():
+        lines += ["", f"### {name}", "", _cell(description), "", "| column | unit | meaning |", "|---|---|---|"]
+        lines += [f"| `{c}` | {_cell(col.unit)} | {_cell(col.meaning)} |" for c, col in columns.items()]
+    return lines
 
 
 def undocumented() -> list[str]:

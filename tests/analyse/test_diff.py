@@ -205,17 +205,19 @@ def test_launch_shape_difference_is_informative():
 # ---------------------------------------------------------------------------------- matching (synthetic)
 
 
-def _rows(*kernels) -> pd.DataFrame:
+def _rows(*kernels, flops=None) -> pd.DataFrame:
     df = pd.DataFrame([dict(zip(KEYS, k)) for k in kernels])
     df["label"] = df["kernel"]
+    if flops is not None:
+        df["total_flops"] = [float(f) for f in flops]
     return df
 
 
 def test_match_kernel_rows_levels_and_unmatched():
     a = _rows(("cap", "k1", "8×1×1", "128×1×1", "r1"), ("cap", "k2", "8×1×1", "128×1×1", "r2"),
-              ("cap", "gone", "1×1×1", "32×1×1", ""))
+              ("cap", "gone", "1×1×1", "32×1×1", ""), flops=[1e9, 2e9, 1e6])
     b = _rows(("cap", "k1", "8×1×1", "128×1×1", "r1"), ("other", "k2", "16×1×1", "128×1×1", "r2"),
-              ("cap", "new", "1×1×1", "32×1×1", ""))
+              ("cap", "new", "1×1×1", "32×1×1", ""), flops=[1e9, 2e9, 1e6])
     pairs, unmatched = match_kernel_rows(a, b)
     assert pairs == [(0, 0, "exact"), (1, 1, "name+nvtx")]
     assert list(zip(unmatched["side"], unmatched["kernel"])) == [("A", "gone"), ("B", "new")]
@@ -316,7 +318,8 @@ def test_cli_diff_json_shape(sessions_root):
     assert set(doc["sessions"]["a"]) == {"name", "path", "created", "gpu", "arch", "ncu", "clock_control",
                                          "cache_control", "args"}
     pair = doc["pairs"][0]
-    assert set(pair) == {"a", "b", "match", "metrics", "explanation", "opcodes"}
+    assert set(pair) == {"a", "b", "match", "work", "metrics", "explanation", "opcodes"}
+    assert set(pair["work"]) == {"status", "unit", "a", "b", "ratio", "message"}
     assert set(pair["a"]) == {"session", *KEYS, "label", "launches", "note"}
     assert all(set(m) == set(METRIC_COLUMNS) for m in pair["metrics"])
     assert all(set(e) == {"rule", "message"} for e in pair["explanation"])

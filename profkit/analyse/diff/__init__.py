@@ -2,7 +2,9 @@
 
 The steps, one module each, run in this order by `diff()`:
   sides          which kernels A and B name (patterns, SOURCE:PATTERN[#launch], whole captures)
-  match          pairing the kernels of two whole captures
+  work           whether two kernels do the same work (FLOPs, else DRAM bytes), and the scale that compares
+                 the time of two that do not per unit of work
+  match          pairing the kernels of two whole captures, by name and by work
   metrics        the metric catalog and the A/B table (delta, ratio, better/worse by each metric's direction)
   rules          explanations: rules over the counters that speak only when their condition holds
   comparability  manifest fields that make two captures incomparable (refused without --force) or suspect
@@ -24,7 +26,8 @@ from profkit.analyse.diff.gates import FAILING, VIOLATION_COLUMNS, ThresholdViol
 from profkit.analyse.diff.match import match_kernel_rows
 from profkit.analyse.diff.metrics import METRIC_COLUMNS, metric_table
 from profkit.analyse.diff.rules import explain
-from profkit.analyse.diff.sides import KernelSide, find_session, resolve
+from profkit.analyse.diff.sides import KernelSide, find_session, resolve, timeline_only
+from profkit.analyse.diff.work import WorkComparison, compare_work, match_label, row_works
 from profkit.analyse.bundle import Bundle
 from profkit.analyse.instructions import opcode_comparison
 from profkit.analyse.kernel_rows import KEYS, kernel_rows
@@ -36,7 +39,8 @@ __all__ = ["DiffResult", "PairDiff", "ThresholdViolated", "diff", "find_session"
 class PairDiff:
     a: KernelSide
     b: KernelSide
-    match: str
+    match: str                    # match.MATCH_LEVELS' level as work.match_label shows it; "named" for two kernels
+    work: WorkComparison          # whether A and B do the same work (work.compare_work)
     metrics: pd.DataFrame
     explanation: pd.DataFrame
     opcodes: pd.DataFrame = field(default_factory=pd.DataFrame)  # instructions.opcode_comparison
@@ -101,7 +105,7 @@ class DiffResult:
             "sessions": {"a": _session_info(self.session_a), "b": _session_info(self.session_b)},
             "forced": self.forced,
             "comparability": self.comparability.to_dict(orient="records"),
-            "pairs": [{"a": p.a.identity(), "b": p.b.identity(), "match": p.match,
+            "pairs": [{"a": p.a.identity(), "b": p.b.identity(), "match": p.match, "work": p.work.as_dict(),
                        "metrics": p.metrics.to_dict(orient="records"),
                        "explanation": p.explanation.to_dict(orient="records"),
                        "opcodes": p.opcodes.to_dict(orient="records")} for p in self.pairs],
@@ -147,11 +151,14 @@ def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = Fa
                          hint="name kernels or NVTX ranges, e.g. SESSION:range_a SESSION:range_b")
     if kind == "sessions":
         session_a, session_b = a, b
-        rows_a, rows_b = kernel_rows(a.stored("launches")), kernel_rows(b.stored("launches"))
+        launches_a, launches_b = a.stored("launches"), b.stored("launches")
+        rows_a, rows_b = kernel_rows(launches_a), kernel_rows(launches_b)
         if rows_a.empty or rows_b.empty:
-            empty = a.name if rows_a.empty else b.name
-            raise UsageError(f"session {empty} has no ncu kernel launches to diff")
-        matched, unmatched = match_kernel_rows(rows_a, rows_b)
+            empty = a if rows_a.empty else b
+            raise timeline_only(empty) or UsageError(
+                f"{'session' if empty.kind == 'session' else 'report'} {empty.name} has no ncu kernel launches to diff")
+        matched, unmatched = match_kernel_rows(rows_a, rows_b, row_works(rows_a, launches_a),
+                                               row_works(rows_b, launches_b))
         sides = [(KernelSide(a, rows_a.loc[i]), KernelSide(b, rows_b.loc[j]), level) for i, j, level in matched]
     else:
         session_a, session_b = a.source, b.source
@@ -165,11 +172,15 @@ def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = Fa
         raise UsageError(f"{session_a.name} and {session_b.name} are not comparable captures",
                          details="\n".join(f"  {m}" for m in refused["message"]),
                          hint="recapture under the same conditions, or pass --force to diff anyway")
-    pairs = [PairDiff(sa, sb, level, metric_table(sa.row, sb.row), explain(sa.row, sb.row),
-                      opcode_comparison(sa.opcodes(), sb.opcodes()))
-             for sa, sb, level in sides]
+    pairs = []
+    for sa, sb, level in sides:
+        work = compare_work(sa.work(), sb.work())
+        if kind == "kernels":
+            level = match_label(level, work) if not work.equal else level
+        pairs.append(PairDiff(sa, sb, level, work, metric_table(sa.row, sb.row, work), explain(sa.row, sb.row),
+                              opcode_comparison(sa.opcodes(), sb.opcodes())))
     columns = {t.metric.column for t in thresholds}
-    checks = evaluate(thresholds, [(p.name, p.a.row, p.b.row, p.a.spreads(columns), p.b.spreads(columns))
+    checks = evaluate(thresholds, [(p.name, p.a.row, p.b.row, p.a.spreads(columns), p.b.spreads(columns), p.work)
                                    for p in pairs])
     return DiffResult(kind, a_spec, b_spec, session_a, session_b, pairs, unmatched, report,
                       checks[checks["status"].isin(FAILING)].reset_index(drop=True), [t.text for t in thresholds],

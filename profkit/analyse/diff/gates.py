@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from profkit.analyse.diff.metrics import Metric, metric_by_name
+from profkit.analyse.diff.metrics import WORK_COLUMNS, Metric, metric_by_name
+from profkit.analyse.diff.work import WorkComparison
 from profkit.errors import ProfkitError, UsageError
 from profkit.units import to_float as _num
 
@@ -58,7 +59,9 @@ def parse_threshold(text: str) -> Threshold:
     mode = "percent" if pct else ("delta" if sign else "value")
     return Threshold(text.strip(), metric, op, limit, mode)
 
-VIOLATION_COLUMNS = ["pair", "expression", "metric", "a", "b", "observed", "status", "message"]
+VIOLATION_COLUMNS = ["pair", "expression", "metric", "a", "b", "compared", "observed", "status", "message"]
+"""compared: "as measured", or "per FLOP" / "per DRAM byte" when the pair's work differs and the metric grows with
+it (B's figure brought to A's amount of work before the change is taken)."""
 FAILING = ("violated", "not measured")
 """Check statuses that fail the gate; "undecided" (the change lies within the measured spread) and "pass" do not."""
 
@@ -69,57 +72,88 @@ def _range(threshold: Threshold, a: tuple[float, float], b: tuple[float, float])
     return min(values), max(values)
 
 
+def work_scale(threshold: Threshold, work: WorkComparison | None) -> float:
+    """What B's figure is multiplied by before the check: A's work / B's work for a relative or absolute change of
+    a metric that grows with the work (duration, bytes, instructions) when the pair's work differs, so that a
+    kernel that did 2.5 times the arithmetic in 2.3 times the time reads as faster, not 130 % slower; else 1.
+    B's own value (`spill_bytes>0`) and the work itself are never scaled."""
+    metric = threshold.metric
+    if work is None or math.isnan(work.scale) or not metric.extensive or threshold.mode == "value" \
+            or metric.column == WORK_COLUMNS.get(work.unit):
+        return 1.0
+    return work.scale
+
+
+def _basis(threshold: Threshold, work: WorkComparison | None, scale: float, b: float) -> tuple[str, str]:
+    """(compared, the sentence that says what the check compared and why)."""
+    unit = f" {threshold.metric.unit}" if threshold.metric.unit else ""
+    if scale != 1.0:
+        return (f"per {work.unit}", f"; compared per {work.unit}: B measured {b:g}{unit} for {work.ratio:.3g}× A's "
+                                    f"{work.unit}s ({work.message})")
+    if work is None:
+        return "as measured", ""
+    return "as measured", f"; compared as measured ({work.message})"
+
+
 def check(threshold: Threshold, name: str, a_row: pd.Series, b_row: pd.Series,
-          spread_a: tuple[float, float] | None = None, spread_b: tuple[float, float] | None = None) -> dict:
-    """One gate on one pair: status pass / violated / undecided / not measured, with a message.
+          spread_a: tuple[float, float] | None = None, spread_b: tuple[float, float] | None = None,
+          work: WorkComparison | None = None) -> dict:
+    """One gate on one pair: status pass / violated / undecided / not measured, with a message that says what was
+    compared.
 
     With spreads (each side's lowest and highest value over repeated captures, `profile --repeat N`), a gate
     fails only when every combination of A's and B's readings violates it; when only some do, the change is
-    within the noise and the gate says it cannot tell ("undecided"). Without them the medians decide."""
+    within the noise and the gate says it cannot tell ("undecided"). Without them the medians decide. work: how
+    the pair's work compares (diff.work); a pair of unequal work is checked per unit of work (``work_scale``)."""
     metric = threshold.metric
     a, b = _num(a_row.get(metric.column)), _num(b_row.get(metric.column))
-    base = {"pair": name, "expression": threshold.text, "metric": metric.key, "a": a, "b": b}
+    scale = work_scale(threshold, work)
+    compared, why = _basis(threshold, work, scale, b)
+    base = {"pair": name, "expression": threshold.text, "metric": metric.key, "a": a, "b": b, "compared": compared}
     if math.isnan(b) or (threshold.mode != "value" and math.isnan(a)):
         return {**base, "observed": math.nan, "status": "not measured",
                 "message": f"{metric.key} not measured, cannot check {threshold.text}"}
-    value = threshold.observed(a, b)
+    value = threshold.observed(a, b * scale)
     shown = {"percent": f" ({value:+.1f}%)", "delta": f" ({value:+g})", "value": ""}[threshold.mode]
     unit = f" {metric.unit}" if metric.unit else ""
-    reading = f"{metric.key}: {a:g} → {b:g}{unit}{shown}"
+    subject = metric.key if scale == 1.0 else f"{metric.key} at A's work"
+    reading = f"{subject}: {a:g} → {b * scale:g}{unit}{shown}"
     median_violates = threshold.violated(value)
     if spread_a is None or spread_b is None:
         status = "violated" if median_violates else "pass"
         note = "" if not median_violates else " (one capture per side: its noise is not measured; profile --repeat N)"
         return {**base, "observed": value, "status": status,
-                "message": f"{reading} {'violates' if median_violates else 'passes'} {threshold.text}{note}"}
-    low, high = _range(threshold, spread_a, spread_b)
+                "message": f"{reading} {'violates' if median_violates else 'passes'} {threshold.text}{note}{why}"}
+    low, high = _range(threshold, spread_a, (spread_b[0] * scale, spread_b[1] * scale))
     corners = [threshold.violated(low), threshold.violated(high)]
     spread = f"over repeats {low:+.3g}..{high:+.3g}" if threshold.mode != "value" else f"over repeats {low:g}..{high:g}"
     if all(corners):
         return {**base, "observed": value, "status": "violated",
-                "message": f"{reading} violates {threshold.text} beyond the measured spread ({spread})"}
+                "message": f"{reading} violates {threshold.text} beyond the measured spread ({spread}){why}"}
     if any(corners) or median_violates:
         return {**base, "observed": value, "status": "undecided",
                 "message": f"{reading}: cannot tell whether it violates {threshold.text}: the change lies within "
-                           f"the measured spread ({spread})"}
-    return {**base, "observed": value, "status": "pass", "message": f"{reading} passes {threshold.text} ({spread})"}
+                           f"the measured spread ({spread}){why}"}
+    return {**base, "observed": value, "status": "pass",
+            "message": f"{reading} passes {threshold.text} ({spread}){why}"}
 
 
 def evaluate(thresholds: list[Threshold], pairs: list[tuple]) -> pd.DataFrame:
     """Every (threshold, pair) check, one row each (VIOLATION_COLUMNS; `status` in pass / violated / undecided /
-    not measured). pairs: (name, row_a, row_b) or (name, row_a, row_b, spreads_a, spreads_b) where spreads map a
-    column to (lowest, highest) over repeated captures. A metric missing on either side fails: a gate must not
-    pass on data it could not read."""
+    not measured). pairs: (name, row_a, row_b), optionally followed by spreads_a, spreads_b (a column's lowest and
+    highest over repeated captures) and the pair's WorkComparison. A metric missing on either side fails: a gate
+    must not pass on data it could not read."""
     rows = []
     for threshold in thresholds:
         if not pairs:
             rows.append({"pair": "", "expression": threshold.text, "metric": threshold.metric.key, "a": math.nan,
-                         "b": math.nan, "observed": math.nan, "status": "not measured",
+                         "b": math.nan, "compared": "", "observed": math.nan, "status": "not measured",
                          "message": "no kernel pairs to check"})
         for pair in pairs:
             name, a_row, b_row = pair[:3]
-            spreads_a, spreads_b = (pair[3], pair[4]) if len(pair) == 5 else ({}, {})
+            spreads_a, spreads_b = (pair[3], pair[4]) if len(pair) >= 5 else ({}, {})
+            work = pair[5] if len(pair) >= 6 else None
             column = threshold.metric.column
             rows.append(check(threshold, name, a_row, b_row, (spreads_a or {}).get(column),
-                              (spreads_b or {}).get(column)))
+                              (spreads_b or {}).get(column), work))
     return pd.DataFrame(rows, columns=VIOLATION_COLUMNS)

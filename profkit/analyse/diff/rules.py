@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from profkit.analyse.diff.metrics import STALL_MEANING, STALL_METRICS
+from profkit.analyse.diff.work import compare_work, work_of
 from profkit.analyse.roofline import sol_bound as bound
 from profkit.units import human, to_float as _num
 
@@ -26,15 +27,18 @@ def _rule_duration(a, b):
     da, db = _num(a.get("duration_us")), _num(b.get("duration_us"))
     if math.isnan(da) or math.isnan(db) or da <= 0 or db <= 0:
         return None
+    work = compare_work(work_of(a), work_of(b))
+    per_work = "" if math.isnan(work.scale) else \
+        f"; per {work.unit} {_times(da, db * work.scale, 'faster', 'slower')} (unequal work)"
     if abs(db - da) / da < 0.02:
-        return f"duration unchanged within 2% ({human(da, 'µs')} → {human(db, 'µs')})"
-    return f"duration {human(da, 'µs')} → {human(db, 'µs')} ({_times(da, db, 'faster', 'slower')})"
+        return f"duration unchanged within 2% ({human(da, 'µs')} → {human(db, 'µs')}){per_work}"
+    return f"duration {human(da, 'µs')} → {human(db, 'µs')} ({_times(da, db, 'faster', 'slower')}){per_work}"
 
 def _rule_work(a, b):
-    fa, fb = _num(a.get("total_flops")), _num(b.get("total_flops"))
-    if math.isnan(fa) or math.isnan(fb) or fa <= 0 or fb <= 0 or abs(fb - fa) / fa < 0.05:
+    work = compare_work(work_of(a), work_of(b))
+    if work.unit != "FLOP" or work.status != "unequal":
         return None
-    return (f"FLOP count {human(fa)} → {human(fb)}: the kernels do different amounts of arithmetic "
+    return (f"FLOP count {human(work.a)} → {human(work.b)}: the kernels do different amounts of arithmetic "
             "(different problem size, or redundant work)")
 
 def _rule_rate(a, b):

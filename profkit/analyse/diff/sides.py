@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from profkit.analyse.bundle import Bundle, SessionBundle, open_bundle
+from profkit.analyse.diff.work import Work, work_of
 from profkit.analyse.kernel_rows import KEYS, kernel_rows, summed_row
 from profkit.errors import UsageError
 from profkit.session.store import MANIFEST, list_sessions, load_session, sessions_root
@@ -45,22 +46,41 @@ class KernelSide:
     def name(self) -> str:
         return f"{self.source.name}:{self.label}"
 
-    def opcodes(self) -> pd.DataFrame:
-        """The opcode rows (stored table `opcodes`) of this side's launches (every member's, for a summed row);
-        empty without PC sampling."""
-        launches, opcodes = self.source.stored("launches"), self.source.stored("opcodes")
-        if launches.empty or opcodes.empty or "launch" not in launches:
-            return pd.DataFrame()
+    def launches(self) -> pd.DataFrame:
+        """The ncu launches this side stands for: its instance's, every member's for a summed row, the one for a
+        #launch (a one-launch row that carries its launch number)."""
+        launches = self.source.stored("launches")
+        if launches.empty or "kernel" not in launches:
+            return launches
         rows = self.members if self.members is not None else pd.DataFrame([self.row])
         wanted = {tuple(str(row.get(key, "")) for key in KEYS) for _, row in rows.iterrows()}
         keys = pd.DataFrame({key: launches[key].fillna("").astype(str) if key in launches else ""
                              for key in KEYS}, index=launches.index)
         same = pd.Series([tuple(k) in wanted for k in keys.itertuples(index=False)], index=launches.index, dtype=bool)
-        if "launch" in self.row and self.members is None and int(_num(self.row.get("launches")) or 0) == 1 \
-                and pd.notna(self.row.get("launch")):
+        if self.one_launch and "launch" in launches:
             same &= launches["launch"] == self.row["launch"]
-        ids = set(launches.loc[same, "launch"])
-        selected = opcodes["launch"].isin(ids)
+        return launches[same]
+
+    @property
+    def one_launch(self) -> bool:
+        """Whether this side is one numbered launch (SOURCE:KERNEL#N), not an instance's median."""
+        return (self.members is None and "launch" in self.row and pd.notna(self.row.get("launch"))
+                and int(_num(self.row.get("launches")) or 0) == 1)
+
+    def work(self) -> Work:
+        """What this side's kernel does (diff.work): its FLOPs and DRAM bytes, and the FLOP spread of its launches
+        (none for a summed row: its members differ by design)."""
+        return work_of(self.row, None if self.members is not None else self.launches())
+
+    def opcodes(self) -> pd.DataFrame:
+        """The opcode rows (stored table `opcodes`) of this side's launches (every member's, for a summed row);
+        empty without PC sampling."""
+        opcodes = self.source.stored("opcodes")
+        mine = self.launches()
+        if mine.empty or opcodes.empty or "launch" not in mine:
+            return pd.DataFrame()
+        rows = self.members if self.members is not None else pd.DataFrame([self.row])
+        selected = opcodes["launch"].isin(set(mine["launch"]))
         if "capture" in opcodes:
             selected &= opcodes["capture"].astype(str).isin({str(c) for c in rows["capture"]})
         return opcodes[selected]
@@ -70,12 +90,9 @@ class KernelSide:
         (`profile --repeat N`: launches carry `ncu_run`); empty for one capture, a summed side or a #launch."""
         launches = self.source.stored("launches")
         if self.members is not None or "ncu_run" not in launches or launches["ncu_run"].nunique() < 2 \
-                or "launch" in self.row and int(_num(self.row.get("launches")) or 0) == 1:
+                or self.one_launch:
             return {}
-        keys = pd.DataFrame({key: launches[key].fillna("").astype(str) if key in launches else ""
-                             for key in KEYS}, index=launches.index)
-        wanted = tuple(str(self.row.get(key, "")) for key in KEYS)
-        mine = launches[[tuple(k) == wanted for k in keys.itertuples(index=False)]]
+        mine = self.launches()
         out = {}
         for column in columns:
             if column in mine:
@@ -102,15 +119,23 @@ def find_session(name: str, root: Path | None = None):
     return None
 
 
-def find_source(spec: str, root: Path | None = None) -> Bundle | None:
-    """The capture `spec` names as a whole (a session or a report file), or None when it names none."""
+def find_source(spec: str, root: Path | None = None, opened: dict | None = None) -> Bundle | None:
+    """The capture `spec` names as a whole (a session or a report file), or None when it names none. opened: the
+    bundles already opened by path, so that A and B inside one file share one (a report file's manifest, its GPU
+    and ncu version, is known only once its tables are derived)."""
     path, root = Path(spec), Path(root) if root else sessions_root()
     if not spec or not (path.exists() or (root / path / MANIFEST).is_file()):
         return None
+    where = str((path if path.exists() else root / path).resolve())
+    if opened is not None and where in opened:
+        return opened[where]
     try:
-        return open_bundle(path, root)
+        bundle = open_bundle(path, root)
     except UsageError:
         return None
+    if opened is not None:
+        opened[where] = bundle
+    return bundle
 
 
 def _pattern(text: str) -> re.Pattern:
@@ -187,15 +212,16 @@ def _source_rows(source: Bundle, cache: dict) -> pd.DataFrame:
     return cache[key]
 
 
-def split_spec(spec: str, root: Path | None = None) -> tuple[Bundle | None, str, int | None]:
+def split_spec(spec: str, root: Path | None = None,
+               opened: dict | None = None) -> tuple[Bundle | None, str, int | None]:
     """(source, pattern, launch number) of one side. source is None for a bare pattern; the pattern is '' when
-    the side names a whole capture."""
-    whole = find_source(spec, root)
+    the side names a whole capture. opened: see ``find_source``."""
+    whole = find_source(spec, root, opened)
     if whole is not None:
         return whole, "", None
     source, pattern = None, spec
     for cut in [m.start() for m in re.finditer(":", spec)][::-1]:
-        found = find_source(spec[:cut], root)
+        found = find_source(spec[:cut], root, opened)
         if found is not None:
             source, pattern = found, spec[cut + 1:]
             if not pattern:
@@ -210,8 +236,34 @@ def split_spec(spec: str, root: Path | None = None) -> tuple[Bundle | None, str,
     return source, pattern, number
 
 
+def timeline_only(source: Bundle, pattern: str = "") -> UsageError | None:
+    """Why `source` cannot be diffed when it holds an nsys timeline but no ncu launches (the diff compares ncu's
+    per-launch counters): the kernels `pattern` matches there ('' for all), or None when it has ncu launches or
+    no timeline of them."""
+    if source.has_rows("launches"):
+        return None
+    timeline = source.stored("nsys_kernels")
+    if timeline.empty or "kernel" not in timeline:
+        return None
+    found = timeline if not pattern else matching_rows(
+        timeline.assign(**{k: timeline[k] if k in timeline else "" for k in ("capture", "nvtx_path")}), pattern)
+    if found.empty:
+        return None
+    names = ", ".join(sorted(dict.fromkeys(str(k) for k in found["kernel"]))[:3])
+    what = f"{pattern!r}" if pattern else "its kernels"
+    kind = "session" if source.kind == "session" else "report"
+    return UsageError(f"{kind} {source.name} has no ncu counters for {what}: its nsys timeline holds "
+                      f"{len(found)} launch(es) of {names}, and the diff compares ncu's per-launch counters",
+                      hint="name an .ncu-rep of the same program, or a session with an ncu capture "
+                           "(`profkit profile` records both)")
+
+
 def _no_match(spec: str, pattern: str, pinned: Bundle | None, pool: list[Bundle], cache: dict,
               root: Path) -> UsageError:
+    for source in pool:
+        timeline = timeline_only(source, pattern)
+        if timeline is not None:
+            return timeline
     names = sorted({str(k) for s in pool for k in _source_rows(s, cache)["kernel"]})[:12]
     hint = f"kernels found: {', '.join(names)}" if names else f"no captures with ncu launches under {root}"
     where = (f"in {'session' if pinned.kind == 'session' else 'report'} {pinned.name}" if pinned is not None
@@ -230,7 +282,8 @@ def resolve(a_spec: str, b_spec: str, root: Path | None = None, summed: bool = F
     one of them names a whole capture, both are read as kernel patterns.
     """
     root = Path(root) if root else sessions_root()
-    (sa, pa, na), (sb, pb, nb) = split_spec(a_spec, root), split_spec(b_spec, root)
+    opened: dict = {}
+    (sa, pa, na), (sb, pb, nb) = split_spec(a_spec, root, opened), split_spec(b_spec, root, opened)
     if sa is not None and sb is not None and not pa and not pb:
         return "sessions", sa, sb
     if sa is not None and not pa:  # only one side names a whole capture: both are kernel patterns
