@@ -165,7 +165,8 @@ class Profile:
         return "".join(parts)
 
 
-def load(path: str | Path, *, root: str | Path | None = None) -> Profile:
+def load(path: str | Path, *, root: str | Path | None = None,
+         source_dirs: Iterable[str | Path] = ()) -> Profile:
     """Open one input; its tables are built when first asked for.
 
     Args:
@@ -173,6 +174,8 @@ def load(path: str | Path, *, root: str | Path | None = None) -> Profile:
             capture (.nsys-rep, .sqlite, .sqlite.xz, a folder written by `nsys export --type parquetdir` or
             `arrowdir`, or the .arrows file of `--type arrow`; the last three read in place).
         root: Where session names are looked up (default ./sessions).
+        source_dirs: Folders where the source table looks first for a source file the report records at a path
+            that does not exist here (then the input's folder, its project and the current folder).
 
     Returns:
         The loaded input.
@@ -181,7 +184,9 @@ def load(path: str | Path, *, root: str | Path | None = None) -> Profile:
         profkit.errors.UsageError: Nothing profkit can read is at `path`.
         profkit.errors.ReportError: A report or session is damaged or cannot be read.
     """
-    return Profile(open_bundle(path, Path(root) if root else None))
+    bundle = open_bundle(path, Path(root) if root else None)
+    bundle.source_dirs = tuple(Path(d) for d in source_dirs)
+    return Profile(bundle)
 
 
 def load_many(paths: str | Path | Iterable[str | Path], *, root: str | Path | None = None) -> list[Profile]:
@@ -235,7 +240,7 @@ def diff(a: Profile | str | Path, b: Profile | str | Path, *, force: bool = Fals
 
 
 def report(*inputs: Profile | str | Path, diff: DiffResult | None = None, path: str | Path = "report.html",
-           title: str | None = None, top_lines: int | None = None) -> Path:
+           title: str | None = None, top_lines: int | None = None, source_dirs: Iterable[str | Path] = ()) -> Path:
     """Write one self-contained HTML page (plotly embedded) for some inputs and/or a diff.
 
     Args:
@@ -244,6 +249,8 @@ def report(*inputs: Profile | str | Path, diff: DiffResult | None = None, path: 
         path: The .html file to write.
         title: The page title; by default one made from the inputs' names.
         top_lines: How many source lines each hot-lines section shows (default render.html.TOP_LINES).
+        source_dirs: Folders where source files are looked for first (as `load` takes them; those the inputs
+            were loaded with are added).
 
     Returns:
         The path written.
@@ -256,11 +263,14 @@ def report(*inputs: Profile | str | Path, diff: DiffResult | None = None, path: 
     bundles = [(p if isinstance(p, Profile) else load(p)).bundle for p in inputs]
     if not bundles and diff is None:
         raise UsageError("nothing to report: give inputs and/or a diff")
-    return write_html(path, render_html(bundles, diff, title=title, top_lines=top_lines or TOP_LINES))
+    roots = [Path(d) for d in source_dirs] + [d for bundle in bundles for d in bundle.source_dirs]
+    return write_html(path, render_html(bundles, diff, title=title, top_lines=top_lines or TOP_LINES,
+                                        source_roots=roots))
 
 
 def show(paths: Iterable[str | Path], names: Iterable[str] = (), *, every: bool = False,
-         root: str | Path | None = None) -> list[tuple[Profile, str, pd.DataFrame]]:
+         root: str | Path | None = None, source_dirs: Iterable[str | Path] = ()
+         ) -> list[tuple[Profile, str, pd.DataFrame]]:
     """What `profkit show` prints, as tables.
 
     Args:
@@ -268,6 +278,7 @@ def show(paths: Iterable[str | Path], names: Iterable[str] = (), *, every: bool 
         names: The tables asked for; by default each input's default tables.
         every: Every table that applies to each input instead.
         root: Where session names are looked up (default ./sessions).
+        source_dirs: Where the source table looks first for source files (as `load` takes them).
 
     Returns:
         (input, table name, table) for each input and table, in order.
@@ -276,7 +287,8 @@ def show(paths: Iterable[str | Path], names: Iterable[str] = (), *, every: bool 
         profkit.errors.UsageError: An unknown table name, or a name that does not apply to an input (one error
             naming every such miss, raised before any table is built).
     """
-    profiles = [load(p, root=root) for p in paths]
+    source_dirs = tuple(source_dirs)
+    profiles = [load(p, root=root, source_dirs=source_dirs) for p in paths]
     names = list(dict.fromkeys(names))
     for name in names:
         registry.spec(name)  # unknown names first

@@ -187,6 +187,8 @@ class Bundle(ABC):
 
     def __init__(self, name: str, path: Path, manifest: dict):
         self.name, self.path, self.manifest = name, Path(path), manifest
+        self.source_dirs: tuple[Path, ...] = ()  # where the source view looks first (--source-dir)
+        self.notes_shown: list[str] = []  # notes of the tables built from it (a source file not found)
 
     @abstractmethod
     def stored(self, table: str) -> pd.DataFrame:
@@ -215,11 +217,12 @@ class Bundle(ABC):
         return not self.stored(table).empty
 
     def warnings(self) -> list[str]:
-        """Notes saying the input is damaged (parse.ncu.DAMAGED): the CLI prints them on stderr."""
+        """Notes saying the input is damaged (parse.ncu.DAMAGED), then those of the tables built from it so far
+        (notes_shown): the CLI prints them on stderr."""
         notes = self.stored("notes")
-        if notes.empty or "note" not in notes:
-            return []
-        return [str(n) for n in notes["note"] if str(n).startswith("warning: ")]
+        damaged = [] if notes.empty or "note" not in notes else \
+            [str(n) for n in notes["note"] if str(n).startswith("warning: ")]
+        return damaged + list(dict.fromkeys(self.notes_shown))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"

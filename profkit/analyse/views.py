@@ -14,7 +14,7 @@ from profkit.analyse.hotspots import HOTSPOT_COLUMNS, hotspots as where_to_work
 from profkit.analyse.join import weighted_summary
 from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
 from profkit.analyse.registry import register
-from profkit.analyse.source_lines import HOTSPOT_COLUMNS as SOURCE_COLUMNS, SourceLookup, hotspot_table
+from profkit.analyse.source_lines import HOTSPOT_COLUMNS as SOURCE_COLUMNS, SourceLookup, hotspot_table, source_homes
 from profkit.analyse.timeline import (COPY_COLUMNS, GAP_COLUMNS, LATENCY_COLUMNS, LAUNCH_COLUMNS, copy_summary,
                                      gpu_idle_gaps, gpu_idle_summary, kernel_time_summary, launch_latency,
                                      launch_overhead, nvtx_summary)
@@ -186,9 +186,14 @@ def nvtx(bundle) -> pd.DataFrame:
 
 
 @register("source", "Source hotspots", "Source lines ranked by warp stall samples; the text is read from the files "
-          "as they are on disk now.", needs=("source",), columns=tuple(SOURCE_COLUMNS), live=True)
+          "as they are on disk now (the recorded path, else by name under --source-dir, the input's folder or "
+          "project, the current folder).", needs=("source",), columns=tuple(SOURCE_COLUMNS), live=True)
 def source(bundle) -> pd.DataFrame:
-    return hotspot_table(bundle.stored("source"), SourceLookup())
+    lookup = SourceLookup(bundle.source_dirs, near=source_homes(bundle.path, bundle.kind))
+    table = hotspot_table(bundle.stored("source"), lookup)
+    if lookup.note():
+        bundle.notes_shown.append(lookup.note())
+    return table
 
 
 @register("instructions", "Hottest SASS instructions", "Per launch, its most-sampled instructions, their source "

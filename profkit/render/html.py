@@ -34,7 +34,7 @@ from plotly.offline import get_plotlyjs
 from profkit import __version__
 from profkit.analyse import registry, roofline
 from profkit.analyse.bundle import Bundle, as_bundle
-from profkit.analyse.source_lines import TOP_LINES, SourceLookup, hotspot_table
+from profkit.analyse.source_lines import TOP_LINES, SourceLookup, hotspot_table, source_homes
 from profkit.analyse.diff import DiffResult
 from profkit.analyse.kernel_rows import kernel_rows
 from profkit.units import human
@@ -301,8 +301,10 @@ def _timeline_section(page: SessionPage, table: pd.DataFrame) -> str:
 
 
 def _source_section(page: SessionPage, table: pd.DataFrame) -> str:
-    hot = hotspot_table(page.source.stored("source"), page.lookup, top=page.top_lines)
-    return page.fig(plots.hotspot_figure(hot)) + table_html(hot) if not hot.empty else table_html(hot)
+    lookup = SourceLookup(page.lookup.roots)  # its own: the note names this input's missing files only
+    hot = hotspot_table(page.source.stored("source"), lookup, top=page.top_lines)
+    note = f"<p class='how'>{html.escape(lookup.note())}</p>" if lookup.note() else ""
+    return (page.fig(plots.hotspot_figure(hot)) if not hot.empty else "") + table_html(hot) + note
 
 
 SECTION_BODIES = {
@@ -409,7 +411,7 @@ def render_html(sessions: list[Bundle] | tuple[Bundle, ...] = (), diff: DiffResu
     """The whole report page as one string: the diff first (when given), then each session.
 
     top_lines: how many source lines the hotspot tables keep. source_roots: where to look for source files
-    whose recorded path does not exist here (default: the current directory).
+    whose recorded path does not exist here, before the inputs' own folders and the current directory.
     """
     if not sessions and diff is None:
         raise ValueError("render_html needs at least one session or a diff")
@@ -417,7 +419,8 @@ def render_html(sessions: list[Bundle] | tuple[Bundle, ...] = (), diff: DiffResu
         raise ValueError(f"top_lines must be at least 1, not {top_lines}")
     sessions = [as_bundle(s) for s in sessions]
     fig = Figures()
-    lookup = SourceLookup(source_roots)
+    inputs = [*sessions, *((diff.session_a, diff.session_b) if diff is not None else ())]
+    lookup = SourceLookup(source_roots, near=[home for s in inputs for home in source_homes(s.path, s.kind)])
     body, nav = [], []
     if diff is not None:
         body.append(diff_sections(diff, fig, top_lines=top_lines, lookup=lookup))

@@ -78,3 +78,51 @@ def test_a_file_found_nowhere_is_named_with_the_fix(recorded, tmp_path, monkeypa
     note = lookup.note()
     assert note.startswith(f"source text not found for {ELSEWHERE} ")
     assert str(tmp_path) in note and "--source-dir DIR" in note
+
+
+def _moved_session(recorded):
+    """The committed session's stored tables with matmul_tiled's source moved to ELSEWHERE: a session captured on
+    another machine, as the table registry reads it."""
+    from profkit.analyse.bundle import SessionBundle
+    from profkit.session.store import load_session
+
+    moved = recorded.assign(capture="matmul_tiled")
+
+    class Moved(SessionBundle):
+        def stored(self, table):
+            return moved if table == "source" else super().stored(table)
+
+    return Moved(load_session(REPO / "sessions" / "ladder-n1024"))
+
+
+def test_the_api_takes_source_dirs_and_notes_a_file_found_nowhere(recorded, tmp_path, monkeypatch):
+    from profkit.api import Profile
+
+    monkeypatch.chdir(tmp_path)
+    profile = Profile(_moved_session(recorded))
+    assert (profile.table("source")["source"] == "").all()
+    notes = profile.bundle.warnings()
+    assert len(notes) == 1 and notes[0].startswith(f"source text not found for {ELSEWHERE} ")
+    given = tmp_path / "src"
+    given.mkdir()
+    shutil.copyfile(SOURCE, given / "matmul_tiled.cu")
+    profile = Profile(_moved_session(recorded))
+    profile.bundle.source_dirs = (given,)
+    hot = profile.table("source")
+    assert list(hot["source"]) == _expected(hot, SOURCE.read_text()) and profile.bundle.warnings() == []
+
+
+def test_the_html_report_notes_a_missing_file_and_takes_source_roots(recorded, tmp_path, monkeypatch):
+    import html
+
+    from profkit.render.html import render_html
+
+    monkeypatch.chdir(tmp_path)
+    page = render_html([_moved_session(recorded)])
+    assert html.escape(f"source text not found for {ELSEWHERE} ") in page
+    given = tmp_path / "src"
+    given.mkdir()
+    shutil.copyfile(SOURCE, given / "matmul_tiled.cu")
+    page = render_html([_moved_session(recorded)], source_roots=[given])
+    assert "source text not found" not in page
+    assert html.escape(SOURCE.read_text().splitlines()[34].strip()) in page  # line 35, the hottest
