@@ -116,7 +116,8 @@ def _run_streaming(args, timeout, env, cwd, on_line) -> Completed:
     return Completed(list(args), proc.returncode, "".join(out_lines), "".join(err_lines))
 
 
-def _tail(text: str, lines: int = 30) -> str:
+def _tail(text: str | bytes, lines: int = 30) -> str:
+    """The last `lines` lines of a tool's output (TimeoutExpired keeps it as bytes even under text=True)."""
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     return "\n".join(text.strip().splitlines()[-lines:])

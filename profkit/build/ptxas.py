@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,10 +56,16 @@ def parse_ptxas(text: str) -> pd.DataFrame:
     return df
 
 
+@overload
+def demangle(names: str) -> str: ...
+@overload
+def demangle(names: list[str]) -> list[str]: ...
+
+
 def demangle(names: str | list[str]) -> str | list[str]:
     """Demangle C++ names with cu++filt or c++filt when present; otherwise return them unchanged."""
     single = isinstance(names, str)
-    items = [names] if single else list(names)
+    items = [names] if isinstance(names, str) else list(names)
     for tool in ("cu++filt", "c++filt"):
         try:
             out = subprocess.run([tool], input="\n".join(items), capture_output=True, text=True, timeout=30)

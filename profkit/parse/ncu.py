@@ -31,7 +31,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -184,7 +184,7 @@ def read_launches(path: Path, key: str | Future | None, timeout: float) -> dict:
     procs = _start_workers(path, shares)
     try:
         if isinstance(key, Future):
-            key = key.result()
+            key = str(key.result())
             if (cached := cache.read_cached(key)) is not None:
                 return {"tables": cached}
         fresh = _collect_workers(path, procs, timeout)
@@ -202,14 +202,15 @@ def _shares(layout, todo: list[int]) -> list[list[int]]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     count = max(1, min(cores, len(todo)))
     sizes = [layout.launches[i].payload_size for i in todo]
-    total, shares, running = sum(sizes), [[] for _ in range(count)], 0
+    total, running = sum(sizes), 0
+    shares: list[list[int]] = [[] for _ in range(count)]
     for index, size in zip(todo, sizes):
         shares[min(count - 1, running * count // max(total, 1))].append(index)
         running += size
     return [share for share in shares if share]
 
 
-def _start_workers(path: Path, shares: list[list[int] | None]) -> list[subprocess.Popen]:
+def _start_workers(path: Path, shares: Sequence[list[int] | None]) -> list[subprocess.Popen]:
     """One child per share, all at once: share None reads the whole report, a list of launches reads them from a
     pruned shard (a crash of the native reader cannot take profkit down)."""
     procs = []
@@ -356,7 +357,11 @@ def tables_from_rows(rows: dict) -> dict:
 def assemble_rows(result: dict) -> dict:
     """Per-launch entries (in launch order) -> the report's rows: each child row tagged with its launch and kernel,
     action_index counted within each range, the notes from the metrics any launch lacked."""
-    launches, rules, sources, instructions, opcodes = [], [], [], [], []
+    launches: list[dict] = []
+    rules: list[dict] = []
+    sources: list[dict] = []
+    instructions: list[dict] = []
+    opcodes: list[dict] = []
     missing: set[str] = set()
     per_range: dict[int, int] = {}
     entries = [result["entries"][i] for i in sorted(result["entries"])]

@@ -61,12 +61,13 @@ def encode_varint(value: int) -> bytes:
 def fields(message: bytes) -> list[tuple[int, int, int | bytes, int, int]]:
     """Top-level protobuf fields: (number, wire type, value, start, end) with value an int (varint) or bytes,
     start/end the field's byte span in message."""
-    out = []
+    out: list[tuple[int, int, int | bytes, int, int]] = []
     i = 0
     while i < len(message):
         start = i
         key, i = varint(message, i)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, i = varint(message, i)
         elif wire == 2:
@@ -146,7 +147,8 @@ def _scan(path: Path) -> Layout:
         if handle.read(4) != MAGIC:
             raise LayoutError("not an Nsight Compute report")
         file_header = _message(handle, 4)
-        offset, blocks, dictionary = 8 + len(file_header), [], []
+        offset, blocks = 8 + len(file_header), []
+        dictionary: list[str] = []
         while offset < size:
             header = _message(handle, offset)
             head = top_fields(header)
@@ -165,7 +167,12 @@ def _scan(path: Path) -> Layout:
             if names:
                 if not launch or dictionary:
                     raise LayoutError("a metric dictionary outside the first launch header")
-                dictionary = [value.decode() for number, _, value, _, _ in fields(names) if number == 1]
+                if not isinstance(names, bytes):
+                    raise LayoutError("a metric dictionary that is a number, not a message")
+                entries = [value for number, _, value, _, _ in fields(names) if number == 1]
+                dictionary = [value.decode() for value in entries if isinstance(value, bytes)]
+                if len(dictionary) != len(entries):
+                    raise LayoutError("a metric dictionary entry that is not a name")
             blocks.append(block)
             offset = block.end
     layout = Layout(path, file_header, blocks, dictionary)
@@ -195,7 +202,8 @@ def prune_payload(payload: bytes, keep_ids: set[int], take_ids: frozenset[int] =
     Walks the top-level fields only: a metric's id is the varint right after its first byte (field 1, the
     0x08 key), so a metric's per-PC instances are never decoded (decoding them all cost 1.5 s of a 6-launch
     --set full report, the pruned reading itself 0.8 s)."""
-    kept, taken = [], []
+    kept: list[tuple[int, int]] = []
+    taken: list[tuple[int, int, int, int]] = []
     i, size = 0, len(payload)
     while i < size:
         start = i

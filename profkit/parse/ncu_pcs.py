@@ -212,14 +212,14 @@ def ffma_operand_reuse(counters: PcCounters) -> dict:
     out = dict.fromkeys(FFMA_REUSE_COLUMNS, math.nan)
     if "instructions_executed" not in counters.columns:
         return out
-    ffmas = sorted((pc, i) for i, (pc, code) in enumerate(zip(counters.pc, counters.code)) if code.ffma is not None)
+    ffmas = sorted((pc, i, registers) for i, (pc, code) in enumerate(zip(counters.pc, counters.code))
+                   if (registers := code.ffma) is not None)
     executed_per_pc, dispatch_per_pc = counters.executed, counters.counted("stall_dispatch_stall")
     executed = {True: 0.0, False: 0.0}
     dispatch = {True: 0.0, False: 0.0}
     in_place = 0.0
     previous = None
-    for _, i in ffmas:
-        destination, sources = counters.code[i].ffma
+    for _, i, (destination, sources) in ffmas:
         shared = previous is not None and any(s is not None and s == p for s, p in zip(sources, previous))
         count = float(executed_per_pc[i])
         executed[shared] += count

@@ -161,7 +161,7 @@ def read_nsys(path: str | Path) -> NsysCapture:
     sqlite = sqlite_for(Path(path))
     key = cache.cache_key(sqlite, "nsys") if cache.cache_enabled() else None
     if key is not None and (cached := cache.read_cached(key, CACHED_FRAMES)) is not None:
-        return NsysCapture(sqlite, *(cached[name] for name in ("kernels", "nvtx", "gpu")), cached["notes"]["version"],
+        return NsysCapture(sqlite, cached["kernels"], cached["nvtx"], cached["gpu"], cached["notes"]["version"],
                            cached["memcpy"], cached["memset"])
     capture = _read(sqlite, Export)
     if key is not None:

@@ -26,13 +26,16 @@ import urllib.parse
 from abc import ABC, abstractmethod
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, Literal, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from profkit.errors import ReportError
+
+if TYPE_CHECKING:
+    from adbc_driver_manager.dbapi import Connection as AdbcConnection
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_TABLES = {"StringIds", "META_DATA_EXPORT", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS",
@@ -46,6 +49,7 @@ columns: 10^6 x 18 kernel values took 1.2-1.5 s from tuples to contiguous column
 2.5-5 s as one 10^6-row matrix sliced per column."""
 _READ_ERRORS = (sqlite3.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError, MemoryError)
 T = TypeVar("T")
+Q = TypeVar("Q", bound="ExportQueries")
 
 
 def read_only_uri(path: Path) -> str:
@@ -53,7 +57,7 @@ def read_only_uri(path: Path) -> str:
     return f"file:{urllib.parse.quote(str(Path(path).absolute()))}?mode=ro"
 
 
-def _arrow_connection(path: Path):
+def _arrow_connection(path: Path) -> AdbcConnection | None:
     """An ADBC SQLite connection to `path`, read-only; None where adbc-driver-sqlite is not installed or cannot
     open the file (sqlite3 then reads everything)."""
     try:
@@ -85,7 +89,7 @@ class ExportQueries(ABC):
     def close(self) -> None:
         """Release the file."""
 
-    def submit(self, work: Callable[[ExportQueries], T]) -> Future:
+    def submit(self: Q, work: Callable[[Q], T]) -> Future:
         """work(an export of the same file) as a Future; here run at once (Export runs it on a worker thread)."""
         done: Future = Future()
         try:
@@ -153,7 +157,7 @@ class Export(ExportQueries):
                               f"{', '.join(sorted(NSYS_TABLES))})",
                               hint="export the capture with `nsys export --type sqlite REPORT.nsys-rep`")
         self._columns: dict[str, set[str]] = {}
-        self._arrow = None  # the ADBC connection, opened on first use (False: none to be had)
+        self._arrow: AdbcConnection | Literal[False] | None = None  # opened on first use (False: none to be had)
         self._side: Export | None = None
         self._submitted: list[Future] = []
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="profkit-sqlite") if background else None
