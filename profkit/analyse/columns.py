@@ -76,13 +76,16 @@ COLUMNS: dict[str, Column] = {
     "range": Column("text", "NVTX range name", "nsys NVTX_EVENTS"),
     "events_us": Column("µs", "median cudaEvent time of the unprofiled timed launches", "program result lines"),
     "ncu_us": Column("µs", "median ncu duration of the label's profiled launches", "gpu__time_duration.sum"),
-    "nsys_us": Column("µs", "median nsys kernel time of the label's launches", "nsys kernel end - start"),
-    "nsys_first_us": Column("µs", "the label's first nsys launch (first-launch cost shows here)", "nsys"),
-    "nsys_launches": Column("count", "nsys launches of the label", "nsys"),
+    "nsys_us": Column("µs", "median nsys kernel time of the row's launches (the label's, or its duration class's)",
+                      "nsys kernel end - start"),
+    "nsys_first_us": Column("µs", "the row's first nsys launch (first-launch cost shows here)", "nsys"),
+    "nsys_launches": Column("count", "nsys launches of the row (the label's, or its duration class's)", "nsys"),
     "ncu_over_events": Column("ratio", "ncu_us / events_us", "derived"),
     "nsys_over_events": Column("ratio", "nsys_us / events_us", "derived"),
     "ncu_over_nsys": Column("ratio", "ncu_us / nsys_us", "derived"),
-    "flag": Column("text", "ok, DISAGREE (two clocks differ by more than 10% beyond what is expected) or n/a "
+    "flag": Column("text", "ok, DISAGREE (two clocks differ by more than 10% beyond what is expected: ncu reading "
+                           "up to 1.8 µs (--cache-control all; 1.2 none) more than nsys at the same clock, its "
+                           "measured fixed cost, or a ncu launch within the span of its duration class) or n/a "
                            "(one clock only)", "derived"),
     "reasons": Column("text", "why the clocks differ, computed from the data and the capture settings", "derived"),
     "kernel_median_us": Column("µs", "median kernel duration", "nsys"),
@@ -205,7 +208,12 @@ COLUMNS: dict[str, Column] = {
                        "time_us - ceiling_us"),
     "saved_pct": Column("%", "saved_us's share of the window's GPU time (span_pct's denominator, one for kernel "
                              "and idle rows): at most span_pct", "saved_us / (Σ kernel time + Σ idle gaps)"),
-    "profiled": Column("bool", "whether ncu measured a launch of this instance", "derived"),
+    "profiled": Column("bool", "whether ncu measured a launch of this instance and of this row's duration class "
+                               "(work): a launch of other work does not count", "derived"),
+    "work": Column("text", "for a kernel instance (or label) whose launches do different work: this row's duration "
+                           "class of how many and the span of its launches ('2/3 66.2-95.7 µs': sorted durations "
+                           "cut where one is ≥1.5x the one before, classes of ≥2 launches and ≥5% of the launches "
+                           "or time); '' when its launches are one size", "nsys durations (analyse.instances)"),
     "profiled_launch": Column("text", "which launch stands for the row: a guided capture's 'run 2 launch 7' (ncu "
                                       "run, launch in it), else the capture's launch number",
                               "ncu report / guided plan"),

@@ -8,7 +8,11 @@ disagree by more than `threshold`, and the likely reasons, computed from the dat
   (--clock-control base), so the kernel ran cold or at base clocks;
 - ncu < nsys: ncu measured one launch with warm caches or a faster clock than the timed runs;
 - first nsys launch much slower than the median: first-launch cost (module load, clock ramp-up) —
-  an unwarmed event timing absorbs it.
+  an unwarmed event timing absorbs it;
+- a label's nsys launches in several duration classes (analyse.instances): one kernel instance doing different
+  work (a persistent GEMM launches the same grid for every problem size). Each class is a row (`work`), the events
+  and ncu timings going to the class nearest to them, so a slow class (the LM-head GEMM) is not read as the first
+  launch's cost and ncu's one launch is compared with launches of its own kind.
 ncu's own duration of a kernel carries a fixed cost nsys' does not: measured on the H200 at the same SM clock
 (reports/benchmarks/ncu_short_kernels.json, benchmarks/ncu_short_kernels.py), ncu read nsys' time plus 0.80-1.09 µs
 with --cache-control none and 1.02-1.70 µs with --cache-control all, for kernels of 1.1 to 69 µs. So ncu > nsys by
@@ -27,11 +31,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from profkit.analyse.instances import WORK, class_ranges, grouped_classes, nearest_class, span_text
+
 NCU_FIXED_US = {"all": 1.8, "none": 1.2}
 """How much longer ncu's gpu__time_duration may read than nsys' kernel time at the same clock, by --cache-control:
 the measured fixed cost (up to 1.70 / 1.09 µs on the H200) with a margin."""
 
-CROSSCHECK_COLUMNS = ["label", "grid", "events_us", "ncu_us", "nsys_us", "nsys_first_us", "nsys_launches",
+CROSSCHECK_COLUMNS = ["label", "grid", "work", "events_us", "ncu_us", "nsys_us", "nsys_first_us", "nsys_launches",
                       "ncu_over_events", "nsys_over_events", "ncu_over_nsys", "flag", "reasons"]
 
 
@@ -151,19 +157,15 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     if "kernel" in timings and not timings.empty:
         labels = {c: set(rows["kernel"].dropna()) for c, rows in timings.groupby(CAPTURE, sort=False)} \
             if by_capture else {"": set(timings["kernel"].dropna())}
-    frames = []
+    t = n = s = None
     if not timings.empty:
         timings = _fill_opaque_grids(timings, [d for d in (ncu_launches, nsys_kernels) if not d.empty], labels)
         t = timings.assign(label=timings["kernel"], events_us=pd.to_numeric(timings["median_ms"]) * 1e3)
-        frames.append(t.groupby(keys, dropna=False)["events_us"].median())
-    n = s = None
     if not ncu_launches.empty:
         n = ncu_launches.assign(label=_label_launches(ncu_launches, labels), ncu_us=ncu_launches["duration_ns"] / 1e3)
     if not nsys_kernels.empty:
         s = nsys_kernels.assign(label=_label_launches(nsys_kernels, labels), nsys_us=nsys_kernels["duration_ns"] / 1e3)
     _tag_ambiguous([n, s], keys)
-    if n is not None:
-        frames.append(n.groupby(keys)["ncu_us"].median())
     if s is not None:
         # the timeline also holds setup and reference kernels nobody asked about: keep the labels each capture
         # timed or profiled (all of a capture's kernels when it did neither)
@@ -178,9 +180,28 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
             asked = labels.get("", set()) | (set(n["label"]) if n is not None else set())
             if asked:
                 s = s[s["label"].isin(asked)]
-        grouped = s.groupby(keys)
+    # a label whose nsys launches form several duration classes (analyse.instances: one kernel instance doing
+    # different work, e.g. a persistent GEMM's grid for every problem size) is a row per class; the events and ncu
+    # go to the class nearest to their duration, so that each row compares the clocks on one kind of work
+    s, ranges = _classes(s, keys)
+    if t is not None:
+        t = t.assign(**{WORK: nearest_class(t.assign(duration_ns=t["events_us"] * 1e3), ranges, keys)})
+    if n is not None:
+        n = n.assign(**{WORK: nearest_class(n, ranges, keys)})
+    rows = [*keys, WORK]
+    frames = []
+    if t is not None:
+        frames.append(t.groupby(rows, dropna=False)["events_us"].median())
+    if n is not None:
+        frames.append(n.groupby(rows)["ncu_us"].median())
+    if s is not None:
+        grouped = s.groupby(rows)
         frames += [grouped["nsys_us"].median(), grouped["nsys_us"].first().rename("nsys_first_us"),
                    grouped.size().rename("nsys_launches")]
+        split = ranges[ranges[WORK] > 0].set_index(rows)
+        if not split.empty:
+            frames += [(split["min_ns"] / 1e3).rename("class_min_us"), (split["max_ns"] / 1e3).rename("class_max_us"),
+                       split["text"].rename(WORK + "_text")]
     if not frames:
         return pd.DataFrame(columns=[CAPTURE, *CROSSCHECK_COLUMNS] if by_capture else CROSSCHECK_COLUMNS)
     table = pd.concat(frames, axis=1).reset_index()
@@ -194,6 +215,10 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     table["ncu_over_events"] = table["ncu_us"] / table["events_us"]
     table["nsys_over_events"] = table["nsys_us"] / table["events_us"]
     table["ncu_over_nsys"] = table["ncu_us"] / table["nsys_us"]
+    for extra in ("class_min_us", "class_max_us"):
+        if extra not in table:
+            table[extra] = np.nan
+    table[WORK] = table[WORK + "_text"].fillna("") if WORK + "_text" in table else ""
     verdicts = [_reasons(row, threshold, clock_control, cache_control) for row in table.itertuples()]
     table["flag"] = [v[0] for v in verdicts]
     table["reasons"] = [v[1] for v in verdicts]
@@ -230,6 +255,22 @@ def _without_ranges(frame: pd.DataFrame, captures: dict[str, str]) -> pd.DataFra
     frame = frame.copy()
     frame["nvtx_path"] = frame["nvtx_path"].astype(object).where(~mine.to_numpy(), "")
     return frame
+
+
+def _classes(s: pd.DataFrame | None, keys: list[str]) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """The nsys launches with their duration class (WORK) within their row key, and the classes
+    (instances.class_ranges) with `text`, "2/3 66.3-96.8 µs": the class of how many, and its span."""
+    columns = [*keys, WORK, "launches", "min_ns", "max_ns", "text"]
+    if s is None or s.empty:
+        return (s if s is None else s.assign(**{WORK: np.zeros(len(s), dtype=np.int64)})), \
+            pd.DataFrame(columns=columns)
+    codes = s.groupby(keys, sort=False).ngroup().to_numpy()
+    s = s.assign(**{WORK: grouped_classes(codes, s["duration_ns"].to_numpy())})
+    ranges = class_ranges(s, keys)
+    count = ranges.groupby(keys, sort=False)[WORK].transform("max")
+    ranges["text"] = [f"{w}/{c} {span_text(lo, hi)}" if w else "" for w, c, lo, hi in
+                      zip(ranges[WORK], count, ranges["min_ns"], ranges["max_ns"])]
+    return s, ranges[columns]
 
 
 def _capture_order(frames: list[pd.DataFrame]) -> list[str]:
@@ -306,10 +347,19 @@ def _reasons(row, threshold: float, clock_control: str, cache_control: str) -> t
                      "or the timed runs hit a warmer cache")
     ncu_off = have_ncu and have_nsys and _off(row.ncu_over_nsys, threshold)
     ncu_expected = ncu_off and 0 < row.ncu_us - row.nsys_us <= fixed
+    # a label of several duration classes: ncu's launch is of one kind of work, nsys_us the median of its class,
+    # which can still hold launches of different work less than GAP_RATIO apart: inside the class's span, the
+    # difference is the work's, not the clocks'
+    mixed = ncu_off and not ncu_expected and pd.notna(row.class_min_us) and \
+        row.class_min_us * (1 - threshold) <= row.ncu_us <= row.class_max_us * (1 + threshold) + fixed
     if ncu_expected:
         notes.append(f"ncu reads {row.ncu_us - row.nsys_us:.2f} µs more than nsys: the fixed cost of ncu's own "
                      f"timing (measured on the H200 at the same clock: +0.8-1.7 µs per launch, whatever the kernel's "
                      f"length), expected for a {row.nsys_us:.1f} µs kernel")
+    elif mixed:
+        notes.append(f"ncu's launch ({row.ncu_us:.1f} µs) lies within the nsys launches of its duration class "
+                     f"({row.class_min_us:.1f}-{row.class_max_us:.1f} µs), which are of different work too: the "
+                     "difference from their median is the work's, not the clocks'")
     elif have_ncu and have_nsys and row.ncu_us > row.nsys_us * (1 + threshold):
         causes = []
         if cache_control == "all":
@@ -319,15 +369,19 @@ def _reasons(row, threshold: float, clock_control: str, cache_control: str) -> t
             causes.append(f"ncu locked clocks ({clock_control}), below the boost clock the timed runs used")
         causes = causes or ["ncu serialises launches and replays the kernel"]
         notes.append("ncu is slower than the timed runs: " + "; ".join(causes))
-    if have_ncu and have_nsys and row.ncu_us < row.nsys_us * (1 - threshold):
+    if have_ncu and have_nsys and row.ncu_us < row.nsys_us * (1 - threshold) and not mixed:
         notes.append("ncu is faster than the timed runs: one profiled launch with warm caches or higher clock, "
                      "or the timed runs overlap other work (or the launches of this label differ in their inputs)")
     if have_ncu and have_events and not have_nsys and _off(row.ncu_over_events, threshold):
         notes.append("events and ncu disagree and no nsys capture exists to tell launch overhead from replay "
                      "effects: profile with --nsys")
+    if row.work:
+        notes.append(f"launches of different work under one label (one kernel instance: a persistent kernel's grid "
+                     f"is the same for every problem size): this row is their duration class {row.work}, the "
+                     "ncu and event timings are those nearest to it")
     if pd.notna(row.nsys_first_us) and have_nsys and row.nsys_first_us > row.nsys_us * (1 + 3 * threshold):
         notes.append(f"first launch {row.nsys_first_us:.1f} µs vs median {row.nsys_us:.1f} µs: first-launch cost "
                      "(module load, clock ramp-up) that an unwarmed timing would absorb")
-    ratios = [row.ncu_over_events, row.nsys_over_events, 1.0 if ncu_expected else row.ncu_over_nsys]
+    ratios = [row.ncu_over_events, row.nsys_over_events, 1.0 if ncu_expected or mixed else row.ncu_over_nsys]
     flagged = any(_off(r, threshold) for r in ratios)
     return ("DISAGREE" if flagged else "ok"), "; ".join(notes)

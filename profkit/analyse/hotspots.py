@@ -27,6 +27,10 @@ Per kernel instance (kernel, grid, block) over the steady state (a guided captur
                                      idle rows, which are ranked together)
   source                             the hottest source line (file:line) of the profiled launch, when ncu had it
   function                           the demangled function (what tells instances of one kernel name apart)
+  work                               for an instance whose launches do different work (a persistent kernel launches
+                                     one grid for every problem size), the row's duration class ("2/3 66.2-95.7 µs",
+                                     analyse.instances): each class is a row, `profiled` only when ncu took a launch
+                                     of that class (the one nearest in duration), which then stands for it alone
 For a guided capture (its steady state is known), rows "GPU idle: host-bound" (gaps where the next launch call came
 after the GPU went idle: the GPU waited for the host) and "GPU idle: other" (gaps with the launch already queued:
 synchronisation, copies) carry their idle time as time_us and saved_us, each GPU's gaps counted on their own. Rows
@@ -41,15 +45,18 @@ import numpy as np
 import pandas as pd
 
 from profkit.analyse import roofline
+from profkit.analyse.instances import WORK, class_ranges, nearest_class, span_text, work_classes
 from profkit.analyse.kernel_rows import kernel_rows
 from profkit.analyse.timeline import gpu_idle_gaps
 
-HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "module", "launches", "time_us", "time_pct", "span_pct",
-                   "profiled", "profiled_launch", "bound", "top_stall", "ceiling_us", "roofline_pct", "limit",
-                   "saved_us", "saved_pct", "source", "function"]
+HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "work", "module", "launches", "time_us", "time_pct",
+                   "span_pct", "profiled", "profiled_launch", "bound", "top_stall", "ceiling_us", "roofline_pct",
+                   "limit", "saved_us", "saved_pct", "source", "function"]
 INSTANCE = ["kernel", "function", "grid", "block"]
 """A kernel instance: its function (template instantiations of one kernel name are different functions: PyTorch's
 vectorized_elementwise_kernel for add, GELU or copy) and its launch shape."""
+KEY = [*INSTANCE, WORK]
+"""A row: an instance, or one duration class of an instance whose launches do different work (analyse.instances)."""
 SOL_COLUMNS = ("dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct", "sm_throughput_pct")
 """What roofline.sol_bound reads (records of these columns only: a Series per row of the wide table cost 0.15 ms)."""
 MIN_STRETCH = 5
@@ -175,24 +182,26 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
                           **{k: window[k].fillna("").astype(str) for k in INSTANCE if k in window})
     if "function" not in frame:
         frame["function"] = frame["kernel"]
+    frame[WORK] = work_classes(frame, INSTANCE)  # launches of different work under one instance: rows of their own
+    ranges = class_ranges(frame, INSTANCE)
     busy = frame["us"].sum()
     gaps = idle_gaps(window)
     gpu_us = gpu_time_us(busy, gaps)
-    by_module = frame.groupby([*INSTANCE, "module"], sort=False)["us"].sum().reset_index()
+    by_module = frame.groupby([*KEY, "module"], sort=False)["us"].sum().reset_index()
     named: dict[tuple, list[str]] = {}  # instance -> its modules, most time first (one sort, not one per instance)
     ordered = by_module.sort_values("us", ascending=False, kind="stable")
-    for *key, module in zip(*(ordered[k] for k in INSTANCE), ordered["module"]):
+    for *key, module in zip(*(ordered[k] for k in KEY), ordered["module"]):
         named.setdefault(tuple(key), []).extend([module] if module else [])
     modules = {key: (found[0] + (f" (+{len(found) - 1} more)" if len(found) > 1 else "")) if found else ""
                for key, found in named.items()}
-    grouped = frame.groupby(INSTANCE, sort=False)
+    grouped = frame.groupby(KEY, sort=False)
     rows = pd.DataFrame({"launches": grouped.size(), "time_us": grouped["us"].sum()}).reset_index()
-    rows["module"] = [modules.get(tuple(k)) or "" for k in rows[INSTANCE].itertuples(index=False)]
+    rows["module"] = [modules.get(tuple(k)) or "" for k in rows[KEY].itertuples(index=False)]
     rows["kind"] = "kernel"
     rows["time_pct"] = 100 * rows["time_us"] / busy if busy else math.nan
     rows["span_pct"] = 100 * rows["time_us"] / gpu_us if gpu_us else math.nan
-    profiled = _profiled_rows(launches, targets)
-    rows = rows.merge(profiled, on=INSTANCE, how="left")
+    profiled = _profiled_rows(launches, targets, ranges)
+    rows = rows.merge(profiled, on=KEY, how="left")
     rows["profiled"] = rows["duration_us"].notna()
     scale = rows["ceiling_s"] * 1e6 / rows["duration_us"]
     rows["roofline_pct"] = 100 * scale
@@ -204,10 +213,10 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
                       zip(rows.get("capture", ""), rows.get("launch", pd.Series(np.nan, index=rows.index)))]
     if targets is not None and not targets.empty and {"profiled_launch", "function"} <= set(targets.columns):
         plan_keys = ["function", "grid", "block"]
-        planned = {tuple(k): v for k, v in zip(targets[plan_keys].astype(str).itertuples(index=False),
-                                               targets["profiled_launch"].astype(object).fillna(""))}
-        rows["profiled_launch"] = [planned.get(tuple(k)) or own for k, own in
-                                   zip(rows[plan_keys].astype(str).itertuples(index=False),
+        planned = {(*k, _launch_number(v)): v for k, v in zip(targets[plan_keys].astype(str).itertuples(index=False),
+                                                             targets["profiled_launch"].astype(object).fillna(""))}
+        rows["profiled_launch"] = [planned.get((*k, int(n) if pd.notna(n) else None)) or own for k, n, own in
+                                   zip(rows[plan_keys].astype(str).itertuples(index=False), rows["launch"],
                                        rows["profiled_launch"].astype(object).fillna(""))]
     guided = targets is not None and not targets.empty
     out = pd.concat([rows, pd.DataFrame(idle_rows(window, gaps, gpu_us) if guided else [])], ignore_index=True)
@@ -216,49 +225,72 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     unmeasured = out[out["saved_us"].isna()].sort_values("time_us", ascending=False)
     out = pd.concat([measured, unmeasured], ignore_index=True)
     out["rank"] = np.arange(1, len(out) + 1)
+    out[WORK] = _work_text(out, ranges)
     for column in HOTSPOT_COLUMNS:
         if column not in out:
             out[column] = np.nan if column not in ("module", "profiled_launch", "bound", "top_stall", "limit",
-                                                   "source", "grid", "block", "function") else ""
-    text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block", "function"]
+                                                   "source", "grid", "block", "function", WORK) else ""
+    text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block", "function", WORK]
     out[text] = out[text].astype(object).fillna("")
     return out[HOTSPOT_COLUMNS]
 
 
+def _launch_number(text) -> int | None:
+    """7 of a plan's "run 2 launch 7" (ncu run 2, its launch 7); None for any other text."""
+    return int(str(text).rsplit(" ", 1)[-1]) if str(text).startswith("run ") else None
+
+
 def _planned_launches(targets: pd.DataFrame | None) -> dict:
-    """(function, grid, block) -> the launch number a guided capture planned for it ("run 2 launch 7": ncu run 2,
-    its launch 7)."""
+    """(function, grid, block) -> the launch numbers a guided capture planned for it (one per duration class of an
+    instance it split)."""
     if targets is None or targets.empty or not {"profiled_launch", "function"} <= set(targets.columns):
         return {}
-    out = {}
+    out: dict = {}
     for function, grid, block, text in zip(targets["function"], targets["grid"], targets["block"],
                                            targets["profiled_launch"].astype(object).fillna("")):
-        if str(text).startswith("run "):
-            out[(str(function), str(grid), str(block))] = int(str(text).rsplit(" ", 1)[-1])
+        if _launch_number(text) is not None:
+            out.setdefault((str(function), str(grid), str(block)), set()).add(_launch_number(text))
     return out
 
 
-def _profiled_rows(launches: pd.DataFrame, targets: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per profiled instance (INSTANCE): its duration, bound, top stall, roofline time and the launch that stands
+def _work_text(rows: pd.DataFrame, ranges: pd.DataFrame) -> list[str]:
+    """The `work` column: "" for an instance not split, else "2/3 65.6-97.2 µs": its class of how many, and the
+    span of its launches' durations."""
+    split = ranges[ranges[WORK] > 0]
+    if split.empty or WORK not in rows:
+        return [""] * len(rows)
+    count = split.groupby(INSTANCE, sort=False)[WORK].transform("max")
+    text = {(*map(str, key), int(w)): f"{int(w)}/{int(n)} {span_text(lo, hi)}" for *key, w, n, lo, hi in
+            zip(*(split[k] for k in INSTANCE), split[WORK], count, split["min_ns"], split["max_ns"])}
+    return [text.get((*map(str, key), int(w)), "") if pd.notna(w) else ""
+            for *key, w in zip(*(rows[k] for k in INSTANCE), rows[WORK])]
+
+
+def _profiled_rows(launches: pd.DataFrame, targets: pd.DataFrame | None = None,
+                   ranges: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per profiled instance and duration class (KEY; a launch's class is the one of `ranges`, the timeline's
+    classes, nearest to its ncu duration): its duration, bound, top stall, roofline time and the launch that stands
     for it: the planned launch of a guided capture, else the median over its launches (kernel_rows)."""
-    cols = [*INSTANCE, "duration_us", "bound", "top_stall", "ceiling_s", "limit", "profiled_launch", "capture",
+    cols = [*KEY, "duration_us", "bound", "top_stall", "ceiling_s", "limit", "profiled_launch", "capture",
             "launch"]
     if launches is None or launches.empty:
         return pd.DataFrame(columns=cols)
     frame = launches.assign(**{k: launches[k].fillna("").astype(str) for k in INSTANCE if k in launches})
     if "function" not in frame:
         frame["function"] = frame["kernel"]
+    frame[WORK] = nearest_class(frame, ranges, INSTANCE) if ranges is not None else 0
     planned = _planned_launches(targets)
     keys = list(zip(frame["function"], frame["grid"], frame["block"]))
-    keep = [planned.get(k) is None or planned[k] == n for k, n in zip(keys, frame["launch"])]
-    frame = frame[keep]
+    chosen = pd.Series([n in planned.get(k, ()) for k, n in zip(keys, frame["launch"])], index=frame.index)
+    # a class with a planned launch keeps only it; one without keeps what ncu took of it (another run's launch)
+    frame = frame[chosen | ~chosen.groupby([frame[k] for k in KEY], sort=False).transform("any")]
     # one kernel_rows call for every instance (per instance it cost 22 ms, 0.6 s of a 28-instance `show`): each
     # instance's row is its busiest (capture, NVTX path), and its first launch stands for it
-    every = kernel_rows(frame, extra_keys=("function",), labelled=False)
-    every = every.assign(total_us=pd.to_numeric(every["total_us"], errors="coerce"))
-    first = frame.groupby(INSTANCE, sort=False).head(1)
-    order = {key: i for i, key in enumerate(zip(*(first[k] for k in INSTANCE)))}
-    every["_order"] = [order[key] for key in zip(*(every[k] for k in INSTANCE))]
+    every = kernel_rows(frame, extra_keys=("function", WORK), labelled=False)
+    every = every.assign(total_us=pd.to_numeric(every["total_us"], errors="coerce"), **{WORK: every[WORK].astype(int)})
+    first = frame.groupby(KEY, sort=False).head(1)
+    order = {key: i for i, key in enumerate(zip(*(first[k] for k in KEY)))}
+    every["_order"] = [order[key] for key in zip(*(every[k] for k in KEY))]
     rows = (every.sort_values(["_order", "total_us"], ascending=[True, False], kind="stable", na_position="last")
             .drop_duplicates("_order").drop(columns=["_order", "capture", "launch"], errors="ignore"))
     rows["launch"] = first["launch"].to_numpy()
@@ -271,6 +303,8 @@ def _profiled_rows(launches: pd.DataFrame, targets: pd.DataFrame | None = None) 
     cycles = pd.to_numeric(rows.get("stall_1_cycles", pd.Series(np.nan, index=rows.index)), errors="coerce")
     rows["top_stall"] = [f"{s} ({c:.1f})" if s and pd.notna(c) else s for s, c in zip(stall, cycles)]
     several = rows["capture"].nunique() > 1
-    rows["profiled_launch"] = [(f"{c} " if several else "") + f"launch {int(l)}" if pd.notna(l) else ""
-                               for c, l in zip(rows["capture"], rows["launch"])]
+    runs = first["ncu_run"].to_numpy() if targets is not None and "ncu_run" in first else [np.nan] * len(rows)
+    rows["profiled_launch"] = [(f"{c} " if several else "") + (f"run {int(r)} " if pd.notna(r) else "")
+                               + f"launch {int(l)}" if pd.notna(l) else ""
+                               for c, r, l in zip(rows["capture"], runs, rows["launch"])]
     return rows[cols]

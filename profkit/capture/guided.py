@@ -22,6 +22,7 @@ from typing import Callable
 import pandas as pd
 
 from profkit import process
+from profkit.analyse.instances import split_targets
 from profkit.capture import targets as plan_targets
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import TRACE, run_nsys
@@ -128,6 +129,8 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
                                     "filter: profile --kernel-name regex:NAME --launch-skip N --launch-count 1")
         plan = plan_targets.plan(launches, plan_targets.read_top_ranges(sqlite), coverage=options.coverage,
                                  top=options.top)
+        plan.instances = split_targets(plan.instances, launches, plan.steady_start_ns)  # a launch per kind of work
+        plan.runs = plan_targets.runs(plan.instances)
         log(f"[{name}] {len(launches)} launches, {len(plan.instances)} kernel instances; steady state from "
             f"{plan.steady_how}; {int(plan.instances['target'].sum())} targets hold {plan.coverage:.1f}% of "
             f"steady-state GPU time; {len(plan.runs)} ncu run(s)")

@@ -11,10 +11,12 @@ import json
 import lzma
 import os
 import shutil
+import sqlite3
 import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -202,3 +204,33 @@ def test_a_program_that_launches_no_kernel_is_a_clear_failure(tmp_path, monkeypa
     result = CliRunner().invoke(main, ["profile", "--sessions-dir", str(tmp_path / "sessions"), "--", str(program)])
     assert result.exit_code == 1 and "launched no CUDA kernel" in result.output
     assert not [p for p in (tmp_path / "sessions").iterdir() if not p.name.startswith(".")]  # nothing complete
+
+
+def test_each_kind_of_work_of_a_split_instance_gets_a_launch_of_its_own(sqlite, launches):
+    """The backward nvjet_..._NNT instance holds, per step, one LM-head GEMM (~640 µs), 12 block GEMMs of 66-97 µs
+    and 4 of ~26 µs; the forward _TNT one 12 of 71-99 µs and 4 of ~26 µs (cut by hand at 45 and 300 µs, the gaps
+    of their sorted durations). Each class becomes a target of its own whose planned skip lands, counting that
+    instance's launches from the program's start as ncu's per-launch-config filter does, on a steady-state launch
+    of its own class; the targets still hold the planned coverage."""
+    from profkit.analyse.instances import split_targets
+
+    plan = targets.plan(launches, targets.read_top_ranges(sqlite), coverage=0.8)
+    split = split_targets(plan.instances, launches, plan.steady_start_ns)
+    conn = sqlite3.connect(sqlite)
+    for name, classes in (("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 3),
+                          ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", 2)):
+        timed = conn.execute("select k.start, k.end - k.start from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s "
+                             f"on s.id = k.shortName where s.value = '{name}' and k.gridY = 66 order by k.start"
+                             ).fetchall()
+        rows = split[(split["kernel"] == name) & (split["grid"] == "2×66×1")].sort_values("work")
+        assert rows["work"].tolist() == list(range(1, classes + 1)) and rows["target"].all()
+        for row in rows.itertuples():
+            start, duration = timed[int(row.skip)]
+            assert start >= plan.steady_start_ns
+            assert 1 + int(np.searchsorted([45e3, 300e3], duration)) == row.work, (name, row.work, row.skip)
+    assert (split.loc[~split["kernel"].str.startswith("nvjet_sm90_tst_256x128"), "work"] == 0).all()
+    assert split.loc[split["target"], "time_pct"].sum() == pytest.approx(plan.coverage)
+    for run in targets.runs(split):  # one skip per run: every member's
+        members = split[split["ncu_run"] == run["run"]]
+        assert (members["skip"] == run["skip"]).all()
+        assert not members.duplicated(["function", "grid", "block", "dynamic_smem_bytes"]).any()
