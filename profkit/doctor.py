@@ -25,9 +25,9 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 
 # The CUDA toolkit each Nsight Compute release ships with, and the oldest Linux driver each toolkit supports
 # (CUDA release notes, "CUDA Toolkit and Corresponding Driver Versions"); ncu needs at least its toolkit's driver.
-NCU_CUDA = {(2022, 4): "12.0", (2023, 1): "12.1", (2023, 2): "12.2", (2023, 3): "12.3", (2024, 1): "12.4",
-            (2024, 2): "12.5", (2024, 3): "12.6", (2025, 1): "12.8", (2025, 2): "12.9", (2025, 3): "13.0",
-            (2025, 4): "13.1"}
+NCU_CUDA: dict[tuple[int, ...], str] = {
+    (2022, 4): "12.0", (2023, 1): "12.1", (2023, 2): "12.2", (2023, 3): "12.3", (2024, 1): "12.4", (2024, 2): "12.5",
+    (2024, 3): "12.6", (2025, 1): "12.8", (2025, 2): "12.9", (2025, 3): "13.0", (2025, 4): "13.1"}
 CUDA_MIN_DRIVER = {"12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03", "12.3": "545.23.06",
                    "12.4": "550.54.14", "12.5": "555.42.02", "12.6": "560.28.03", "12.8": "570.26",
                    "12.9": "575.51.03", "13.0": "580.65.06", "13.1": "590.44.01"}
@@ -94,8 +94,8 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text))
 
 
-def _output(result: process.Completed) -> str:
-    return (result.stdout + "\n" + result.stderr).strip()
+def _output(result: process.Completed | None) -> str:
+    return "" if result is None else (result.stdout + "\n" + result.stderr).strip()
 
 
 def _ask(host: Host, args: list[str], timeout: float = 60) -> tuple[process.Completed | None, str]:

@@ -43,7 +43,8 @@ def _read_ncu_reports(reports: list[Path]):
     """The ncu tables of one capture's reports, launches numbered on across them (`ncu_run`: which report)."""
     from profkit.parse.ncu import load_ncu_report
 
-    parts = {key: [] for key in ("launches", "rules", "source", "instructions", "opcodes")}
+    parts: dict[str, list[pd.DataFrame]] = {key: [] for key in ("launches", "rules", "source", "instructions",
+                                                                "opcodes")}
     notes: list[str] = []
     offset = 0
     for run, path in enumerate(reports):
@@ -316,7 +317,7 @@ def open_bundle(spec: str | Path, root: Path | None = None) -> Bundle:
         if kind is None:
             raise UsageError(f"cannot read {path}: expected a session folder, .ncu-rep, .nsys-rep, .sqlite or "
                              ".arrows (each may be .xz or .gz)")
-        return ReportBundle(path, **{f"{kind}_report": path})
+        return ReportBundle(path, ncu_report=path) if kind == "ncu" else ReportBundle(path, nsys_report=path)
     if path.is_dir() and report_kind(path) == "nsys":
         return ReportBundle(path, nsys_report=path)
     if path.is_dir():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -119,7 +120,7 @@ def summed_row(rows: pd.DataFrame) -> pd.Series:
         return float(np.average(values[ok], weights=by[ok])) if ok.any() else np.nan
 
     derived = _derived_columns()
-    raw = {}
+    raw: dict[str, Any] = {}
     for column in rows.columns:
         if column in KEYS or column in derived or column in ("launches", "label", "duration_us_min", "duration_us_max"):
             continue

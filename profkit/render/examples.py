@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from profkit.analyse.bundle import SessionBundle
+from profkit.analyse.bundle import Bundle, SessionBundle
 from profkit.analyse.diff import diff, find_session
 from profkit.errors import UsageError
 from profkit.render.html import TOP_LINES, render_html, write_html
@@ -51,7 +51,7 @@ def regenerate(sessions_dir: Path | None = None, out_dir: Path = Path("reports")
     root = Path(sessions_dir) if sessions_dir else sessions_root()
     written = []
     for example in examples(root):
-        sessions = [SessionBundle(find_session(name, root)) for name in example.sessions]
+        sessions: list[Bundle] = [SessionBundle(find_session(name, root)) for name in example.sessions]
         result = diff(*example.diff, root=root) if example.diff else None
         text = render_html(sessions, result, title=example.title, top_lines=top_lines)
         written.append(write_html(Path(out_dir) / example.filename, text))

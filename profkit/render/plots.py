@@ -137,7 +137,7 @@ def stall_figure(rows: pd.DataFrame, title: str = "Warp stalls: cycles per issue
     over all kernels by name, the rest summed as "other"."""
     reasons = [r for r in catalog.STALL_REASONS if f"stall_{r}" in rows]
     totals = {r: _num(rows, f"stall_{r}").fillna(0).sum() for r in reasons}
-    ranked = [r for r in sorted(totals, key=totals.get, reverse=True) if totals[r] > 0]
+    ranked = [r for r in sorted(totals, key=lambda r: totals[r], reverse=True) if totals[r] > 0]
     shown, rest = ranked[:top], ranked[top:]
     fig = go.Figure()
     for i, reason in enumerate(shown):
