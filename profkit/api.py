@@ -260,7 +260,8 @@ def report(*inputs: Profile | str | Path, diff: DiffResult | None = None, path: 
     """
     from profkit.render.html import TOP_LINES, render_html, write_html
 
-    bundles = [(p if isinstance(p, Profile) else load(p)).bundle for p in inputs]
+    source_dirs = tuple(source_dirs)
+    bundles = [(p if isinstance(p, Profile) else load(p, source_dirs=source_dirs)).bundle for p in inputs]
     if not bundles and diff is None:
         raise UsageError("nothing to report: give inputs and/or a diff")
     roots = [Path(d) for d in source_dirs] + [d for bundle in bundles for d in bundle.source_dirs]

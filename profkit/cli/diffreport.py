@@ -110,9 +110,13 @@ def _require_plotly() -> None:
               help="Source lines in the hotspot tables.")
 @click.option("--title", default=None, help="Page title.")
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
+@click.option("--source-dir", "source_dirs", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False, exists=True),
+              help="A folder where the source tables look first for the files a report records at a path that does "
+                   "not exist here (repeatable); then each input's folder and project, then the current folder.")
 def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str, str] | None, force: bool,
            summed: bool, examples: bool, out_dir: str, bench_dir: str | None, top_lines: int, title: str | None,
-           sessions_dir: str | None) -> None:
+           sessions_dir: str | None, source_dirs: tuple[str, ...]) -> None:
     """Write one self-contained HTML report (plotly embedded, opens offline) for INPUTs and/or a --diff, or for
     the benchmark results of --bench. An INPUT is a session (folder or name) or a report file (.ncu-rep,
     .nsys-rep, .sqlite; .xz/.gz too) or an nsys Parquet or Arrow export (parquetdir, arrowdir, .arrows)."""
@@ -146,6 +150,7 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
     loaded = []
     for name in sessions:
         loaded.append(open_bundle(name, root))
+        loaded[-1].source_dirs = tuple(Path(d) for d in source_dirs)
     if summed and not diff_specs:
         raise UsageError("--sum applies to --diff A B")
     result = diff(*diff_specs, root=root, force=force, summed=summed) if diff_specs else None
@@ -156,7 +161,8 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
     _require_plotly()  # only once the inputs are known to be readable: their errors come first
     from profkit.render.html import render_html, write_html
 
-    path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines))
+    path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines,
+                                          source_roots=[Path(d) for d in source_dirs]))
     for warning in dict.fromkeys(w for bundle in loaded for w in bundle.warnings()):
         click.echo(f"profkit: {warning}", err=True)  # as `show` says them; the page has them in its notes
     click.echo(f"wrote {path}")

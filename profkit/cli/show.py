@@ -53,6 +53,10 @@ class ShowOptions:
         "--head", type=click.IntRange(min=0),
         help=f"Print only the first N rows of each table; 0: every row. Text prints at most {TEXT_ROWS} rows of a "
              f"table unless --head is given; csv and json print every row."))
+    source_dirs: tuple[str, ...] = field(default=(), metadata=_option(
+        "--source-dir", multiple=True, metavar="DIR", type=click.Path(file_okay=False, exists=True),
+        help="A folder where the source table looks first for the files a report records at a path that does not "
+             "exist here (repeatable); then the input's folder and project, then the current folder."))
 
 
 def show_options(command: F) -> F:
@@ -113,7 +117,7 @@ def built(paths: tuple[str, ...], options: ShowOptions) -> tuple[Pieces, bool]:
 
         for path in paths:
             rebuild_session(path)
-    result = show_tables(paths, options.tables, every=options.all_tables)
+    result = show_tables(paths, options.tables, every=options.all_tables, source_dirs=options.source_dirs)
     profiles: list[Profile] = list(dict.fromkeys(profile for profile, _, _ in result))
     warnings = [warning for profile in profiles for warning in profile.bundle.warnings()]
     pieces = formatted([(profile.name, name, df) for profile, name, df in result], warnings, options,

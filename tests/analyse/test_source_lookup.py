@@ -126,3 +126,70 @@ def test_the_html_report_notes_a_missing_file_and_takes_source_roots(recorded, t
     page = render_html([_moved_session(recorded)], source_roots=[given])
     assert "source text not found" not in page
     assert html.escape(SOURCE.read_text().splitlines()[34].strip()) in page  # line 35, the hottest
+
+
+def _session_from_elsewhere(tmp_path, recorded) -> Path:
+    """matmul_tiled's committed report imported as session "mm", its source table as ncu recorded it on another
+    machine (the file at ELSEWHERE), sealed again as a capture would have written it."""
+    from profkit.capture.importer import import_reports
+    from profkit.session.store import CHECKSUMS, load_session, table_checksums, write_manifest, write_table
+
+    shutil.copyfile(REPO / "sessions" / "ladder-n1024" / "matmul_tiled.ncu-rep.xz", tmp_path / "mm.ncu-rep.xz")
+    path = import_reports([tmp_path / "mm.ncu-rep.xz"], "mm", root=tmp_path / "sessions")
+    session = load_session(path)
+    write_table(path / "tables", "source", session.table("source").assign(file=ELSEWHERE))
+    session.manifest[CHECKSUMS] = table_checksums(path)
+    write_manifest(path, session.manifest)
+    return path
+
+
+def test_show_takes_source_dir_and_prints_the_note(recorded, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from profkit.cli import main
+
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    session = _session_from_elsewhere(tmp_path, recorded)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    runner = CliRunner()
+    missing = runner.invoke(main, ["show", str(session), "-t", "source", "--format", "csv"])
+    assert missing.exit_code == 0, missing.output
+    assert f"profkit: source text not found for {ELSEWHERE} " in missing.stderr
+    given = tmp_path / "src"
+    given.mkdir()
+    shutil.copyfile(SOURCE, given / "matmul_tiled.cu")
+    found = runner.invoke(main, ["show", str(session), "-t", "source", "--source-dir", str(given), "-c", "source",
+                                 "--format", "csv"])
+    assert found.exit_code == 0 and "source text not found" not in found.stderr
+    hottest = SOURCE.read_text().splitlines()[34].strip()  # line 35: the kernel's most-sampled line
+    assert hottest in found.stdout
+    bad = runner.invoke(main, ["show", str(session), "-t", "source", "--source-dir", str(tmp_path / "nowhere")])
+    assert bad.exit_code == 2
+
+
+def test_report_takes_source_dir(recorded, tmp_path, monkeypatch):
+    import html
+
+    from click.testing import CliRunner
+
+    from profkit.cli import main
+
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    session = _session_from_elsewhere(tmp_path, recorded)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    given = tmp_path / "src"
+    given.mkdir()
+    shutil.copyfile(SOURCE, given / "matmul_tiled.cu")
+    runner = CliRunner()
+    missing = runner.invoke(main, ["report", str(session), "-o", str(tmp_path / "missing.html")])
+    assert missing.exit_code == 0, missing.output
+    assert f"profkit: source text not found for {ELSEWHERE} " in missing.stderr
+    assert html.escape(f"source text not found for {ELSEWHERE} ") in (tmp_path / "missing.html").read_text()
+    found = runner.invoke(main, ["report", str(session), "-o", str(tmp_path / "found.html"), "--source-dir",
+                                 str(given)])
+    assert found.exit_code == 0 and "source text not found" not in found.stderr, found.output
+    page = (tmp_path / "found.html").read_text()
+    assert "source text not found" not in page
+    assert html.escape(SOURCE.read_text().splitlines()[34].strip()) in page
