@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
-
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from profkit import process
+from profkit.capture.options import comma_list, option
 from profkit.errors import CaptureError
 
 # Sections wanted beyond --set full when this ncu's `full` set lacks them (older versions).
@@ -19,17 +20,29 @@ ROOFLINE_SECTIONS = ["SpeedOfLight_RooflineChart", "SpeedOfLight_HierarchicalSin
 
 @dataclass
 class NcuOptions:
-    set_name: str | None = "full"   # None: no section set, only `metrics` (profile --quick)
-    sections: list[str] = field(default_factory=list)
-    metrics: list[str] = field(default_factory=list)
-    nvtx_include: list[str] = field(default_factory=list)
-    kernel_name: str | None = None
-    launch_count: int | None = None
-    launch_skip: int | None = None
-    clock_control: str = "none"
-    cache_control: str = "all"
+    """What an ncu capture collects and which launches it profiles; each field with an option is one of `profkit
+    profile`'s (capture.options)."""
+
+    set_name: str | None = option("--set", default="full", show_default=True, help="ncu section set.")
+    """None: no section set, only `metrics` (profile --quick)."""
+    sections: list[str] = option("--section", multiple=True, help="Extra ncu section (repeatable).")
+    metrics: list[str] = option("--metrics", default="", parse=comma_list, help="Extra ncu metrics, comma-separated.")
+    nvtx_include: list[str] = option("--nvtx-include", multiple=True,
+                                     help="ncu NVTX filter, e.g. 'matmul_tiled/' (repeatable).")
+    kernel_name: str | None = option("--kernel-name", help="ncu kernel filter (name or regex:...).")
+    launch_count: int | None = option("--launch-count", type=int, help="ncu: profile at most this many launches.")
+    launch_skip: int | None = option("--launch-skip", type=int, help="ncu: skip this many matching launches first.")
+    clock_control: str = option("--clock-control", choices=("none", "base", "reset"), default="none",
+                                show_default=True)
+    cache_control: str = option("--cache-control", choices=("all", "none"), default="all", show_default=True)
+    replay_mode: str = option("--replay-mode", choices=("kernel", "application"), default="kernel",
+                              show_default=True,
+                              help="ncu replay: 'application' reruns the whole program once per pass and collects "
+                                   "every launch in each run, far faster for many short kernels (the program must "
+                                   "be deterministic).")
     import_source: bool = True
     extra: list[str] = field(default_factory=list)
+    """Arguments put last, before the output (a guided capture's filter mode)."""
 
 
 def parse_list_sets(text: str) -> dict[str, set[str]]:
@@ -104,6 +117,7 @@ def keep_available(metrics: list[str], available: set[str] | None) -> tuple[list
 
 def ncu_command(ncu: str, output: Path, target: list[str], options: NcuOptions,
                 extra_sections: list[str] | None = None) -> list[str]:
+    """The ncu command line that captures `target` into `output`; extra_sections come before options.sections."""
     cmd = [ncu] + (["--set", options.set_name] if options.set_name else [])
     for section in [*(extra_sections or []), *options.sections]:
         cmd += ["--section", section]
@@ -124,11 +138,13 @@ def ncu_command(ncu: str, output: Path, target: list[str], options: NcuOptions,
     cmd += ["--clock-control", options.clock_control, "--cache-control", options.cache_control]
     if options.import_source:
         cmd += ["--import-source", "yes"]
+    if options.replay_mode != "kernel":  # ncu's default
+        cmd += ["--replay-mode", options.replay_mode]
     cmd += [*options.extra, "--force-overwrite", "--export", str(output), *target]
     return cmd
 
 
-def run_ncu(output: Path, target: list[str], options: NcuOptions, *, env: dict | None = None,
+def run_ncu(output: Path, target: list[str], options: NcuOptions, *, env: dict[str, str] | None = None,
             timeout: float | None = None, on_line: Callable[[str], None] | None = None,
             allow_empty: bool = False) -> tuple[list[str], str]:
     """Capture `target` into output(.ncu-rep). Returns (command, log). Raises CaptureError on failure, and when
@@ -140,7 +156,7 @@ def run_ncu(output: Path, target: list[str], options: NcuOptions, *, env: dict |
         kept, dropped = keep_available(options.metrics, available_metrics(ncu))
         if dropped and on_line is not None:
             on_line(f"==PROF== profkit: not offered by this GPU, skipped: {', '.join(dropped)}")
-        options = NcuOptions(**{**vars(options), "metrics": kept})
+        options = dataclasses.replace(options, metrics=kept)
     if options.set_name == "full":
         in_full = sections_in_set(ncu, "full")
         if in_full is not None:

@@ -1,17 +1,15 @@
-"""`profkit profile`: build, time unprofiled, capture under ncu (and nsys), derive tables, store a session."""
+"""`profkit profile`: resolve and build the targets, run each one's capture steps (capture.steps: timing, ncu,
+nsys, or guided), derive the tables and store a session."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
 import signal
-import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from types import FrameType
+from typing import Any
 
 import pandas as pd
 
@@ -20,38 +18,14 @@ from profkit.analyse.bundle import CaptureFiles, capture_tables, merge_tables
 from profkit.build import nvcc
 from profkit.build.sass import disassemble, parse_sass
 from profkit.capture import environment
-from profkit.capture.guided import GuidedOptions, capture_guided, tool_check
-from profkit.capture.ncu import NcuOptions, run_ncu
-from profkit.capture.nsys import TRACE, run_nsys
+from profkit.capture.guided import tool_check
+from profkit.capture.ncu import NcuOptions
+from profkit.capture.settings import ProfileOptions
+from profkit.capture.steps import (Captured, CaptureStep, GuidedCapture, Log, NcuCapture, NsysCapture, Target,
+                                   TimingRun)
 from profkit.errors import CaptureError, ProfkitError, ReaderError, UsageError
-from profkit.parse.results import parse_result_lines
-from profkit.session.store import SessionWriter, sessions_root
-
-FOREIGN_LAUNCH_CAP = 20
-
-
-@dataclass
-class Target:
-    name: str
-    kind: str                 # "cu", "python" or "command"
-    source: Path | None
-    command: list[str]
-    profkit_harness: bool = False  # prints result lines and honours PROFKIT_REPS / PROFKIT_WARMUP
-
-
-@dataclass
-class ProfileOptions:
-    name: str | None = None
-    arch: str | None = None
-    args: list[str] = field(default_factory=list)
-    nsys: bool = False
-    ncu: NcuOptions = field(default_factory=NcuOptions)
-    ncu_reps: int = 1            # timed launches per size under ncu (harness programs only)
-    timeout: float = 3600
-    python: str = sys.executable
-    guided: bool | None = None   # None: guided for a foreign program given no ncu filter (is_guided)
-    repeat: int = 1              # ncu captures per target: the spread --fail-if gates against
-    guide: GuidedOptions = field(default_factory=GuidedOptions)
+from profkit.session import sessions_root
+from profkit.session.store import SessionWriter
 
 
 def has_filter(ncu: NcuOptions) -> bool:
@@ -89,12 +63,13 @@ def check_targets(targets: list[str]) -> str:
 
 
 def resolve_targets(targets: list[str], options: ProfileOptions, build_dir: Path | None,
-                    log: Callable[[str], None]) -> tuple[list[Target], list[nvcc.BuildResult]]:
+                    log: Log) -> tuple[list[Target], list[nvcc.BuildResult]]:
     """Turn CLI targets into runnable commands, building .cu files first."""
     if check_targets(targets) == "command":
         name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(targets[0]).name)
         return [Target(name, "command", None, list(targets))], []
-    resolved, builds = [], []
+    resolved: list[Target] = []
+    builds: list[nvcc.BuildResult] = []
     for item in targets:
         path = Path(item)
         if path.suffix == ".cu":
@@ -109,27 +84,15 @@ def resolve_targets(targets: list[str], options: ProfileOptions, build_dir: Path
     return resolved, builds
 
 
-def _ncu_options_for(target: Target, options: NcuOptions, log: Callable[[str], None]) -> NcuOptions:
-    chosen = NcuOptions(**vars(options))
-    chosen.nvtx_include = list(options.nvtx_include)
-    if target.profkit_harness and not chosen.nvtx_include and not chosen.kernel_name:
-        chosen.nvtx_include = [f"{target.name}/"]
-    if not (target.profkit_harness or chosen.nvtx_include or chosen.kernel_name) and chosen.launch_count is None:
-        chosen.launch_count = FOREIGN_LAUNCH_CAP
-        log(f"ncu: --plain and no filter for {target.name}; capturing the first {FOREIGN_LAUNCH_CAP} launches "
-            "(--launch-count to change; without --plain profkit finds the kernels that hold the time first)")
-    return chosen
-
-
-def _progress_printer(log: Callable[[str], None], name: str) -> Callable[[str], None]:
-    def on_line(line: str) -> None:
-        if line.startswith("==PROF==") or line.startswith("==ERROR==") or line.startswith("==WARNING=="):
-            log(f"[{name}] {line}")
-    return on_line
+def steps_for(target: Target, options: ProfileOptions) -> list[CaptureStep]:
+    """The capture steps of one target, in order: guided (is_guided), or a timing run, ncu and, with --nsys, nsys."""
+    if is_guided(target, options):
+        return [GuidedCapture()]
+    return [TimingRun(), NcuCapture(), *([NsysCapture()] if options.nsys else [])]
 
 
 def profile(targets: list[str], options: ProfileOptions, *, root: Path | None = None,
-            log: Callable[[str], None] = process.echo_err) -> Path:
+            log: Log = process.echo_err) -> Path:
     """Run the whole capture and return the committed session folder."""
     check_targets(targets)
     root = Path(root) if root else sessions_root()
@@ -162,11 +125,11 @@ def profile(targets: list[str], options: ProfileOptions, *, root: Path | None = 
         signal.signal(signal.SIGTERM, previous)
 
 
-def _raise_interrupt(signum, frame):
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOptions, log) -> None:
+def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOptions, log: Log) -> None:
     process.require_tool("ncu")  # before anything is built or run
     if options.nsys:
         process.require_tool("nsys")
@@ -195,105 +158,41 @@ def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOpti
     writer.save_manifest()
 
 
-@contextlib.contextmanager
-def _wall_time(seconds: dict, step: str):
-    """seconds[step] = wall seconds of the block (rounded to ms)."""
-    started = time.perf_counter()
-    yield
-    seconds[step] = round(time.perf_counter() - started, 3)
-
-
-def _capture_one(writer: SessionWriter, target: Target, build, options: ProfileOptions, log) -> dict:
-    entry: dict = {"name": target.name, "kind": target.kind, "source": str(target.source or ""),
+def _capture_one(writer: SessionWriter, target: Target, build: nvcc.BuildResult | None, options: ProfileOptions,
+                 log: Log) -> dict[str, pd.DataFrame]:
+    """One target's capture: its build's files, then its capture steps, then its tables (none when this machine's
+    reader fails on the reports: the manifest says so and the session keeps them)."""
+    entry: dict[str, Any] = {"name": target.name, "kind": target.kind, "source": str(target.source or ""),
                    "command": shlex.join(target.command), "files": {}}
     writer.manifest["captures"].append(entry)
-    ptxas = sass = pd.DataFrame()
-    if build is not None:
-        writer.write_text(f"{target.name}.build.log", shlex.join(build.command) + "\n" + build.log + "\n")
-        entry["build_command"] = shlex.join(build.command)
-        entry["files"]["build_log"] = f"{target.name}.build.log"
-        ptxas = build.ptxas
-        sass_text = disassemble(build.binary, build.command[0])
-        if sass_text:  # kept beside the reports: a quick capture's FLOPs need it (build.sass)
-            writer.write_text(f"{target.name}.sass", sass_text)
-            entry["files"]["sass"] = f"{target.name}.sass"
-            sass = parse_sass(sass_text)
-    seconds = entry["wall_seconds"] = {}  # per step, so a --quick capture can be held against --set full
-    if is_guided(target, options):  # a foreign program prints no result lines: its first run is the nsys one
-        return _guided(writer, target, entry, pd.DataFrame(), options, log)
-    log(f"[{target.name}] timing run (no profiler): {shlex.join(target.command)}")
-    with _wall_time(seconds, "timing"):
-        timing = process.run(target.command, timeout=options.timeout)
-    writer.write_text(f"{target.name}.timing.log", timing.stdout + timing.stderr)
-    entry["files"]["timing_log"] = f"{target.name}.timing.log"
-    if timing.returncode != 0:
-        raise CaptureError(f"{target.name} failed in the timing run (exit {timing.returncode})",
-                           details=(timing.stderr or timing.stdout)[-3000:])
-    timings = parse_result_lines(timing.stdout)
-    entry["timed_results"] = len(timings)
-
-    ncu_options = _ncu_options_for(target, options.ncu, log)
-    env = {"PROFKIT_REPS": str(options.ncu_reps), "PROFKIT_WARMUP": "1"} if target.profkit_harness else None
-    what = f"--set {ncu_options.set_name}" if ncu_options.set_name else f"--metrics ({len(ncu_options.metrics)})"
-    reports = []
-    for repeat in range(options.repeat):
-        suffix = "" if repeat == 0 else f".r{repeat}"
-        report = writer.path(f"{target.name}{suffix}.ncu-rep")
-        count = f" (repeat {repeat + 1} of {options.repeat})" if options.repeat > 1 else ""
-        log(f"[{target.name}] ncu {what}{count} (each kernel is replayed once per pass)")
-        with _wall_time(seconds, f"ncu{suffix}"):
-            cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
-                                   on_line=_progress_printer(log, target.name))
-        writer.write_text(f"{target.name}{suffix}.ncu.log", ncu_log)
-        reports.append(report)
-    entry["ncu_command"] = shlex.join(cmd)
-    entry["ncu_env"] = env or {}
-    entry["files"].update(ncu_report=reports[0].name, ncu_log=f"{target.name}.ncu.log")
-    if len(reports) > 1:  # repeated captures: each launch carries its repeat as ncu_run (the gates' spread)
-        entry["files"]["ncu_reports"] = [r.name for r in reports]
-    report = reports if len(reports) > 1 else reports[0]
-    nsys_report = None
-    if options.nsys:
-        log(f"[{target.name}] nsys profile {' '.join(TRACE)}")
-        with _wall_time(seconds, "nsys"):
-            commands, nsys_log = run_nsys(writer.path(f"{target.name}.nsys-rep"), target.command,
-                                          timeout=options.timeout)
-        writer.write_text(f"{target.name}.nsys.log", nsys_log)
-        entry["nsys_commands"] = [shlex.join(c) for c in commands]
-        nsys_report = writer.path(f"{target.name}.sqlite")
-        entry["files"].update(nsys_report=f"{target.name}.nsys-rep", nsys_sqlite=nsys_report.name,
-                              nsys_log=f"{target.name}.nsys.log")
+    ptxas, sass = _keep_build(writer, target, build, entry)
+    entry["wall_seconds"] = {}  # per step, so a --quick capture can be held against --set full
+    captured = Captured(entry)
+    for step in steps_for(target, options):
+        step.run(target, writer, options, captured, log)
     writer.save_manifest()
     log(f"[{target.name}] deriving tables")
     try:
-        return capture_tables(CaptureFiles(target.name, report, nsys_report, timings, ptxas, sass),
-                              clock_control=ncu_options.clock_control, cache_control=ncu_options.cache_control)
-    except ReaderError as exc:  # this machine's ncu_report failed (e.g. crashed) on the report ncu just wrote
-        entry["tables_error"] = exc.message
-        return {}
-
-
-def _guided(writer: SessionWriter, target: Target, entry: dict, timings: pd.DataFrame, options: ProfileOptions,
-            log) -> dict:
-    """The guided part of one foreign program's capture (capture.guided), written into the session."""
-    result = capture_guided(target.command, writer.path, target.name, options.ncu, options.guide,
-                            timeout=options.timeout, log=log, on_line=_progress_printer(log, target.name))
-    entry["guided"] = result["plan"]
-    entry["wall_seconds"].update(result["wall_seconds"])
-    entry["nsys_commands"] = result["commands"]["nsys"]
-    entry["ncu_commands"] = result["commands"]["ncu"]
-    result["targets"].to_csv(writer.path(f"{target.name}.targets.csv"), index=False)
-    entry["files"].update(targets=f"{target.name}.targets.csv",
-                          nsys_report=result["nsys_report"].name, nsys_sqlite=result["sqlite"].name,
-                          nsys_log=f"{target.name}.nsys.log",
-                          ncu_reports=[r.name for r in result["ncu_reports"]],
-                          ncu_logs=[r.name.replace(".ncu-rep", ".ncu.log") for r in result["ncu_reports"]])
-    writer.save_manifest()
-    log(f"[{target.name}] deriving tables")
-    try:
-        return capture_tables(CaptureFiles(target.name, result["ncu_reports"], result["sqlite"], timings,
-                                           targets=result["targets"]),
+        return capture_tables(CaptureFiles(target.name, captured.ncu_reports, captured.sqlite, captured.timings,
+                                           ptxas, sass, targets=captured.targets),
                               clock_control=options.ncu.clock_control, cache_control=options.ncu.cache_control)
-    except ReaderError as exc:  # this machine's reader (ncu_report, duckdb) failed; the reports are whole
+    except ReaderError as exc:  # this machine's reader (ncu_report, duckdb) failed on reports that are whole
         entry["tables_error"] = exc.message
         return {}
+
+
+def _keep_build(writer: SessionWriter, target: Target, build: nvcc.BuildResult | None, entry: dict[str, Any]
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep a built target's build log and SASS beside its reports; (ptxas, sass) tables, empty without a build."""
+    if build is None:
+        return pd.DataFrame(), pd.DataFrame()
+    writer.write_text(f"{target.name}.build.log", shlex.join(build.command) + "\n" + build.log + "\n")
+    entry["build_command"] = shlex.join(build.command)
+    entry["files"]["build_log"] = f"{target.name}.build.log"
+    sass = pd.DataFrame()
+    sass_text = disassemble(build.binary, build.command[0])
+    if sass_text:  # kept beside the reports: a quick capture's FLOPs need it (build.sass)
+        writer.write_text(f"{target.name}.sass", sass_text)
+        entry["files"]["sass"] = f"{target.name}.sass"
+        sass = parse_sass(sass_text)
+    return build.ptxas, sass

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -189,9 +190,10 @@ def group(instances: pd.DataFrame) -> pd.DataFrame:
     targets["lo"] = targets["first_steady"].astype(int)
     targets["hi"] = targets["launches"].astype(int) - 1
     targets = targets.sort_values(["hi", "lo"])
-    run, lo, hi, members = 0, None, None, []
+    run, lo, hi = 0, 0, 0
+    members: list[Any] = []  # the index labels of the group being gathered
 
-    def close(members, lo, hi, run):
+    def close(members: list[Any], lo: int, hi: int, run: int) -> None:
         out.loc[members, "skip"] = int(min(lo + 1, hi))
         out.loc[members, "ncu_run"] = run
 

@@ -85,6 +85,7 @@ def frozen_imports():
 
 
 from profkit.cli import commands  # noqa: E402,F401 - registers the commands on `main`
+from profkit.cli import profile  # noqa: E402,F401 - registers `profile`
 from profkit.cli import show  # noqa: E402,F401 - registers `show`
 from profkit.cli import diffreport  # noqa: E402,F401 - registers `diff` and `report`
 from profkit.cli import bench  # noqa: E402,F401 - registers `bench`
