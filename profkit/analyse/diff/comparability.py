@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -27,8 +28,9 @@ COMPARABILITY: list[Check] = [
 
 COMPARABILITY_COLUMNS = ["field", "label", "a", "b", "severity", "message"]
 
-def manifest_field(manifest: dict, path: str):
-    value = manifest
+def manifest_field(manifest: dict, path: str) -> Any:
+    """The value at a dotted path ("versions.cuda") of a manifest; None where a part is missing."""
+    value: Any = manifest
     for part in path.split("."):
         if not isinstance(value, dict):
             return None
