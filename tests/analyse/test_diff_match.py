@@ -22,7 +22,7 @@ from profkit.analyse.diff import diff
 from profkit.analyse.diff.gates import evaluate, parse_threshold
 from profkit.analyse.diff.match import match_kernel_rows
 from profkit.analyse.diff.metrics import metric_table
-from profkit.analyse.diff.work import Work, compare_work
+from profkit.analyse.diff.work import Work, compare_work, flop_classes
 from profkit.analyse.kernel_rows import KEYS
 from profkit.errors import UsageError
 from profkit.parse.files import plain_file
@@ -172,26 +172,52 @@ TNT = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"
 NTN = "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN"
 
 
-def test_eager_vs_compiled_gemms_of_different_sizes_are_not_paired_as_equal(train_step):
+def test_eager_vs_compiled_gemms_pair_by_the_launch_of_their_own_size(train_step):
     """The eager step's attention projection GEMM (8192 × 1024 × 1024) against the compiled step's instance of the
-    same kernel, which ncu profiled twice: once for that projection, once for an MLP GEMM (× 4096). Its median is
-    no launch's work, so the pair is "mixed", and the duration gate compares time per FLOP."""
+    same kernel and grid, which ncu profiled twice: once for that projection, once for an MLP GEMM (× 4096). The
+    whole-session diff splits that instance by work and pairs the projection with the projection (it paired the
+    instance's median, 2.5 times the FLOPs, "+132.8 % worse"); the MLP launch has no eager partner."""
     result, eager, compiled = train_step
     mine = eager[eager["kernel"] == TNT]
     theirs = compiled[compiled["kernel"] == TNT]
     assert list(mine["tensor_flops"]) == [_gemm_flops(1024)]
     assert sorted(theirs["tensor_flops"]) == [_gemm_flops(1024), _gemm_flops(4096)]
     pair = _pair(result, TNT, "2×66×1")
-    assert pair.match == "name, mixed work" and pair.work.unit == "FLOP"
+    assert pair.match == "name+work" and pair.work.equal
+    assert pair.b.row["tensor_flops"] == pytest.approx(_gemm_flops(1024), rel=1e-9)
+    same = theirs[theirs["tensor_flops"] == _gemm_flops(1024)]["duration_ns"].iloc[0]
+    assert pair.b.row["duration_us"] == pytest.approx(same / 1e3, rel=1e-9) and len(pair.b.launches()) == 1
+    check = result.checks[result.checks["pair"] == pair.name].iloc[0]
+    time_a = mine["duration_ns"].iloc[0]
+    assert check["compared"] == "as measured"
+    assert check["observed"] == pytest.approx(100 * (same - time_a) / time_a, rel=1e-6)
+    left = result.unmatched[(result.unmatched["side"] == "B") & (result.unmatched["kernel"] == TNT)]
+    assert list(left["label"].str.endswith("(68.7G FLOP)")) == [True]
+
+
+def test_a_mixed_instance_named_by_pattern_is_compared_per_flop():
+    """Named by pattern, the compiled side is the whole instance (its median over both launches): "mixed work",
+    and the duration gate compares time per FLOP, not +132.8 %."""
+    eager, compiled = _ncu_launches(EAGER), _ncu_launches(COMPILED)
+    mine, theirs = eager[eager["kernel"] == TNT], compiled[compiled["kernel"] == TNT]
+    result = diff(f"{EAGER}:{TNT}", f"{COMPILED}:{TNT}", root=SESSIONS, fail_if=["duration>+5%"])
+    pair = result.pairs[0]
+    assert pair.match == "named, mixed work" and pair.work.unit == "FLOP"
     median_b = statistics.median(theirs["tensor_flops"])
     assert pair.work.ratio == pytest.approx(median_b / _gemm_flops(1024), rel=1e-6)  # 2.5 by hand
-    check = result.checks[result.checks["pair"] == pair.name].iloc[0]
+    check = result.checks.iloc[0]
     time_a, time_b = mine["duration_ns"].iloc[0], statistics.median(theirs["duration_ns"])
     per_flop = 100 * (time_b / median_b - time_a / _gemm_flops(1024)) / (time_a / _gemm_flops(1024))
     assert check["observed"] == pytest.approx(per_flop, rel=1e-6) and per_flop < 0   # faster per FLOP
     assert 100 * (time_b - time_a) / time_a > 100                                     # raw: "+133 % worse"
     assert check["status"] == "pass" and check["compared"] == "per FLOP"
     assert "compared per FLOP" in check["message"] and "different work" in check["message"]
+
+
+def test_flop_classes_split_only_instances_whose_launches_differ():
+    launches = pd.DataFrame({"capture": "c", "kernel": ["g"] * 5 + ["e"] * 2, "grid": "1", "block": "1",
+                             "nvtx_path": "", "total_flops": [68.7e9, 17.2e9, 550e9, 17.3e9, 69.0e9, 1e6, 1.01e6]})
+    assert list(flop_classes(launches)) == [2, 1, 3, 1, 2, 0, 0]
 
 
 def test_the_duration_gate_passes_the_faster_compiled_step(train_step):
@@ -324,8 +350,10 @@ def test_the_markdown_summary_says_what_each_gate_compared(train_step):
     result, _, _ = train_step
     text = markdown_summary(result.checks)
     assert "| gate | pair | compared | status | detail |" in text
+    adam = [line for line in text.splitlines() if "multi_tensor_apply_kernel" in line]  # 763.5M → 846.0M FLOPs
+    assert len(adam) == 1 and "| per FLOP |" in adam[0] and "compared per FLOP" in adam[0]
     tnt = [line for line in text.splitlines() if TNT in line]
-    assert len(tnt) == 1 and "| per FLOP |" in tnt[0] and "compared per FLOP" in tnt[0]
+    assert len(tnt) == 1 and "| as measured |" in tnt[0] and "compared as measured" in tnt[0]
     assert sum("| as measured |" in line for line in text.splitlines()) == sum(p.work.equal for p in result.pairs)
 
 

@@ -27,10 +27,10 @@ from profkit.analyse.diff.match import match_kernel_rows
 from profkit.analyse.diff.metrics import METRIC_COLUMNS, metric_table
 from profkit.analyse.diff.rules import explain
 from profkit.analyse.diff.sides import KernelSide, find_session, resolve, timeline_only
-from profkit.analyse.diff.work import WorkComparison, compare_work, match_label, row_works
+from profkit.analyse.diff.work import WorkComparison, compare_work, instances_by_work, match_label, work_of
 from profkit.analyse.bundle import Bundle
 from profkit.analyse.instructions import opcode_comparison
-from profkit.analyse.kernel_rows import KEYS, kernel_rows
+from profkit.analyse.kernel_rows import KEYS
 from profkit.errors import UsageError
 
 __all__ = ["DiffResult", "PairDiff", "ThresholdViolated", "diff", "find_session"]
@@ -151,15 +151,16 @@ def diff(a_spec: str, b_spec: str, *, root: Path | None = None, force: bool = Fa
                          hint="name kernels or NVTX ranges, e.g. SESSION:range_a SESSION:range_b")
     if kind == "sessions":
         session_a, session_b = a, b
-        launches_a, launches_b = a.stored("launches"), b.stored("launches")
-        rows_a, rows_b = kernel_rows(launches_a), kernel_rows(launches_b)
+        (rows_a, launches_a), (rows_b, launches_b) = instances_by_work(a), instances_by_work(b)
         if rows_a.empty or rows_b.empty:
             empty = a if rows_a.empty else b
             raise timeline_only(empty) or UsageError(
                 f"{'session' if empty.kind == 'session' else 'report'} {empty.name} has no ncu kernel launches to diff")
-        matched, unmatched = match_kernel_rows(rows_a, rows_b, row_works(rows_a, launches_a),
-                                               row_works(rows_b, launches_b))
-        sides = [(KernelSide(a, rows_a.loc[i]), KernelSide(b, rows_b.loc[j]), level) for i, j, level in matched]
+        matched, unmatched = match_kernel_rows(rows_a, rows_b,
+                                               {i: work_of(rows_a.loc[i], launches_a[i]) for i in rows_a.index},
+                                               {j: work_of(rows_b.loc[j], launches_b[j]) for j in rows_b.index})
+        sides = [(KernelSide(a, rows_a.loc[i], stands_for=launches_a[i]),
+                  KernelSide(b, rows_b.loc[j], stands_for=launches_b[j]), level) for i, j, level in matched]
     else:
         session_a, session_b = a.source, b.source
         sides = [(a, b, "named")]

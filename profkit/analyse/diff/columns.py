@@ -52,7 +52,9 @@ WORK = {
                             "work), name+shape+nvtx, name+nvtx, name, only kernel (two one-kernel captures), named "
                             "(two kernel patterns); +work when equal work singled it out among kernels of that name; "
                             "', unequal work' / ', mixed work' / ', work not measured' otherwise ('exact key, ...' "
-                            "for the exact key): unequal work is never exact"),
+                            "for the exact key): unequal work is never exact. A whole-capture diff first splits an "
+                            "instance whose launches differ in FLOPs into one row per work (its label ends in "
+                            "'(N FLOP)')"),
     "status": Column("text", f"equal (FLOPs within {FLOP_TOLERANCE:.0%}, or DRAM bytes within "
                              f"{BYTE_TOLERANCE:.0%} for kernels without floating-point work), unequal, mixed (a side's "
                              "launches differ in FLOPs, so its median is no launch's work) or not measured"),

@@ -31,12 +31,14 @@ _LAUNCH = re.compile(r"^(.*)#(\d+)$")
 @dataclass
 class KernelSide:
     """One side of a kernel diff: the capture it came from, its kernel row, and how it was chosen. members: the
-    kernel rows a summed row (``summed_row``) adds up; None for one kernel instance."""
+    kernel rows a summed row (``summed_row``) adds up; None for one kernel instance. stands_for: the launches of a
+    row that is one work of a split instance (work.flop_classes); None: every launch of its instance."""
 
     source: Bundle
     row: pd.Series
     note: str = ""
     members: pd.DataFrame | None = None
+    stands_for: pd.DataFrame | None = None  # its launches when the diff split an instance by work (diff.work)
 
     @property
     def label(self) -> str:
@@ -48,7 +50,9 @@ class KernelSide:
 
     def launches(self) -> pd.DataFrame:
         """The ncu launches this side stands for: its instance's, every member's for a summed row, the one for a
-        #launch (a one-launch row that carries its launch number)."""
+        #launch (a one-launch row that carries its launch number), those of its work for a split instance."""
+        if self.stands_for is not None:
+            return self.stands_for
         launches = self.source.stored("launches")
         if launches.empty or "kernel" not in launches:
             return launches

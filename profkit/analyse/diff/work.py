@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from profkit.analyse.kernel_rows import KEYS
+from profkit.analyse.kernel_rows import KEYS, kernel_labels, kernel_rows
 from profkit.units import human, to_float as _num
 
 FLOP_TOLERANCE = 0.02
@@ -89,14 +89,58 @@ def work_of(row: pd.Series, launches: pd.DataFrame | None = None) -> Work:
     return Work(_num(row.get("total_flops")), _num(row.get("dram_bytes")), low, high)
 
 
-def row_works(rows: pd.DataFrame, launches: pd.DataFrame) -> dict[object, Work]:
-    """Each kernel row's Work (by index), with the FLOP spread of the launches of its instance (KEYS)."""
+WORK_CLASS = "work_class"
+"""The launches column ``flop_classes`` writes: which work of its instance a launch did (0: the instance did one)."""
+
+
+def flop_classes(launches: pd.DataFrame) -> pd.Series:
+    """Per ncu launch, its class among its instance's (KEYS) launches by FLOPs: sorted, a new class starts where a
+    count is more than FLOP_TOLERANCE above the one before. 1, 2, ... from the fewest FLOPs, for instances whose
+    launches differ (a persistent GEMM launched for several sizes); 0 for the rest."""
+    out = pd.Series(0, index=launches.index, name=WORK_CLASS, dtype="int64")
+    if launches.empty or "total_flops" not in launches:
+        return out
+    flops = pd.to_numeric(launches["total_flops"], errors="coerce")
+    for _, index in launches.groupby(_keys(launches), sort=False).groups.items():
+        values = flops.loc[index].dropna().sort_values(kind="stable")
+        if len(values) < 2 or values.iloc[-1] - values.iloc[0] <= FLOP_TOLERANCE * values.iloc[-1]:
+            continue
+        step = (values > values.shift(1) * (1 + FLOP_TOLERANCE)) & values.shift(1).notna()
+        out.loc[values.index] = step.cumsum().to_numpy() + 1
+    return out
+
+
+def _keys(frame: pd.DataFrame, extra: tuple[str, ...] = ()) -> list[pd.Series]:
+    return [frame[k].fillna("").astype(str) if k in frame else pd.Series("", index=frame.index)
+            for k in (*KEYS, *extra)]
+
+
+def row_launches(rows: pd.DataFrame, launches: pd.DataFrame,
+                 extra: tuple[str, ...] = ()) -> dict[object, pd.DataFrame]:
+    """Each kernel row's launches (by index): those sharing its KEYS and `extra` key columns."""
     if launches.empty or "kernel" not in launches:
-        return {i: work_of(rows.loc[i]) for i in rows.index}
-    keys = [launches[k].fillna("").astype(str) if k in launches else pd.Series("", index=launches.index)
-            for k in KEYS]
-    groups = {key: launches.loc[index] for key, index in launches.groupby(keys, sort=False).groups.items()}
-    return {i: work_of(rows.loc[i], groups.get(tuple(str(rows.at[i, k]) for k in KEYS))) for i in rows.index}
+        return {i: launches for i in rows.index}
+    groups = {key if isinstance(key, tuple) else (key,): launches.loc[index]
+              for key, index in launches.groupby(_keys(launches, extra), sort=False).groups.items()}
+    empty = launches.iloc[0:0]
+    return {i: groups.get(tuple(str(rows.at[i, k]) for k in (*KEYS, *extra)), empty) for i in rows.index}
+
+
+def instances_by_work(source) -> tuple[pd.DataFrame, dict]:
+    """The kernel rows of a whole capture (a Bundle), an instance whose launches do different work (work.flop_classes) split
+    into one row per work, labelled with its FLOPs; and each row's launches (by index). One profiled launch of a
+    persistent GEMM per problem size then pairs with the launch of its own size on the other side."""
+    launches = source.stored("launches")
+    if launches.empty or "kernel" not in launches:
+        rows = kernel_rows(launches)
+        return rows, {i: launches for i in rows.index}
+    classed = launches.assign(**{WORK_CLASS: flop_classes(launches)})
+    rows = kernel_rows(classed, extra_keys=(WORK_CLASS,), labelled=False)
+    whole = rows.drop_duplicates(KEYS)
+    label = dict(zip(map(tuple, whole[KEYS].to_numpy()), kernel_labels(whole)))
+    rows["label"] = [label[tuple(k)] if c == "0" else f"{label[tuple(k)]} ({human(f)} FLOP)"
+                     for k, c, f in zip(rows[KEYS].to_numpy(), rows[WORK_CLASS], rows["total_flops"])]
+    return rows, row_launches(rows, classed, (WORK_CLASS,))
 
 
 def _within(a: float, b: float, tolerance: float) -> bool:
