@@ -18,8 +18,10 @@ Per kernel instance (kernel, grid, block) over the steady state (a guided captur
   bound                              from ncu's speed of light: memory (busiest of DRAM/L2/L1) or compute (SM) above
                                      60% of peak, else latency; with the unit's % of peak
   top_stall                          the largest warp-stall reason, cycles per issued instruction
-  ceiling_us                         its time at its roofline ceiling: max over FLOPs / its compute peak and bytes /
-                                     bandwidth at DRAM, L2 and L1 (all peaks the report's own), scaled to its launches
+  ceiling_us                         its time at its roofline ceiling: max over each pipe's work at its peak (tensor
+                                     ops at the dense, or sparse where used, peak of their instruction path) and bytes
+                                     / bandwidth at DRAM, L2 and L1, every peak the report's own at the profiled
+                                     launch's clock (roofline.ceiling_seconds), scaled to its launches
   roofline_pct                       ceiling time / measured time: how close it runs to its roofline
   limit                              which ceiling sets ceiling_us (a compute roof or a memory level)
   saved_us, saved_pct                time_us - ceiling_us: what reaching the roofline would save; its share of
@@ -134,30 +136,9 @@ def idle_rows(window: pd.DataFrame, gaps: pd.DataFrame, gpu_us: float) -> list[d
 
 
 def ceiling_seconds(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel row: its roofline time (max of FLOPs / compute peak and bytes / bandwidth per level, the peaks from
-    the rows' own counters) and which ceiling sets it. Columns: ceiling_s, limit."""
-    ceils = roofline.ceilings(rows, tensor="used")
-    roofs, memory = ceils[ceils["kind"] == "compute"], ceils[ceils["kind"] == "bandwidth"]
-    compute, bandwidth = dict(zip(roofs["ceiling"], roofs["value"])), dict(zip(memory["level"], memory["value"]))
-    traffic = roofline.level_bytes(rows)
-    # plain dicts of the columns read here: iterrows built a Series of every column per row (8-13 ms of a show)
-    read = [c for c in ("total_flops", *roofline.ROOF_WORK.values()) if c in rows]
-    out = []
-    for idx, row in zip(rows.index, rows[read].to_dict("records")):
-        terms = {}
-        flops = pd.to_numeric(row.get("total_flops"), errors="coerce")
-        if pd.notna(flops) and flops > 0:
-            roof = roofline.dominant_roof(row)
-            peak = compute.get(roof, compute.get("fp32"))
-            if peak:
-                terms[roof] = flops / peak
-        for level, (column, name, _, _) in roofline.LEVELS.items():
-            moved = traffic.at[idx, column]
-            if pd.notna(moved) and moved > 0 and bandwidth.get(level):
-                terms[name] = moved / bandwidth[level]
-        limit = max(terms, key=terms.get) if terms else ""
-        out.append({"ceiling_s": terms[limit] if terms else math.nan, "limit": limit})
-    return pd.DataFrame(out, index=rows.index, columns=["ceiling_s", "limit"])
+    """Per kernel row: its roofline time and which ceiling sets it (roofline.ceiling_seconds: each pipe's work and
+    each level's bytes at the row's own peaks). Columns: ceiling_s, limit."""
+    return roofline.ceiling_seconds(rows)
 
 
 def _hottest_lines(source: pd.DataFrame) -> dict:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from profkit.analyse.roofline import sm_clock
 from profkit.parse import catalog
 
 SECTOR_BYTES = 32
@@ -187,7 +188,7 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     df["total_flops"] = pd.concat([df[c] for c in ("fp32_flops", "fp64_flops", "fp16_flops", "tensor_flops")],
                                   axis=1).sum(axis=1, min_count=1)
     df["achieved_tflops"] = _ratio(df["total_flops"], seconds) / 1e12
-    df["peak_fp32_tflops"] = 2 * _col(df, "peak_ffma_per_cycle") * _col(df, "sm_cycles_per_second") / 1e12
+    df["peak_fp32_tflops"] = 2 * _col(df, "peak_ffma_per_cycle") * sm_clock(df) / 1e12
     df["fp32_pct_of_peak"] = 100 * _ratio(_ratio(df["fp32_flops"], seconds) / 1e12, df["peak_fp32_tflops"])
     df["dram_flop_per_byte"] = _ratio(df["total_flops"], df["dram_bytes"])
     df["l2_flop_per_byte"] = _ratio(df["total_flops"], _col(df, "l2_sectors") * SECTOR_BYTES)

@@ -14,7 +14,25 @@ STALL_REASONS = [
 ]
 
 # Tensor-core operation counters (1 FMA = 2 ops), by input type; Hopper and Ada both report these.
-TENSOR_OP_TYPES = ["fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "fp8_sparsity_off", "int8"]
+TENSOR_OP_TYPES = ["fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "fp8_sparsity_off", "fp8_sparsity_on", "int8"]
+
+TENSOR_PATHS: dict[str, list[str]] = {
+    "fp16": ["hgmma_src_fp16_sparsity_off", "hgmma_src_fp16_sparsity_on",
+             "hmma_src_fp16_dst_fp16_sparsity_off", "hmma_src_fp16_dst_fp16_sparsity_on",
+             "hmma_src_fp16_dst_fp32_sparsity_off", "hmma_src_fp16_dst_fp32_sparsity_on"],
+    "bf16_dst_fp32": ["hgmma_src_bf16_dst_fp32_sparsity_off", "hgmma_src_bf16_dst_fp32_sparsity_on",
+                      "hmma_src_bf16_dst_fp32_sparsity_off", "hmma_src_bf16_dst_fp32_sparsity_on"],
+    "tf32_dst_fp32": ["hgmma_src_tf32_dst_fp32_sparsity_off", "hgmma_src_tf32_dst_fp32_sparsity_on",
+                      "hmma_src_tf32_dst_fp32_sparsity_off", "hmma_src_tf32_dst_fp32_sparsity_on"],
+    "int8": ["igmma_src_int8_sparsity_off", "igmma_src_int8_sparsity_on",
+             "imma_src_int8_sparsity_off", "imma_src_int8_sparsity_on"],
+}
+"""Instruction paths of a tensor input type (sm__ops_path_tensor_op_<path>): warpgroup MMA (*gmma) or warp MMA
+(*mma), dense or 2:4 sparse. The per-type total sm__ops_path_tensor_src_<type> has the fastest path's peak, the
+sparse one (8192 FLOP/clk/SM for bf16 on sm_90, twice the dense wgmma path's 4096), so a type's ceiling is taken
+per path. On the H200 the tensor pipe's busy cycles equal the ops of each path over that path's peak, summed: an
+int8 GEMM on the mma.sync path (imma, 5461 ops/clk/SM) 70.6 % busy is 66.2 % of that path's peak over elapsed
+cycles, not 44 % of wgmma's (int8-linear-m2048-tma). fp64 and fp8 have one path each (their totals)."""
 
 RAW_METRICS: dict[str, list[str]] = {
     # launch
@@ -90,6 +108,8 @@ RAW_METRICS: dict[str, list[str]] = {
     "sm_cycles_per_second": ["sm__cycles_elapsed.avg.per_second"],
     "dram_cycles_per_second": ["dram__cycles_elapsed.avg.per_second"],
     "lts_cycles_per_second": ["lts__cycles_elapsed.avg.per_second"],
+    "sm_elapsed_cycles": ["sm__cycles_elapsed.avg"],
+    "sm_active_cycles": ["sm__cycles_active.avg"],
     # ceilings, from the report itself
     "peak_ffma_per_cycle": ["sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"],
     "peak_dfma_per_cycle": ["sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained"],
@@ -102,6 +122,8 @@ RAW_METRICS: dict[str, list[str]] = {
     "device_cc_major": ["device__attribute_compute_capability_major"],
     "device_cc_minor": ["device__attribute_compute_capability_minor"],
     "device_l2_bytes": ["device__attribute_l2_cache_size"],
+    # the SM clock's ceiling: a launch of a few µs reads sm__cycles_elapsed.avg.per_second up to 13 % above it
+    "device_max_sm_clock_khz": ["device__attribute_max_gpu_frequency_khz", "device__attribute_clock_rate"],
 }
 # The ratio metric drops the plural of "no_instructions" (the per-PC sampling metric keeps it).
 RATIO_NAMES = {"no_instructions": "no_instruction"}
@@ -113,6 +135,10 @@ RAW_METRICS.update({f"tensor_ops_{kind}": [f"sm__ops_path_tensor_src_{kind}.sum"
 RAW_METRICS.update({f"peak_tensor_ops_per_second_{kind}":
                     [f"sm__ops_path_tensor_src_{kind}.sum.peak_sustained_elapsed.per_second"]
                     for kind in TENSOR_OP_TYPES})
+RAW_METRICS.update({f"tensor_ops_path_{path}": [f"sm__ops_path_tensor_op_{path}.sum"]
+                    for paths in TENSOR_PATHS.values() for path in paths})
+RAW_METRICS.update({f"peak_tensor_path_ops_per_cycle_{path}": [f"sm__ops_path_tensor_op_{path}.sum.peak_sustained"]
+                    for paths in TENSOR_PATHS.values() for path in paths})
 
 STRING_METRICS: dict[str, list[str]] = {
     "device_name": ["device__attribute_display_name"],
