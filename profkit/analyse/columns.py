@@ -169,7 +169,8 @@ COLUMNS: dict[str, Column] = {
     "tensor_flops": Column("FLOP", "tensor-core operations", "ncu sm__ops_path_tensor_src_*.sum"),
     "achieved_tflops": Column("TFLOP/s", "total_flops / duration", "derived"),
     "peak_fp32_tflops": Column("TFLOP/s", "the report's own fp32 peak",
-                               "2 × sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained × SM clock"),
+                               "2 × sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained × SM clock "
+                               "(capped at device__attribute_max_gpu_frequency_khz)"),
     "fp32_pct_of_peak": Column("%", "fp32 FLOP/s of the fp32 peak", "derived"),
     "dram_flop_per_byte": Column("FLOP/B", "arithmetic intensity against DRAM traffic", "total_flops / dram_bytes"),
     "l2_flop_per_byte": Column("FLOP/B", "arithmetic intensity against L2 traffic", "total_flops / (L2 sectors × 32)"),
@@ -199,11 +200,14 @@ COLUMNS: dict[str, Column] = {
                             "latency, with the unit's % of peak; launch: host when gpu_busy_pct < 50 (the GPU "
                             "waited for the host longer than it ran kernels in the loop's span), else GPU",
                     "ncu speed of light / nsys"),
-    "ceiling_us": Column("µs", "the row's time at its roofline ceiling: max of FLOPs / compute peak and bytes / "
-                               "bandwidth at DRAM, L2, L1 (the report's own peaks), over its launches", "derived"),
+    "ceiling_us": Column("µs", "the row's time at its roofline ceiling, over its launches: the largest of its tensor "
+                               "ops at the peak of the instruction paths they ran on (dense, sparse only where "
+                               "used), its fp32/fp64/fp16 FLOPs at theirs and its bytes / bandwidth at DRAM, L2, "
+                               "L1 (the report's own peaks at the profiled launch's clock)", "derived"),
     "roofline_pct": Column("%", "ceiling time / measured time: how close the kernel runs to its roofline",
                            "derived"),
-    "limit": Column("text", "the ceiling that sets ceiling_us (a compute roof or a memory level)", "derived"),
+    "limit": Column("text", "the ceiling that sets ceiling_us (a compute roof: tensor <type>, fp32, fp64, fp16; or "
+                            "a memory level: DRAM, L2, L1/shared)", "derived"),
     "saved_us": Column("µs", "time the row would save at its roofline ceiling (idle rows: the idle time)",
                        "time_us - ceiling_us"),
     "saved_pct": Column("%", "saved_us's share of the window's GPU time (span_pct's denominator, one for kernel "
