@@ -172,6 +172,15 @@ COLUMNS: dict[str, Column] = {
                                "2 × sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained × SM clock "
                                "(capped at device__attribute_max_gpu_frequency_khz)"),
     "fp32_pct_of_peak": Column("%", "fp32 FLOP/s of the fp32 peak", "derived"),
+    "roof": Column("text", "the launch's compute roof: that of the operand type that did most of its FLOPs "
+                           "(tensor <type>, fp32, fp64, fp16)", "derived"),
+    "roof_tflops": Column("TFLOP/s", "the compute roof at the launch's clock: a tensor type at the dense, or sparse "
+                                     "where used, peak of the instruction paths it ran on",
+                          "sm__ops_path_tensor_op_<path>.sum.peak_sustained (or the CUDA-core peak) × SM clock"),
+    "roof_pct": Column("%", "achieved_tflops of roof_tflops", "derived"),
+    "pipe_check": Column("text", "the tensor roof against the tensor pipe's utilisation: agrees, roof too high or "
+                                 "roof too low (empty without tensor work)",
+                         "sm__pipe_tensor_cycles_active × active / elapsed SM cycles"),
     "dram_flop_per_byte": Column("FLOP/B", "arithmetic intensity against DRAM traffic", "total_flops / dram_bytes"),
     "l2_flop_per_byte": Column("FLOP/B", "arithmetic intensity against L2 traffic", "total_flops / (L2 sectors × 32)"),
     "instructions_executed": Column("count", "warp-level instructions executed", "ncu smsp__inst_executed.sum / "

@@ -220,6 +220,19 @@ def dominant_roof(row: pd.Series) -> str:
     return max(work, key=work.get) if work else "fp32"
 
 
+def compute_roof(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each row's compute roof: roof, the ceiling of the operand type that did most of its FLOPs (dominant_roof), and
+    roof_flops_per_second, that ceiling at the row's own clock (kernel_roofs: a tensor type at the peak of the paths
+    the row ran on). What the launch table's roofline view shows beside the fp32 peak."""
+    roofs = kernel_roofs(rows)
+    work = pd.DataFrame({column: _col(rows, column) for column in ROOF_WORK.values()}, index=rows.index)
+    # under one FLOP is rounding residue (HFMA2 moves taken out of the fp16 count), no work to have a roof for
+    some = (_col(rows, "total_flops") >= 1).to_numpy()
+    names = [dominant_roof(record) if any_work else "" for record, any_work in zip(work.to_dict("records"), some)]
+    values = [roofs.at[idx, name] if name else np.nan for idx, name in zip(rows.index, names)]
+    return pd.DataFrame({"roof": names, "roof_flops_per_second": values}, index=rows.index)
+
+
 def ceiling_seconds(rows: pd.DataFrame) -> pd.DataFrame:
     """Per kernel row: its roofline time and which ceiling sets it (columns ceiling_s, limit).
 

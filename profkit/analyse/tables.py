@@ -12,6 +12,9 @@
   shared_excessive_pct   shared-memory wavefronts beyond the ideal (bank conflicts)
   fp32/fp64/fp16/tensor_flops  floating-point operations from the instruction counters (FMA = 2)
   achieved_tflops, peak_fp32_tflops, peak_dram_gbps  rates and the report's own *.peak_sustained ceilings
+  roof, roof_tflops, roof_pct  the launch's compute roof (the operand type that did most of its FLOPs; a tensor type
+                         at the dense, or sparse where used, peak of the paths it ran on) and achieved_tflops' share
+  pipe_check             that roof against the tensor pipe's utilisation (roofline.pipe_check)
   dram_flop_per_byte, l2_flop_per_byte  arithmetic intensity against DRAM and L2 traffic
   gld_bytes_per_flop     global-load bytes requested per FLOP (falls with tiling)
   flop_per_shared_load   FLOPs per warp-level shared-memory load instruction (rises with register tiling)
@@ -24,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profkit.analyse.roofline import sm_clock
+from profkit.analyse.roofline import compute_roof, pipe_check, sm_clock
 from profkit.parse import catalog
 
 SECTOR_BYTES = 32
@@ -43,6 +46,8 @@ VIEWS: dict[str, list[str]] = {
     "stalls": ["kernel", "stall_1", "stall_1_cycles", "stall_2", "stall_2_cycles", "stall_3", "stall_3_cycles"],
     "roofline": ["kernel", "total_flops", "achieved_tflops", "peak_fp32_tflops", "fp32_pct_of_peak",
                  "tensor_flops", "dram_flop_per_byte", "l2_flop_per_byte", "peak_dram_gbps"],
+    "roofs": ["kernel", "duration_us", "achieved_tflops", "roof", "roof_tflops", "roof_pct", "tensor_pipe_pct",
+              "pipe_check"],
     "mechanism": ["kernel", "gld_bytes_per_flop", "excessive_sectors_pct", "flop_per_shared_load",
                   "ldg128_fraction", "lds128_fraction", "registers_per_thread", "achieved_tflops"],
     "fma": ["kernel", "ffma_instructions", "ffma_inplace_fraction", "ffma_unshared_fraction",
@@ -190,6 +195,11 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     df["achieved_tflops"] = _ratio(df["total_flops"], seconds) / 1e12
     df["peak_fp32_tflops"] = 2 * _col(df, "peak_ffma_per_cycle") * sm_clock(df) / 1e12
     df["fp32_pct_of_peak"] = 100 * _ratio(_ratio(df["fp32_flops"], seconds) / 1e12, df["peak_fp32_tflops"])
+    roof = compute_roof(df)
+    df["roof"] = roof["roof"]
+    df["roof_tflops"] = roof["roof_flops_per_second"] / 1e12
+    df["roof_pct"] = 100 * _ratio(df["achieved_tflops"], df["roof_tflops"])
+    df["pipe_check"] = pipe_check(df)["pipe_check"]
     df["dram_flop_per_byte"] = _ratio(df["total_flops"], df["dram_bytes"])
     df["l2_flop_per_byte"] = _ratio(df["total_flops"], _col(df, "l2_sectors") * SECTOR_BYTES)
     df["gld_bytes_per_flop"] = _ratio(_col(df, "global_load_sectors") * SECTOR_BYTES, df["total_flops"])

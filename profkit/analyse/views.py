@@ -54,6 +54,8 @@ LAUNCH_VIEW_TEXT = {
                    "128-bit load shares."),
     "stalls": ("Warp stalls", "The three largest stall reasons, in cycles per issued instruction."),
     "roofline": ("Roofline figures", "FLOPs, achieved rate, the report's own fp32 peak and arithmetic intensity."),
+    "roofs": ("Compute roofs", "Each launch's compute roof (a tensor type at the dense, or sparse where used, peak of "
+              "the paths it ran on), its share of it, and that roof checked against the tensor pipe's utilisation."),
     "mechanism": ("Mechanism", "The per-FLOP figures that move with tiling, coarsening, register tiling and "
                   "vector loads."),
     "fma": ("FFMA register use", "How executed FFMAs use registers (needs per-PC SASS): in place, operand reuse, "

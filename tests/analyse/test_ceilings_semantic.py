@@ -107,6 +107,12 @@ def test_the_tensor_ceiling_is_the_dense_path_peak(gemm):
     points = roofline.points(row, roofline.ceilings(row))
     assert set(points["roof"]) == {"tensor bf16_dst_fp32"}
     assert points["roof_flops_per_second"].to_numpy() == pytest.approx(dense, rel=1e-9)
+    # the launch table's roofline view: its roof, that roof's share, the pipe's verdict
+    achieved = row.at[0, "total_flops"] / (m["gpu__time_duration.sum"] * 1e-9)
+    assert row.at[0, "roof"] == "tensor bf16_dst_fp32" and row.at[0, "pipe_check"] == "agrees"
+    assert row.at[0, "roof_tflops"] == pytest.approx(dense / 1e12, rel=1e-9)
+    assert row.at[0, "roof_pct"] == pytest.approx(100 * achieved / dense, rel=1e-9)
+    assert row.at[0, "peak_fp32_tflops"] == pytest.approx(fp32 / 1e12, rel=1e-9)
 
 
 def test_roofline_pct_and_limit_of_a_cublas_gemm(gemm):
@@ -192,3 +198,20 @@ def test_the_committed_gpt_step_shows_busy_gemms_near_their_roofline():
             assert pct >= 85 and limit in ("tensor bf16_dst_fp32", "L1/shared"), (launch, pct, limit)
             busy += 1
     assert busy >= 4
+
+
+def test_the_roofs_table_of_the_committed_gpt_step():
+    """`show -t roofs`: each launch's compute roof. The nvjet GEMMs are put against the dense wgmma peak at their own
+    clock (540672 ops/clk × sm__cycles_elapsed.avg.per_second, from the stored raw columns) and read ≥ 85 % of it
+    where their tensor pipe was ≥ 90 % busy; every launch with tensor work agrees with its pipe."""
+    import profkit
+
+    roofs = profkit.load(SESSIONS / "train-step-guided").table("roofs")
+    launches = load_session(SESSIONS / "train-step-guided").table("launches")
+    gemms = roofs[roofs["kernel"].astype(str).str.startswith("nvjet")]
+    assert len(gemms) >= 8 and set(gemms["roof"]) == {"tensor bf16_dst_fp32"}
+    clocks = launches[launches["kernel"].astype(str).str.startswith("nvjet")]["sm_cycles_per_second"]
+    assert sorted(gemms["roof_tflops"]) == pytest.approx(sorted(540672 * clocks / 1e12), rel=1e-9)
+    busy = gemms[gemms["tensor_pipe_pct"] >= 90]
+    assert len(busy) >= 6 and (busy["roof_pct"] >= 85).all()
+    assert set(roofs.loc[roofs["roof"].astype(str).str.startswith("tensor"), "pipe_check"]) == {"agrees"}

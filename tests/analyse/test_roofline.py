@@ -253,3 +253,14 @@ def test_pipe_check_allows_for_the_capped_clock():
     check = roofline.pipe_check(rows).iloc[0]
     assert check["tensor_roof_pct"] == pytest.approx(100 * 120_000 / (1e-4 * 1.98e9))
     assert check["pipe_check"] == "agrees"
+
+
+def test_the_launch_table_shows_each_launchs_compute_roof():
+    rows = pd.concat([_tensor_row(tensor_ops_path_hgmma_src_bf16_dst_fp32_sparsity_off=1e11, duration_us=200.0),
+                      _tensor_row(tensor_ops_bf16_dst_fp32=0.0, fp32_flops=1e9),
+                      _tensor_row(tensor_ops_bf16_dst_fp32=0.0, fp32_flops=1e-13)], ignore_index=True)
+    roof = roofline.compute_roof(rows)
+    assert list(roof["roof"]) == ["tensor bf16_dst_fp32", "fp32", ""]      # residue under one FLOP: no roof
+    assert roof.at[0, "roof_flops_per_second"] == pytest.approx(WGMMA_DENSE * CLOCK)
+    assert roof.at[1, "roof_flops_per_second"] == pytest.approx(2 * 16896.0 * CLOCK)
+    assert pd.isna(roof.at[2, "roof_flops_per_second"])
