@@ -12,10 +12,10 @@ what lets one ncu run take one steady-state launch of many instances.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -26,25 +26,13 @@ from profkit.analyse.instances import split_targets
 from profkit.capture import targets as plan_targets
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import TRACE, run_nsys
-from profkit.errors import CaptureError, ReaderError, UsageError
+from profkit.capture.settings import GuidedOptions
+from profkit.errors import CaptureError, ReaderError
 
 MAX_LAUNCHES = 1_000_000
 """Above this many kernel launches guided capture stops after nsys: ncu inspects every launch of the program for its
 filter (each run would carry that cost), and a plan needs one steady-state iteration, not millions."""
 FIRST_LAUNCH = "first launch (the planned steady-state launch was not reached in the ncu run)"
-
-
-@dataclass
-class GuidedOptions:
-    coverage: float = 0.8       # profile instances in rank order until they hold this share of steady-state GPU time
-    top: int | None = None      # ... or exactly the top N instances
-    torch_modules: bool = False  # NVTX ranges per nn.Module (capture.torch_modules)
-
-    def __post_init__(self):
-        if not 0 < self.coverage <= 1:
-            raise UsageError(f"--coverage must be in (0, 1], not {self.coverage}")
-        if self.top is not None and self.top < 1:
-            raise UsageError(f"--top must be at least 1, not {self.top}")
 
 
 def _timed(seconds: dict, step: str, run: Callable):
@@ -180,10 +168,10 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
 
 
 def _run_options(ncu: NcuOptions, regex: str, skip: int) -> NcuOptions:
-    chosen = NcuOptions(**{**vars(ncu), "nvtx_include": [], "kernel_name": regex, "launch_skip": skip,
-                           "launch_count": 1, "extra": [*ncu.extra, "--kernel-name-base", "demangled",
-                                                        "--filter-mode", "per-launch-config"]})
-    return chosen
+    """The ncu options of one planned run: launch skip+1 of every configuration of the functions `regex` matches."""
+    return dataclasses.replace(ncu, nvtx_include=[], kernel_name=regex, launch_skip=skip, launch_count=1,
+                               extra=[*ncu.extra, "--kernel-name-base", "demangled", "--filter-mode",
+                                      "per-launch-config"])
 
 
 def _profiled(reports: list[Path], run_ids: list[int]) -> pd.DataFrame:
