@@ -55,14 +55,16 @@ def _label_launches(df: pd.DataFrame, labels: dict[str, set[str]]) -> pd.Series:
     captures = df[CAPTURE] if CAPTURE in df else pd.Series("", index=df.index)
     nothing: frozenset = frozenset()
     place, (path_of, capture_of) = _distinct_rows([paths, captures])
-    path_of = [p if isinstance(p, str) else "" for p in path_of]
-    last = pc.struct_field(pc.extract_regex(pa.array(path_of, pa.large_string()), LAST_RANGE), 0)
+    plain_paths = pc.replace_substring_regex(pa.array([p if isinstance(p, str) else "" for p in path_of],
+                                                      pa.large_string()), DOMAIN_PREFIX, r"\1\2")
+    last = pc.struct_field(pc.extract_regex(plain_paths, LAST_RANGE), 0)
     kernel_text = pa.array(kernels, from_pandas=True).cast(pa.large_string())
     label = pc.coalesce(pc.binary_join_element_wise(last.take(pa.array(place)), kernel_text,
                                                    pa.scalar("/", pa.large_string())), kernel_text)
     label = label.to_numpy(zero_copy_only=False)
     if not labels:  # nothing was timed: a timeline read on its own
         return pd.Series(label, index=df.index, dtype=object)
+    path_of = plain_paths.to_pylist()
     match = np.array([next((r for r in reversed(_ranges(path)) if r in labels.get(capture, nothing)), None)
                       for path, capture in zip(path_of, capture_of)], dtype=object)[place]
     label = np.where(pd.isna(match), label, match)
@@ -74,6 +76,11 @@ def _label_launches(df: pd.DataFrame, labels: dict[str, set[str]]) -> pd.Series:
 
 LAST_RANGE = r"(?P<last>[^;/]+)[;/]*$"
 """The innermost range of an NVTX path ("/" joins nested ranges, ";" start/end ranges)."""
+
+DOMAIN_PREFIX = r"(^|;)[^:/;]+:([^:]|$)"
+"""The "domain:" ncu puts before the ranges of a non-default NVTX domain (parse.ncu._nvtx_path: "int8_bnb;CCCL:cub::
+DeviceReduce::Sum"), which nsys' paths do not hold ("int8_bnb/cub::DeviceReduce::Sum"): labels are made without it,
+from both tools' paths alike (a "::" is a C++ scope, not a domain), or CUB's kernels read "only ncu timed"."""
 
 
 def _ranges(path: str) -> list[str]:
