@@ -215,3 +215,20 @@ def test_the_roofs_table_of_the_committed_gpt_step():
     busy = gemms[gemms["tensor_pipe_pct"] >= 90]
     assert len(busy) >= 6 and (busy["roof_pct"] >= 85).all()
     assert set(roofs.loc[roofs["roof"].astype(str).str.startswith("tensor"), "pipe_check"]) == {"agrees"}
+
+
+def test_a_short_launchs_peaks_use_the_device_maximum_clock():
+    """int8-linear-m2048-tma's DeviceCompactInitKernel (1.8 µs) reads sm__cycles_elapsed.avg.per_second 2.23 GHz on a
+    GPU whose maximum is 1.98 GHz (its gpc__cycles_elapsed clock: 1.92 GHz); its fp32 peak is taken at the maximum."""
+    ncu = [(kernel, m) for _, _, kernel, m in _ncu_launches("int8-linear-m2048-tma", "python3.ncu-rep")]
+    rows = _profkit_launches("int8-linear-m2048-tma", "python3.ncu-rep").reset_index(drop=True)
+    capped = 0
+    for (kernel, m), (_, row) in zip(ncu, rows.iterrows()):
+        assert row["kernel"] == kernel
+        top = m["device__attribute_max_gpu_frequency_khz"] * 1e3
+        clock = min(m["sm__cycles_elapsed.avg.per_second"], top)
+        peak = 2 * m["sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"] * clock
+        assert row["peak_fp32_tflops"] == pytest.approx(peak / 1e12, rel=1e-9), kernel
+        capped += m["sm__cycles_elapsed.avg.per_second"] > top
+    assert capped >= 5
+    assert max(ncu[i][1]["sm__cycles_elapsed.avg.per_second"] for i in range(len(ncu))) > 2.2e9
