@@ -217,7 +217,7 @@ def dominant_roof(row: pd.Series) -> str:
     work = {roof: row.get(column) for roof, column in ROOF_WORK.items()}
     total = sum(float(v) for v in work.values() if v is not None and pd.notna(v))
     work = {k: float(v) for k, v in work.items() if v is not None and pd.notna(v) and float(v) > USED_SHARE * total}
-    return max(work, key=work.get) if work else "fp32"
+    return max(work, key=lambda roof: work[roof]) if work else "fp32"
 
 
 def compute_roof(rows: pd.DataFrame) -> pd.DataFrame:

@@ -210,8 +210,8 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
 
 def kernel_table(launches: pd.DataFrame, keys: tuple[str, ...] = ("kernel",)) -> pd.DataFrame:
     """One row per kernel: launch count, duration median/min/max, and the median of every numeric column."""
-    keys = [k for k in keys if k in launches]
-    grouped = launches.groupby(keys, sort=False, dropna=False)
+    present = [k for k in keys if k in launches]
+    grouped = launches.groupby(present, sort=False, dropna=False)
     numeric = [c for c in launches.select_dtypes("number").columns
                if c not in keys and c not in ("launch", "range_index", "action_index")]
     agg = grouped[numeric].median()

@@ -87,11 +87,11 @@ def work_scale(threshold: Threshold, work: WorkComparison | None) -> float:
 def _basis(threshold: Threshold, work: WorkComparison | None, scale: float, b: float) -> tuple[str, str]:
     """(compared, the sentence that says what the check compared and why)."""
     unit = f" {threshold.metric.unit}" if threshold.metric.unit else ""
+    if work is None:  # no work to scale by: scale is 1
+        return "as measured", ""
     if scale != 1.0:
         return (f"per {work.unit}", f"; compared per {work.unit}: B measured {b:g}{unit} for {work.ratio:.3g}× A's "
                                     f"{work.unit}s ({work.message})")
-    if work is None:
-        return "as measured", ""
     return "as measured", f"; compared as measured ({work.message})"
 
 

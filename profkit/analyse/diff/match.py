@@ -26,7 +26,7 @@ def _groups(rows: pd.DataFrame, indices: list, keys: list[str]) -> dict[tuple, l
     return out
 
 
-def _pairs_of_key(ia: list, jb: list, work_a: dict, work_b: dict) -> list[tuple[object, object, bool]]:
+def _pairs_of_key(ia: list, jb: list, work_a: dict, work_b: dict) -> list[tuple[int, int, bool]]:
     """The (a, b, by_work) pairs one name key allows: its only kernel on each side, else each kernel whose equal
     work has exactly one partner on the other side that has exactly it (the uniqueness guard)."""
     if len(ia) == 1 and len(jb) == 1:

@@ -147,7 +147,7 @@ def _missing(value) -> bool:
 
 def stall_reasons_of_interest(a: pd.Series, b: pd.Series, per_side: int = STALL_ROWS_PER_SIDE) -> list[str]:
     """The stall reasons among the top `per_side` of either kernel, in catalog order."""
-    chosen = set()
+    chosen: set[str] = set()
     for row in (a, b):
         values = {r: _num(row.get(f"stall_{r}")) for r in STALL_METRICS}
         ranked = sorted((v, r) for r, v in values.items() if not math.isnan(v) and v > 0)

@@ -175,7 +175,7 @@ def _top_stall(row) -> tuple[str, float]:
     values = {r: v for r, v in values.items() if not math.isnan(v)}
     if not values:
         return "", math.nan
-    reason = max(values, key=values.get)
+    reason = max(values, key=lambda r: values[r])
     return reason, values[reason]
 
 def _rule_stalls(a, b):

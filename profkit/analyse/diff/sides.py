@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -106,7 +107,7 @@ class KernelSide:
         return out
 
     def identity(self) -> dict:
-        ident = {"session": self.source.name}
+        ident: dict[str, Any] = {"session": self.source.name}
         ident.update({key: str(self.row.get(key, "")) for key in KEYS})
         ident.update(label=self.label, launches=int(_num(self.row.get("launches")) or 0), note=self.note)
         if self.members is not None:
@@ -297,7 +298,7 @@ def resolve(a_spec: str, b_spec: str, root: Path | None = None, summed: bool = F
     if summed and (na is not None or nb is not None):
         raise UsageError("--sum adds up every kernel a pattern matches; #N names one launch")
     cache: dict = {}
-    sessions = [SessionBundle(s) for s in list_sessions(root)]
+    sessions: list[Bundle] = [SessionBundle(s) for s in list_sessions(root)]
     if sa is None and sb is None and na is None and nb is None:
         for source in sessions:
             rows = _source_rows(source, cache)
@@ -305,8 +306,8 @@ def resolve(a_spec: str, b_spec: str, root: Path | None = None, summed: bool = F
             if not ma.empty and not mb.empty:
                 return "kernels", pick_kernel(source, ma, pa, summed), pick_kernel(source, mb, pb, summed)
     sides = []
-    for source, pattern, number, spec in ((sa, pa, na, a_spec), (sb, pb, nb, b_spec)):
-        pool = [source] if source is not None else sessions
+    for pinned, pattern, number, spec in ((sa, pa, na, a_spec), (sb, pb, nb, b_spec)):
+        pool = [pinned] if pinned is not None else sessions
         side = None
         for candidate in pool:
             found = matching_rows(_source_rows(candidate, cache), pattern)
@@ -315,6 +316,6 @@ def resolve(a_spec: str, b_spec: str, root: Path | None = None, summed: bool = F
                         else pick_kernel(candidate, found, pattern, summed))
                 break
         if side is None:
-            raise _no_match(spec, pattern, source, pool, cache, root)
+            raise _no_match(spec, pattern, pinned, pool, cache, root)
         sides.append(side)
     return "kernels", sides[0], sides[1]
