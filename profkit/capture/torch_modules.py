@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import weakref
+from types import ModuleType
 
 BACKWARD_SUFFIX = " [bwd]"
 ENV_FLAG = "PROFKIT_TORCH_MODULES"
@@ -225,13 +226,15 @@ def _forward_post(module, args, output):
         attach_backward_range(module_path(module), outputs, before)
 
 
-def install(module_module=None) -> None:
+def install(module_module: ModuleType | None = None) -> None:
     """Register the global forward hooks (torch.nn.modules.module), once."""
     if module_module is None:
-        import torch.nn.modules.module as module_module
+        import torch.nn.modules.module as torch_module
+
+        module_module = torch_module
     if getattr(module_module, "_profkit_torch_modules", False):
         return
-    module_module._profkit_torch_modules = True
+    setattr(module_module, "_profkit_torch_modules", True)  # marks the module: installed once
     module_module.register_module_forward_pre_hook(_forward_pre)
     try:
         module_module.register_module_forward_hook(_forward_post, always_call=True)
