@@ -663,7 +663,7 @@ def test_sessions_lists_damaged_and_unreadable_sessions_instead_of_failing(sessi
     root = session_copy.parent
     damaged = shutil.copytree(session_copy, root / "damaged-table")
     (damaged / "tables" / "kernels.parquet").write_bytes(b'PAR1\n"unterminated\n\xff\xfe')
-    shuffled = shutil.copytree(session_copy, root / "shuffled-table")  # found by profkit.fuzz (shuffle_blocks)
+    shuffled = shutil.copytree(session_copy, root / "shuffled-table")  # found by benchmarks.fuzz (shuffle_blocks)
     (shuffled / "tables" / "kernels.csv").write_text("capture,kernel,grid\nc,0.0,1\nc,10830.9,1\nc,,1\n")
     broken = shutil.copytree(session_copy, root / "broken-manifest")
     (broken / "manifest.json").write_text("{")
