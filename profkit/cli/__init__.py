@@ -91,3 +91,4 @@ from profkit.cli import diffreport  # noqa: E402,F401 - registers `diff` and `re
 from profkit.cli import bench  # noqa: E402,F401 - registers `bench`
 from profkit.cli import doctor  # noqa: E402,F401 - registers `doctor`
 from profkit.cli import data  # noqa: E402,F401 - registers `query` and `cache`
+from profkit.cli import export  # noqa: E402,F401 - registers `export`
