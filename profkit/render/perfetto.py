@@ -44,20 +44,17 @@ class Timeline:
 
 
 def us(ns: int) -> str:
-    """Integer nanoseconds as microseconds with three decimals, exactly (no float rounding)."""
-    return f"{ns // 1000}.{ns % 1000:03d}"
+    """Integer nanoseconds as microseconds with three decimals: exact below 2^53 ns (104 days), where ns / 1000
+    is within far less than 0.0005 of the true value, which the format rounds to. The loops below inline it."""
+    return f"{ns / 1000:.3f}"
 
 
-class _Names:
-    """JSON string literals, each made once: kernel names and NVTX texts repeat across 10^6 events."""
+class _Names(dict):
+    """JSON string literals by text, each made once (kernel names and NVTX texts repeat across 10^6 events); a
+    dict subclass so that a lookup is one subscript (None: "")."""
 
-    def __init__(self) -> None:
-        self.seen: dict[str, str] = {}
-
-    def __call__(self, text) -> str:
-        text = "" if text is None or pd.isna(text) else str(text)
-        if (literal := self.seen.get(text)) is None:
-            literal = self.seen[text] = json.dumps(text, ensure_ascii=False)
+    def __missing__(self, text) -> str:
+        literal = self[text] = json.dumps("" if text is None else str(text), ensure_ascii=False)
         return literal
 
 
@@ -99,11 +96,11 @@ def _host_threads(timeline: Timeline) -> list[int]:
 def _metadata(timeline: Timeline, layout: _Layout, names: _Names) -> Iterator[str]:
     """process_name / thread_name / sort index events ("ph": "M") of one capture."""
     def process(pid: int, title: str) -> Iterator[str]:
-        yield f'{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":{names(title)}}}}}'
+        yield f'{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":{names[title]}}}}}'
         yield f'{{"ph":"M","name":"process_sort_index","pid":{pid},"tid":0,"args":{{"sort_index":{pid}}}}}'
 
     def thread(pid: int, tid: int, title: str) -> Iterator[str]:
-        yield f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{names(title)}}}}}'
+        yield f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{names[title]}}}}}'
         yield f'{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}'
 
     yield from process(layout.host_pid, f"{timeline.name} · host")
@@ -140,9 +137,9 @@ class _Flows:
             return ""
         flow, self.next_id = self.next_id, self.next_id + 1
         return (f',\n{{"ph":"s","cat":"launch","name":"launch","id":{flow},"pid":{layout.host_pid},'
-                f'"tid":{layout.api_tid(thread)},"ts":{us(call_ns)}}}'
+                f'"tid":{layout.api_tid(thread)},"ts":{call_ns / 1000:.3f}}}'
                 f',\n{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{flow},"pid":{pid},"tid":{tid},'
-                f'"ts":{us(start_ns)}}}')
+                f'"ts":{start_ns / 1000:.3f}}}')
 
 
 def _kernel_events(frame: pd.DataFrame, layout: _Layout, names: _Names, flows: _Flows) -> Iterator[str]:
@@ -156,11 +153,11 @@ def _kernel_events(frame: pd.DataFrame, layout: _Layout, names: _Names, flows: _
                 call in rows:
             pid, tid = layout.gpu_pid(device or 0), stream or 0
             lines.append(
-                f'{{"ph":"X","cat":"kernel","name":{names(kernel)},"pid":{pid},"tid":{tid},"ts":{us(start)},'
-                f'"dur":{us(end - start)},"args":{{"grid":{names(grid)},"block":{names(block)},'
+                f'{{"ph":"X","cat":"kernel","name":{names[kernel]},"pid":{pid},"tid":{tid},"ts":{start / 1000:.3f},'
+                f'"dur":{(end - start) / 1000:.3f},"args":{{"grid":{names[grid]},"block":{names[block]},'
                 f'"registers_per_thread":{_number(regs)},"static_smem_bytes":{_number(static)},'
                 f'"dynamic_smem_bytes":{_number(dynamic)},"local_bytes_per_thread":{_number(local)},'
-                f'"stream":{tid},"device":{device or 0},"function":{names(function)},"nvtx_path":{names(path)}}}}}'
+                f'"stream":{tid},"device":{device or 0},"function":{names[function]},"nvtx_path":{names[path]}}}}}'
                 + flows.pair(layout, thread, call, pid, tid, start))
         yield ",\n".join(lines)
 
@@ -180,13 +177,13 @@ def _copy_events(frame: pd.DataFrame, kind: str, layout: _Layout, names: _Names,
             pid, tid, duration = layout.gpu_pid(device or 0), stream or 0, end - start
             rate = f"{size / duration:.3f}" if size is not None and duration > 0 else "null"  # bytes/ns = GB/s
             if kind == "memcpy":
-                name, extra = names(f"memcpy {what}"), f'"copy_kind":{names(what)}'
+                name, extra = names[f"memcpy {what}"], f'"copy_kind":{names[what]}'
             else:
-                name, extra = names("memset"), f'"value":{_number(what)}'
+                name, extra = names["memset"], f'"value":{_number(what)}'
             lines.append(
-                f'{{"ph":"X","cat":"{kind}","name":{name},"pid":{pid},"tid":{tid},"ts":{us(start)},'
-                f'"dur":{us(duration)},"args":{{"bytes":{_number(size)},{extra},"gb_per_s":{rate},'
-                f'"stream":{tid},"device":{device or 0},"nvtx_path":{names(path)}}}}}'
+                f'{{"ph":"X","cat":"{kind}","name":{name},"pid":{pid},"tid":{tid},"ts":{start / 1000:.3f},'
+                f'"dur":{duration / 1000:.3f},"args":{{"bytes":{_number(size)},{extra},"gb_per_s":{rate},'
+                f'"stream":{tid},"device":{device or 0},"nvtx_path":{names[path]}}}}}'
                 + flows.pair(layout, thread, call, pid, tid, start))
         yield ",\n".join(lines)
 
@@ -212,9 +209,9 @@ def _api_events(calls: pd.DataFrame, layout: _Layout, names: _Names) -> Iterator
     for chunk in _chunks(calls):
         rows = zip(*(_column(chunk, c) for c in ("thread", "launch_start_ns", "launch_end_ns", "issued")))
         yield ",\n".join(
-            f'{{"ph":"X","cat":"cuda_api","name":{names(f"launch {issued}")},"pid":{layout.host_pid},'
-            f'"tid":{layout.api_tid(thread)},"ts":{us(start)},"dur":{us(end - start)},'
-            f'"args":{{"issued":{names(issued)}}}}}'
+            f'{{"ph":"X","cat":"cuda_api","name":{names[f"launch {issued}"]},"pid":{layout.host_pid},'
+            f'"tid":{layout.api_tid(thread)},"ts":{start / 1000:.3f},"dur":{(end - start) / 1000:.3f},'
+            f'"args":{{"issued":{names[issued]}}}}}'
             for thread, start, end, issued in rows)
 
 
@@ -228,13 +225,13 @@ def _nvtx_events(frame: pd.DataFrame, layout: _Layout, names: _Names, first_id: 
     lines = []
     for number, (text, start, end, thread, kind) in enumerate(rows, first_id):
         if kind == "start_end":
-            lines.append(f'{{"ph":"b","cat":"nvtx","name":{names(text)},"id":{number},"pid":{layout.host_pid},'
-                         f'"tid":{layout.nvtx_tid(thread)},"ts":{us(start)}}},\n'
-                         f'{{"ph":"e","cat":"nvtx","name":{names(text)},"id":{number},"pid":{layout.host_pid},'
-                         f'"tid":{layout.nvtx_tid(thread)},"ts":{us(end)}}}')
+            lines.append(f'{{"ph":"b","cat":"nvtx","name":{names[text]},"id":{number},"pid":{layout.host_pid},'
+                         f'"tid":{layout.nvtx_tid(thread)},"ts":{start / 1000:.3f}}},\n'
+                         f'{{"ph":"e","cat":"nvtx","name":{names[text]},"id":{number},"pid":{layout.host_pid},'
+                         f'"tid":{layout.nvtx_tid(thread)},"ts":{end / 1000:.3f}}}')
         else:
-            lines.append(f'{{"ph":"X","cat":"nvtx","name":{names(text)},"pid":{layout.host_pid},'
-                         f'"tid":{layout.nvtx_tid(thread)},"ts":{us(start)},"dur":{us(end - start)}}}')
+            lines.append(f'{{"ph":"X","cat":"nvtx","name":{names[text]},"pid":{layout.host_pid},'
+                         f'"tid":{layout.nvtx_tid(thread)},"ts":{start / 1000:.3f},"dur":{(end - start) / 1000:.3f}}}')
         if len(lines) == CHUNK_ROWS:
             yield ",\n".join(lines)
             lines = []
