@@ -41,6 +41,9 @@ class Timeline:
     memcpy: pd.DataFrame = field(default_factory=pd.DataFrame)
     memset: pd.DataFrame = field(default_factory=pd.DataFrame)
     gpu_names: dict[int, str] = field(default_factory=dict)
+    api: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """API calls by name (parse.nsys.api_calls.read_api_calls: thread, start_ns, end_ns, correlation_id, name,
+    api); empty: the issuing calls are drawn from the activities' launch times, unnamed."""
 
 
 def us(ns: int) -> str:
@@ -147,17 +150,18 @@ def _kernel_events(frame: pd.DataFrame, layout: _Layout, names: _Names, flows: _
         rows = zip(*(_column(chunk, c) for c in (
             "kernel", "function", "start_ns", "end_ns", "grid", "block", "registers_per_thread", "static_smem_bytes",
             "dynamic_smem_bytes", "local_bytes_per_thread", "stream", "device", "nvtx_path", "thread",
-            "launch_start_ns")))
+            "launch_start_ns", "correlation_id")))
         lines = []
         for kernel, function, start, end, grid, block, regs, static, dynamic, local, stream, device, path, thread, \
-                call in rows:
+                call, correlation in rows:
             pid, tid = layout.gpu_pid(device or 0), stream or 0
             lines.append(
                 f'{{"ph":"X","cat":"kernel","name":{names[kernel]},"pid":{pid},"tid":{tid},"ts":{start / 1000:.3f},'
                 f'"dur":{(end - start) / 1000:.3f},"args":{{"grid":{names[grid]},"block":{names[block]},'
                 f'"registers_per_thread":{_number(regs)},"static_smem_bytes":{_number(static)},'
                 f'"dynamic_smem_bytes":{_number(dynamic)},"local_bytes_per_thread":{_number(local)},'
-                f'"stream":{tid},"device":{device or 0},"function":{names[function]},"nvtx_path":{names[path]}}}}}'
+                f'"stream":{tid},"device":{device or 0},"function":{names[function]},"nvtx_path":{names[path]},'
+                f'"correlation_id":{_number(correlation)}}}}}'
                 + flows.pair(layout, thread, call, pid, tid, start))
         yield ",\n".join(lines)
 
@@ -171,9 +175,10 @@ def _copy_events(frame: pd.DataFrame, kind: str, layout: _Layout, names: _Names,
     detail = "copy_kind" if kind == "memcpy" else "value"
     for chunk in _chunks(frame):
         rows = zip(*(_column(chunk, c) for c in (
-            detail, "start_ns", "end_ns", "bytes", "stream", "device", "nvtx_path", "thread", "launch_start_ns")))
+            detail, "start_ns", "end_ns", "bytes", "stream", "device", "nvtx_path", "thread", "launch_start_ns",
+            "correlation_id")))
         lines = []
-        for what, start, end, size, stream, device, path, thread, call in rows:
+        for what, start, end, size, stream, device, path, thread, call, correlation in rows:
             pid, tid, duration = layout.gpu_pid(device or 0), stream or 0, end - start
             rate = f"{size / duration:.3f}" if size is not None and duration > 0 else "null"  # bytes/ns = GB/s
             if kind == "memcpy":
@@ -183,7 +188,8 @@ def _copy_events(frame: pd.DataFrame, kind: str, layout: _Layout, names: _Names,
             lines.append(
                 f'{{"ph":"X","cat":"{kind}","name":{name},"pid":{pid},"tid":{tid},"ts":{start / 1000:.3f},'
                 f'"dur":{duration / 1000:.3f},"args":{{"bytes":{_number(size)},{extra},"gb_per_s":{rate},'
-                f'"stream":{tid},"device":{device or 0},"nvtx_path":{names[path]}}}}}'
+                f'"stream":{tid},"device":{device or 0},"nvtx_path":{names[path]},'
+                f'"correlation_id":{_number(correlation)}}}}}'
                 + flows.pair(layout, thread, call, pid, tid, start))
         yield ",\n".join(lines)
 
@@ -213,6 +219,28 @@ def _api_events(calls: pd.DataFrame, layout: _Layout, names: _Names) -> Iterator
             f'"tid":{layout.api_tid(thread)},"ts":{start / 1000:.3f},"dur":{(end - start) / 1000:.3f},'
             f'"args":{{"issued":{names[issued]}}}}}'
             for thread, start, end, issued in rows)
+
+
+def _named_api_events(calls: pd.DataFrame, layout: _Layout, names: _Names) -> Iterator[str]:
+    for chunk in _chunks(calls):
+        rows = zip(*(_column(chunk, c) for c in ("thread", "start_ns", "end_ns", "name", "correlation_id", "api")))
+        yield ",\n".join(
+            f'{{"ph":"X","cat":"cuda_api","name":{names[name]},"pid":{layout.host_pid},'
+            f'"tid":{layout.api_tid(thread)},"ts":{start / 1000:.3f},"dur":{(end - start) / 1000:.3f},'
+            f'"args":{{"correlation_id":{_number(correlation)},"api":{names[api]}}}}}'
+            for thread, start, end, name, correlation, api in rows)
+
+
+def with_correlation(activity: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
+    """An activity frame with the correlation_id of its issuing call: the call of its thread that started at its
+    launch_start_ns (null where none is known)."""
+    if activity.empty or api.empty or "launch_start_ns" not in activity:
+        return activity.assign(correlation_id=pd.array([None] * len(activity), "Int64"))
+    keys = api[["thread", "start_ns", "correlation_id"]].drop_duplicates(["thread", "start_ns"])
+    keys = keys.rename(columns={"start_ns": "launch_start_ns"}).astype({"thread": "Int64", "launch_start_ns": "Int64"})
+    left = activity.astype({"thread": "Int64", "launch_start_ns": "Int64"})[["thread", "launch_start_ns"]]
+    found = left.merge(keys, how="left", on=["thread", "launch_start_ns"])["correlation_id"]
+    return activity.assign(correlation_id=found.astype("Int64").to_numpy())
 
 
 def _nvtx_events(frame: pd.DataFrame, layout: _Layout, names: _Names, first_id: int) -> Iterator[str]:
@@ -247,10 +275,13 @@ def trace_chunks(timelines: list[Timeline]) -> Iterator[str]:
         layout = _Layout((index + 1) * PID_STRIDE,
                          {thread: i for i, thread in enumerate(_host_threads(timeline))})
         yield ",\n".join(_metadata(timeline, layout, names))
-        yield from _api_events(issuing_calls(timeline), layout, names)
-        yield from _kernel_events(timeline.kernels, layout, names, flows)
-        yield from _copy_events(timeline.memcpy, "memcpy", layout, names, flows)
-        yield from _copy_events(timeline.memset, "memset", layout, names, flows)
+        if timeline.api.empty:
+            yield from _api_events(issuing_calls(timeline), layout, names)
+        else:
+            yield from _named_api_events(timeline.api, layout, names)
+        yield from _kernel_events(with_correlation(timeline.kernels, timeline.api), layout, names, flows)
+        yield from _copy_events(with_correlation(timeline.memcpy, timeline.api), "memcpy", layout, names, flows)
+        yield from _copy_events(with_correlation(timeline.memset, timeline.api), "memset", layout, names, flows)
         yield from _nvtx_events(timeline.nvtx, layout, names, nvtx_ids)
         nvtx_ids += len(timeline.nvtx)
 
@@ -269,9 +300,10 @@ def write_trace(timelines: list[Timeline], out: IO[str]) -> None:
     out.write("\n]}\n")
 
 
-def timelines_of(bundle) -> list[Timeline]:
+def timelines_of(bundle, api: dict[str, pd.DataFrame] | None = None) -> list[Timeline]:
     """One Timeline per capture of a bundle (profkit.analyse.bundle.Bundle), from its stored nsys tables, which
-    carry the capture's name in a `capture` column; GPU names from the manifest (one GPU per session)."""
+    carry the capture's name in a `capture` column; GPU names from the manifest (one GPU per session); api: the
+    API calls of each capture by its name (read_api_calls)."""
     tables = {name: bundle.stored(name) for name in ("nsys_kernels", "nvtx", "memcpy", "memset")}
     captures: list[str] = []
     for frame in tables.values():
@@ -284,5 +316,6 @@ def timelines_of(bundle) -> list[Timeline]:
                  frame[frame["capture"] == capture].reset_index(drop=True) for name, frame in tables.items()}
         devices = parts["nsys_kernels"]["device"].dropna().unique() if "device" in parts["nsys_kernels"] else []
         out.append(Timeline(str(capture), parts["nsys_kernels"], parts["nvtx"], parts["memcpy"], parts["memset"],
-                            {int(d): gpu for d in devices} if gpu else {}))
+                            {int(d): gpu for d in devices} if gpu else {},
+                            (api or {}).get(str(capture), pd.DataFrame())))
     return out

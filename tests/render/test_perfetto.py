@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -133,6 +134,29 @@ def test_each_flow_joins_a_kernel_to_the_call_of_its_correlation_id(train):
             pairs[start["ts"], end["ts"]] += 1
     assert not starts  # every flow start has its end
     assert pairs == expected and sum(expected.values()) > 1000
+
+
+def test_kernels_carry_their_correlation_id_and_calls_their_name(train):
+    trace, tmp = train
+    rows = sqlite_rows(TRAIN / "python3.sqlite.xz", tmp, """select k.start, k.correlationId, c.start, s.value
+        from CUPTI_ACTIVITY_KIND_KERNEL k join CUPTI_ACTIVITY_KIND_RUNTIME c on c.correlationId = k.correlationId
+        and (c.globalTid >> 24) = (k.globalPid >> 24) join StringIds s on s.id = c.nameId""")
+    assert Counter((e["ts"], e["args"]["correlation_id"]) for e in events(trace, "X", "kernel")) == \
+        Counter((start / 1000, correlation) for start, correlation, _, _ in rows)
+    calls = Counter((e["ts"], e["name"], e["args"]["correlation_id"]) for e in events(trace, "X", "cuda_api"))
+    launches = Counter((call / 1000, re.sub(r"_v[0-9]+$", "", name), correlation)
+                       for _, correlation, call, name in rows)
+    assert launches - calls == Counter() and {"cudaLaunchKernel", "cuLaunchKernelEx"} <= {n for _, n, _ in launches}
+
+
+def test_all_api_writes_every_runtime_call(tmp_path):
+    out = tmp_path / "all.json"
+    result = CliRunner().invoke(main, ["export", "--perfetto", "--all-api", str(TRAIN), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(out.read_text())
+    assert trace_format_errors(trace) == []
+    count = sqlite_rows(TRAIN / "python3.sqlite.xz", tmp_path, "select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME")
+    assert len(events(trace, "X", "cuda_api")) == count[0][0] > 5000
 
 
 def test_copies_carry_bytes_kind_and_rate(train):

@@ -1,0 +1,68 @@
+"""CUDA runtime and driver API calls of an nsys export, by name: what a timeline view shows on a host thread.
+
+The capture's tables (parse.nsys.read_nsys) keep, per kernel, copy and memset, only the start and end of the
+call that issued it; this reads the calls themselves: the issuing ones (each with its correlationId) or every
+call (synchronisations, allocations, ... as well: 8 rows per kernel in benchmarks/synthetic_nsys.py's
+timelines, so they are read only when asked for).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from profkit.parse.nsys.parquet import columnar_reader
+
+API_TABLES = (("CUPTI_ACTIVITY_KIND_RUNTIME", "runtime"), ("CUPTI_ACTIVITY_KIND_DRIVER", "driver"))
+ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                   "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+COLUMNS = ["thread", "start_ns", "end_ns", "correlation_id", "name", "api"]
+VERSION_SUFFIX = re.compile(r"_v\d+$")
+"""nsys names runtime calls with the API version that introduced them (cudaLaunchKernel_v7000); Nsight shows the
+call's own name."""
+
+
+def read_api_calls(path: str | Path, *, every: bool = False) -> pd.DataFrame:
+    """API calls of one capture (.nsys-rep, .sqlite[.xz], a parquetdir/arrowdir export): thread (globalTid),
+    start_ns, end_ns, correlation_id, name, api ("runtime" / "driver"); the calls that issued GPU work, or every
+    call with `every`. Empty where the export has no API tables."""
+    from profkit.parse.files import plain_file
+    from profkit.parse.nsys import sqlite_for
+    from profkit.parse.nsys.export import Export
+
+    path = Path(path)
+    if (reader := columnar_reader(path)) is not None:
+        opened = reader(path if path.is_dir() else plain_file(path))
+    else:
+        opened = Export(sqlite_for(path), background=False)
+    with opened as export:
+        names = export.strings()
+        frames = [_calls(export, table, api, every) for table, api in API_TABLES if table in export.tables]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS)
+    calls = pd.concat(frames, ignore_index=True)
+    labels = {key: VERSION_SUFFIX.sub("", names.get(key, "")) or f"API call {key}"
+              for key in calls["name"].unique().tolist()}
+    calls["name"] = calls["name"].map(labels)
+    return calls.sort_values(["start_ns", "thread"], kind="stable", ignore_index=True)[COLUMNS]
+
+
+def _calls(export, table: str, api: str, every: bool) -> pd.DataFrame:
+    needed = {"start", "end", "globalTid", "correlationId", "nameId"}
+    if not needed <= export.columns(table):
+        return pd.DataFrame()
+    where = ""
+    if not every:
+        issued = [f"select correlationId from {t}" for t in ACTIVITY_TABLES
+                  if t in export.tables and "correlationId" in export.columns(t)]
+        if not issued:
+            return pd.DataFrame()
+        where = f" where correlationId in ({' union '.join(issued)})"
+    select = export.select_list(table, ["globalTid", "start", "end", "correlationId", "nameId"])
+    rows = export.integers(f"select {select} from {table}{where}",
+                           ["thread", "start_ns", "end_ns", "correlation_id", "name"]).to_pandas()
+    rows["api"] = api
+    return rows
