@@ -31,12 +31,13 @@ def export(source: str, perfetto: bool, output: str, all_api: bool, sessions_dir
         raise UsageError("no export format chosen", hint="profkit export --perfetto SESSION -o trace.json")
     with frozen_imports():
         from profkit.analyse.bundle import open_bundle
-        from profkit.parse.nsys.api_calls import read_api_calls
+        from profkit.parse.nsys.api_calls import read_api_calls, read_copy_memory
         from profkit.render.perfetto import timelines_of, write_trace
 
     bundle = open_bundle(source, Path(sessions_dir) if sessions_dir else None)
-    api = {name: read_api_calls(path, every=all_api) for name, path in nsys_sources(bundle).items()}
-    timelines = timelines_of(bundle, api)
+    sources = nsys_sources(bundle)
+    api = {name: read_api_calls(path, every=all_api) for name, path in sources.items()}
+    timelines = timelines_of(bundle, api, {name: read_copy_memory(path) for name, path in sources.items()})
     if not timelines:
         raise UsageError(f"{source} holds no nsys timeline to export",
                          hint="export a session or report captured with nsys (profkit profile captures one)")

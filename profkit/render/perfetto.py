@@ -44,6 +44,8 @@ class Timeline:
     api: pd.DataFrame = field(default_factory=pd.DataFrame)
     """API calls by name (parse.nsys.api_calls.read_api_calls: thread, start_ns, end_ns, correlation_id, name,
     api); empty: the issuing calls are drawn from the activities' launch times, unnamed."""
+    copy_memory: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Memory kinds of each copy (read_copy_memory: device, stream, start_ns, src_memory, dst_memory)."""
 
 
 def us(ns: int) -> str:
@@ -176,13 +178,14 @@ def _copy_events(frame: pd.DataFrame, kind: str, layout: _Layout, names: _Names,
     for chunk in _chunks(frame):
         rows = zip(*(_column(chunk, c) for c in (
             detail, "start_ns", "end_ns", "bytes", "stream", "device", "nvtx_path", "thread", "launch_start_ns",
-            "correlation_id")))
+            "correlation_id", "src_memory", "dst_memory")))
         lines = []
-        for what, start, end, size, stream, device, path, thread, call, correlation in rows:
+        for what, start, end, size, stream, device, path, thread, call, correlation, source, target in rows:
             pid, tid, duration = layout.gpu_pid(device or 0), stream or 0, end - start
             rate = f"{size / duration:.3f}" if size is not None and duration > 0 else "null"  # bytes/ns = GB/s
             if kind == "memcpy":
-                name, extra = names[f"memcpy {what}"], f'"copy_kind":{names[what]}'
+                name = names[f"memcpy {what}"]
+                extra = f'"copy_kind":{names[what]},"src_memory":{names[source]},"dst_memory":{names[target]}'
             else:
                 name, extra = names["memset"], f'"value":{_number(what)}'
             lines.append(
@@ -219,6 +222,18 @@ def _api_events(calls: pd.DataFrame, layout: _Layout, names: _Names) -> Iterator
             f'"tid":{layout.api_tid(thread)},"ts":{start / 1000:.3f},"dur":{(end - start) / 1000:.3f},'
             f'"args":{{"issued":{names[issued]}}}}}'
             for thread, start, end, issued in rows)
+
+
+def with_memory_kinds(memcpy: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
+    """memcpy with src_memory and dst_memory (pageable, pinned, device ...) of the copy on its device and stream
+    that started at its start_ns; "" where unknown."""
+    if memcpy.empty or memory.empty:
+        return memcpy.assign(src_memory="", dst_memory="")
+    keys = ["device", "stream", "start_ns"]
+    memory = memory.drop_duplicates(keys).astype({k: "int64" for k in keys})
+    found = memcpy[keys].astype("int64").merge(memory, how="left", on=keys)
+    return memcpy.assign(src_memory=found["src_memory"].fillna("").to_numpy(),
+                         dst_memory=found["dst_memory"].fillna("").to_numpy())
 
 
 def _named_api_events(calls: pd.DataFrame, layout: _Layout, names: _Names) -> Iterator[str]:
@@ -280,7 +295,8 @@ def trace_chunks(timelines: list[Timeline]) -> Iterator[str]:
         else:
             yield from _named_api_events(timeline.api, layout, names)
         yield from _kernel_events(with_correlation(timeline.kernels, timeline.api), layout, names, flows)
-        yield from _copy_events(with_correlation(timeline.memcpy, timeline.api), "memcpy", layout, names, flows)
+        copies = with_memory_kinds(with_correlation(timeline.memcpy, timeline.api), timeline.copy_memory)
+        yield from _copy_events(copies, "memcpy", layout, names, flows)
         yield from _copy_events(with_correlation(timeline.memset, timeline.api), "memset", layout, names, flows)
         yield from _nvtx_events(timeline.nvtx, layout, names, nvtx_ids)
         nvtx_ids += len(timeline.nvtx)
@@ -300,10 +316,12 @@ def write_trace(timelines: list[Timeline], out: IO[str]) -> None:
     out.write("\n]}\n")
 
 
-def timelines_of(bundle, api: dict[str, pd.DataFrame] | None = None) -> list[Timeline]:
+def timelines_of(bundle, api: dict[str, pd.DataFrame] | None = None,
+                 copy_memory: dict[str, pd.DataFrame] | None = None) -> list[Timeline]:
     """One Timeline per capture of a bundle (profkit.analyse.bundle.Bundle), from its stored nsys tables, which
     carry the capture's name in a `capture` column; GPU names from the manifest (one GPU per session); api: the
-    API calls of each capture by its name (read_api_calls)."""
+    API calls of each capture by its name (read_api_calls); copy_memory: its copies' memory kinds
+    (read_copy_memory)."""
     tables = {name: bundle.stored(name) for name in ("nsys_kernels", "nvtx", "memcpy", "memset")}
     captures: list[str] = []
     for frame in tables.values():
@@ -317,5 +335,6 @@ def timelines_of(bundle, api: dict[str, pd.DataFrame] | None = None) -> list[Tim
         devices = parts["nsys_kernels"]["device"].dropna().unique() if "device" in parts["nsys_kernels"] else []
         out.append(Timeline(str(capture), parts["nsys_kernels"], parts["nvtx"], parts["memcpy"], parts["memset"],
                             {int(d): gpu for d in devices} if gpu else {},
-                            (api or {}).get(str(capture), pd.DataFrame())))
+                            (api or {}).get(str(capture), pd.DataFrame()),
+                            (copy_memory or {}).get(str(capture), pd.DataFrame())))
     return out

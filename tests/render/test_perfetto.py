@@ -161,13 +161,16 @@ def test_all_api_writes_every_runtime_call(tmp_path):
 
 def test_copies_carry_bytes_kind_and_rate(train):
     trace, tmp = train
-    rows = sqlite_rows(TRAIN / "python3.sqlite.xz", tmp,
-                       "select start, \"end\", bytes, copyKind from CUPTI_ACTIVITY_KIND_MEMCPY")
-    kinds = {1: "HtoD", 2: "DtoH", 8: "DtoD"}
+    rows = sqlite_rows(TRAIN / "python3.sqlite.xz", tmp, "select start, \"end\", bytes, copyKind, srcKind, dstKind "
+                       "from CUPTI_ACTIVITY_KIND_MEMCPY")
+    kinds, memory = {1: "HtoD", 2: "DtoH", 8: "DtoD"}, {0: "pageable", 1: "pinned", 2: "device"}
     copies = events(trace, "X", "memcpy")
-    assert Counter((e["ts"], e["args"]["bytes"], e["args"]["copy_kind"]) for e in copies) == \
-        Counter((start / 1000, size, kinds.get(kind, "?")) for start, _, size, kind in rows)
-    first = min(rows)
+    assert Counter((e["ts"], e["args"]["bytes"], e["args"]["copy_kind"], e["args"]["src_memory"],
+                    e["args"]["dst_memory"]) for e in copies) == \
+        Counter((start / 1000, size, kinds.get(kind, "?"), memory.get(src, "?"), memory.get(dst, "?"))
+                for start, _, size, kind, src, dst in rows)
+    assert {e["args"]["src_memory"] for e in copies} >= {"pageable", "device"}
+    first = min(rows)[:3]
     event = next(e for e in copies if e["ts"] == first[0] / 1000)
     assert event["args"]["gb_per_s"] == pytest.approx(first[2] / (first[1] - first[0]), abs=1e-3)
     assert len(events(trace, "X", "memset")) == \

@@ -1,4 +1,5 @@
-"""CUDA runtime and driver API calls of an nsys export, by name: what a timeline view shows on a host thread.
+"""CUDA runtime and driver API calls of an nsys export, by name: what a timeline view shows on a host thread; and
+the memory kinds (pageable, pinned, device) of each copy, which the capture's memcpy table leaves out.
 
 The capture's tables (parse.nsys.read_nsys) keep, per kernel, copy and memset, only the start and end of the
 call that issued it; this reads the calls themselves: the issuing ones (each with its correlationId) or every
@@ -28,16 +29,7 @@ def read_api_calls(path: str | Path, *, every: bool = False) -> pd.DataFrame:
     """API calls of one capture (.nsys-rep, .sqlite[.xz], a parquetdir/arrowdir export): thread (globalTid),
     start_ns, end_ns, correlation_id, name, api ("runtime" / "driver"); the calls that issued GPU work, or every
     call with `every`. Empty where the export has no API tables."""
-    from profkit.parse.files import plain_file
-    from profkit.parse.nsys import sqlite_for
-    from profkit.parse.nsys.export import Export
-
-    path = Path(path)
-    if (reader := columnar_reader(path)) is not None:
-        opened = reader(path if path.is_dir() else plain_file(path))
-    else:
-        opened = Export(sqlite_for(path), background=False)
-    with opened as export:
+    with _open(Path(path)) as export:
         names = export.strings()
         frames = [_calls(export, table, api, every) for table, api in API_TABLES if table in export.tables]
     frames = [f for f in frames if not f.empty]
@@ -48,6 +40,39 @@ def read_api_calls(path: str | Path, *, every: bool = False) -> pd.DataFrame:
               for key in calls["name"].unique().tolist()}
     calls["name"] = calls["name"].map(labels)
     return calls.sort_values(["start_ns", "thread"], kind="stable", ignore_index=True)[COLUMNS]
+
+
+MEMORY_KINDS = {0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed", 5: "device static",
+                6: "managed static"}
+"""ENUM_CUDA_MEM_KIND of the export schema; other values read "unknown"."""
+COPY_MEMORY_COLUMNS = ["device", "stream", "start_ns", "src_memory", "dst_memory"]
+
+
+def read_copy_memory(path: str | Path) -> pd.DataFrame:
+    """Per copy of one capture: device, stream, start_ns (what identifies it in the memcpy table) and the memory
+    kind of its source and destination (src_memory, dst_memory: pageable, pinned, device ...). Empty where the
+    export has no copies or no memory kinds."""
+    table = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    with _open(Path(path)) as export:
+        if table not in export.tables or not {"srcKind", "dstKind"} <= export.columns(table):
+            return pd.DataFrame(columns=COPY_MEMORY_COLUMNS)
+        select = export.select_list(table, ["deviceId", "streamId", "start", "srcKind", "dstKind"])
+        rows = export.integers(f"select {select} from {table}",
+                               ["device", "stream", "start_ns", "src_memory", "dst_memory"]).to_pandas()
+    for column in ("src_memory", "dst_memory"):
+        rows[column] = rows[column].map(MEMORY_KINDS).fillna("unknown")
+    return rows[COPY_MEMORY_COLUMNS]
+
+
+def _open(path: Path):
+    """The export of a report, an SQLite file or a parquetdir/arrowdir folder, opened for reading."""
+    from profkit.parse.files import plain_file
+    from profkit.parse.nsys import sqlite_for
+    from profkit.parse.nsys.export import Export
+
+    if (reader := columnar_reader(path)) is not None:
+        return reader(path if path.is_dir() else plain_file(path))
+    return Export(sqlite_for(path), background=False)
 
 
 def _calls(export, table: str, api: str, every: bool) -> pd.DataFrame:
