@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.analyse import roofline
-from profkit.analyse.instances import WORK, class_ranges, nearest_class, span_text, work_classes
+from profkit.analyse.instances import NCU_EXTRA_NS, WORK, class_ranges, nearest_class, span_text, work_classes
 from profkit.analyse.kernel_rows import kernel_rows
 from profkit.analyse.timeline import gpu_idle_gaps
 
@@ -259,7 +259,7 @@ def _profiled_rows(launches: pd.DataFrame, targets: pd.DataFrame | None = None,
     frame = launches.assign(**{k: launches[k].fillna("").astype(str) for k in INSTANCE if k in launches})
     if "function" not in frame:
         frame["function"] = frame["kernel"]
-    frame[WORK] = nearest_class(frame, ranges, INSTANCE) if ranges is not None else 0
+    frame[WORK] = nearest_class(frame, ranges, INSTANCE, extra_ns=NCU_EXTRA_NS) if ranges is not None else 0
     planned = _planned_launches(targets)
     keys = list(zip(frame["function"], frame["grid"], frame["block"]))
     chosen = pd.Series([n in planned.get(k, ()) for k, n in zip(keys, frame["launch"])], index=frame.index)

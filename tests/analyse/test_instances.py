@@ -164,3 +164,29 @@ def test_hotspots_give_each_kind_of_work_its_own_row_and_profiled_flag(session, 
             assert row.time_us == pytest.approx(mine["duration_ns"][work == k].sum() / 1e3)
             assert row.profiled == (k in profiled), (name, k, profiled)
     assert (kernels.loc[kernels["kernel"].isin([NNT, TNT]) == False, "work"] == "").all()  # noqa: E712
+
+
+def test_ncu_reading_its_fixed_cost_longer_still_lands_in_its_class():
+    """A 3 µs class and a 4.8 µs one (1.6x apart): ncu reads the 3 µs kernel as 4.4 µs (+1.4 µs, within its
+    measured fixed cost), nearer the 4.8 µs class on a log scale; with the allowance it is of the 3 µs class."""
+    ranges = pd.DataFrame({"k": ["a", "a"], "work": [1, 2], "launches": [4, 5], "min_ns": [2.9e3, 4.7e3],
+                           "max_ns": [3.0e3, 4.9e3]})
+    probe = pd.DataFrame({"k": ["a", "a"], "duration_ns": [4.4e3, 6.0e3]})
+    assert instances.nearest_class(probe, ranges, ["k"]).tolist() == [2, 2]
+    assert instances.nearest_class(probe, ranges, ["k"], extra_ns=instances.NCU_EXTRA_NS).tolist() == [1, 2]
+
+
+def test_the_timeline_join_counts_only_launches_of_a_profiled_kind_as_covered():
+    """One GEMM instance, 8 launches of 26 µs and 8 of 90 µs; ncu profiled one 91 µs launch: only the 90 µs
+    launches are matched to it (720 of 928 µs covered), the 26 µs ones stay "not profiled"."""
+    from profkit.analyse.join import timeline_join, weighted_summary
+
+    nsys = pd.DataFrame({"kernel": "gemm", "grid": "2×66×1", "block": "384×1×1", "nvtx_path": "",
+                         "duration_ns": [26e3, 90e3] * 8})
+    ncu = pd.DataFrame({"kernel": ["gemm"], "grid": ["2×66×1"], "block": ["384×1×1"], "nvtx_path": [""],
+                        "duration_us": [91.0], "sm_throughput_pct": [80.0], "memory_throughput_pct": [40.0]})
+    table = timeline_join(ncu, nsys).set_index("work")
+    assert table.loc["2/2 90.0 µs", "timeline_launches"] == 8 and table.loc["2/2 90.0 µs", "timeline_us"] == 720
+    assert table.loc["1/2 26.0 µs", "match"] == "not profiled" and table.loc["1/2 26.0 µs", "timeline_us"] == 208
+    covered = weighted_summary(ncu, nsys).set_index("figure").loc["sm_throughput_pct", "covered_time_pct"]
+    assert covered == pytest.approx(100 * 720 / 928)
