@@ -172,7 +172,8 @@ def occupancy_figure(rows: pd.DataFrame, title: str = "Occupancy: theoretical vs
 def crosscheck_figure(cc: pd.DataFrame, title: str = "Timing cross-check: cudaEvent vs ncu vs nsys") -> go.Figure:
     """Grouped bars per (label, grid): the three clocks in µs, the flag in the hover."""
     fig = go.Figure()
-    names = [f"{l} {g}" for l, g in zip(cc.get("label", []), cc.get("grid", []))]
+    names = [f"{l} {g} {w}".rstrip() for l, g, w in zip(cc.get("label", []), cc.get("grid", []),
+                                                        cc.get("work", [""] * len(cc)))]  # work: one row per class
     for i, (column, name) in enumerate((("events_us", "cudaEvent (unprofiled)"), ("ncu_us", "ncu"),
                                         ("nsys_us", "nsys"))):
         if column in cc:
