@@ -31,13 +31,14 @@ def export(source: str, perfetto: bool, output: str, all_api: bool, sessions_dir
         raise UsageError("no export format chosen", hint="profkit export --perfetto SESSION -o trace.json")
     with frozen_imports():
         from profkit.analyse.bundle import open_bundle
-        from profkit.parse.nsys.api_calls import read_api_calls, read_copy_memory
+        from profkit.parse.nsys import api_calls
         from profkit.render.perfetto import timelines_of, write_trace
 
     bundle = open_bundle(source, Path(sessions_dir) if sessions_dir else None)
     sources = nsys_sources(bundle)
-    api = {name: read_api_calls(path, every=all_api) for name, path in sources.items()}
-    timelines = timelines_of(bundle, api, {name: read_copy_memory(path) for name, path in sources.items()})
+    api = {name: api_calls.read_api_calls(path, every=all_api) for name, path in sources.items()}
+    timelines = timelines_of(bundle, api, {name: api_calls.read_copy_memory(path) for name, path in sources.items()},
+                             {name: api_calls.read_gpu_names(path) for name, path in sources.items()})
     if not timelines:
         raise UsageError(f"{source} holds no nsys timeline to export",
                          hint="export a session or report captured with nsys (profkit profile captures one)")

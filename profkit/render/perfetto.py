@@ -317,11 +317,12 @@ def write_trace(timelines: list[Timeline], out: IO[str]) -> None:
 
 
 def timelines_of(bundle, api: dict[str, pd.DataFrame] | None = None,
-                 copy_memory: dict[str, pd.DataFrame] | None = None) -> list[Timeline]:
+                 copy_memory: dict[str, pd.DataFrame] | None = None,
+                 gpu_names: dict[str, dict[int, str]] | None = None) -> list[Timeline]:
     """One Timeline per capture of a bundle (profkit.analyse.bundle.Bundle), from its stored nsys tables, which
     carry the capture's name in a `capture` column; GPU names from the manifest (one GPU per session); api: the
     API calls of each capture by its name (read_api_calls); copy_memory: its copies' memory kinds
-    (read_copy_memory)."""
+    (read_copy_memory); gpu_names: its GPUs' names by device id (read_gpu_names), before the manifest's."""
     tables = {name: bundle.stored(name) for name in ("nsys_kernels", "nvtx", "memcpy", "memset")}
     captures: list[str] = []
     for frame in tables.values():
@@ -334,7 +335,7 @@ def timelines_of(bundle, api: dict[str, pd.DataFrame] | None = None,
                  frame[frame["capture"] == capture].reset_index(drop=True) for name, frame in tables.items()}
         devices = parts["nsys_kernels"]["device"].dropna().unique() if "device" in parts["nsys_kernels"] else []
         out.append(Timeline(str(capture), parts["nsys_kernels"], parts["nvtx"], parts["memcpy"], parts["memset"],
-                            {int(d): gpu for d in devices} if gpu else {},
+                            (gpu_names or {}).get(str(capture)) or ({int(d): gpu for d in devices} if gpu else {}),
                             (api or {}).get(str(capture), pd.DataFrame()),
                             (copy_memory or {}).get(str(capture), pd.DataFrame())))
     return out

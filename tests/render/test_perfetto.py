@@ -203,6 +203,17 @@ def test_a_session_of_several_captures_has_a_named_process_group_each(tmp_path):
             Counter((start / 1000, (end - start) / 1000) for start, end in expected)
 
 
+def test_a_raw_export_names_its_gpu_from_the_export(tmp_path):
+    source = LADDER / "matmul_naive.sqlite.xz"
+    trace = export(tmp_path, source)
+    assert trace_format_errors(trace) == []
+    gpus = dict(sqlite_rows(source, tmp_path, "select id, name from TARGET_INFO_GPU"))
+    names = [e["args"]["name"] for e in events(trace, "M") if e["name"] == "process_name"]
+    assert names == ["matmul_naive · host", f"matmul_naive · GPU 0 ({gpus[0]})"]
+    count = sqlite_rows(source, tmp_path, "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    assert len(events(trace, "X", "kernel")) == count > 0
+
+
 def test_the_validator_finds_missing_fields():
     bad = {"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1.0},
                            {"ph": "f", "name": "l", "cat": "c", "pid": 1, "tid": 1, "ts": 1.0, "bp": "s", "id": 1},

@@ -64,6 +64,15 @@ def read_copy_memory(path: str | Path) -> pd.DataFrame:
     return rows[COPY_MEMORY_COLUMNS]
 
 
+def read_gpu_names(path: str | Path) -> dict[int, str]:
+    """GPU names by the device id the activity tables use (TARGET_INFO_GPU.id); empty where the export lacks them."""
+    with _open(Path(path)) as export:
+        if "TARGET_INFO_GPU" not in export.tables or not {"id", "name"} <= export.columns("TARGET_INFO_GPU"):
+            return {}
+        return {int(key): str(name) for key, name in export.rows("select id, name from TARGET_INFO_GPU")
+                if key is not None and name}
+
+
 def _open(path: Path):
     """The export of a report, an SQLite file or a parquetdir/arrowdir folder, opened for reading."""
     from profkit.parse.files import plain_file
