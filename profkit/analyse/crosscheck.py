@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from profkit.analyse.instances import NCU_EXTRA_NS, WORK, class_ranges, grouped_classes, nearest_class, with_text
+from profkit.analyse.instances import WORK, class_ranges, grouped_classes, nearest_class, span_text
 
 NCU_FIXED_US = {"all": 1.8, "none": 1.2}
 """How much longer ncu's gpu__time_duration may read than nsys' kernel time at the same clock, by --cache-control:
@@ -160,7 +160,7 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     if unranged:
         ncu_launches, nsys_kernels = (_without_ranges(f, unranged) for f in (ncu_launches, nsys_kernels))
     keys = [CAPTURE, "label", "grid"] if by_capture else ["label", "grid"]
-    labels = {}
+    labels: dict[str, set] = {}
     if "kernel" in timings and not timings.empty:
         labels = {c: set(rows["kernel"].dropna()) for c, rows in timings.groupby(CAPTURE, sort=False)} \
             if by_capture else {"": set(timings["kernel"].dropna())}
@@ -184,9 +184,9 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
                 s = s[pd.MultiIndex.from_arrays([s[CAPTURE], s["label"]]).isin(
                     pd.MultiIndex.from_frame(asked.drop_duplicates())) | ~s[CAPTURE].isin(set(asked[CAPTURE]))]
         else:
-            asked = labels.get("", set()) | (set(n["label"]) if n is not None else set())
-            if asked:
-                s = s[s["label"].isin(asked)]
+            names = labels.get("", set()) | (set(n["label"]) if n is not None else set())
+            if names:
+                s = s[s["label"].isin(names)]
     # a label whose nsys launches form several duration classes (analyse.instances: one kernel instance doing
     # different work, e.g. a persistent GEMM's grid for every problem size) is a row per class; the events and ncu
     # go to the class nearest to their duration, so that each row compares the clocks on one kind of work
@@ -194,7 +194,7 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     if t is not None:
         t = t.assign(**{WORK: nearest_class(t.assign(duration_ns=t["events_us"] * 1e3), ranges, keys)})
     if n is not None:
-        n = n.assign(**{WORK: nearest_class(n, ranges, keys, extra_ns=NCU_EXTRA_NS)})
+        n = n.assign(**{WORK: nearest_class(n, ranges, keys)})
     rows = [*keys, WORK]
     frames = []
     if t is not None:
@@ -273,7 +273,11 @@ def _classes(s: pd.DataFrame | None, keys: list[str]) -> tuple[pd.DataFrame | No
             pd.DataFrame(columns=columns)
     codes = s.groupby(keys, sort=False).ngroup().to_numpy()
     s = s.assign(**{WORK: grouped_classes(codes, s["duration_ns"].to_numpy())})
-    return s, with_text(class_ranges(s, keys), keys)[columns]
+    ranges = class_ranges(s, keys)
+    count = ranges.groupby(keys, sort=False)[WORK].transform("max")
+    ranges["text"] = [f"{w}/{c} {span_text(lo, hi)}" if w else "" for w, c, lo, hi in
+                      zip(ranges[WORK], count, ranges["min_ns"], ranges["max_ns"])]
+    return s, ranges[columns]
 
 
 def _capture_order(frames: list[pd.DataFrame]) -> list[str]:
