@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from profkit.analyse.instances import WORK, class_ranges, grouped_classes, nearest_class, span_text
+from profkit.analyse.instances import NCU_EXTRA_NS, WORK, class_ranges, grouped_classes, nearest_class, with_text
 
 NCU_FIXED_US = {"all": 1.8, "none": 1.2}
 """How much longer ncu's gpu__time_duration may read than nsys' kernel time at the same clock, by --cache-control:
@@ -194,7 +194,7 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
     if t is not None:
         t = t.assign(**{WORK: nearest_class(t.assign(duration_ns=t["events_us"] * 1e3), ranges, keys)})
     if n is not None:
-        n = n.assign(**{WORK: nearest_class(n, ranges, keys)})
+        n = n.assign(**{WORK: nearest_class(n, ranges, keys, extra_ns=NCU_EXTRA_NS)})
     rows = [*keys, WORK]
     frames = []
     if t is not None:
@@ -273,11 +273,7 @@ def _classes(s: pd.DataFrame | None, keys: list[str]) -> tuple[pd.DataFrame | No
             pd.DataFrame(columns=columns)
     codes = s.groupby(keys, sort=False).ngroup().to_numpy()
     s = s.assign(**{WORK: grouped_classes(codes, s["duration_ns"].to_numpy())})
-    ranges = class_ranges(s, keys)
-    count = ranges.groupby(keys, sort=False)[WORK].transform("max")
-    ranges["text"] = [f"{w}/{c} {span_text(lo, hi)}" if w else "" for w, c, lo, hi in
-                      zip(ranges[WORK], count, ranges["min_ns"], ranges["max_ns"])]
-    return s, ranges[columns]
+    return s, with_text(class_ranges(s, keys), keys)[columns]
 
 
 def _capture_order(frames: list[pd.DataFrame]) -> list[str]:

@@ -31,6 +31,10 @@ MIN_CLASS_SHARE = 0.05
 are not work of their own; the LM head, 5 of 85 launches and 37 % of the time, is)."""
 
 WORK = "work"
+NCU_EXTRA_NS = 1800
+"""How much longer ncu's gpu__time_duration of a launch may read than nsys' record of it (its fixed cost, measured
+up to 1.70 µs on the H200: analyse.crosscheck.NCU_FIXED_US): a 3 µs kernel read as 4.4 µs is still of the 3 µs
+class."""
 
 
 def duration_classes(durations) -> np.ndarray:
@@ -103,10 +107,12 @@ def class_ranges(frame: pd.DataFrame, keys: list[str], duration: str = "duration
     return grouped.agg(launches="size", min_ns="min", max_ns="max").reset_index()
 
 
-def nearest_class(launches: pd.DataFrame, ranges: pd.DataFrame, keys: list[str],
-                  duration: str = "duration_ns") -> pd.Series:
+def nearest_class(launches: pd.DataFrame, ranges: pd.DataFrame, keys: list[str], duration: str = "duration_ns",
+                  extra_ns: float = 0.0) -> pd.Series:
     """Per launch (ncu's, say), the class of its instance in `ranges` (class_ranges) whose duration range is
-    nearest to its duration on a log scale (inside a range: that class); 0 for an instance not split."""
+    nearest to its duration on a log scale (inside a range: that class); 0 for an instance not split. extra_ns: the
+    launch's duration may read up to this much more than the classes' clock would (ncu: NCU_EXTRA_NS), so it
+    stands for any duration from duration - extra_ns to duration."""
     out = pd.Series(0, index=launches.index, name=WORK, dtype=np.int64)
     split = ranges[ranges[WORK] > 0]
     if launches.empty or split.empty:
@@ -118,11 +124,19 @@ def nearest_class(launches: pd.DataFrame, ranges: pd.DataFrame, keys: list[str],
     if pairs.empty:
         return out
     d, lo, hi = (pairs[c].to_numpy(dtype=float) for c in ("_d", "min_ns", "max_ns"))
-    pairs = pairs.assign(_far=np.where(d < lo, np.log(lo / d), np.where(d > hi, np.log(d / hi), 0.0)))
+    short = np.maximum(d - extra_ns, 1.0)
+    pairs = pairs.assign(_far=np.where(d < lo, np.log(lo / d), np.where(short > hi, np.log(short / hi), 0.0)))
     best = pairs.sort_values(["_row", "_far", WORK], kind="stable").drop_duplicates("_row")
     values = out.to_numpy().copy()
     values[best["_row"].to_numpy()] = best[WORK].to_numpy()
     return pd.Series(values, index=launches.index, name=WORK)
+
+
+def with_text(ranges: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """class_ranges with `text`: "2/3 66.3-96.8 µs" (the class of how many, and its launches' span), "" for 0."""
+    count = ranges.groupby(keys, sort=False, dropna=False)[WORK].transform("max")
+    return ranges.assign(text=[f"{w}/{c} {span_text(lo, hi)}" if w else "" for w, c, lo, hi in
+                               zip(ranges[WORK], count, ranges["min_ns"], ranges["max_ns"])])
 
 
 def describe(ranges: pd.DataFrame) -> str:
