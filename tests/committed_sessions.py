@@ -72,3 +72,20 @@ def pair_session(sessions_root: Path) -> str:
     candidates = [c for c in sessions_root.iterdir() if _holds_needed(c)]
     newest = max(candidates, key=lambda c: (json.loads((c / "manifest.json").read_text()).get("created", ""), c.name))
     return newest.name
+
+
+def ncu_actions(session: str, tmp_path: Path):
+    """Every profiled launch (an ncu_report action) of a committed session's ncu reports, in report order: the raw
+    figures tests compute their expectations from, independently of profkit's parser."""
+    import lzma
+
+    ncu_report = pytest.importorskip("ncu_report")
+    for packed in sorted((REPO_SESSIONS / session).glob("python3.ncu*.ncu-rep.xz")):
+        report = tmp_path / packed.name[:-3]
+        with lzma.open(packed) as src, report.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        context = ncu_report.load_report(str(report))
+        for r in range(context.num_ranges()):
+            launches = context.range_by_idx(r)
+            for a in range(launches.num_actions()):
+                yield launches.action_by_idx(a)

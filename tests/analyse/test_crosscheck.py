@@ -12,6 +12,7 @@ import pytest
 import profkit
 from profkit.analyse.crosscheck import cross_check
 from tests import REPO
+from tests.committed_sessions import ncu_actions
 
 
 def _timings(ms):
@@ -139,21 +140,9 @@ def _sqlite(session: str, tmp_path) -> sqlite3.Connection:
 def _ncu_launches(session: str, tmp_path, kernel: str) -> list[tuple[str, int, int, float]]:
     """(demangled function, grid size, grid y, gpu__time_duration.sum in ns) of each ncu launch of `kernel`."""
     ncu_report = pytest.importorskip("ncu_report")
-    found = []
-    for packed in sorted((REPO / "sessions" / session).glob("python3.ncu*.ncu-rep.xz")):
-        report = tmp_path / packed.name[:-3]
-        with lzma.open(packed) as src, report.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        context = ncu_report.load_report(str(report))
-        for r in range(context.num_ranges()):
-            actions = context.range_by_idx(r)
-            for a in range(actions.num_actions()):
-                action = actions.action_by_idx(a)
-                if action.name() == kernel:
-                    found.append((action.name(ncu_report.IAction.NameBase_DEMANGLED),
-                                  action["launch__grid_size"].as_uint64(), action["launch__grid_dim_y"].as_uint64(),
-                                  action["gpu__time_duration.sum"].as_double()))
-    return found
+    return [(action.name(ncu_report.IAction.NameBase_DEMANGLED), action["launch__grid_size"].as_uint64(),
+             action["launch__grid_dim_y"].as_uint64(), action["gpu__time_duration.sum"].as_double())
+            for action in ncu_actions(session, tmp_path) if action.name() == kernel]
 
 
 def test_the_allowance_on_a_committed_short_kernel(tmp_path):

@@ -20,6 +20,7 @@ import pytest
 
 from profkit.analyse import instances
 from tests import REPO
+from tests.committed_sessions import ncu_actions
 
 SESSIONS = ["train-step-guided", "train-step-compile-guided", "train-step-graphs-guided"]
 NNT = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
@@ -126,20 +127,8 @@ def test_the_committed_gpt_steps_split_only_the_persistent_gemms(session, window
 
 def _ncu_durations(session: str, tmp_path, kernel: str) -> list[float]:
     """gpu__time_duration.sum (ns) of every launch of `kernel` with a 2×66×1 grid in the session's ncu reports."""
-    ncu_report = pytest.importorskip("ncu_report")
-    found = []
-    for packed in sorted((REPO / "sessions" / session).glob("python3.ncu*.ncu-rep.xz")):
-        report = tmp_path / packed.name[:-3]
-        with lzma.open(packed) as src, report.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        context = ncu_report.load_report(str(report))
-        for r in range(context.num_ranges()):
-            launches = context.range_by_idx(r)
-            for a in range(launches.num_actions()):
-                action = launches.action_by_idx(a)
-                if action.name() == kernel and action["launch__grid_dim_y"].as_uint64() == 66:
-                    found.append(action["gpu__time_duration.sum"].as_double())
-    return found
+    return [action["gpu__time_duration.sum"].as_double() for action in ncu_actions(session, tmp_path)
+            if action.name() == kernel and action["launch__grid_dim_y"].as_uint64() == 66]
 
 
 @pytest.mark.parametrize("session", SESSIONS)
