@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import importlib.metadata
 import os
 import re
 import sys
@@ -20,6 +19,7 @@ from typing import Callable, Sequence
 
 from profkit import process
 from profkit.errors import ProfkitError
+from profkit.fingerprint import library_version
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -72,10 +72,10 @@ def _read_file(path: str) -> str | None:
 def _module_version(name: str) -> str:
     """Import `name` and return its distribution's version (or where it was loaded from); raises ImportError."""
     module = importlib.import_module(name)
-    try:
-        return importlib.metadata.version(name.replace("_", "-"))
-    except importlib.metadata.PackageNotFoundError:
+    version = library_version(name)
+    if version in ("absent", "unknown"):
         return f"unknown version, from {Path(getattr(module, '__file__', '') or name).parent}"
+    return version
 
 
 @dataclass

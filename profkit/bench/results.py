@@ -7,7 +7,6 @@ versions that go into every result file's meta.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 import platform
@@ -20,16 +19,16 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from profkit.fingerprint import library_version
+
 FLOAT_COLUMNS = frozenset({"median_ms", "p20_ms", "p80_ms", "min_ms", "spread", "tflops", "gbps",
                            "ratio_vs_baseline", "flops", "bytes", "sm_clock_mhz", "power_w",
                            "cycle_ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high"})
 
 
 def _package_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    version = library_version(name)
+    return None if version == "absent" else version
 
 
 def _driver_version() -> str | None:

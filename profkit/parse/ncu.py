@@ -100,14 +100,10 @@ def reader_version(ncu_report) -> str:
     match = re.search(r"nsight-compute[-/](\d+\.\d+\.\d+)", str(getattr(ncu_report, "__file__", "")))
     if match:
         return match.group(1)
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return ""
-    try:
-        return version("ncu_report")
-    except PackageNotFoundError:
-        return ""
+    from profkit.fingerprint import library_version
+
+    version = library_version("ncu_report")
+    return "" if version in ("absent", "unknown") else version
 
 
 def _release(version: str) -> tuple[int, ...]:
