@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .benchmark import GOAL_ROUNDS, SWEEP_PATHS, VARIANTS, bench, goals, profile_workload, sweep
+from .benchmark import GOAL_ROUNDS, SHAPE_ROUNDS, SWEEP_PATHS, VARIANTS, bench, goals, profile_workload, shapes, sweep
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``bench [--quick] [--out-dir DIR]``, ``goals [--rounds R] [--case LABEL ...] [--out-dir DIR]``,
+    """Command line: ``bench [--quick] [--out-dir DIR]``, ``shapes [--rounds R] [--dtype D ...]``, ``goals [--rounds R] [--case LABEL ...] [--out-dir DIR]``,
     ``profile [--n N] [--dtype VARIANT]`` or
     ``sweep [--dtype bf16|fp32] [--n N ...] [--group-m G ...]``."""
     parser = argparse.ArgumentParser(prog="python -m profkit.kernels.matmul",
@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     p_goals.add_argument("--case", action="append", dest="cases", metavar="LABEL",
                          help="only this goal case (repeatable), e.g. 'bf16 4096x4096x4096'")
     p_goals.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
+    p_shapes = sub.add_parser("shapes", help="24 shapes per dtype (odd squares, Llama-class prefill/decode, "
+                                             "vocabulary projections) vs cuBLAS (matmul_shapes.json|csv)")
+    p_shapes.add_argument("--rounds", type=int, default=SHAPE_ROUNDS)
+    p_shapes.add_argument("--dtype", action="append", dest="dtypes", choices=["bf16", "fp32-ieee"],
+                          help="only this dtype (repeatable)")
+    p_shapes.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     p_prof = sub.add_parser("profile", help="one Triton and one cuBLAS launch inside NVTX ranges")
     p_prof.add_argument("--n", type=int, default=4096)
     p_prof.add_argument("--dtype", choices=sorted(VARIANTS), default="bf16")
@@ -40,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         bench(out_dir=args.out_dir, quick=args.quick)
     elif args.command == "goals":
         goals(out_dir=args.out_dir, rounds=args.rounds, labels=tuple(args.cases) if args.cases else None)
+    elif args.command == "shapes":
+        shapes(out_dir=args.out_dir, rounds=args.rounds, variants=tuple(args.dtypes or ("bf16", "fp32-ieee")))
     elif args.command == "sweep":
         sweep(args.dtype, tuple(args.n), tuple(args.group_m), out_dir=args.out_dir, min_tile=args.min_tile)
     else:

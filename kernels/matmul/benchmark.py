@@ -302,6 +302,89 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
     return verdicts
 
 
+SHAPE_SQUARES = (1000, 1024, 2000, 3000, 4097, 5000, 6000)
+"""Squares off the powers of two (and 1024, the worst bf16 square so far); 4096 is among the prefill rows."""
+SHAPE_MS = (1, 16, 128, 512, 4096)
+LLAMA_KN = ((4096, 4096), (4096, 14336), (14336, 4096))
+"""Llama-class (K, N) of a layer's projections: attention (4096 -> 4096), MLP up (4096 -> 14336), MLP down."""
+VOCAB_SHAPES = ((512, 32000, 4096), (4096, 128256, 4096))
+"""Vocabulary projections (M, N, K): a Llama-2 and a Llama-3 vocabulary."""
+SHAPE_GOALS = {"bf16": {"worst": 0.9, "geomean": 1.0}, "fp32-ieee": {"worst": 0.85, "geomean": 0.95}}
+SHAPE_ROUNDS = 5
+
+
+def shape_cases(variants: tuple[str, ...] = ("bf16", "fp32-ieee")) -> list:
+    """The shape sweep's cases (24 per variant): odd and even squares from 1000 to 6000, prefill/decode rows
+    M against Llama-class (K, N), vocabulary projections."""
+    shapes = [(s, s, s) for s in SHAPE_SQUARES]
+    shapes += [(m, n, k) for m in SHAPE_MS for k, n in LLAMA_KN]
+    shapes += list(VOCAB_SHAPES)
+    return [_make_case(variant, m, n, k, seed=i) for variant in variants for i, (m, n, k) in enumerate(shapes)]
+
+
+def shape_summary(df, impl: str = "triton"):
+    """Per variant: shapes, worst and geometric-mean ratio (baseline time / ours) against ``SHAPE_GOALS``."""
+    import pandas as pd
+
+    rows = df[df["impl"] == impl]
+    out = []
+    for variant, own in rows.groupby(rows["label"].str.split().str[0], sort=False):
+        ratios = own["ratio"].astype(float)
+        goal = SHAPE_GOALS.get(variant, {})
+        worst, geomean = float(ratios.min()), float(math.exp(ratios.map(math.log).mean()))
+        out.append({"dtype": variant, "shapes": len(ratios), "worst": worst,
+                    "worst_shape": own.loc[ratios.idxmin(), "label"], "geomean": geomean,
+                    "goal_worst": goal.get("worst"), "goal_geomean": goal.get("geomean"),
+                    "met": bool(goal) and worst >= goal["worst"] and geomean >= goal["geomean"]})
+    return pd.DataFrame(out)
+
+
+def shapes(out_dir: Path = Path("reports/benchmarks"), rounds: int = SHAPE_ROUNDS,
+           variants: tuple[str, ...] = ("bf16", "fp32-ieee")):
+    """Triton vs cuBLAS on every shape of ``shape_cases`` (eager calls, L2 flushed, outputs poisoned and checked
+    against float64 first, TF32 off for fp32), ``rounds`` interleaved rounds each with the per-round ratio and
+    its interval; prints the table and the per-dtype worst / geomean against ``SHAPE_GOALS``; writes
+    matmul_shapes.json|csv."""
+    from profkit.bench import flops
+    from profkit.bench.compare import compare
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment, format_table, write_results
+    from profkit.bench.timing import STABLE_SPREAD
+
+    require_cuda("profkit.kernels.matmul.shapes")
+    cases = shape_cases(variants)
+    inputs = _Inputs()
+    chosen: dict[str, str | None] = {}
+    frames = []
+    for case in cases:  # one case at a time: a 4096x128256 output must not stay resident beside the others
+        frames.append(compare([case], {"triton": _triton_factory(inputs), "cublas": _cublas_factory(inputs)},
+                              baseline="cublas", check=_checker(inputs, chosen), rounds=rounds))
+        inputs.clear()
+        torch.cuda.empty_cache()
+    import pandas as pd
+
+    df = pd.concat(frames, ignore_index=True)
+    summary = shape_summary(df)
+    meta = {
+        "workload": "matmul_shapes",
+        "environment": environment(),
+        "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
+        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; each round's "
+                             "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
+                   "rounds": rounds, "stable_spread": STABLE_SPREAD},
+        "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
+        "ratio": "cuBLAS time / Triton time (> 1: Triton faster)",
+        "goals": SHAPE_GOALS,
+        "summary": summary.to_dict("records"),
+        "triton_config": chosen,
+    }
+    print(format_table(df, meta))
+    print(summary.to_string(index=False))
+    for path in write_results(df, meta, Path(out_dir) / "matmul_shapes"):
+        print(f"wrote {path}")
+    return summary
+
+
 def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict:
     """One Triton and one cuBLAS n x n x n matmul inside NVTX ranges, for ``profkit profile``.
 

@@ -1,0 +1,44 @@
+"""The matmul shape sweep's cases and summary (CPU: the sweep itself needs a GPU)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from profkit.kernels.matmul.benchmark import SHAPE_GOALS, shape_cases, shape_summary
+from profkit.kernels.matmul.__main__ import main
+
+
+def test_each_dtype_has_24_distinct_shapes_named_by_the_issue():
+    cases = shape_cases()
+    labels = [c.label for c in cases]
+    assert len(labels) == len(set(labels)) == 48
+    shapes = {tuple(int(x) for x in c.label.split()[1].split("x")) for c in cases}
+    assert {(4097, 4097, 4097), (1000, 1000, 1000), (6000, 6000, 6000)} <= shapes
+    assert {m for m, _, _ in shapes} >= {1, 16, 128, 512, 4096}
+    assert any(n >= 32000 for _, n, _ in shapes)  # a vocabulary projection
+    for case in cases:
+        m, n, k = case.params["m"], case.params["n"], case.params["k"]
+        assert case.flops == 2 * m * n * k
+
+
+def _rows(variant, ratios):
+    return [{"impl": "triton", "label": f"{variant} {i + 1}x8x8", "ratio": r} for i, r in enumerate(ratios)] + \
+        [{"impl": "cublas", "label": f"{variant} {i + 1}x8x8", "ratio": 1.0} for i in range(len(ratios))]
+
+
+def test_summary_worst_and_geomean_against_the_goals():
+    df = pd.DataFrame(_rows("bf16", [0.8, 1.25, 1.1]) + _rows("fp32-ieee", [0.9, 1.0]))
+    summary = shape_summary(df).set_index("dtype")
+    assert summary.loc["bf16", "worst"] == pytest.approx(0.8)
+    assert summary.loc["bf16", "worst_shape"] == "bf16 1x8x8"
+    assert summary.loc["bf16", "geomean"] == pytest.approx((0.8 * 1.25 * 1.1) ** (1 / 3))
+    assert not summary.loc["bf16", "met"]  # worst 0.8 < 0.9
+    assert summary.loc["fp32-ieee", "geomean"] == pytest.approx(math.sqrt(0.9))
+    assert summary.loc["fp32-ieee", "met"] == (0.9 >= SHAPE_GOALS["fp32-ieee"]["worst"]
+                                               and math.sqrt(0.9) >= SHAPE_GOALS["fp32-ieee"]["geomean"])
+
+
+def test_shapes_command_needs_a_gpu():
+    with pytest.raises((RuntimeError, SystemExit)):
+        main(["shapes", "--dtype", "bf16", "--rounds", "1", "--out-dir", "/tmp/never"])
