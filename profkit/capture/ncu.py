@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from profkit import process
-from profkit.capture.options import comma_list, option
+from profkit.options import comma_list, option
 from profkit.errors import CaptureError
 
 # Sections wanted beyond --set full when this ncu's `full` set lacks them (older versions).
@@ -21,7 +21,7 @@ ROOFLINE_SECTIONS = ["SpeedOfLight_RooflineChart", "SpeedOfLight_HierarchicalSin
 @dataclass
 class NcuOptions:
     """What an ncu capture collects and which launches it profiles; each field with an option is one of `profkit
-    profile`'s (capture.options)."""
+    profile`'s (profkit.options)."""
 
     set_name: str | None = option("--set", default="full", show_default=True, help="ncu section set.")
     """None: no section set, only `metrics` (profile --quick)."""

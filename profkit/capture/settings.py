@@ -1,4 +1,4 @@
-"""The settings of `profkit profile`, each field declaring its option (capture.options): the command's options are
+"""The settings of `profkit profile`, each field declaring its option (profkit.options): the command's options are
 generated from ProfileOptions and the fields nested in it (NcuOptions, GuidedOptions), in field order.
 
 Imports nothing heavy: the cli reads these declarations whenever it starts (`profkit --help`, `profkit show`).
@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from profkit.capture.ncu import NcuOptions
-from profkit.capture.options import nested, option
+from profkit.options import nested, option
 from profkit.errors import UsageError
 
 

@@ -1,4 +1,4 @@
-"""Click options generated from a settings dataclass (capture.options): one option per declared field, and the
+"""Click options generated from a settings dataclass (profkit.options): one option per declared field, and the
 command called with the built dataclass instead of one parameter per option."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 
-from profkit.capture.options import OptionSpec, SettingPath, build, declared
+from profkit.options import OptionSpec, SettingPath, build, declared
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -45,12 +45,14 @@ def click_settings(spec: OptionSpec) -> dict[str, Any]:
     elif spec.min is not None:
         kind = click.IntRange(min=spec.min)
     elif spec.folder:
-        kind = click.Path(file_okay=False)
+        kind = click.Path(file_okay=False, exists=spec.exists)
     out: dict[str, Any] = {"help": spec.help}
     if not (spec.is_flag or spec.multiple):  # a flag is off, a repeatable option empty, unless given
         out["default"] = spec.default
     if kind is not None:
         out["type"] = kind
+    if spec.metavar is not None:
+        out["metavar"] = spec.metavar
     for key in ("is_flag", "multiple", "show_default"):
         if getattr(spec, key):
             out[key] = True

@@ -4,14 +4,16 @@ changed, printed again from the user's cache (cli.show_cache)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from profkit.cli import frozen_imports, main
 from profkit.cli import show_cache
+from profkit.cli.settings import settings_options
 from profkit.cli.show_cache import Pieces
+from profkit.options import option
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,48 +25,29 @@ TEXT_ROWS = 500
 (the longest, 320 rows), and a 10^6-kernel timeline's launch table (1.6*10^5 rows, one per training step and
 kernel) does not flood the terminal."""
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _option(*decls: str, **attrs: Any) -> dict[str, Any]:
-    """A ShowOptions field's click declaration (its flags and click.option's settings but the default)."""
-    return {"click": (decls, attrs)}
-
 
 @dataclass(frozen=True)
 class ShowOptions:
-    """Every option of `profkit show`, declared once: the command's click options are made from these fields
-    (show_options), and the whole object is part of the key of a cached output (cli.show_cache), so a new option
-    is one field here and can never be left out of the key."""
+    """Every option of `profkit show`, declared once (profkit.options): the command's click options are made from
+    these fields (cli.settings), and the whole object is part of the key of a cached output (cli.show_cache), so a
+    new option is one field here and can never be left out of the key."""
 
-    tables: tuple[str, ...] = field(default=(), metadata=_option(
-        "-t", "--table", multiple=True, metavar="NAME",
-        help="A table to print (repeatable; listed below). A table the input cannot give is an error (exit 2)."))
-    all_tables: bool = field(default=False, metadata=_option(
-        "--all", is_flag=True, help="Every table that applies to each input."))
-    fmt: str = field(default="text", metadata=_option(
-        "--format", type=click.Choice(["text", "json", "csv"]), show_default=True))
-    rebuild: bool = field(default=False, metadata=_option(
-        "--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first."))
-    columns: str = field(default="", metadata=_option(
-        "-c", "--columns", metavar="A,B,...",
-        help="Print only these columns (comma-separated, in this order) of each table."))
-    head: int | None = field(default=None, metadata=_option(
-        "--head", type=click.IntRange(min=0),
+    tables: tuple[str, ...] = option(
+        "-t", "--table", multiple=True, parse=tuple, metavar="NAME",
+        help="A table to print (repeatable; listed below). A table the input cannot give is an error (exit 2).")
+    all_tables: bool = option("--all", is_flag=True, help="Every table that applies to each input.")
+    fmt: str = option("--format", choices=("text", "json", "csv"), default="text", show_default=True)
+    rebuild: bool = option("--rebuild", is_flag=True, help="Re-derive a session's tables from its reports first.")
+    columns: str = option("-c", "--columns", default="", metavar="A,B,...",
+                          help="Print only these columns (comma-separated, in this order) of each table.")
+    head: int | None = option(
+        "--head", min=0,
         help=f"Print only the first N rows of each table; 0: every row. Text prints at most {TEXT_ROWS} rows of a "
-             f"table unless --head is given; csv and json print every row."))
-    source_dirs: tuple[str, ...] = field(default=(), metadata=_option(
-        "--source-dir", multiple=True, metavar="DIR", type=click.Path(file_okay=False, exists=True),
+             f"table unless --head is given; csv and json print every row.")
+    source_dirs: tuple[str, ...] = option(
+        "--source-dir", multiple=True, parse=tuple, folder=True, exists=True, metavar="DIR",
         help="A folder where the source table looks first for the files a report records at a path that does not "
-             "exist here (repeatable); then the input's folder and project, then the current folder."))
-
-
-def show_options(command: F) -> F:
-    """Add a click option per ShowOptions field, in field order, named after the field, with its default."""
-    for option in reversed(fields(ShowOptions)):
-        decls, attrs = option.metadata["click"]
-        command = click.option(*decls, option.name, default=option.default, **attrs)(command)
-    return command
+             "exist here (repeatable); then the input's folder and project, then the current folder.")
 
 
 class RegistryHelp(click.Command):
@@ -82,11 +65,11 @@ class RegistryHelp(click.Command):
 
 @main.command(cls=RegistryHelp)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@show_options
-def show(paths: tuple[str, ...], **settings: Any) -> None:
+@settings_options(ShowOptions)
+def show(paths: tuple[str, ...], options: ShowOptions) -> None:
     """Print the tables of sessions (folders or names), report files (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) and
     nsys Parquet or Arrow exports (nsys export --type parquetdir, arrowdir or arrow). No GPU needed."""
-    for to_stderr, text in shown(paths, ShowOptions(**settings)):
+    for to_stderr, text in shown(paths, options):
         click.echo(text, err=to_stderr)
 
 

@@ -1,4 +1,4 @@
-"""`profkit profile`'s options are generated from its settings (capture.settings, capture.options, cli.settings):
+"""`profkit profile`'s options are generated from its settings (capture.settings, profkit.options, cli.settings):
 each keeps the name, default and help text README and docs quote, and a new settings field is a new option that
 reaches the capture."""
 
@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from profkit.capture import profile as profile_module
 from profkit.capture import steps
 from profkit.capture.ncu import NcuOptions
-from profkit.capture.options import build, declared, nested, option
+from profkit.options import build, declared, nested, option
 from profkit.capture.settings import GuidedOptions, ProfileOptions
 from profkit.cli import main
 from profkit.cli.profile import profile_command
@@ -185,3 +185,40 @@ def test_a_new_field_left_out_keeps_its_default(tmp_path, stand_in_ncu):
         "profile", "--plain", "--sessions-dir", str(tmp_path / "s"), "--", str(program)])
     assert result.exit_code == 1 and "stand-in ncu: no capture" in result.output, result.output
     assert dataclasses.asdict(stand_in_ncu[0])["target_processes"] == "all"
+
+
+class Captured(Exception):
+    """Raised by the stand-in capture once it has the options."""
+
+
+# (arguments, the ProfileOptions they give, worked out by hand from OPTIONS)
+PARSED = [
+    ([], ProfileOptions()),
+    (["--name", "n", "--arch", "sm_90", "--args", "1 '2 3'", "--nsys"],
+     ProfileOptions(name="n", arch="sm_90", args=["1", "2 3"], nsys=True)),
+    (["--set", "basic", "--section", "A", "--section", "B", "--metrics", "a,,b", "--nvtx-include", "x/",
+      "--kernel-name", "regex:k", "--launch-count", "3", "--launch-skip", "2", "--clock-control", "base",
+      "--cache-control", "none", "--replay-mode", "application"],
+     ProfileOptions(ncu=NcuOptions(set_name="basic", sections=["A", "B"], metrics=["a", "b"], nvtx_include=["x/"],
+                                   kernel_name="regex:k", launch_count=3, launch_skip=2, clock_control="base",
+                                   cache_control="none", replay_mode="application"))),
+    (["--reps-under-ncu", "4", "--guided", "--coverage", "0.5", "--top", "3", "--torch-modules"],
+     ProfileOptions(ncu_reps=4, guided=True, guide=GuidedOptions(coverage=0.5, top=3, torch_modules=True))),
+    (["--plain", "--repeat", "3", "--timeout", "10"], ProfileOptions(guided=False, repeat=3, timeout=10.0)),
+]
+
+
+@pytest.mark.parametrize("args, expected", PARSED)
+def test_the_command_line_gives_the_settings_a_program_would_pass(args, expected, monkeypatch):
+    """`profkit profile ARGS` hands the capture what ProfileOptions(...) written out by hand holds: with no option,
+    the settings' own defaults (a flag's too: off, not None)."""
+    seen: list[ProfileOptions] = []
+
+    def capture(targets: list[str], options: ProfileOptions, root: Path | None = None) -> Path:
+        seen.append(options)
+        raise Captured()
+
+    monkeypatch.setattr(profile_module, "profile", capture)
+    result = CliRunner().invoke(main, ["profile", *args, "--", "true"])
+    assert isinstance(result.exception, Captured), result.output
+    assert seen == [expected]

@@ -124,9 +124,9 @@ def test_each_option_is_part_of_the_key(env: Path) -> None:
 
 
 def test_the_command_options_are_the_dataclass_fields() -> None:
-    """show's click options are made from ShowOptions (one declaration), with its defaults."""
-    options = {p.name: p.default for p in show.params if isinstance(p, click.Option) and p.name != "help"}
-    assert options == {f.name: f.default for f in dataclasses.fields(ShowOptions)}
+    """show's click options are made from ShowOptions (one declaration), one per field, named after it."""
+    options = [p.name for p in show.params if isinstance(p, click.Option) and p.name != "help"]
+    assert options == [f.name for f in dataclasses.fields(ShowOptions)]
 
 
 def test_a_different_option_prints_differently_and_is_kept_apart(env: Path) -> None:

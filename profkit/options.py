@@ -3,8 +3,8 @@
 `option(...)` makes a field with its flag, help text and command-line default; `nested(Settings)` holds another
 settings dataclass whose options are listed in its place. The cli turns the declarations into click options
 (cli/settings.py) and `build` turns the parsed values back into the dataclass, so a new option of `profkit profile`
-is one field, next to the code that reads it. Nothing here imports click: the capture declares what it reads, the
-cli how it is parsed.
+(capture.settings) or `profkit show` (cli.show.ShowOptions) is one field, next to the code that reads it. Nothing
+here imports click: the settings declare what is read, the cli how it is parsed.
 """
 
 from __future__ import annotations
@@ -36,26 +36,31 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     min: int | None = None                 # an integer of at least this
     is_flag: bool = False
-    multiple: bool = False                 # repeatable: the field gets a list
+    multiple: bool = False                 # repeatable: the field gets a list, or what `parse` makes of the tuple
     show_default: bool = False
-    folder: bool = False                   # the path of a folder (it need not exist)
+    folder: bool = False                   # the path of a folder
+    exists: bool = False                   # with folder: it must exist
+    metavar: str | None = None             # the value's name in --help; None: click's (TEXT, INTEGER, ...)
     parse: Callable[[Any], Any] | None = None  # command-line value -> field value
 
     def value(self, given: Any) -> Any:
         """The field's value for the option's command-line value."""
-        if self.parse is not None:
-            return self.parse(given)
         if self.multiple:
-            return list(given or ())
-        return given
+            given = tuple(given or ())
+            return list(given) if self.parse is None else self.parse(given)
+        return given if self.parse is None else self.parse(given)
 
 
 def option(*flags: str, help: str | None = None, default: Any = None, type: type | None = None,
            choices: tuple[str, ...] | None = None, min: int | None = None, is_flag: bool = False,
-           multiple: bool = False, show_default: bool = False, folder: bool = False,
-           parse: Callable[[Any], Any] | None = None) -> Any:
-    """A dataclass field set by the option `flags`; its default is what the option's default parses to."""
-    spec = OptionSpec(flags, help, default, type, choices, min, is_flag, multiple, show_default, folder, parse)
+           multiple: bool = False, show_default: bool = False, folder: bool = False, exists: bool = False,
+           metavar: str | None = None, parse: Callable[[Any], Any] | None = None) -> Any:
+    """A dataclass field set by the option `flags`; its default is what the option's default parses to (a flag's:
+    off)."""
+    if is_flag and default is None:
+        default = False
+    spec = OptionSpec(flags, help, default, type, choices, min, is_flag, multiple, show_default, folder, exists,
+                      metavar, parse)
     initial = spec.value(default)
     if isinstance(initial, (list, dict, set)):  # each instance gets its own copy
         return dataclasses.field(default_factory=lambda: copy.copy(initial), metadata={OPTION: spec})
