@@ -28,6 +28,9 @@ namespace rung_regtile {
 namespace rung_vectorized {
 #include "matmul_vectorized.cu"
 }
+namespace rung_warptiled {
+#include "matmul_warptiled.cu"
+}
 namespace rung_cublas {
 #include "matmul_cublas.cu"
 }
@@ -42,6 +45,7 @@ const KernelDescriptor kRungs[] = {
     {"matmul_coarsened", rung_coarsened::launch_matmul_coarsened, nullptr, nullptr},
     {"matmul_regtile", rung_regtile::launch_matmul_regtile, nullptr, nullptr},
     {"matmul_vectorized", rung_vectorized::launch_matmul_vectorized, nullptr, nullptr},
+    {"matmul_warptiled", rung_warptiled::launch_matmul_warptiled, nullptr, nullptr},
     {"matmul_cublas", rung_cublas::launch_matmul_cublas, rung_cublas::setup_matmul_cublas,
      rung_cublas::teardown_matmul_cublas},
 };

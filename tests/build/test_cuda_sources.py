@@ -142,8 +142,9 @@ def _ptxas_table(log: str) -> dict[tuple[str, str], dict[str, int]]:
 
 
 def test_ladder_sources_present():
-    """The five rungs and the cuBLAS baseline are all there, so a missing rung cannot pass silently."""
-    rungs = {"matmul_naive", "matmul_tiled", "matmul_coarsened", "matmul_regtile", "matmul_vectorized"}
+    """The six rungs and the cuBLAS baseline are all there, so a missing rung cannot pass silently."""
+    rungs = {"matmul_naive", "matmul_tiled", "matmul_coarsened", "matmul_regtile", "matmul_vectorized",
+             "matmul_warptiled"}
     assert rungs | LIBRARY_PROGRAMS <= {p.stem for p in PROGRAMS}
 
 
@@ -207,6 +208,25 @@ def test_vectorized_kernel_sass_has_ldg128_and_lds128(builds):
     assert sass.returncode == 0, sass.stderr
     assert "LDG.E.128" in sass.stdout, "no 128-bit global load (LDG.E.128) in the sm_90 SASS"
     assert "LDS.128" in sass.stdout, "no 128-bit shared load (LDS.128) in the sm_90 SASS"
+
+
+def _shared_loads_per_ffma(builds, rung: str) -> float:
+    """128-bit shared loads per FFMA in a rung's sm_90 SASS (the unrolled K loop dominates both counts)."""
+    tool = find_cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump on PATH or bundled with triton: cannot disassemble SASS")
+    sass = _run([tool, "-sass", "-arch", "sm_90", "-fun", _mangled(rung), str(builds[rung].binary)])
+    assert sass.returncode == 0, sass.stderr
+    lds128, ffma = len(re.findall(r"\bLDS\.128\b", sass.stdout)), len(re.findall(r"\bFFMA\b", sass.stdout))
+    assert ffma > 0 and lds128 > 0, f"{rung}: {lds128} LDS.128, {ffma} FFMA"
+    return lds128 / ffma
+
+
+def test_warptiled_rung_reads_less_shared_memory_per_ffma_than_vectorized(builds):
+    """The warp tile's point: 6 LDS.128 per 128 FFMA (8 x 16 outputs per thread) against vectorized's 4 per 64."""
+    warptiled, vectorized = (_shared_loads_per_ffma(builds, r) for r in ("matmul_warptiled", "matmul_vectorized"))
+    assert warptiled == pytest.approx(6 / 128, rel=0.05)
+    assert vectorized == pytest.approx(4 / 64, rel=0.05)
 
 
 def test_static_sass_of_every_rung_is_read_and_tiled_hfma2_are_register_moves(builds):

@@ -1,0 +1,210 @@
+// Rung 6 — warp-tiled: each warp owns a 64 x 64 sub-tile of the block tile, computed as a grid of warp
+// sub-tiles; shared memory double-buffered behind a register prefetch; BK = 16.
+//
+// Mechanism added over vectorized (128 x 128 block tile, 8x8 outputs per thread, BK = 8, 256 threads):
+// * a warp tile: the 128 x 128 block tile is split into 64 x 64 warp tiles (4 warps, 128 threads); a warp
+//   walks its tile as WNITER sub-tiles of 64 x 16 and each thread holds 8 x 4 outputs of every sub-tile
+//   (8 x 16 = 128 accumulators). The 32 lanes of a warp read, per k, 8 distinct A rows and 4 distinct B
+//   columns groups, so a warp's shared-memory reads are 64 + 64 floats for 4096 FMAs: 6 LDS.128 per
+//   128 FFMA per thread (vectorized: 4 per 64, i.e. 0.047 against 0.0625 LDS per FFMA);
+// * BK = 16: half as many barriers and prefetch round trips per FMA as BK = 8;
+// * the same zero-padded edges and float4 loads as vectorized; A transposed into shared memory
+//   (a_smem[k][m]) so a thread's 8 A values of one k are two LDS.128.
+// Counters that should prove it: smsp__sass_inst_executed_op_shared_ld.sum per FFMA falls from 0.0625 to
+// 0.047; barrier stalls (smsp__average_warp_latency_issue_stalled_barrier) fall with half the
+// __syncthreads per FMA; the FMA pipe (sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active) gets busier.
+// Other tile shapes compile from the same template (-DWARPTILE_CONFIG=N, see kConfig below) so that one
+// benchmark run can compare them side by side in ladder_bench.
+#include "harness.cuh"
+
+namespace warptile {
+
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int WNITER_, int TM_, int TN_, int MIN_BLOCKS_ = 2>
+struct Config {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, WNITER = WNITER_, TM = TM_, TN = TN_;
+    static constexpr int MIN_BLOCKS = MIN_BLOCKS_;  // __launch_bounds__: blocks per SM the registers must allow
+    static constexpr int WARPS = (BM / WM) * (BN / WN);
+    static constexpr int THREADS = WARPS * 32;
+    static constexpr int WMITER = (WM * WN) / (32 * TM * TN * WNITER);  // warp sub-tiles along M
+    static constexpr int WSUBM = WM / WMITER;
+    static constexpr int WSUBN = WN / WNITER;
+    static constexpr int A_PASSES = BM * BK / 4 / THREADS;  // float4 loads of A per thread per K step
+    static constexpr int B_PASSES = BK * BN / 4 / THREADS;
+    static constexpr int A_STRIDE = BM + 4;  // keeps transposed A stores at most 2-way conflicted, rows 16 B aligned
+    static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles cover the block tile");
+    static_assert(WMITER >= 1 && WM % WMITER == 0 && WN % WNITER == 0, "warp sub-tiles cover the warp tile");
+    static_assert((WSUBN / TN) * (WSUBM / TM) == 32, "one warp's 32 lanes cover a warp sub-tile");
+    static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are read as float4");
+    static_assert(A_PASSES * THREADS * 4 == BM * BK && B_PASSES * THREADS * 4 == BK * BN, "whole float4 loads");
+    static_assert(THREADS % (BK / 4) == 0 && THREADS % (BN / 4) == 0, "load rows split evenly");
+};
+
+#ifndef WARPTILE_CONFIG
+#define WARPTILE_CONFIG 0
+#endif
+#if WARPTILE_CONFIG == 0
+using kConfig = Config<128, 128, 16, 64, 64, 4, 8, 4>;  // 128 threads
+#elif WARPTILE_CONFIG == 1
+using kConfig = Config<128, 128, 8, 64, 32, 2, 8, 4>;   // 256 threads, BK 8
+#elif WARPTILE_CONFIG == 2
+using kConfig = Config<128, 256, 8, 64, 64, 4, 8, 4, 1>;  // 256 threads, wider block tile, BK 8
+#elif WARPTILE_CONFIG == 3
+using kConfig = Config<64, 128, 16, 32, 64, 2, 8, 4>;   // 128 threads, smaller block tile for more blocks
+#else
+#error "WARPTILE_CONFIG must be 0..3"
+#endif
+
+// Loads m[row][col .. col+3] of an n x n row-major matrix; zeros outside it (as in matmul_vectorized).
+__device__ __forceinline__ float4 load4(const float* __restrict__ m, int n, int row, int col, bool aligned) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row >= n) return v;
+    const float* p = m + static_cast<size_t>(row) * n + col;
+    if (aligned) {
+        if (col < n) v = *reinterpret_cast<const float4*>(p);
+    } else {
+        if (col < n) v.x = p[0];
+        if (col + 1 < n) v.y = p[1];
+        if (col + 2 < n) v.z = p[2];
+        if (col + 3 < n) v.w = p[3];
+    }
+    return v;
+}
+
+__device__ __forceinline__ void store4(float* __restrict__ m, int n, int row, int col, float4 v, bool aligned) {
+    if (row >= n) return;
+    float* p = m + static_cast<size_t>(row) * n + col;
+    if (aligned) {
+        if (col < n) *reinterpret_cast<float4*>(p) = v;
+    } else {
+        if (col < n) p[0] = v.x;
+        if (col + 1 < n) p[1] = v.y;
+        if (col + 2 < n) p[2] = v.z;
+        if (col + 3 < n) p[3] = v.w;
+    }
+}
+
+// The kernel body for one tile configuration; matmul_warptiled below instantiates the chosen one.
+template <typename C>
+__device__ __forceinline__ void warptiled_body(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int n) {
+    __shared__ __align__(16) float a_smem[2][C::BK][C::A_STRIDE];  // transposed: a_smem[.][k][m]
+    __shared__ __align__(16) float b_smem[2][C::BK][C::BN];
+
+    const int tid = threadIdx.x;
+    const int block_row = blockIdx.y * C::BM;
+    const int block_col = blockIdx.x * C::BN;
+    const bool aligned = (n % 4) == 0;
+
+    // Loaders: BK / 4 threads cover one A row's BK k-values; BN / 4 threads one B row.
+    const int a_row = tid / (C::BK / 4), a_k = (tid % (C::BK / 4)) * 4;
+    constexpr int A_ROW_STEP = C::THREADS / (C::BK / 4);
+    const int b_row = tid / (C::BN / 4), b_col = (tid % (C::BN / 4)) * 4;
+    constexpr int B_ROW_STEP = C::THREADS / (C::BN / 4);
+
+    // Compute mapping: warp -> its warp tile; lane -> its TM x TN patch of every warp sub-tile.
+    const int warp = tid / 32, lane = tid % 32;
+    const int warp_row = (warp / (C::BN / C::WN)) * C::WM;
+    const int warp_col = (warp % (C::BN / C::WN)) * C::WN;
+    const int lane_row = (lane / (C::WSUBN / C::TN)) * C::TM;
+    const int lane_col = (lane % (C::WSUBN / C::TN)) * C::TN;
+
+    float acc[C::WMITER * C::TM][C::WNITER * C::TN] = {};
+    float4 a_next[C::A_PASSES], b_next[C::B_PASSES];
+
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int p = 0; p < C::A_PASSES; ++p)
+            a_next[p] = load4(a, n, block_row + a_row + p * A_ROW_STEP, k0 + a_k, aligned);
+#pragma unroll
+        for (int p = 0; p < C::B_PASSES; ++p)
+            b_next[p] = load4(b, n, k0 + b_row + p * B_ROW_STEP, block_col + b_col, aligned);
+    };
+    auto store_tile = [&](int buf) {
+#pragma unroll
+        for (int p = 0; p < C::A_PASSES; ++p) {
+            const int m = a_row + p * A_ROW_STEP;
+            a_smem[buf][a_k + 0][m] = a_next[p].x;
+            a_smem[buf][a_k + 1][m] = a_next[p].y;
+            a_smem[buf][a_k + 2][m] = a_next[p].z;
+            a_smem[buf][a_k + 3][m] = a_next[p].w;
+        }
+#pragma unroll
+        for (int p = 0; p < C::B_PASSES; ++p)
+            *reinterpret_cast<float4*>(&b_smem[buf][b_row + p * B_ROW_STEP][b_col]) = b_next[p];
+    };
+
+    const int num_k_tiles = (n + C::BK - 1) / C::BK;
+    fetch(0);
+    store_tile(0);
+    __syncthreads();
+
+    for (int t = 0; t < num_k_tiles; ++t) {
+        const int cur = t % 2;
+        const bool has_next = t + 1 < num_k_tiles;
+        if (has_next) fetch((t + 1) * C::BK);  // the next step's global loads fly during this step's FMAs
+
+#pragma unroll
+        for (int k = 0; k < C::BK; ++k) {
+            float a_frag[C::WMITER * C::TM], b_frag[C::WNITER * C::TN];
+#pragma unroll
+            for (int wm = 0; wm < C::WMITER; ++wm)
+#pragma unroll
+                for (int i = 0; i < C::TM; i += 4)
+                    *reinterpret_cast<float4*>(&a_frag[wm * C::TM + i]) = *reinterpret_cast<const float4*>(
+                        &a_smem[cur][k][warp_row + wm * C::WSUBM + lane_row + i]);
+#pragma unroll
+            for (int wn = 0; wn < C::WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < C::TN; j += 4)
+                    *reinterpret_cast<float4*>(&b_frag[wn * C::TN + j]) = *reinterpret_cast<const float4*>(
+                        &b_smem[cur][k][warp_col + wn * C::WSUBN + lane_col + j]);
+#pragma unroll
+            for (int i = 0; i < C::WMITER * C::TM; ++i)
+#pragma unroll
+                for (int j = 0; j < C::WNITER * C::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+        }
+
+        // The other buffer was last read in step t - 1, finished by every thread before that step's barrier.
+        if (has_next) store_tile(1 - cur);
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int wm = 0; wm < C::WMITER; ++wm)
+#pragma unroll
+        for (int i = 0; i < C::TM; ++i) {
+            const int row = block_row + warp_row + wm * C::WSUBM + lane_row + i;
+#pragma unroll
+            for (int wn = 0; wn < C::WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < C::TN; j += 4) {
+                    const float* out = &acc[wm * C::TM + i][wn * C::TN + j];
+                    store4(c, n, row, block_col + warp_col + wn * C::WSUBN + lane_col + j,
+                           make_float4(out[0], out[1], out[2], out[3]), aligned);
+                }
+        }
+}
+
+}  // namespace warptile
+
+// One plain symbol per build, whatever WARPTILE_CONFIG picked: profiles and the ladder name it "matmul_warptiled".
+__global__ void __launch_bounds__(warptile::kConfig::THREADS, warptile::kConfig::MIN_BLOCKS)
+matmul_warptiled(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int n) {
+    warptile::warptiled_body<warptile::kConfig>(a, b, c, n);
+}
+
+static profkit::LaunchConfig launch_matmul_warptiled(const float* a, const float* b, float* c, int n,
+                                                     cudaStream_t stream) {
+    using C = warptile::kConfig;
+    const dim3 block(C::THREADS);
+    const dim3 grid((n + C::BN - 1) / C::BN, (n + C::BM - 1) / C::BM);
+    matmul_warptiled<<<grid, block, 0, stream>>>(a, b, c, n);
+    CHECK_LAUNCH();
+    return profkit::LaunchConfig::of(grid, block);
+}
+
+#ifndef PROFKIT_NO_MAIN  // ladder_bench.cu includes every rung into one program
+int main(int argc, char** argv) {
+    const profkit::KernelDescriptor desc{"matmul_warptiled", launch_matmul_warptiled, nullptr, nullptr};
+    return profkit::run_matmul_program(argc, argv, desc);
+}
+#endif
