@@ -74,8 +74,8 @@ def sections_in_set(ncu: str, set_name: str) -> set[str] | None:
 
 @functools.lru_cache(maxsize=None)
 def _list_sets(ncu: str) -> dict[str, set[str]]:
-    """`ncu --list-sets`, once per ncu executable and process (1.1 s on the H200 host:
-    reports/benchmarks/ncu_overhead.json)."""
+    """`ncu --list-sets`, once per ncu executable and process: one call costs a sizeable share of a quick capture
+    (reports/code_measurements.md)."""
     try:
         out = process.run([ncu, "--list-sets"], timeout=60)
     except CaptureError:
@@ -97,8 +97,8 @@ def parse_query_metrics(text: str) -> set[str]:
 def available_metrics(ncu: str) -> set[str] | None:
     """Base metric names this GPU offers, or None when ncu cannot say (then nothing is filtered).
 
-    Asked once per ncu executable and process: `ncu --query-metrics` took 1.7 s on the H200 host,
-    against 2.8-4.8 s for a whole quick capture of one ladder program (reports/benchmarks/ncu_overhead.json)."""
+    Asked once per ncu executable and process: one `ncu --query-metrics` costs a third to a half of a whole quick
+    capture of one ladder program (reports/code_measurements.md)."""
     try:
         out = process.run([ncu, "--query-metrics"], timeout=120)
     except CaptureError:

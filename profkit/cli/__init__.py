@@ -52,9 +52,9 @@ def run() -> None:
 def _exit_now(code) -> None:
     """End the console command once it is done: the atexit handlers run (logging, weakref finalizers, thread-pool
     joins), the standard streams are flushed, and the process exits without the interpreter's teardown, which
-    frees every module's objects one by one (pandas, numpy, pyarrow: 0.02-0.03 s of a 0.5 s first `profkit show`
-    on the 2-core CI machine; freezing the collector's heap, which this replaced, saved the full collection and
-    0.06 s but not the teardown). Other Python threads still running, an exit code that is not a number, or a
+    frees every module's objects one by one (pandas, numpy, pyarrow): a measurable share of a first `profkit show`
+    (reports/code_measurements.md). Freezing the collector's heap, which this replaced, saved the full collection
+    at exit but not the teardown. Other Python threads still running, an exit code that is not a number, or a
     stream that cannot be flushed (a closed pipe): the interpreter exits as usual and reports it."""
     if threading.active_count() > 1 or not isinstance(code, (int, type(None))):
         sys.exit(code)
@@ -71,8 +71,8 @@ def _exit_now(code) -> None:
 def frozen_imports():
     """Imports of the pandas stack (pandas, numpy, pyarrow and profkit's analysis modules) with the cyclic collector
     off, then what they allocated moved to its permanent generation: the collector otherwise walks those objects in
-    every full collection during the imports and the command (a first `profkit show` of ladder-n1024 0.52 → 0.49 s
-    on the 2-core CI machine, median of 8 interleaved runs). Module-level objects live as long as the process, so
+    every full collection during the imports and the command, which slowed a first `profkit show` measurably
+    (reports/code_measurements.md). Module-level objects live as long as the process, so
     freezing them holds nothing the collector could free; the collector is on again for the command's work."""
     enabled = gc.isenabled()
     gc.disable()

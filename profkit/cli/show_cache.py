@@ -1,15 +1,15 @@
 """What `profkit show` printed, kept in the user's cache (never in the repository) and printed again while nothing
 it depends on changed, without building a table.
 
-Why: every table is a pandas computation and a fresh process importing pandas alone takes about half a second on
-a 2-core machine; a second show of the same inputs need not pay it.
+Why: every table is a pandas computation, and importing pandas alone costs a fresh process several times what
+printing a kept output does (reports/code_measurements.md); a second show of the same inputs need not pay it.
 
 The key is the sha256 of everything the output depends on:
 - every show option (the whole ShowOptions, so an option added there is in the key without another edit);
 - per input, as given and resolved, its content: a session's manifest and every file in its tables/ (what show
   reads of a session); a report file (.ncu-rep, an nsys SQLite export or an .arrows file, plain or compressed), or
   each .parquet and .arrow file of an nsys export folder, by its sha256 (parse.files.file_digest, remembered by
-  stat so a 3.7 GB report is hashed once). An .nsys-rep is read through the nsys tool, whose version the key
+  stat so a large report is hashed once). An .nsys-rep is read through the nsys tool, whose version the key
   cannot see: not cached;
 - profkit's version and the digest of its source files (an editable install changes without a new version), the
   Python version, and the versions of the libraries that build and format the tables.

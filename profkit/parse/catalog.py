@@ -165,8 +165,8 @@ apart from the report's embedded code, so it checks what that code disassembles 
 
 SASS_PATCHED = ("smsp__sass_inst_executed_op_",)
 """Name prefixes of metrics ncu collects by patching the kernel's SASS: one instrumented replay pass that runs
-every kernel several times slower. On the H200 the four instruction counts of this kind cost 3.6 s of the
-one-process ladder's 10.9 s --quick capture, and the hardware counter
+every kernel several times slower: the four instruction counts of this kind cost a third of the one-process
+ladder's --quick capture on the H200 (reports/code_measurements.md), and the hardware counter
 smsp__inst_executed_op_shared_ld.sum read the same shared-load count on all six ladder kernels."""
 
 QUICK_LEAVES_OUT = {"global_load_instructions", "global_store_instructions", "shared_store_instructions"}

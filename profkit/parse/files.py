@@ -32,7 +32,8 @@ def cache_enabled() -> bool:
 
 def file_digest(path: Path) -> str:
     """sha256 of the file's bytes (24 hex digits); remembered by path and stat (remembered_digest) for the next
-    call: hashing a 1000-launch --set full report (3.7 GB) takes 2.6 s, a cached read of it must take under 1 s."""
+    call: hashing a large report (the 1000-launch --set full one) takes longer than a whole cached read of it may
+    (reports/code_measurements.md)."""
     path = Path(path)
     value = file_sha256(path)[:24]
     _remember_digest(path, value)
@@ -67,12 +68,12 @@ def _remember_digest(path: Path, digest: str) -> None:
 
 
 PACKED: dict[str, Callable[..., Any]] = {".xz": lzma.open, ".gz": gzip.open}
-"""Suffix of a compressed stored file -> its opener. compress_large_files writes .xz: on ncu reports it is
-3-4x smaller than gzip (a cuBLAS --quick capture: 14.1 MB plain, 3.97 MB gzip -6, 1.16 MB xz -3, 0.98 MB xz -6)."""
+"""Suffix of a compressed stored file -> its opener. compress_large_files writes .xz: on ncu reports it is several
+times smaller than gzip (reports/code_measurements.md)."""
 
 XZ_PRESET = 3
-"""lzma preset of a session's large files: on that report 1.2 s here against 4.5 s for preset 6 (18% smaller),
-so a capture's final step stays short."""
+"""lzma preset of a session's large files: preset 6 takes several times as long for a file only a little smaller,
+so a capture's final step stays short (reports/code_measurements.md)."""
 
 
 def stored_path(path: str | Path) -> Path | None:
