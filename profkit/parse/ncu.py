@@ -15,9 +15,10 @@ Five tables come out of a report:
 
 The `ncu_report` native library can take the process down on malformed input, so `load_ncu_report`
 extracts in child processes by default, each from a shard of the report (parse.ncu_file) whose per-PC metrics it
-decoded itself (parse.ncu_instances: the native reader's call per instance was the children's largest cost). The child builds plain rows (lists of dicts; the per-PC sums in numpy,
-parse.ncu_pcs) and never imports pandas (half of a fresh worker's start: 0.29 of 0.58 s and 93 of 237 MiB on the
-2-core CI machine); the parent turns the rows into DataFrames.
+decoded itself (parse.ncu_instances: the native reader's call per instance was the children's largest cost).
+The child builds plain rows (lists of dicts; the per-PC sums in numpy, parse.ncu_pcs) and never imports pandas,
+about half of a fresh worker's start time and memory (reports/code_measurements.md); the parent turns the rows into
+DataFrames.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def check_ncu_file(path: Path) -> None:
 def report_ncu_version(path: Path) -> str:
     """The Nsight Compute version that wrote a report ("2025.3.1.0"), or "" when it cannot be found.
     The ncu_report API does not expose it; the report stores it as a string after "Nsight Compute Target", in a
-    block that is not a launch (searched alone: reading a 3.7 GB report whole for it took 1.5 s and 3.7 GB)."""
+    block that is not a launch, searched alone: reading a large report whole for it costs seconds and the report's
+    size in memory (reports/code_measurements.md)."""
     from profkit.parse import ncu_file
 
     layout = ncu_file.scan(path)
@@ -138,8 +140,8 @@ def load_ncu_report(path: str | Path, *, isolate: bool = True, timeout: float = 
 
 
 class Future:
-    """A value computed in a thread while the readers run (hashing a 3.7 GB report takes 2.6 s; hashlib lets
-    other threads run)."""
+    """A value computed in a thread while the readers run: hashing a large report takes seconds
+    (reports/code_measurements.md), and hashlib lets other threads run."""
 
     def __init__(self, function: Callable, *args):
         import threading
@@ -328,8 +330,8 @@ def extract_rows(path: Path) -> dict:
 def _valid_text(row: dict) -> dict:
     """A row whose strings are valid UTF-8: a damaged report can hand back names with lone surrogates, which a
     DataFrame's string columns cannot hold (each becomes U+FFFD). Done in the reader child, per launch row and
-    rule (the per-PC strings once per instruction, ncu_pcs.Code): over the 90k child rows of a 1000-launch report
-    it cost the parent 0.8 s after the children finished."""
+    rule (the per-PC strings once per instruction, ncu_pcs.Code): done in the parent over the 90k child rows of a
+    1000-launch report, it was a serial cost after the children finished (reports/code_measurements.md)."""
     return {k: ncu_pcs.valid_text(v) if isinstance(v, str) else v for k, v in row.items()}
 
 
@@ -598,7 +600,7 @@ def _instances(metric, count: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _instance_values(metric, count: int):
     """The values of a metric's instances, in order: map() over the reader's own function runs the per-instance
-    loop in C and skips the SWIG wrapper's Python frame (0.8 s of every 120 launches)."""
+    loop in C and skips the SWIG wrapper's Python frame, a measurable cost per launch (reports/code_measurements.md)."""
     as_double = getattr(_native(), "IMetric_as_double", None)
     return map(as_double, itertools.repeat(metric, count), range(count)) if as_double else \
         map(metric.as_double, range(count))

@@ -2,12 +2,11 @@
 shard holding some of them with only the metrics profkit's tables read.
 
 Why: ncu_report parses a launch's whole payload when it is first touched, and a --set full launch carries
-~2,250 metrics (3.1 MB for matmul_tiled on the H200): 76 ms of parsing per launch, and ~40 MB of the reader's
-memory per launch that it keeps until the process ends (2.4 GiB after 60 launches). Pruned to the ~190
-metrics of parse.catalog the same launch is 0.2 MB, parses in ~2 ms, and every table comes out identical
-(tests/parse/test_ncu_shards.py compares every committed report). Most of those 0.2 MB are the per-PC metrics'
-instances, which the shard writer can decode itself and leave out (parse.ncu_instances): the ladder's six --set
-full launches are 56-830 KB pruned, 11-59 KB without them.
+~2,250 metrics, nearly all of whose parsing time and memory (which the reader keeps until the process ends) go to
+metrics no table reads. Pruned to the ~190 metrics of parse.catalog the same launch is a small fraction of the
+bytes and parses in a small fraction of the time (reports/code_measurements.md), and every table comes out identical
+(tests/parse/test_ncu_shards.py compares every committed report). Most of a pruned launch's bytes are the per-PC
+metrics' instances, which the shard writer can decode itself and leave out (parse.ncu_instances).
 
 The layout (the one `bench.many_report` relies on too): the magic "NVR\\0", then length-prefixed protobuf
 messages: a file header, then blocks of (block header, payload) where the header's field 5 is the payload's size
@@ -200,8 +199,8 @@ def prune_payload(payload: bytes, keep_ids: set[int], take_ids: frozenset[int] =
     take_ids.
 
     Walks the top-level fields only: a metric's id is the varint right after its first byte (field 1, the
-    0x08 key), so a metric's per-PC instances are never decoded (decoding them all cost 1.5 s of a 6-launch
-    --set full report, the pruned reading itself 0.8 s)."""
+    0x08 key), so a metric's per-PC instances are never decoded (decoding them all took longer than the whole
+    pruned reading: reports/code_measurements.md)."""
     kept: list[tuple[int, int]] = []
     taken: list[tuple[int, int, int, int]] = []
     i, size = 0, len(payload)

@@ -4,9 +4,9 @@ that the disassembled code is what ran.
 
 Why columns of numpy arrays and not a dict per PC: a --set full launch carries some 17k metric instances over a few
 thousand PCs, and summing them per line and per opcode one Python dict at a time was a third of a reader worker's
-time (0.9 of 2.6 s per 100 launches of the ladder's full report, cProfile on the 2-core CI machine). Sums are
+time on the ladder's full report (reports/code_measurements.md). Sums are
 np.bincount over the PCs in first-seen order, which adds in that order, so every figure is the one the per-PC
-loop gave to the last bit. numpy costs the worker 0.06 s to import; pandas (0.29 s) stays out of it.
+loop gave to the last bit. numpy costs the worker a fraction of pandas' import, which stays out of it.
 """
 
 from __future__ import annotations
