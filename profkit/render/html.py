@@ -39,7 +39,7 @@ from profkit.analyse.diff import DiffResult
 from profkit.analyse.kernel_rows import kernel_rows
 from profkit.units import human
 from profkit.analyse.tables import VIEWS
-from profkit.render import plots
+from profkit.render import plots, timeline_view
 from profkit.render.output import write_text
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -290,13 +290,10 @@ def _stalls_section(page: SessionPage, table: pd.DataFrame) -> str:
 
 
 def _timeline_section(page: SessionPage, table: pd.DataFrame) -> str:
-    nvtx, kernels = page.source.stored("nvtx"), page.source.stored("nsys_kernels")
-    captures = list(dict.fromkeys([*nvtx.get("capture", []), *kernels.get("capture", [])])) or [""]
     body = [table_html(table)]
-    for capture in captures:
-        n = nvtx[nvtx["capture"] == capture] if "capture" in nvtx else nvtx
-        k = kernels[kernels["capture"] == capture] if "capture" in kernels else kernels
-        body.append(page.fig(plots.timeline_figure(n, k, title=f"nsys timeline: {capture or page.source.name}")))
+    for view in timeline_view.session_timelines(page.source):
+        body.append(timeline_view.timeline_html(view, page.fig, DEFERRED_TYPE,
+                                                f"nsys timeline: {view.name or page.source.name}"))
     return "".join(body)
 
 

@@ -1,8 +1,7 @@
 """DataFrames -> plotly Figures for the HTML report. No I/O: each function only builds a Figure.
 
 Kernel rows are diff.kernel_rows frames (one row per kernel, a `label` column); the roofline takes
-roofline.ceilings / roofline.points / roofline.arrows frames; the timeline takes a session's nvtx and
-nsys_kernels tables for one capture.
+roofline.ceilings / roofline.points / roofline.arrows frames. The nsys timeline is timeline_view's.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ SOL_COLUMNS = {"sm_throughput_pct": "SM", "memory_throughput_pct": "memory", "l1
                "l2_throughput_pct": "L2", "dram_throughput_pct": "DRAM", "fma_pipe_pct": "FMA pipe",
                "tensor_pipe_pct": "tensor pipe"}
 TOP_STALLS = 8
-MAX_TIMELINE_KERNELS = 4000
 
 
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> go.Figure:
@@ -182,62 +180,6 @@ def crosscheck_figure(cc: pd.DataFrame, title: str = "Timing cross-check: cudaEv
                                  hovertemplate="%{x}<br>" + name + ": %{y:.1f} µs (%{hovertext})<extra></extra>"))
     fig.update_yaxes(title="µs")
     return _layout(fig, title, 380, barmode="group")
-
-
-def _nvtx_depth(nvtx: pd.DataFrame) -> list[int]:
-    """Nesting depth of each NVTX range within its thread (0 = outermost)."""
-    depth = [0] * len(nvtx)
-    order = nvtx.reset_index(drop=True)
-    for thread, group in order.groupby(order.get("thread", pd.Series(0, index=order.index)), sort=False):
-        stack: list[float] = []
-        for idx in group.sort_values(["start_ns", "end_ns"], ascending=[True, False]).index:
-            while stack and stack[-1] <= order.at[idx, "start_ns"]:
-                stack.pop()
-            depth[idx] = len(stack)
-            stack.append(order.at[idx, "end_ns"])
-    return depth
-
-
-def timeline_figure(nvtx: pd.DataFrame, kernels: pd.DataFrame, title: str = "nsys timeline",
-                    max_kernels: int = MAX_TIMELINE_KERNELS) -> go.Figure:
-    """Gantt chart of one capture: NVTX ranges (one lane per nesting depth) above GPU kernels (one lane per
-    stream), in µs from the first event. More than max_kernels kernels are cut to the first ones (said in
-    the title)."""
-    nvtx = nvtx if nvtx is not None else pd.DataFrame()
-    kernels = kernels if kernels is not None else pd.DataFrame()
-    starts = [s.min() for s in (nvtx.get("start_ns"), kernels.get("start_ns")) if s is not None and len(s)]
-    origin = min(starts) if starts else 0
-    fig = go.Figure()
-    lanes: list[str] = []
-    if not nvtx.empty:
-        nvtx = nvtx.reset_index(drop=True)
-        depth = _nvtx_depth(nvtx)
-        lane = [f"NVTX {d}" if d else "NVTX" for d in depth]
-        lanes += list(dict.fromkeys(lane))
-        fig.add_trace(go.Bar(base=(nvtx["start_ns"] - origin) / 1e3, x=nvtx["duration_ns"] / 1e3, y=lane,
-                             orientation="h", name="NVTX ranges", marker_color="#bbb", text=nvtx["text"],
-                             textposition="inside", insidetextanchor="middle",
-                             hovertext=[f"{t}: {d / 1e3:.1f} µs" for t, d in zip(nvtx["text"], nvtx["duration_ns"])],
-                             hoverinfo="text"))
-    cut = ""
-    if not kernels.empty:
-        kernels = kernels.sort_values("start_ns")
-        if len(kernels) > max_kernels:
-            cut = f" (first {max_kernels} of {len(kernels)} kernels)"
-            kernels = kernels.head(max_kernels)
-        stream = kernels["stream"].fillna("?").astype(str) if "stream" in kernels else pd.Series("?", index=kernels.index)
-        kernel_lane = "stream " + stream
-        lanes += list(dict.fromkeys(kernel_lane))
-        for i, (name, group) in enumerate(kernels.groupby("kernel", sort=False)):
-            shapes = zip(group["duration_ns"], group.get("grid", [""] * len(group)),
-                         group.get("block", [""] * len(group)))
-            hover = [f"{name}<br>{d / 1e3:.1f} µs, grid {g}, block {b}" for d, g, b in shapes]
-            fig.add_trace(go.Bar(base=(group["start_ns"] - origin) / 1e3, x=group["duration_ns"] / 1e3,
-                                 y=kernel_lane[group.index], orientation="h", name=str(name)[:60],
-                                 marker_color=PALETTE[i % len(PALETTE)], hovertext=hover, hoverinfo="text"))
-    fig.update_xaxes(title="µs since the first event")
-    fig.update_yaxes(categoryorder="array", categoryarray=lanes, autorange="reversed")
-    return _layout(fig, title + cut, _height(len(lanes), per=50, base=220), barmode="overlay", bargap=0.25)
 
 
 def hotspot_figure(lines: pd.DataFrame, title: str = "Source hotspots: stall samples per line") -> go.Figure:

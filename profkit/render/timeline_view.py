@@ -1,0 +1,354 @@
+"""The HTML report's nsys timeline of one capture, drawn like Nsight Systems' timeline view.
+
+Lanes, top to bottom: per host thread its NVTX ranges (one lane per nesting depth) and the CUDA API calls that
+issued GPU work; per GPU its idle gaps, then per stream its copies and memsets above its kernels. A flow arrow
+joins each call to the work it issued; the GPU's idle gaps are also shaded across every lane.
+
+Python assembles the items (from profkit.render.perfetto's Timeline: the same frames, the same call-to-work
+join) into compact arrays; a small script in the page (TIMELINE_JS) draws the visible window with plotly on
+every zoom or pan: boxes where a lane holds at most DETAIL_LIMIT items in view, else BINS bins per window, each
+shaded by the share of it the lane was busy, its item count in the hover, so no item is ever cut. The view
+opens on opening_window's choice: the steady state's steps, or the densest stretch of kernels.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from profkit.analyse.steps import find_steps, steady_window
+from profkit.analyse.timeline import gpu_idle_gaps
+from profkit.render.perfetto import Timeline, issuing_calls, timelines_of, with_correlation
+from profkit.render.timeline_script import TIMELINE_JS
+
+DETAIL_LIMIT = 1000
+"""Items of one lane in view up to which the page draws each as a box; more are binned. A plotly bar trace of a few
+thousand boxes with text redraws in well under a second; ten thousand stall a zoom for seconds."""
+BINS = 700
+"""Bins of an aggregated lane across the visible window: about two pixels each at 1440 px."""
+FLOW_LIMIT = 250
+"""Flow arrows drawn when at most this many have both ends drawn as boxes; more read as a hatch, not as links, and
+none are drawn (the note says to zoom in)."""
+OPEN_STEPS = 3
+"""Steady steps the view opens on: enough to see the step repeat, few enough that its kernels are boxes."""
+DENSE_KERNELS = 300
+"""Kernels in the opening window when no steady state is known: the shortest stretch of the timeline that holds
+this many consecutive kernels (a few steps of a training or decode loop, a few iterations of a benchmark)."""
+LANE_HEIGHT_PX = 26
+ITEM_KINDS = ("nvtx", "api", "idle", "copy", "kernel")
+COLORS = {"nvtx": "#8E9AAF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C", "memcpy DtoH": "#D62728",
+          "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
+KERNEL_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#FF9DA6", "#9D755D", "#1F77B4",
+                  "#17BECF", "#8C564B", "#E377C2", "#7F7F7F", "#AEC7E8", "#FFBB78", "#98DF8A", "#C5B0D5", "#C49C94"]
+"""Kernel names take colours in order of their total time: the heaviest kernels get the most distinct ones."""
+ITEM_COLUMNS = ["lane", "start_ns", "end_ns", "name", "detail", "color", "correlation_id", "thread", "launch_start_ns"]
+
+
+@dataclass
+class TimelineView:
+    """What the page draws for one capture: lanes (name, kind; in drawing order), items (ITEM_COLUMNS, sorted by
+    lane then start), flows (call, work: positions in items), the opening window and how it was chosen."""
+
+    name: str
+    lanes: pd.DataFrame
+    items: pd.DataFrame
+    flows: pd.DataFrame
+    window_ns: tuple[int, int]
+    window_how: str
+
+
+# ---------------------------------------------------------------------------------------------- items
+
+
+def nvtx_depth(nvtx: pd.DataFrame) -> np.ndarray:
+    """Nesting depth of each NVTX range within its thread (0 = outermost), in the frame's row order."""
+    depth = np.zeros(len(nvtx), dtype=np.int64)
+    if nvtx.empty:
+        return depth
+    threads = nvtx["thread"].fillna(0).to_numpy() if "thread" in nvtx else np.zeros(len(nvtx))
+    starts, ends = nvtx["start_ns"].to_numpy(), nvtx["end_ns"].to_numpy()
+    for thread in np.unique(threads):
+        rows = np.flatnonzero(threads == thread)
+        stack: list[int] = []
+        for row in rows[np.lexsort((-ends[rows], starts[rows]))]:
+            while stack and stack[-1] <= starts[row]:
+                stack.pop()
+            depth[row] = len(stack)
+            stack.append(ends[row])
+    return depth
+
+
+def call_rows(timeline: Timeline) -> pd.DataFrame:
+    """The capture's issuing API calls: thread, start_ns, end_ns, name, correlation_id; named from the export where
+    it was read (timeline.api), else from the launch times the activity tables keep ("launch <what it issued>")."""
+    if not timeline.api.empty:
+        return timeline.api[["thread", "start_ns", "end_ns", "name", "correlation_id"]]
+    calls = issuing_calls(timeline)
+    return pd.DataFrame({"thread": calls["thread"], "start_ns": calls["launch_start_ns"],
+                         "end_ns": calls["launch_end_ns"], "name": "launch " + calls["issued"].astype(str),
+                         "correlation_id": pd.array([None] * len(calls), "Int64")})
+
+
+def _kernel_detail(kernels: pd.DataFrame) -> pd.Series:
+    parts = [f"grid {g} · block {b} · {r} registers" for g, b, r in
+             zip(kernels.get("grid", ""), kernels.get("block", ""), kernels.get("registers_per_thread", ""))]
+    path = kernels["nvtx_path"].fillna("") if "nvtx_path" in kernels else pd.Series("", index=kernels.index)
+    return pd.Series([f"{p}<br>{n}" if n else p for p, n in zip(parts, path)], index=kernels.index)
+
+
+def _copy_detail(frame: pd.DataFrame) -> pd.Series:
+    sizes = frame["bytes"].astype("float64") if "bytes" in frame else pd.Series(np.nan, index=frame.index)
+    rates = sizes / (frame["end_ns"] - frame["start_ns"]).where(lambda d: d > 0)  # bytes/ns = GB/s
+    path = frame["nvtx_path"].fillna("") if "nvtx_path" in frame else pd.Series("", index=frame.index)
+    return pd.Series([f"{s:,.0f} bytes · {r:.1f} GB/s" + (f"<br>{n}" if n else "") for s, r, n in
+                      zip(sizes, rates, path)], index=frame.index)
+
+
+def _work(timeline: Timeline) -> pd.DataFrame:
+    """Kernels, copies and memsets: kind ("kernel" / "copy"), device, stream and the ITEM_COLUMNS but lane."""
+    parts = []
+    for frame, kind in ((timeline.kernels, "kernel"), (timeline.memcpy, "memcpy"), (timeline.memset, "memset")):
+        if frame.empty:
+            continue
+        frame = with_correlation(frame.reset_index(drop=True), timeline.api)
+        if kind == "kernel":
+            name, detail = frame["kernel"].astype(str), _kernel_detail(frame)
+        else:
+            name = "memcpy " + frame["copy_kind"].astype(str) if kind == "memcpy" else pd.Series("memset", frame.index)
+            detail = _copy_detail(frame)
+        parts.append(pd.DataFrame({
+            "kind": "kernel" if kind == "kernel" else "copy",
+            "device": frame["device"].fillna(0).astype("int64") if "device" in frame else 0,
+            "stream": frame["stream"].fillna(0).astype("int64") if "stream" in frame else 0,
+            "start_ns": frame["start_ns"].astype("int64"), "end_ns": frame["end_ns"].astype("int64"),
+            "name": name, "detail": detail,
+            "correlation_id": frame["correlation_id"],
+            "thread": frame["thread"].astype("Int64") if "thread" in frame else pd.array([None] * len(frame), "Int64"),
+            "launch_start_ns": frame["launch_start_ns"].astype("Int64") if "launch_start_ns" in frame
+            else pd.array([None] * len(frame), "Int64")}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def kernel_colors(kernels: pd.DataFrame) -> dict[str, str]:
+    """One colour per kernel name, the heaviest (by total time) first in KERNEL_PALETTE."""
+    if kernels.empty:
+        return {}
+    total = (kernels["end_ns"] - kernels["start_ns"]).groupby(kernels["kernel"].astype(str)).sum()
+    order = total.sort_values(ascending=False, kind="stable").index
+    return {name: KERNEL_PALETTE[i % len(KERNEL_PALETTE)] for i, name in enumerate(order)}
+
+
+def idle_gaps(timeline: Timeline) -> pd.DataFrame:
+    """Every stretch in which a GPU runs no kernel, copy or memset (analyse.timeline.gpu_idle_gaps)."""
+    if timeline.kernels.empty and timeline.memcpy.empty and timeline.memset.empty:
+        return pd.DataFrame(columns=["device", "start_ns", "end_ns", "gap_us", "before", "after"])
+    return gpu_idle_gaps(timeline.kernels, timeline.memcpy, timeline.memset)
+
+
+def assemble(timeline: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(lanes, items) of one capture: lanes name and kind in drawing order, items ITEM_COLUMNS sorted by lane and
+    start; lane is the item's lane's position."""
+    groups: list[tuple[tuple, str, str, pd.DataFrame]] = []  # (sort key, lane name, kind, items)
+    threads = sorted({int(t) for t in pd.concat([timeline.nvtx.get("thread", pd.Series(dtype="Int64")),
+                                                   call_rows(timeline)["thread"]]).dropna()})
+    host = {t: i for i, t in enumerate(threads)}
+    short = {t: t & ((1 << 24) - 1) for t in threads}  # nsys's globalTid keeps the OS thread id in its low 24 bits
+    if not timeline.nvtx.empty:
+        nvtx = timeline.nvtx.reset_index(drop=True)
+        depth = nvtx_depth(nvtx)
+        for (thread, level), rows in nvtx.groupby([nvtx["thread"].fillna(0).astype("int64"), depth], sort=False):
+            detail = [f"{d / 1e3:,.1f} µs range" for d in rows["end_ns"] - rows["start_ns"]]
+            groups.append(((0, host.get(thread, 0), 0, level), f"NVTX · thread {short.get(thread, thread)}"
+                           + (f" · {level}" if level else ""), "nvtx",
+                           pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"],
+                                         "name": rows["text"].astype(str), "detail": detail, "color": COLORS["nvtx"]})))
+    calls = call_rows(timeline)
+    for thread, rows in calls.dropna(subset=["thread"]).groupby(calls["thread"].dropna().astype("int64"), sort=False):
+        groups.append(((0, host[thread], 1, 0), f"CUDA API · thread {short[thread]}", "api",
+                       pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": rows["name"],
+                                     "detail": "", "color": COLORS["api"], "correlation_id": rows["correlation_id"],
+                                     "thread": rows["thread"].astype("Int64")})))
+    gaps = idle_gaps(timeline)
+    for device, rows in gaps.groupby("device", sort=False):
+        detail = [f"GPU idle after {b}<br>before {a}" for b, a in zip(rows["before"], rows["after"])]
+        groups.append(((1, int(device), -1, 0), f"GPU {int(device)} · idle", "idle",
+                       pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": "idle",
+                                     "detail": detail, "color": COLORS["idle"]})))
+    work = _work(timeline)
+    colors = kernel_colors(timeline.kernels)
+    if not work.empty:
+        work["color"] = [colors.get(n) or COLORS.get(n, COLORS["memset"]) for n in work["name"]]
+        for (device, stream, kind), rows in work.groupby(["device", "stream", "kind"], sort=False):
+            label = f"GPU {device} · stream {stream}" + (" · copies" if kind == "copy" else "")
+            groups.append(((1, int(device), int(stream), 0 if kind == "copy" else 1), label, kind,
+                           rows.drop(columns=["kind", "device", "stream"])))
+    groups.sort(key=lambda g: g[0])
+    lanes = pd.DataFrame({"name": [g[1] for g in groups], "kind": [g[2] for g in groups]})
+    parts = [rows.assign(lane=i) for i, (_, _, _, rows) in enumerate(groups)]
+    items = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ITEM_COLUMNS)
+    items = items.reindex(columns=ITEM_COLUMNS)
+    items = items.astype({"lane": "int64", "start_ns": "int64", "end_ns": "int64", "correlation_id": "Int64",
+                          "thread": "Int64", "launch_start_ns": "Int64"})
+    items["detail"] = items["detail"].fillna("")
+    return lanes, items.sort_values(["lane", "start_ns"], kind="stable", ignore_index=True)
+
+
+def flows(lanes: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """Arrows from each API call to the work it issued: call and work, positions in items. A call issued the work
+    whose launch_start_ns is the call's start on the same thread (perfetto.with_correlation's join)."""
+    kinds = lanes["kind"].to_numpy()[items["lane"].to_numpy()] if len(items) else np.array([], dtype=object)
+    calls = items[kinds == "api"][["thread", "start_ns"]].reset_index(names="call")
+    calls = calls.drop_duplicates(["thread", "start_ns"]).rename(columns={"start_ns": "launch_start_ns"})
+    work = items[np.isin(kinds, ("kernel", "copy"))][["thread", "launch_start_ns"]].reset_index(names="work")
+    linked = work.dropna().merge(calls.astype({"launch_start_ns": "Int64"}), on=["thread", "launch_start_ns"])
+    return linked[["call", "work"]].sort_values("work", ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------- opening window
+
+
+def densest_window(kernels: pd.DataFrame, count: int = DENSE_KERNELS) -> tuple[int, int]:
+    """The shortest stretch (start_ns, end_ns) from one kernel's start to the end of the kernel `count - 1` after
+    it (in start order): where the program ran its kernels fastest; the whole timeline when it has fewer."""
+    starts = np.sort(kernels["start_ns"].to_numpy(dtype=np.int64))
+    ends = np.maximum.accumulate(kernels["end_ns"].to_numpy(dtype=np.int64)[np.argsort(kernels["start_ns"].to_numpy(),
+                                                                                       kind="stable")])
+    if len(starts) <= count:
+        return int(starts[0]), int(ends[-1])
+    spans = ends[count - 1:] - starts[:len(starts) - count + 1]
+    first = int(np.argmin(spans))
+    return int(starts[first]), int(ends[first + count - 1])
+
+
+def opening_window(timeline: Timeline) -> tuple[tuple[int, int], str]:
+    """Where the view opens, (start_ns, end_ns), and a sentence that says how it was chosen: the first OPEN_STEPS
+    steps of the steady state (analyse.steps), else the densest stretch of DENSE_KERNELS kernels."""
+    kernels = timeline.kernels
+    if kernels.empty:
+        return (0, 1), "no kernels"
+    steps = find_steps(kernels, timeline.nvtx, timeline.memcpy, memset=timeline.memset)
+    steady = steps[steps["steady"].astype(bool)] if not steps.empty else steps
+    if not steady.empty:
+        shown = steady.head(OPEN_STEPS)
+        start, end = next(iter(steady_window(shown).values()))
+        first, last = int(shown["step"].iloc[0]), int(shown["step"].iloc[-1])
+        return (start, end), (f"opens on the steady state: steps {first}–{last} of {len(steps)} "
+                              f"({len(steady)} steady; found by {shown['how'].iloc[0]})")
+    start, end = densest_window(kernels)
+    held = int(((kernels["start_ns"] >= start) & (kernels["start_ns"] < end)).sum())
+    return (start, end), f"opens on the densest stretch of {held} kernels (no repeated step found)"
+
+
+def timeline_view(timeline: Timeline) -> TimelineView:
+    """The lanes, items, flows and opening window of one capture."""
+    lanes, items = assemble(timeline)
+    window, how = opening_window(timeline)
+    return TimelineView(timeline.name, lanes, items, flows(lanes, items), window, how)
+
+
+# ------------------------------------------------------------------------------------------------- page
+
+
+def payload(view: TimelineView) -> dict:
+    """The arrays TIMELINE_JS reads: times in ns since the first item (origin_ns), names, details and colours as
+    indices into string tables, lanes as runs of items (first, count)."""
+    items = view.items
+    origin = int(min(items["start_ns"].min(), view.window_ns[0])) if len(items) else int(view.window_ns[0])
+    names, name_index = np.unique(items["name"].astype(str).to_numpy(), return_inverse=True)
+    details, detail_index = np.unique(items["detail"].astype(str).to_numpy(), return_inverse=True)
+    colors, color_index = np.unique(items["color"].astype(str).to_numpy(), return_inverse=True)
+    counts = np.bincount(items["lane"].to_numpy(), minlength=len(view.lanes))
+    firsts = np.r_[0, np.cumsum(counts)[:-1]]
+    return {
+        "origin_ns": origin,
+        "window": [int(view.window_ns[0]) - origin, int(view.window_ns[1]) - origin],
+        "extent": [int(items["start_ns"].min()) - origin if len(items) else 0,
+                   int(items["end_ns"].max()) - origin if len(items) else 1],
+        "lanes": [{"name": n, "kind": k, "first": int(f), "count": int(c)}
+                  for n, k, f, c in zip(view.lanes["name"], view.lanes["kind"], firsts, counts)],
+        "start": (items["start_ns"] - origin).tolist(), "end": (items["end_ns"] - origin).tolist(),
+        "name": name_index.tolist(), "names": names.tolist(),
+        "detail": detail_index.tolist(), "details": details.tolist(),
+        "color": color_index.tolist(), "colors": colors.tolist(),
+        "correlation": items["correlation_id"].fillna(0).astype("int64").tolist(),
+        "flows": view.flows[["call", "work"]].to_numpy().ravel().tolist(),
+        "limits": {"detail": DETAIL_LIMIT, "bins": BINS, "flows": FLOW_LIMIT},
+    }
+
+
+def figure(view: TimelineView, title: str) -> go.Figure:
+    """The figure the page starts from: the lanes as y ticks, the x axis on the opening window (ms since the first
+    item), buttons back to it and to the whole capture; TIMELINE_JS adds the items."""
+    data = payload(view)
+    window = [v / 1e6 for v in data["window"]]
+    extent = [v / 1e6 for v in data["extent"]]
+    lanes = len(view.lanes)
+    fig = go.Figure(go.Bar(x=[], y=[], orientation="h", showlegend=False))
+    fig.update_layout(
+        title=dict(text=f"{title}<br><sup>{html.escape(view.window_how)}; drag to zoom, double-click for the whole "
+                        "capture</sup>", x=0.01, xanchor="left"),
+        height=int(140 + LANE_HEIGHT_PX * max(lanes, 3)), template="plotly_white", showlegend=False,
+        margin=dict(l=10, r=10, t=80, b=50), barmode="overlay", dragmode="zoom", hovermode="closest",
+        uniformtext=dict(mode="hide", minsize=9),
+        updatemenus=[dict(type="buttons", direction="right", x=1, xanchor="right", y=1.0, yanchor="bottom",
+                          showactive=False, pad=dict(t=0, b=4),
+                          buttons=[dict(label="opening window", method="relayout",
+                                        args=[{"xaxis.range": window}]),
+                                   dict(label="whole capture", method="relayout", args=[{"xaxis.range": extent}])])])
+    fig.update_xaxes(title="ms since the capture's first event", range=window, autorange=False, showgrid=True,
+                     zeroline=False)
+    fig.update_yaxes(tickmode="array", tickvals=list(range(lanes)), ticktext=list(view.lanes["name"]),
+                     range=[lanes - 0.5, -0.5], fixedrange=True, automargin=True, showgrid=False, zeroline=False)
+    return fig
+
+
+DIV_ID = re.compile(r'<div id="([^"]+)" class="plotly-graph-div"')
+
+
+def timeline_html(view: TimelineView, fig, script_type: str, title: str) -> str:
+    """The figure (drawn by `fig`, html.Figures) with its data and the script that draws the items, deferred like
+    the figure's own script (script_type) so that it runs once plotly exists."""
+    snippet = fig(figure(view, title))
+    found = DIV_ID.search(snippet)
+    if found is None:
+        raise ValueError("the figure snippet has no plotly div to draw the timeline into")
+    div = found.group(1)
+    data = json.dumps(payload(view), separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+    return (snippet + f"<script type='application/json' id='{div}-timeline'>{data}</script>"
+            + f"<script type='{script_type}'>{TIMELINE_JS}\nprofkitTimeline.attach({json.dumps(div)});</script>")
+
+
+def capture_exports(bundle) -> dict[str, Path]:
+    """The nsys SQLite export of each capture of a bundle that has one beside its report, by capture name; never
+    runs `nsys export` (a report renders where nsys is not installed)."""
+    from profkit.errors import ReportError
+    from profkit.parse.nsys import sqlite_for
+
+    if getattr(bundle, "nsys_report", None) is not None:
+        reports = {bundle.name: Path(bundle.nsys_report)}
+    else:
+        reports = {str(c.get("name", "")): Path(bundle.path) / (c.get("files") or {}).get("nsys_report", "")
+                   for c in bundle.manifest.get("captures", []) if (c.get("files") or {}).get("nsys_report")}
+    out = {}
+    for name, report in reports.items():
+        try:
+            out[name] = sqlite_for(report, export=False)
+        except ReportError:  # no export beside the report: its calls are named from the launch times
+            continue
+    return out
+
+
+def session_timelines(bundle) -> list[TimelineView]:
+    """One view per capture of a bundle, its CUDA API calls read from the capture's SQLite export where there is
+    one (parse.nsys.api_calls)."""
+    from profkit.parse.nsys.api_calls import read_api_calls
+
+    api = {name: read_api_calls(path) for name, path in capture_exports(bundle).items()}
+    return [timeline_view(t) for t in timelines_of(bundle, api)]
