@@ -14,10 +14,11 @@ find_steps gives one row per step (STEP_COLUMNS), per capture (each program on i
   gpu_busy_pct                  kernel_us as a share of the window's GPU time (wall_us × the capture's GPUs)
   launches, kernels             host launch calls the step made (a CUDA graph launch is one) and the kernels they ran
   idle_host_us                  GPU idle (nothing ran) where the activity that ended the gap was launched after the
-                                gap began: the GPU waited for the host to launch it
-  idle_sync_us                  GPU idle that began while the host sat in a synchronising CUDA call (the queue ran dry
-                                because the host waited for it; without the sync the host would have queued the next
-                                work ahead). NaN when the capture's API calls are not known (sync_calls None)
+                                gap began, less its sync share: the GPU waited for the host to launch it
+  idle_sync_us                  GPU idle after the host sat in a synchronising CUDA call, up to the next kernel and
+                                for at most as long as the GPU still ran while the host waited (what its later work
+                                could have overlapped had it not waited: _idle_by_kind). NaN when the capture's API
+                                calls are not known (sync_calls None)
   idle_copy_us                  a copy or memset ran and no kernel did
   idle_other_us                 GPU idle with the next work already queued (a dependency, an event, launch latency)
                                 The kernel and idle columns add up to wall_us × the capture's GPUs.
@@ -37,11 +38,17 @@ launched kernel-name sequence. Initialisation is everything before the first ste
 from __future__ import annotations
 
 import re
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from profkit.errors import UsageError
+from profkit.errors import ReportError, UsageError
+
+if TYPE_CHECKING:
+    from profkit.analyse.bundle import Bundle
 
 STEP_COLUMNS = ["capture", "step", "start_ns", "end_ns", "wall_us", "kernel_us", "gpu_busy_pct", "launches", "kernels",
                 "idle_host_us", "idle_sync_us", "idle_copy_us", "idle_other_us", "part", "steady", "how"]
@@ -146,6 +153,62 @@ def warm_up(wall_us: np.ndarray) -> np.ndarray:
             break
         flags[i] = True
     return flags
+
+
+# ------------------------------------------------------------------------------------------ the steps table
+
+VIEW_COLUMNS = ["capture", "step", "part", "start_ns", "end_ns", "wall_us", "kernel_us", "gpu_busy_pct", "launches",
+                "kernels", "idle_host_us", "idle_sync_us", "idle_copy_us", "idle_other_us", "how"]
+FIGURES = ["wall_us", "kernel_us", "gpu_busy_pct", "launches", "kernels", "idle_host_us", "idle_sync_us",
+           "idle_copy_us", "idle_other_us"]
+SPREAD = (("median", 0.5), ("p10", 0.1), ("p90", 0.9))
+"""The summary rows over the steady steps: each column's own median and 10th / 90th percentile (linear
+interpolation between steps), so the p10 row's figures may come from different steps."""
+
+
+def steps_view(steps: pd.DataFrame, kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None,
+               memset: pd.DataFrame | None = None, sync_calls: pd.DataFrame | dict | None = None) -> pd.DataFrame:
+    """`profkit show -t steps` (VIEW_COLUMNS): per capture, its steps (find_steps rows; step as text), then the
+    median, p10 and p90 of the steady steps (part "steady (N steps)"), then one "initialisation" row: the capture's
+    first activity to its first steady step, warm-up steps included, measured like a step."""
+    if steps is None or steps.empty:
+        return pd.DataFrame(columns=VIEW_COLUMNS)
+    frames = []
+    for capture, own in steps.groupby(steps["capture"].astype(str), sort=False):
+        rows = own.assign(step=own["step"].astype(str))[VIEW_COLUMNS]
+        steady = own[own["steady"].astype(bool)]
+        summary = [{"capture": capture, "step": label, "part": f"steady ({len(steady)} steps)",
+                    **{c: float(steady[c].quantile(q)) for c in FIGURES}, "how": own["how"].iloc[0]}
+                   for label, q in SPREAD] if not steady.empty else []
+        frames += [rows, pd.DataFrame(summary, columns=VIEW_COLUMNS),
+                   _initialisation(capture, steady, kernels, memcpy, memset, sync_calls)]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True)[VIEW_COLUMNS]
+
+
+def _initialisation(capture: str, steady: pd.DataFrame, kernels: pd.DataFrame, memcpy: pd.DataFrame | None,
+                    memset: pd.DataFrame | None, sync_calls: pd.DataFrame | dict | None) -> pd.DataFrame:
+    """The capture's "initialisation" row: from its first activity to its first steady step, measured like a step."""
+    if steady.empty:
+        return pd.DataFrame(columns=VIEW_COLUMNS)
+    own = _own(kernels, capture)
+    copies = [f for f in (_own(memcpy, capture), _own(memset, capture)) if not f.empty]
+    acts = _activities(own, pd.concat(copies) if copies else pd.DataFrame())
+    lo, hi = float(acts["start_ns"].min()), float(steady["start_ns"].min())
+    if acts.empty or not hi > lo:
+        return pd.DataFrame(columns=VIEW_COLUMNS)
+    calls = sync_calls.get(capture) if isinstance(sync_calls, dict) else sync_calls
+    row = window_figures(acts, np.array([lo]), np.array([hi]), calls)
+    early = acts[(acts["kind"] == "kernel") & (acts["start_ns"] < hi)]
+    row.insert(0, "capture", capture)
+    row.insert(1, "step", "initialisation")
+    row.insert(2, "part", "initialisation")
+    row.insert(3, "start_ns", int(lo))
+    row.insert(4, "end_ns", int(hi))
+    row["kernels"] = len(early)
+    row["launches"] = len(early.drop_duplicates(["thread", "called"]))
+    row["how"] = "before the first steady step"
+    return row[VIEW_COLUMNS]
 
 
 # ------------------------------------------------------------------------------------------ detection
@@ -347,30 +410,44 @@ def measure_steps(acts: pd.DataFrame, starts: np.ndarray, stop: float | None,
     table["launches"] = (kernel_rows.drop_duplicates(["step", "thread", "called"]).groupby("step").size()
                          .reindex(table.index, fill_value=0))
     lo, hi = table["start_ns"].to_numpy(dtype=float), table["end_ns"].to_numpy(dtype=float)
+    out = pd.concat([pd.DataFrame({"step": np.arange(len(table)), "start_ns": lo.astype("int64"),
+                                   "end_ns": hi.astype("int64")}), window_figures(acts, lo, hi, calls)], axis=1)
+    out["launches"] = table["launches"].to_numpy(dtype="int64")
+    out["kernels"] = table["kernels"].to_numpy(dtype="int64")
+    out["part"] = ["steady"] * (len(out) - 1) + ["steady" if closed else "last"]
+    return out
+
+
+def window_figures(acts: pd.DataFrame, lo: np.ndarray, hi: np.ndarray, calls: pd.DataFrame | None) -> pd.DataFrame:
+    """Per window [lo, hi) (ns) of a capture's activities (_activities): wall_us, kernel_us, gpu_busy_pct and the idle
+    columns (module docstring), each GPU's own time summed over its GPUs."""
     devices = sorted(acts["device"].unique().tolist())
-    busy_kernel = np.zeros(len(table))
-    busy_all = np.zeros(len(table))
+    busy_kernel = np.zeros(len(lo))
+    busy_all = np.zeros(len(lo))
     for device in devices:
         on = acts["device"] == device
         busy_kernel += covered(*_merged(acts[on & (acts["kind"] == "kernel")]), lo, hi)
         busy_all += covered(*_merged(acts[on]), lo, hi)
     host, sync, other = _idle_by_kind(acts, calls, lo, hi)
-    wall = hi - lo
-    out = pd.DataFrame({"step": np.arange(len(table)), "start_ns": lo.astype("int64"), "end_ns": hi.astype("int64"),
-                        "wall_us": wall / 1e3, "kernel_us": busy_kernel / 1e3})
-    out["gpu_busy_pct"] = 100 * busy_kernel / np.where(wall > 0, wall * len(devices), np.nan)
-    out["launches"] = table["launches"].to_numpy(dtype="int64")
-    out["kernels"] = table["kernels"].to_numpy(dtype="int64")
-    out["idle_host_us"] = host / 1e3
-    out["idle_sync_us"] = sync / 1e3 if calls is not None else np.nan
-    out["idle_copy_us"] = (busy_all - busy_kernel) / 1e3
-    out["idle_other_us"] = other / 1e3
-    out["part"] = ["steady"] * (len(out) - 1) + ["steady" if closed else "last"]
-    return out
+    wall = np.asarray(hi, dtype=float) - np.asarray(lo, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        busy_pct = 100 * busy_kernel / np.where(wall > 0, wall * max(len(devices), 1), np.nan)
+    return pd.DataFrame({"wall_us": wall / 1e3, "kernel_us": busy_kernel / 1e3, "gpu_busy_pct": busy_pct,
+                         "idle_host_us": host / 1e3,
+                         "idle_sync_us": sync / 1e3 if calls is not None else np.full(len(lo), np.nan),
+                         "idle_copy_us": (busy_all - busy_kernel) / 1e3, "idle_other_us": other / 1e3})
 
 
 def _idle_by_kind(acts: pd.DataFrame, calls: pd.DataFrame | None, lo: np.ndarray, hi: np.ndarray):
-    """Per window: the GPU idle time (nothing running, each GPU's own gaps) that is host-bound, sync or other (ns)."""
+    """Per window: the GPU idle time (nothing running, each GPU's own gaps) that is host-bound, sync or other (ns).
+
+    A gap whose closing activity was launched before it began is "other" (the work was queued: a dependency held
+    it). Sync: when the host sat in a synchronising call as a gap began, it had waited there while the GPU still
+    ran (the call's start to the gap's): had it not waited, its next work would have overlapped that much GPU work.
+    That credit covers the gap and the gaps after it up to the next kernel (the copies of a `loss.item()` between
+    them do not end it). The rest is "host": the GPU waited for the host. On train-step-graphs-guided a steady
+    step's ~1 ms pause after its cudaDeviceSynchronize (which waited 6.9 ms) is sync; the 6.4 s pause of
+    train-step-guided's initialisation begins inside a sync that waited 0.3 ms: 0.3 ms sync, the rest host."""
     host, sync, other = (np.zeros(len(lo)) for _ in range(3))
     syncs = _sync_intervals(calls)
     for _, own in acts.groupby("device", sort=False):
@@ -380,14 +457,22 @@ def _idle_by_kind(acts: pd.DataFrame, calls: pd.DataFrame | None, lo: np.ndarray
         gap_lo, gap_hi = reach[:-1], start[1:]
         opened = gap_hi > gap_lo
         gap_lo, gap_hi = gap_lo[opened], gap_hi[opened]
-        called = own["called"].to_numpy(dtype=float)[1:][opened]
-        waiting = np.zeros(len(gap_lo), dtype=bool)
+        queued = own["called"].to_numpy(dtype=float)[1:][opened] < gap_lo
+        by_kernel = (own["kind"].to_numpy()[1:] == "kernel")[opened]
+        waited = np.zeros(len(gap_lo))  # how long the host had waited in a sync call when the gap began
         if syncs is not None and len(syncs[0]):
-            k = np.searchsorted(syncs[0], gap_lo, side="right") - 1
-            waiting = (k >= 0) & (gap_lo < syncs[1][np.maximum(k, 0)])
-        late = ~waiting & (called >= gap_lo)
-        for kind, total in ((waiting, sync), (late, host), (~waiting & ~late, other)):
-            total += covered(gap_lo[kind], gap_hi[kind], lo, hi)
+            k = np.maximum(np.searchsorted(syncs[0], gap_lo, side="right") - 1, 0)
+            inside = (syncs[0][k] <= gap_lo) & (gap_lo < syncs[1][k])
+            waited = np.where(inside & ~queued, gap_lo - syncs[0][k], 0.0)
+        chain = np.r_[0, np.cumsum(by_kernel[:-1])] if len(by_kernel) else np.zeros(0, dtype=int)
+        credit = pd.Series(waited).groupby(chain).cummax().to_numpy()
+        length = np.where(queued, 0.0, gap_hi - gap_lo)
+        spent = pd.Series(np.where(credit > 0, length, 0.0)).groupby(chain).cumsum().to_numpy()
+        share = np.clip(credit - (spent - np.where(credit > 0, length, 0.0)), 0.0, length)
+        split = gap_lo + share
+        other += covered(gap_lo[queued], gap_hi[queued], lo, hi)
+        sync += covered(gap_lo[~queued], split[~queued], lo, hi)
+        host += covered(split[~queued], gap_hi[~queued], lo, hi)
     return host, sync, other
 
 
@@ -477,3 +562,79 @@ def _compiled(step_regex: str | None) -> re.Pattern | None:
         return re.compile(step_regex)
     except re.error as exc:
         raise UsageError(f"--step {step_regex!r} is not a regular expression: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------ a bundle's steps
+
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # bundle -> {regex: find_steps' table}
+
+
+def use_step(bundle: Bundle, step_regex: str | None) -> None:
+    """What starts a step of this input's program (`--step`), kept as the bundle's `step_regex` attribute (tables
+    that call find_steps themselves read getattr(bundle, "step_regex", None))."""
+    setattr(bundle, "step_regex", step_regex or None)
+
+
+def bundle_steps(bundle: Bundle) -> pd.DataFrame:
+    """find_steps over one input's stored tables, with its `--step` (use_step) and its synchronising API calls
+    (sync_calls_of): worked out once per input and regex, every timeline table of a `show` reads it."""
+    regex = getattr(bundle, "step_regex", None)
+    found = _FOUND.setdefault(bundle, {})
+    if regex not in found:
+        kernels = bundle.stored("nsys_kernels")
+        found[regex] = find_steps(kernels, bundle.stored("nvtx"), bundle.stored("memcpy"), regex,
+                                  memset=bundle.stored("memset"), sync_calls=sync_calls_of(bundle)) \
+            if not kernels.empty else pd.DataFrame(columns=STEP_COLUMNS)
+    return found[regex]
+
+
+def bundle_windows(bundle: Bundle) -> dict[str, tuple[int, int]]:
+    """steady_window of the input's steps."""
+    return steady_window(bundle_steps(bundle))
+
+
+def sync_calls_of(bundle: Bundle) -> dict[str, pd.DataFrame | None]:
+    """{capture: its synchronising CUDA API calls} (SYNC_CALL): from the stored api_calls table where the session
+    has one, else read by name from each capture's nsys export (parse.nsys.api_calls.read_named_calls: the export of
+    train-step-guided holds 5935 calls, 61 of them synchronising). None for a capture whose export cannot be read
+    (its idle_sync_us is then unknown)."""
+    stored = bundle.stored("api_calls")
+    if not stored.empty and {"name", "start_ns", "end_ns"} <= set(stored.columns):
+        calls = stored[stored["name"].astype(str).map(_is_sync)]
+        by = calls["capture"].astype(str) if "capture" in calls else pd.Series("", index=calls.index)
+        return {capture: calls[by == capture] for capture in _captures(bundle)}
+    from profkit.parse.nsys.api_calls import read_named_calls
+
+    out: dict[str, pd.DataFrame | None] = {}
+    for capture, path in _exports(bundle).items():
+        try:
+            out[capture] = read_named_calls(path, _is_sync) if path is not None else None
+        except (ReportError, OSError):
+            out[capture] = None
+    return out
+
+
+def _is_sync(name: str) -> bool:
+    return bool(SYNC_CALL.search(name))
+
+
+def _captures(bundle: Bundle) -> list[str]:
+    kernels = bundle.stored("nsys_kernels")
+    return [str(c) for c in kernels["capture"].unique()] if "capture" in kernels else [""]
+
+
+def _exports(bundle: Bundle) -> dict[str, Path | None]:
+    """{capture: its nsys export (an SQLite file, a report beside one, or a Parquet/Arrow export)}."""
+    report = getattr(bundle, "nsys_report", None)
+    if report is not None:
+        return {capture: Path(report) for capture in _captures(bundle)}
+    session = getattr(bundle, "session", None)
+    out: dict[str, Path | None] = {}
+    for entry in bundle.manifest.get("captures", []):
+        files = entry.get("files") or {}
+        name = files.get("nsys_sqlite") or files.get("nsys_report")
+        try:
+            out[str(entry.get("name", ""))] = session.file(name) if session is not None and name else None
+        except (ReportError, OSError):
+            out[str(entry.get("name", ""))] = None
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -39,6 +40,30 @@ def read_api_calls(path: str | Path, *, every: bool = False) -> pd.DataFrame:
     labels = {key: VERSION_SUFFIX.sub("", names.get(key, "")) or f"API call {key}"
               for key in calls["name"].unique().tolist()}
     calls["name"] = calls["name"].map(labels)
+    return calls.sort_values(["start_ns", "thread"], kind="stable", ignore_index=True)[COLUMNS]
+
+
+def read_named_calls(path: str | Path, keep: Callable[[str], bool]) -> pd.DataFrame:
+    """The API calls of one capture whose name (without its version suffix) `keep` accepts, as read_api_calls gives
+    them: selected by name id in the export, so a timeline's synchronisations are read without its every launch
+    call (analyse.steps)."""
+    with _open(Path(path)) as export:
+        names = {key: VERSION_SUFFIX.sub("", text) for key, text in export.strings().items()}
+        ids = sorted(key for key, text in names.items() if keep(text))
+        frames = []
+        for table, api in API_TABLES:
+            if not ids or table not in export.tables or \
+                    not {"start", "end", "globalTid", "correlationId", "nameId"} <= export.columns(table):
+                continue
+            select = export.select_list(table, ["globalTid", "start", "end", "correlationId", "nameId"])
+            rows = export.integers(f"select {select} from {table} where nameId in ({', '.join(map(str, ids))})",
+                                   ["thread", "start_ns", "end_ns", "correlation_id", "name"]).to_pandas()
+            frames.append(rows.assign(api=api))
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS)
+    calls = pd.concat(frames, ignore_index=True)
+    calls["name"] = calls["name"].map(names)
     return calls.sort_values(["start_ns", "thread"], kind="stable", ignore_index=True)[COLUMNS]
 
 
