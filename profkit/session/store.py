@@ -35,7 +35,7 @@ Manifest = dict[str, Any]
 """A session's manifest.json as read: JSON values whose shape each reader checks."""
 TABLES = "tables"
 SCHEMA_VERSION = 1
-# Files above this are stored xz-compressed (ncu reports shrink 10-15x): every committed file stays far
+# Files above this are stored xz-compressed (ncu reports shrink about tenfold): every committed file stays far
 # under 16 MiB and the tree that travels to the GPU machine (64 MiB at most) stays small.
 MAX_PLAIN_FILE_BYTES = 256 * 2**10
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -169,8 +169,9 @@ class Session:
     def has_rows(self, name: str) -> bool:
         """Whether table `name` holds data (a row and a column), from its Parquet footer when the table was not
         loaded yet: Bundle.kinds asks about a dozen tables before a show, most of which it never builds, and
-        loading each cost 4-7 ms. The bytes are checked against the manifest first, as for a load; a footer that
-        cannot be read loads the table, which says why."""
+        loading each would add up to a measurable share of a first show (reports/code_measurements.md). The bytes
+        are checked against the manifest first, as for a load; a footer that cannot be read loads the table, which
+        says why."""
         target = None if name in self._tables or self.manifest.get("tables_pending") else \
             self._checked_table_file(name)
         if target is None or target.suffix != ".parquet":
@@ -268,8 +269,8 @@ def read_table(path: Path) -> pd.DataFrame:
     """One stored table (Parquet or CSV); a damaged file is a ReportError that says how to regenerate it.
 
     Parquet is read by pyarrow's file reader on this thread: the same frame as pd.read_parquet (tested on every
-    committed table), without its dataset layer and thread pool, which cost 2-3x as much on these small files
-    (32-51 ms against 16-19 ms for the seven tables a show of a guided session reads, on the 2-core CI machine)."""
+    committed table), without its dataset layer and thread pool, which cost two to three times as much on these
+    small files (reports/code_measurements.md)."""
     import pandas as pd
     import pyarrow.parquet as pq
     from pyarrow import ArrowException

@@ -248,7 +248,8 @@ def _issuing_calls(export: Export) -> pa.Table:
 
 def _ordered(export: Export, table: str, columns: list[str]) -> pa.Table:
     """`columns` of an activity table with `ord`, its rowid: the joins order rows by (start, ord), as SQLite's
-    `order by start, rowid` would, but in parallel (SQLite's sort cost 1.1 s of a 10^6-kernel read).
+    `order by start, rowid` would, but in parallel (SQLite's own sort, on one core, was a large share of a
+    10^6-kernel read: reports/code_measurements.md).
     Empty when the export lacks the table."""
     if table not in export.tables:
         return pa.table({c: pa.array([], pa.int64()) for c in [*columns, "ord"]})

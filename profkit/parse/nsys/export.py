@@ -3,12 +3,12 @@ for any query the driver cannot type) through Python's sqlite3.
 
 DuckDB cannot read SQLite without its sqlite_scanner extension, which it downloads, and neither CI nor the
 GPU machine reaches the internet. ADBC's driver (adbc-driver-sqlite, a C library with its own SQLite) hands a
-query's rows over as Arrow columns with no Python object per value: on a 10^6-kernel export the kernels, the
-issuing API calls and the NVTX ranges took 1.3, 1.8 and 0.4 s against 6-7, ~5 and 4-4.6 s through sqlite3. It
+query's rows over as Arrow columns with no Python object per value: on a 10^6-kernel export it read the kernels,
+the issuing API calls and the NVTX ranges three to ten times as fast as sqlite3 (reports/code_measurements.md). It
 types a column from its first rows and refuses a later value of another type; such a query, a NULL where sqlite3
 would have refused one, or text that is not UTF-8 goes to sqlite3, which answers or refuses it as before.
-Through sqlite3, integer columns go through numpy (`np.array(rows, int64)`): 18 kernel columns took 2.4 s to
-fetch, then 1.1 s as one numpy array against 3.9 s for per-column `pa.array` of the transposed tuples. NULLs
+Through sqlite3, integer columns go through numpy (`np.array(rows, int64)`): one numpy array of the fetched rows
+is several times faster than a per-column `pa.array` of the transposed tuples. NULLs
 travel as NULL_SENTINEL and come back as Arrow nulls.
 
 Two connections read an export at once: SQLite releases the GIL while it steps, so the page check and a query
@@ -43,10 +43,10 @@ NSYS_TABLES = {"StringIds", "META_DATA_EXPORT", "TARGET_INFO_GPU", "CUPTI_ACTIVI
 """Tables every nsys export has at least one of; an SQLite file with none of them is something else."""
 NULL_SENTINEL = -(2 ** 63)
 BATCH_ROWS = 20_000
-"""Rows fetched at a time: bounds the Python tuples alive at once (a 10^6-row fetchall of 18 columns held
-~0.8 GiB of them), and a batch's numpy block (2.9 MB at 18 columns) stays in cache while it is turned into
-columns: 10^6 x 18 kernel values took 1.2-1.5 s from tuples to contiguous columns in 20k-row batches, against
-2.5-5 s as one 10^6-row matrix sliced per column."""
+"""Rows fetched at a time: bounds the Python tuples alive at once (a 10^6-row fetchall of 18 columns holds most
+of a GiB of them), and a batch's numpy block (2.9 MB at 18 columns) stays in cache while it is turned into
+columns, which made the kernels' columns about twice as fast to build as one 10^6-row matrix sliced per column
+(reports/code_measurements.md)."""
 _READ_ERRORS = (sqlite3.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError, MemoryError)
 T = TypeVar("T")
 Q = TypeVar("Q", bound="ExportQueries")
@@ -165,9 +165,9 @@ class Export(ExportQueries):
 
     def check_pages(self) -> None:
         """SQLite's quick_check over every page: a flipped bit or a zeroed block in a page of kernel records can
-        leave every query answering, with rows reordered, lost or changed; the check finds such damage (1.4-2.9 s
-        for a 437 MB, 10^6-kernel export on the 2-core CPU machine, beside the main thread's reads; cached reads
-        skip it)."""
+        leave every query answering, with rows reordered, lost or changed; the check finds such damage. It reads
+        every page, seconds for a 10^6-kernel export (reports/code_measurements.md), so it runs beside the main
+        thread's reads; cached reads skip it."""
         try:
             found = [row[0] for row in self.conn.execute("pragma quick_check(3)")]
         except _READ_ERRORS as exc:
@@ -247,7 +247,8 @@ class Export(ExportQueries):
         table = self._arrow_rows(sql, params)
         if table is not None and table.num_rows and table.num_columns == len(names) and \
                 all(pa.types.is_int64(column.type) and not column.null_count for column in table.columns):
-            # the driver's chunks kept as they are: combining 18 columns of 10^6 first touched 144 MB (1.7 s)
+            # the driver's chunks kept as they are: combining them first touches every byte again
+            # (reports/code_measurements.md)
             return pa.table([_sentinels_as_nulls(column) for column in table.columns], names=names)
         blocks = []  # per batch, its columns as the rows of a C-ordered block
         try:
