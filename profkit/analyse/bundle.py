@@ -16,7 +16,7 @@ from profkit.session.store import (CHECKSUMS, Session, load_session, table_check
                                    write_tables)
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
-               "timings", "ptxas", "crosscheck", "notes", "targets", "memcpy", "memset"]
+               "timings", "ptxas", "crosscheck", "notes", "targets", "memcpy", "memset", "inductor"]
 
 
 @dataclass
@@ -31,6 +31,7 @@ class CaptureFiles:
     ptxas: pd.DataFrame = field(default_factory=pd.DataFrame)
     sass: pd.DataFrame = field(default_factory=pd.DataFrame)  # build.sass.parse_sass of the binary
     targets: pd.DataFrame = field(default_factory=pd.DataFrame)  # a guided capture's plan (capture.targets)
+    inductor: Path | None = None  # inductor's records of the launched kernels (capture.inductor)
 
     @property
     def ncu_reports(self) -> list[Path]:
@@ -81,6 +82,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
                    capture_notes: bool = True) -> dict:
     """Parse one capture's reports and derive its tables (each tagged with the capture's name). capture_notes:
     whether to note what the capture lacked for the cross-check (not for report files read on their own)."""
+    from profkit.parse.inductor import read_records
     from profkit.parse.nsys import read_nsys
 
     out: dict[str, pd.DataFrame] = {}
@@ -113,6 +115,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
     out["timings"] = _tag(capture.timings, capture.name)
     out["ptxas"] = _tag(capture.ptxas, capture.name)
     out["targets"] = _tag(capture.targets, capture.name)
+    out["inductor"] = _tag(read_records(capture.inductor), capture.name)
     out["notes"] = pd.DataFrame({"capture": capture.name, "note": notes}) if notes else pd.DataFrame()
     return out
 
@@ -164,7 +167,7 @@ def rebuild_session_tables(session) -> dict[str, pd.DataFrame]:
             entry["name"], ncu or None, existing("nsys_sqlite") or existing("nsys_report"),
             parse_result_lines(timing_log.read_text()) if timing_log else pd.DataFrame(),
             parse_ptxas(build_log.read_text()) if build_log else pd.DataFrame(),
-            parse_sass(sass.read_text()) if sass else pd.DataFrame(), targets)
+            parse_sass(sass.read_text()) if sass else pd.DataFrame(), targets, existing("inductor"))
         per_capture.append(capture_tables(capture, clock_control=session.manifest.get("clock_control", "none"),
                                           cache_control=session.manifest.get("cache_control", "all")))
     return merge_tables(per_capture)

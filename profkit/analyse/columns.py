@@ -51,6 +51,17 @@ COLUMNS: dict[str, Column] = {
                                                                                                "NVTX_EVENTS"),
     "module": Column("text", "the innermost NVTX range holding most of the row's time: an nn.Module path with "
                              "--torch-modules ('[bwd]': its backward); '(+N more)' when several", "nsys NVTX"),
+    "generated_file": Column("path", "a torch.compile kernel's file in inductor's cache: the kernel path its "
+                                     "output code recorded, else the generated file ncu's line info names",
+                             "<capture>.inductor.json / ncu source files"),
+    "aten_ops": Column("text", "the ATen ops inductor fused into the kernel, as its output code lists them",
+                       "output code's 'Original ATen: [...]' (<capture>.inductor.json)"),
+    "source_nodes": Column("text", "the FX source nodes fused into the kernel: the graph's names for the program's "
+                                   "variables and calls (a backward kernel's are the backward graph's own nodes)",
+                           "output code's 'Source Nodes: [...]' (<capture>.inductor.json)"),
+    "source_line": Column("file:line", "the kernel's hottest source line over its profiled launches (warp-stall "
+                                       "samples, else instructions executed); in its generated file for a "
+                                       "torch.compile kernel", "ncu source counters"),
     "grid": Column("x×y×z", "grid dimensions", "ncu launch__grid_dim_* / nsys gridX..Z"),
     "block": Column("x×y×z", "block dimensions", "ncu launch__block_dim_* / nsys blockX..Z"),
     "kind": Column("text", "hotspots: the row's kind (kernel, or GPU idle time); copies: the copy direction (HtoD, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from profkit.analyse import tables
+from profkit.analyse.attribution import ATTRIBUTION_COLUMNS, attribution as kernel_attribution
 from profkit.analyse.crosscheck import CROSSCHECK_COLUMNS, cross_check
 from profkit.analyse.instructions import hot_instructions, opcode_mix
 from profkit.analyse.hotspots import HOTSPOT_COLUMNS, hotspots as where_to_work
@@ -41,6 +42,15 @@ def _per_capture(*frames: pd.DataFrame) -> list[tuple[str, list[pd.DataFrame]]]:
 def hotspots(bundle) -> pd.DataFrame:
     return where_to_work(bundle.stored("nsys_kernels"), bundle.stored("launches"), bundle.stored("targets"),
                          bundle.stored("source"))
+
+
+@register("attribution", "Where each kernel came from", "Per kernel: its time, the PyTorch module (NVTX range) that "
+          "launched it, for a torch.compile kernel its generated file and the ATen ops and source nodes inductor "
+          "fused into it, and file:line of its hottest line when ncu had line info.", needs=("nsys|ncu",),
+          columns=tuple(ATTRIBUTION_COLUMNS))
+def attribution(bundle) -> pd.DataFrame:
+    return kernel_attribution(bundle.stored("nsys_kernels"), bundle.stored("launches"), bundle.stored("targets"),
+                              bundle.stored("source"), bundle.stored("inductor"))
 
 
 # ------------------------------------------------------------------------------------ per-launch counters

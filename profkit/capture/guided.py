@@ -13,6 +13,7 @@ what lets one ncu run take one steady-state launch of many instances.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 import tempfile
 import time
@@ -24,6 +25,7 @@ import pandas as pd
 from profkit import process
 from profkit.analyse.instances import split_targets
 from profkit.capture import targets as plan_targets
+from profkit.capture.inductor import record_kernels
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import TRACE, run_nsys
 from profkit.capture.settings import GuidedOptions
@@ -90,8 +92,9 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
                    on_line: Callable[[str], None] | None = None) -> dict:
     """Run the whole guided capture of `command`; out_dir(filename) gives where each file goes.
 
-    Returns {"nsys_report", "sqlite", "ncu_reports", "targets" (DataFrame), "plan" (manifest dict), "wall_seconds",
-    "commands"}. Raises CaptureError for a program that fails, launches no kernel or launches too many."""
+    Returns {"nsys_report", "sqlite", "ncu_reports", "inductor" (capture.inductor's records of the launched
+    kernels, or None), "targets" (DataFrame), "plan" (manifest dict), "wall_seconds", "commands"}.
+    Raises CaptureError for a program that fails, launches no kernel or launches too many."""
     seconds: dict = {}
     commands: dict = {"ncu": []}
     with tempfile.TemporaryDirectory(prefix="profkit-hooks-") as hooks:
@@ -107,6 +110,10 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
         commands["nsys"] = [shlex.join(c) for c in nsys_cmds]
         sqlite = out_dir(f"{name}.sqlite")
         launches = plan_targets.read_launches(sqlite)
+        inductor = record_kernels(out_dir(f"{name}.inductor.json"), launches["kernel"].unique(),
+                                  env={**os.environ, **(env or {})})
+        if inductor is not None:
+            log(f"[{name}] inductor's records of its generated kernels: {inductor.name}")
         if launches.empty:
             raise CaptureError(f"{name} launched no CUDA kernel under nsys: nothing to profile",
                                hint="check that the program uses the GPU (e.g. torch.cuda.is_available())")
@@ -158,6 +165,7 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
                            hint="see the ncu logs in the session's incomplete folder")
     marked = mark_profiled(plan.instances, profiled, retried)
     return {"sqlite": sqlite, "nsys_report": out_dir(f"{name}.nsys-rep"), "ncu_reports": reports,
+            "inductor": inductor,
             "targets": marked.assign(steady_start_ns=plan.steady_start_ns),
             "plan": {"coverage_goal": options.coverage, "top": options.top, "steady_state": plan.steady_how,
                      "steady_start_ns": plan.steady_start_ns, "launches": int(len(launches)),

@@ -174,7 +174,9 @@ def _capture_one(writer: SessionWriter, target: Target, build: nvcc.BuildResult 
     log(f"[{target.name}] deriving tables")
     try:
         return capture_tables(CaptureFiles(target.name, captured.ncu_reports, captured.sqlite, captured.timings,
-                                           ptxas, sass, targets=captured.targets),
+                                           ptxas, sass, targets=captured.targets,
+                                           inductor=writer.path(captured.files["inductor"])
+                                           if captured.files.get("inductor") else None),
                               clock_control=options.ncu.clock_control, cache_control=options.ncu.cache_control)
     except ReaderError as exc:  # this machine's reader (ncu_report, duckdb) failed on reports that are whole
         entry["tables_error"] = exc.message

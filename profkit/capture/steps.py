@@ -194,6 +194,8 @@ class GuidedCapture:
                               nsys_log=f"{target.name}.nsys.log",
                               ncu_reports=[r.name for r in result["ncu_reports"]],
                               ncu_logs=[r.name.replace(".ncu-rep", ".ncu.log") for r in result["ncu_reports"]])
+        if result.get("inductor") is not None:
+            captured.files["inductor"] = result["inductor"].name
         captured.ncu_reports = list(result["ncu_reports"])
         captured.sqlite = result["sqlite"]
         captured.targets = result["targets"]

@@ -1,0 +1,92 @@
+"""Copy what TorchInductor recorded about a program's generated Triton kernels into the session
+(`<capture>.inductor.json`), right after the program ran.
+
+ncu embeds each profiled Triton kernel's own generated file (--import-source yes) but not the output code that says
+which source nodes and ATen ops the kernel came from (parse.inductor): that file stays in the program's inductor
+cache, on the machine that ran it, and is gone once /tmp is cleaned. The records are small (a few hundred bytes per
+kernel) and cover every launched kernel, profiled or not.
+
+The cache is found as torch finds it (torch/_inductor/runtime/cache_dir_utils.py): TORCHINDUCTOR_CACHE_DIR in the
+program's environment, else <tempdir>/torchinductor_<user>. A cache hit reuses output code written by an earlier
+run without rewriting it, so files are matched by the kernel names the capture launched, not by their time; when
+several output-code files define one kernel name (other programs, other runs), each distinct record is kept and
+the parse side prefers the one whose kernel path ncu's line info names, then the newest.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from profkit.parse.inductor import is_output_code, wrapper_kernels
+
+FORMAT = 1
+MAX_FILE_BYTES = 64 << 20
+"""Output code larger than this is skipped: a graph of many thousands of kernels; reading it would stall the
+capture for one table column."""
+
+
+def cache_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
+    """Where inductor writes output code for a program run with `env` (os.environ when None): the existing one of
+    TORCHINDUCTOR_CACHE_DIR, else <tempdir>/torchinductor_<user>."""
+    env = os.environ if env is None else env
+    if env.get("TORCHINDUCTOR_CACHE_DIR"):
+        candidates = [Path(env["TORCHINDUCTOR_CACHE_DIR"])]
+    else:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        candidates = [Path(tempfile.gettempdir()) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))]
+    return [path for path in candidates if path.is_dir()]
+
+
+def kernel_records(dirs: Iterable[Path], kernels: Iterable[str]) -> list[dict]:
+    """The parse.inductor records of the kernels named in `kernels`, from every output-code file in the cache
+    folders (<cache>/<xx>/c<hash>.py), each with `output_code` (its path) and `output_code_mtime` (seconds since
+    the epoch); one record per distinct (kernel, kernel_path, source_nodes, aten_ops)."""
+    wanted = set(kernels)
+    out, seen = [], set()
+    for folder in dirs:
+        for path in sorted(Path(folder).glob("*/*.py")):
+            try:
+                stat = path.stat()
+                if stat.st_size > MAX_FILE_BYTES:
+                    continue
+                text = path.read_text(errors="replace")
+            except OSError:  # removed or unreadable while we looked: another program's cache entry
+                continue
+            if not is_output_code(text):
+                continue
+            for record in wrapper_kernels(text):
+                key = (record["kernel"], record["kernel_path"], tuple(record["source_nodes"]),
+                       tuple(record["aten_ops"]))
+                if record["kernel"] not in wanted or key in seen:
+                    continue
+                seen.add(key)
+                out.append({**record, "output_code": str(path), "output_code_mtime": round(stat.st_mtime, 3)})
+    return out
+
+
+def write_records(path: Path, records: list[dict], dirs: list[Path]) -> Path | None:
+    """`path` as {format, cache_dirs, kernels: records}; nothing written (None) when there are no records."""
+    if not records:
+        return None
+    path.write_text(json.dumps({"format": FORMAT, "cache_dirs": [str(d) for d in dirs], "kernels": records},
+                               indent=1))
+    return path
+
+
+def record_kernels(path: Path, kernels: Iterable[str], env: Mapping[str, str] | None = None) -> Path | None:
+    """Find the inductor records of the launched `kernels` (names) in the program's cache and write them to `path`;
+    None when the program compiled nothing with inductor (or its cache is gone)."""
+    names = {str(k) for k in kernels if str(k).startswith("triton_")}
+    if not names:
+        return None
+    dirs = cache_dirs(env)
+    return write_records(path, kernel_records(dirs, names), dirs)

@@ -1,0 +1,83 @@
+"""capture.inductor: the launched kernels' records copied from the program's inductor cache into the session."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from profkit.analyse.bundle import CaptureFiles, capture_tables
+from profkit.capture.inductor import cache_dirs, kernel_records, record_kernels
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "inductor"
+OUTPUT_CODE = DATA / "output_code_train_step.txt"
+SOFTMAX = "triton_red_fused__log_softmax__to_copy_prepare_softmax_online_16"
+LAYER_NORM_BWD = "triton_per_fused__to_copy_add_native_layer_norm_backward_view_6"
+WRAPPER = "ab/cabq3xk7d2m5wz4v6hj2ntr5yb7e3lq4p6c5wuxkm2ag7fdo4hzs.py"
+"""Where inductor would keep the output code: <cache>/<xx>/c<xx + 49 characters>.py."""
+
+
+def _cache(root: Path) -> Path:
+    """An inductor cache: the output code, a generated kernel's own file, and the FX graph cache's other files."""
+    cache = root / "torchinductor_alice"
+    (cache / WRAPPER).parent.mkdir(parents=True)
+    shutil.copy(OUTPUT_CODE, cache / WRAPPER)
+    kernel_file = cache / "2h" / "c2hf774s2ta234mx7bfik75xadao56obxuxk3ajdbgol24i4lfrk.py"
+    kernel_file.parent.mkdir()
+    kernel_file.write_text("@triton.jit\ndef triton_red_fused__log_softmax__to_copy_prepare_softmax_online_16():\n")
+    (cache / "fxgraph" / "xy").mkdir(parents=True)
+    (cache / "fxgraph" / "xy" / "entry").write_bytes(b"\x00binary")
+    return cache
+
+
+def test_the_cache_is_found_as_torch_finds_it(tmp_path, monkeypatch):
+    cache = _cache(tmp_path)
+    assert cache_dirs({"TORCHINDUCTOR_CACHE_DIR": str(cache)}) == [cache]
+    assert cache_dirs({"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "gone")}) == []
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LOGNAME", "alice")  # getpass.getuser() reads it first
+    assert cache_dirs({}) == [cache]
+
+
+def test_only_launched_kernels_are_recorded_with_their_output_code(tmp_path):
+    cache = _cache(tmp_path)
+    records = kernel_records([cache], {SOFTMAX, "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN"})
+    assert [r["kernel"] for r in records] == [SOFTMAX]
+    (record,) = records
+    assert record["aten_ops"] == ["aten._to_copy", "aten._log_softmax"]
+    assert record["output_code"] == str(cache / WRAPPER)
+    assert record["output_code_mtime"] == round(os.stat(cache / WRAPPER).st_mtime, 3)
+
+
+def test_the_same_record_twice_is_kept_once_and_a_different_one_apart(tmp_path):
+    cache = _cache(tmp_path)
+    copy = cache / "cd" / "ccdq3xk7d2m5wz4v6hj2ntr5yb7e3lq4p6c5wuxkm2ag7fdo4hzs.py"
+    copy.parent.mkdir()
+    shutil.copy(OUTPUT_CODE, copy)  # a cache hit of another run: the same records
+    other = cache / "ef" / "cefq3xk7d2m5wz4v6hj2ntr5yb7e3lq4p6c5wuxkm2ag7fdo4hzs.py"
+    other.parent.mkdir()
+    other.write_text(OUTPUT_CODE.read_text().replace("c2hf774s2ta234mx7bfik75xadao56obxuxk3ajdbgol24i4lfrk",
+                                                     "c2hzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"))
+    records = kernel_records([cache], {SOFTMAX})
+    assert sorted(Path(r["kernel_path"]).name for r in records) == [
+        "c2hf774s2ta234mx7bfik75xadao56obxuxk3ajdbgol24i4lfrk.py",
+        "c2hzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz.py"]
+
+
+def test_the_session_file_becomes_the_inductor_table(tmp_path):
+    cache = _cache(tmp_path)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    assert record_kernels(tmp_path / "none.json", ["nvjet_x", "multi_tensor_apply_kernel"], env) is None
+    assert record_kernels(tmp_path / "nocache.json", [SOFTMAX], {"TORCHINDUCTOR_CACHE_DIR": "/nonexistent"}) is None
+    path = record_kernels(tmp_path / "python3.inductor.json", [SOFTMAX, LAYER_NORM_BWD, "nvjet_x"], env)
+    stored = json.loads(path.read_text())
+    assert stored["cache_dirs"] == [str(cache)] and len(stored["kernels"]) == 2
+    table = capture_tables(CaptureFiles("python3", inductor=path), capture_notes=False)["inductor"]
+    assert list(table["capture"].unique()) == ["python3"]
+    assert dict(zip(table["kernel"], table["aten_ops"])) == {
+        SOFTMAX: "aten._to_copy, aten._log_softmax",
+        LAYER_NORM_BWD: "aten.view, aten.native_layer_norm_backward, aten._to_copy, aten.add"}
