@@ -14,9 +14,10 @@ disagree by more than `threshold`, and the likely reasons, computed from the dat
   and ncu timings going to the class nearest to them, so a slow class (the LM-head GEMM) is not read as the first
   launch's cost and ncu's one launch is compared with launches of its own kind.
 ncu's own duration of a kernel carries a fixed cost nsys' does not: measured on the H200 at the same SM clock
-(reports/benchmarks/ncu_short_kernels.json, benchmarks/ncu_short_kernels.py), ncu read nsys' time plus 0.80-1.09 µs
-with --cache-control none and 1.02-1.70 µs with --cache-control all, for kernels of 1.1 to 69 µs. So ncu > nsys by
-up to NCU_FIXED_US is expected and not flagged: it is most of a 2 µs kernel and nothing of a 1 ms one.
+(benchmarks/ncu_short_kernels.py; its figures: reports/derived_figures.md, "short-kernel allowance"), ncu reads
+nsys' time plus about a microsecond, more with --cache-control all (its flush leaves the first accesses cold),
+whatever the kernel's length. So ncu > nsys by up to NCU_FIXED_US is expected and not flagged: it is most of a
+2 µs kernel and nothing of a 1 ms one.
 Template instantiations that share a kernel name and grid (PyTorch's elementwise kernels) are told apart by their
 functor, so each row compares one function's launches.
 """
@@ -35,7 +36,8 @@ from profkit.analyse.instances import NCU_EXTRA_NS, WORK, class_ranges, grouped_
 
 NCU_FIXED_US = {"all": 1.8, "none": 1.2}
 """How much longer ncu's gpu__time_duration may read than nsys' kernel time at the same clock, by --cache-control:
-the measured fixed cost (up to 1.70 / 1.09 µs on the H200) with a margin."""
+the largest fixed cost measured on the H200 (reports/derived_figures.md, "short-kernel allowance") with a
+margin."""
 
 CROSSCHECK_COLUMNS = ["label", "grid", "work", "events_us", "ncu_us", "nsys_us", "nsys_first_us", "nsys_launches",
                       "ncu_over_events", "nsys_over_events", "ncu_over_nsys", "flag", "reasons"]
@@ -48,7 +50,7 @@ def _label_launches(df: pd.DataFrame, labels: dict[str, set[str]]) -> pd.Series:
     labels: capture -> its timed labels. Python looks at each distinct (path, capture) and (kernel, capture) once;
     "range/kernel" is built by Arrow over every launch: a 10^6-kernel timeline has ~5*10^5 distinct paths (a range
     per training step) and ~8.5*10^5 distinct (path, kernel), so a label per distinct pair built in Python took
-    as long as one per launch (3-4 s)."""
+    as long as one per launch (reports/code_measurements.md)."""
     n = len(df)
     kernels = df["kernel"] if "kernel" in df else pd.Series([None] * n, index=df.index, dtype=object)
     paths = df["nvtx_path"] if "nvtx_path" in df else pd.Series("", index=df.index)
@@ -92,7 +94,8 @@ def _distinct_rows(columns: list[pd.Series]) -> tuple[np.ndarray, list[list]]:
     """Each row's number among the distinct tuples of `columns` (numbered in first-appearance order, a missing
     value a value of its own) and, per column, its values in those tuples as Python objects: Python then works
     once per distinct tuple and numpy spreads the answers over the rows. The values come from each column's
-    factorization (taking rows from a many-chunk Arrow column read from the cache cost 0.45 s at 10^6 rows)."""
+    factorization: taking rows from a many-chunk Arrow column read from the cache is slow at 10^6 rows
+    (reports/code_measurements.md)."""
     which = np.zeros(len(columns[0]), dtype=np.int64)
     factors = []
     for column in columns:
@@ -129,8 +132,9 @@ def _tag_ambiguous(frames: list[pd.DataFrame], keys: list[str]) -> None:
     if not shared:
         return
     for frame in present:
-        # a set lookup per distinct key (MultiIndex.isin cost 10 ms; one per row 1.5 s of 10^6 launches), a tag
-        # per distinct (label, function), rows set by position (.loc's take from a many-chunk Arrow column: 4 s)
+        # a set lookup per distinct key (MultiIndex.isin, or a lookup per row, cost far more on 10^6 launches), a
+        # tag per distinct (label, function), rows set by position (.loc's take from a many-chunk Arrow column is
+        # slower still); figures in reports/code_measurements.md
         which, columns = _distinct_rows([frame[k] for k in keys])
         hit = np.fromiter((key in shared for key in zip(*columns)), dtype=bool, count=len(columns[0]))[which]
         if hit.any():
@@ -150,7 +154,7 @@ def cross_check(timings: pd.DataFrame, ncu_launches: pd.DataFrame, nsys_kernels:
 
     by_capture: the frames hold several captures (their `capture` column; rows without one are left out), each
     compared on its own and first in the result, in the order the frames name them: one pass for a whole
-    session (per capture, a 6-capture session's table took 70 ms of a 0.5 s `profkit show`)."""
+    session (one per capture was a noticeable share of a first `profkit show`: reports/code_measurements.md)."""
     frames_in = [f if f is not None else pd.DataFrame() for f in (timings, ncu_launches, nsys_kernels)]
     if by_capture and not any(CAPTURE in f for f in frames_in):  # one capture, unnamed
         frames_in = [f.assign(**{CAPTURE: ""}) for f in frames_in]

@@ -60,7 +60,8 @@ vectorized_elementwise_kernel for add, GELU or copy) and its launch shape."""
 KEY = [*INSTANCE, WORK]
 """A row: an instance, or one duration class of an instance whose launches do different work (analyse.instances)."""
 SOL_COLUMNS = ("dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct", "sm_throughput_pct")
-"""What roofline.sol_bound reads (records of these columns only: a Series per row of the wide table cost 0.15 ms)."""
+"""What roofline.sol_bound reads (records of these columns only: a Series per row of the wide table is slow,
+reports/code_measurements.md)."""
 MIN_STRETCH = 5
 """Consecutive host-bound gaps that make a launch-bound stretch (counted in the host-bound row's note)."""
 
@@ -265,8 +266,9 @@ def _profiled_rows(launches: pd.DataFrame, targets: pd.DataFrame | None = None,
     chosen = pd.Series([n in planned.get(k, ()) for k, n in zip(keys, frame["launch"])], index=frame.index)
     # a class with a planned launch keeps only it; one without keeps what ncu took of it (another run's launch)
     frame = frame[chosen | ~chosen.groupby([frame[k] for k in KEY], sort=False).transform("any")]
-    # one kernel_rows call for every instance (per instance it cost 22 ms, 0.6 s of a 28-instance `show`): each
-    # instance's row is its busiest (capture, NVTX path), and its first launch stands for it
+    # one kernel_rows call for every instance (one per instance was most of a show's time on a guided session:
+    # reports/code_measurements.md): each instance's row is its busiest (capture, NVTX path), and its first launch
+    # stands for it
     every = kernel_rows(frame, extra_keys=("function", WORK), labelled=False)
     every = every.assign(total_us=pd.to_numeric(every["total_us"], errors="coerce"), **{WORK: every[WORK].astype(int)})
     first = frame.groupby(KEY, sort=False).head(1)

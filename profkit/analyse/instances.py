@@ -3,15 +3,17 @@
 An instance is a function and its launch configuration, which is what ncu's per-launch-config filter counts. A
 persistent kernel (cuBLAS' nvjet, cuDNN) launches a grid of the SM count whatever the problem size, so one instance
 can hold several GEMMs: on the committed H200 GPT step (sessions/train-step-guided) the backward
-nvjet_..._NNT instance holds launches of 25-27 µs, 66-97 µs and 636-639 µs (the block GEMMs and the LM head),
-in a pattern that repeats every step. One profiled launch cannot stand for all of them.
+nvjet_..._NNT instance holds block GEMMs of several sizes and the LM head, in three duration classes several
+times apart (their durations: reports/code_measurements.md), in a pattern that repeats every step. One profiled
+launch cannot stand for all of them.
 
 `duration_classes` splits one instance's durations: sorted, they are cut wherever one is at least GAP_RATIO times
-the one before (launches of one size spread by a few % in a steady loop: 25.2-26.8 µs, 84.8-90.1 µs there; the
-sizes above sit 1.5-6.5x apart). A class must hold at least MIN_CLASS_LAUNCHES launches and MIN_CLASS_SHARE of
+the one before (launches of one size spread by a few % in a steady loop; the sizes above sit further apart
+than GAP_RATIO). A class must hold at least MIN_CLASS_LAUNCHES launches and MIN_CLASS_SHARE of
 the instance's launches or of its time, else the smaller of its two cuts goes: a slow first launch, or a few
 launches slowed by contention, stay in their size's class. Classes within GAP_RATIO of each other are not told
-apart (the 67 and 94 µs GEMMs above stay one class): the error of one launch standing for both is under 1.5x.
+apart (two of those block GEMMs, less than GAP_RATIO apart, stay one class): the error of one launch standing
+for both is under GAP_RATIO.
 
 Classes are numbered 1 (the shortest) up; 0 means the instance was not split. `work_classes` labels every launch of
 a timeline; `nearest_class` gives a profiled launch (ncu's duration) the class whose duration range is nearest.
@@ -28,12 +30,12 @@ MIN_CLASS_LAUNCHES = 2
 """A class needs at least this many launches (a lone slow launch is first-launch cost or noise, not other work)."""
 MIN_CLASS_SHARE = 0.05
 """... and at least this share of the instance's launches or of its time (a few slow stragglers among thousands
-are not work of their own; the LM head, 5 of 85 launches and 37 % of the time, is)."""
+are not work of their own; the LM head, a few of the instance's launches and over a third of its time, is)."""
 
 WORK = "work"
 NCU_EXTRA_NS = 1800
-"""How much longer ncu's gpu__time_duration of a launch may read than nsys' record of it (its fixed cost, measured
-up to 1.70 µs on the H200: analyse.crosscheck.NCU_FIXED_US): a 3 µs kernel read as 4.4 µs is still of the 3 µs
+"""How much longer ncu's gpu__time_duration of a launch may read than nsys' record of it (its fixed cost measured
+on the H200, with a margin: analyse.crosscheck.NCU_FIXED_US): a 3 µs kernel read as 4.4 µs is still of the 3 µs
 class."""
 
 

@@ -90,9 +90,9 @@ def _used(rows: pd.DataFrame, column: str) -> bool:
 def sm_clock(rows: pd.DataFrame) -> pd.Series:
     """Each row's SM clock (Hz): sm__cycles_elapsed.avg.per_second capped at the device's maximum SM clock.
 
-    A launch of a few µs reads up to 13 % above the maximum (2.23 GHz for a 1.8 µs kernel on a 1.98 GHz H200 whose
-    GPC clock read 1.92 GHz: its elapsed SM cycles span more than its duration), and a peak at that clock is above
-    the GPU's. Every committed launch over 60 µs reads at most 0.09 % above the cap, so the cap moves short ones only.
+    A launch of a few µs reads above the maximum (its elapsed SM cycles span more than its duration, while its GPC
+    clock stays under it), and a peak at that clock is above the GPU's. Longer launches read at the cap or under
+    it, so the cap moves short ones only (the readings: reports/derived_figures.md, "SM clock").
     """
     clock = _col(rows, "sm_cycles_per_second")
     top = _col(rows, "device_max_sm_clock_khz") * 1e3

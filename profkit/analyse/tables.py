@@ -72,8 +72,8 @@ def _shape(df: pd.DataFrame, prefix: str) -> pd.Series:
 
 def _limiter(df: pd.DataFrame) -> pd.Series:
     """The occupancy limit(s) with the fewest blocks per SM ("registers+shared"), "none (100%)" at full theoretical
-    occupancy, "" without the counters. One pass over a numpy array: per row, a pandas Series cost 0.2 ms, 0.2 s
-    of reading a cached 1000-launch report."""
+    occupancy, "" without the counters. One pass over a numpy array: a pandas Series per row was a noticeable share
+    of reading a cached 1000-launch report (reports/code_measurements.md)."""
     names = list(OCCUPANCY_LIMITS)
     limits = np.column_stack([_col(df, f"occ_limit_{name}").to_numpy(dtype=float) for name in names]) \
         if names else np.empty((len(df), 0))
@@ -95,7 +95,7 @@ def _top_stalls(df: pd.DataFrame, count: int = 3) -> pd.DataFrame:
     """The `count` largest stall reasons of each launch and their cycles per issued instruction, largest first
     (reasons without a value left out). Ordered exactly as Series.sort_values(ascending=False) orders them
     (pandas' nargsort: the values reversed, numpy's quicksort, reversed back), on a numpy row: a Series per launch
-    cost 0.5 ms, half a second of reading a cached 1000-launch report."""
+    was a large share of reading a cached 1000-launch report (reports/code_measurements.md)."""
     reasons = [reason for reason in catalog.STALL_REASONS if reason != "selected"]
     values = np.column_stack([_col(df, f"stall_{reason}").to_numpy(dtype=float) for reason in reasons])
     out: dict[str, list] = {}

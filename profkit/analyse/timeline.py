@@ -40,7 +40,8 @@ def launch_units(kernels: pd.DataFrame) -> pd.DataFrame:
     """What each host launch call started: one kernel, or the kernels of one CUDA graph launch (traced per node,
     they share their cudaGraphLaunch call) as one row "CUDA graph launch (N kernels)" from its first kernel's
     start to its last one's end. The launch tables time calls: a graph's later nodes wait behind its earlier
-    ones, not behind the host (on train-step-graphs-guided their "latency" read 4 ms and their launch interval 0)."""
+    ones, not behind the host (on train-step-graphs-guided, timed one by one, their "latency" read milliseconds and
+    their launch interval 0: reports/code_measurements.md)."""
     needed = {"thread", "launch_start_ns", "start_ns", "end_ns", "kernel"}
     if kernels is None or kernels.empty or not needed <= set(kernels.columns):
         return kernels
@@ -122,7 +123,7 @@ def launch_overhead(kernels: pd.DataFrame) -> pd.DataFrame:
     timed = timed.astype({c: "float64" for c in needed - set(keys)})
     # integer group codes, in first-appearance order: every statistic below groups by them, not by the strings
     # (a 10^6-kernel trace has 8.5*10^5 (path, kernel) groups); each group's path and kernel are taken from the
-    # factorizations' distinct values (a column set from 8.5*10^5 Python strings cost 0.9 s)
+    # factorizations' distinct values (a column set from 8.5*10^5 Python strings is slow: reports/code_measurements.md)
     path_code, paths = pd.factorize(timed["nvtx_path"])
     kernel_code, names = pd.factorize(timed["kernel"])
     width = max(len(names), 1)
