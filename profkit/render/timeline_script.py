@@ -4,7 +4,8 @@ profkitTimeline.attach(divId) reads the JSON beside the figure (timeline_view.pa
 and redraws on every zoom, pan or button (plotly_relayout): per lane, the items in view as boxes when they are at
 most limits.detail, else limits.bins bins over the window, each shaded by how much of it the lane was busy and
 counting the items that start in it (items that started before the window count in its first bin), so every item
-in view is drawn or counted. GPU idle gaps are shaded across all lanes; arrows join each drawn call to the drawn
+in view is drawn or counted. GPU idle gaps are shaded across all lanes; the idle lane is binned while any gap in
+view is narrower than a pixel (drawn a pixel wide, 1,000 gaps of 0.5 µs would read as most of a 30 ms window); arrows join each drawn call to the drawn
 work it issued (at most limits.flows). A box narrower than a pixel is drawn one pixel wide; its hover keeps the
 real duration. Each draw leaves a summary in gd.__profkitTimeline.summary: per lane, the mode ("boxes" / "bins"),
 the items in view and the items drawn or counted, and the arrows drawn.
@@ -131,6 +132,12 @@ window.profkitTimeline = window.profkitTimeline || (function () {
             count: total > d.limits.flows ? 0 : total, linked: total};
   }
 
+  function narrowest(d, idx) {
+    var least = Infinity;
+    for (var k = 0; k < idx.length; k++) { least = Math.min(least, d.end[idx[k]] - d.start[idx[k]]); }
+    return least;
+  }
+
   function draw(gd, d, a, b) {
     var full = gd._fullLayout, pixels = full && full._size ? full._size.w : 1200;
     var minWidth = (b - a) / Math.max(pixels, 1), drawn = new Uint8Array(d.start.length);
@@ -138,7 +145,7 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     for (var y = 0; y < d.lanes.length; y++) {
       var idx = inView(d, d.lanes[y], a, b), lane = {name: d.lanes[y].name, kind: d.lanes[y].kind, items: idx.length};
       if (!idx.length) { lane.mode = "boxes"; lane.represented = 0; summary.lanes.push(lane); continue; }
-      var detailed = idx.length <= d.limits.detail;
+      var detailed = idx.length <= d.limits.detail && !(d.lanes[y].kind === "idle" && narrowest(d, idx) < minWidth);
       var trace = detailed ? boxes(d, y, idx, a, b, d.lanes[y].kind === "idle" ? 0 : minWidth, drawn) : bins(d, y, idx, a, b);
       lane.mode = detailed ? "boxes" : "bins";
       lane.represented = detailed ? trace.base.length : trace.customdata.reduce(function (s, c) { return s + c; }, 0);

@@ -303,7 +303,7 @@ def figure(view: TimelineView, title: str) -> go.Figure:
                                         args=[{"xaxis.range": window}]),
                                    dict(label="whole capture", method="relayout", args=[{"xaxis.range": extent}])])])
     fig.update_xaxes(title="ms since the capture's first event", range=window, autorange=False, showgrid=True,
-                     zeroline=False)
+                     zeroline=False, tickformat=",~f")  # 11,230 ms and 7,134.25 ms, not plotly's SI "11.23k"
     fig.update_yaxes(tickmode="array", tickvals=list(range(lanes)), ticktext=list(view.lanes["name"]),
                      range=[lanes - 0.5, -0.5], fixedrange=True, automargin=True, showgrid=False, zeroline=False)
     return fig
