@@ -16,7 +16,8 @@ from profkit.session.store import (CHECKSUMS, Session, load_session, table_check
                                    write_tables)
 
 TABLE_NAMES = ["launches", "kernels", "rules", "source", "instructions", "opcodes", "nsys_kernels", "nvtx",
-               "timings", "ptxas", "crosscheck", "notes", "targets", "memcpy", "memset", "inductor"]
+               "timings", "ptxas", "crosscheck", "notes", "targets", "memcpy", "memset", "inductor",
+               "api_calls"]
 
 
 @dataclass
@@ -83,7 +84,9 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
     """Parse one capture's reports and derive its tables (each tagged with the capture's name). capture_notes:
     whether to note what the capture lacked for the cross-check (not for report files read on their own)."""
     from profkit.parse.inductor import read_records
+    from profkit.analyse.host import api_call_table, with_copy_memory
     from profkit.parse.nsys import read_nsys
+    from profkit.parse.nsys.api_calls import read_api_calls, read_copy_memory
 
     out: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
@@ -100,8 +103,11 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
         nsys_kernels = nsys.kernels
         notes += whole_graph_notes(nsys_kernels)
         out["nvtx"] = _tag(nsys.nvtx, capture.name)
-        out["memcpy"] = _tag(nsys.memcpy, capture.name)
+        out["memcpy"] = _tag(with_copy_memory(nsys.memcpy, read_copy_memory(capture.nsys_report)), capture.name)
         out["memset"] = _tag(nsys.memset, capture.name)
+        issued = _concat([f[["thread", "launch_start_ns"]] for f in (nsys.kernels, nsys.memcpy, nsys.memset)
+                          if {"thread", "launch_start_ns"} <= set(f.columns)])
+        out["api_calls"] = _tag(api_call_table(read_api_calls(capture.nsys_report, every=True), issued), capture.name)
     elif capture.ncu_reports and capture_notes:
         notes.append("no nsys capture: the cross-check compares cudaEvent timings with ncu only")
     if capture_notes and capture.timings.empty and capture.nsys_report is None and capture.ncu_reports:
@@ -203,7 +209,7 @@ class Bundle(ABC):
         """What this input holds (worked out once: the registry asks before every table it builds): ncu (profiled
         launches), nsys (a timeline), timings (cudaEvent result lines), pc (per-instruction PC sampling), source
         (per-line counters), rules (ncu's findings), build (ptxas resources), nvtx (NVTX ranges), copies
-        (memcpy/memset records), notes, guided (a guided capture's plan)."""
+        (memcpy/memset records), api (CUDA API calls), notes, guided (a guided capture's plan)."""
         has = self.has_rows
         out = {kind for kind, table in (("ncu", "launches"), ("nsys", "nsys_kernels"), ("timings", "timings"),
                                         ("source", "source"), ("rules", "rules"), ("build", "ptxas"),
@@ -214,6 +220,8 @@ class Bundle(ABC):
             out.add("nvtx")
         if has("memcpy") or has("memset"):
             out.add("copies")
+        if has("api_calls"):
+            out.add("api")
         return frozenset(out)
 
     def has_rows(self, table: str) -> bool:

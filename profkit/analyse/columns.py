@@ -248,6 +248,40 @@ COLUMNS: dict[str, Column] = {
                             "ncu ⋈ nsys"),
     "covered_time_pct": Column("%", "the profiled kernels' share of the timeline's kernel time (what the average "
                                     "covers)", "ncu ⋈ nsys"),
+    # host side (analyse.host)
+    "api_kind": Column("text", "what the CUDA API call does: sync (blocks the host until GPU work is done), launch, "
+                               "copy, memset, alloc, module (load, unload, kernel lookup), attribute (kernel "
+                               "attributes, names, occupancy), graph (capture, instantiate), event, stream, other",
+                       "analyse.host.API_KINDS, by call name"),
+    "api_call": Column("text", "the CUDA runtime or driver API call, without nsys's version suffix",
+                       "nsys CUPTI_ACTIVITY_KIND_RUNTIME/DRIVER nameId"),
+    "calls": Column("count", "calls of the API over the whole capture, all threads", "nsys CUDA API"),
+    "api_total_us": Column("µs", "host time in the calls, summed over calls and threads", "nsys CUDA API end - start"),
+    "api_mean_us": Column("µs", "api_total_us / calls", "derived"),
+    "api_max_us": Column("µs", "longest call", "nsys CUDA API"),
+    "calls_per_step": Column("count", "calls starting within the steady steps, per steady step; NaN when no step "
+                                      "repeats", "nsys CUDA API, analyse.steps"),
+    "api_us_per_step": Column("µs", "host time of the calls starting within the steady steps, per steady step; NaN "
+                                    "when no step repeats", "nsys CUDA API, analyse.steps"),
+    "finding": Column("text", "CUDA API time (every call), synchronising call, pageable copy, synchronous copy, "
+                              "synchronous memset, recurring GPU gap (idle gaps of 1 ms or more ending at the same "
+                              "activity), module load in steady state", "analyse.host"),
+    "nsys_rule": Column("text", "the nsys analyze rule the finding follows (cuda_api_sync, cuda_memcpy_async, "
+                                "cuda_memcpy_sync, cuda_memset_sync, gpu_gaps); empty for profkit's own",
+                        "nsys Expert System rules"),
+    "subject": Column("text", "what the finding is about: the API call, the copy direction and its call, the "
+                              "activity (and its launch call) that ended the gaps", "nsys"),
+    "occurrences": Column("count", "calls, copies or gaps the finding counts, whole capture (module loads: in the "
+                                   "steady state)", "nsys"),
+    "cost_us": Column("µs", "what the finding costs over the whole capture: host time blocked in the calls "
+                            "(sync calls, synchronous copies and memsets, module loads, CUDA API time), GPU time of "
+                            "the pageable copies, GPU idle time of the gaps", "nsys"),
+    "cost_per_step_us": Column("µs", "the part of cost_us that starts within the steady steps, per steady step (0: "
+                                     "all of it in initialisation or warm-up; NaN when no step repeats)",
+                               "nsys, analyse.steps"),
+    "evidence": Column("text", "the figures behind the finding: counts, median and longest, bytes and bandwidth, "
+                               "the calls the launching thread made in the gaps, the first times (s from the "
+                               "capture's first call)", "nsys"),
     # rules
     "rule": Column("text", "the ncu rule", "ncu rule results"),
     "title": Column("text", "the rule's title", "ncu rule results"),

@@ -33,6 +33,7 @@ KIND_MEANING = {
     "build": "a build by profkit (ptxas resources)",
     "nvtx": "NVTX ranges in an nsys timeline",
     "copies": "memcpy/memset records in an nsys timeline",
+    "api": "CUDA API calls in an nsys timeline",
     "notes": "capture notes",
     "guided": "a guided capture (profile of a foreign program)",
 }

@@ -12,6 +12,7 @@ from profkit.analyse.attribution import ATTRIBUTION_COLUMNS, attribution as kern
 from profkit.analyse.crosscheck import CROSSCHECK_COLUMNS, cross_check
 from profkit.analyse.instructions import hot_instructions, opcode_mix
 from profkit.analyse.hotspots import HOTSPOT_COLUMNS, hotspots as where_to_work
+from profkit.analyse.host import API_COLUMNS, HOST_COLUMNS, api_summary, host_findings
 from profkit.analyse.join import weighted_summary
 from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
 from profkit.analyse.registry import register
@@ -20,6 +21,7 @@ from profkit.analyse.timeline import (COPY_COLUMNS, GAP_COLUMNS, LATENCY_COLUMNS
                                      gpu_idle_gaps, gpu_idle_summary, kernel_time_summary, launch_latency,
                                      launch_overhead, nvtx_summary)
 
+API_HINT = "sessions imported before profkit stored API calls: profkit show --rebuild SESSION"
 RULE_COLUMNS = ("kernel", "launch", "rule", "title", "speedup_type", "speedup_pct", "message")
 
 
@@ -178,6 +180,42 @@ def latency(bundle) -> pd.DataFrame:
           needs=("copies",), columns=("capture", *COPY_COLUMNS))
 def copies(bundle) -> pd.DataFrame:
     return _by_capture(bundle, copy_summary, COPY_COLUMNS, "memcpy", "memset")
+
+
+@register("api", "CUDA API calls", "Per CUDA API call name: what it does, its calls and their host time in total, "
+          "per call and per steady step (the program's repeated step, warm-up left out).", needs=("api",),
+          columns=("capture", *API_COLUMNS), hint=API_HINT)
+def api(bundle) -> pd.DataFrame:
+    return _host_by_capture(bundle, lambda calls, steps, *_: api_summary(calls, steps), API_COLUMNS)
+
+
+@register("host", "Host-side findings", "What the CUDA API calls cost per step, and findings in the spirit of nsys "
+          "analyze: synchronising calls, pageable and synchronous copies, GPU gaps that recur at the same launch, "
+          "module loads in the steady state; each with its cost and the evidence.", needs=("api",),
+          columns=("capture", *HOST_COLUMNS), hint=API_HINT)
+def host(bundle) -> pd.DataFrame:
+    return _host_by_capture(bundle, lambda calls, steps, kernels, memcpy, memset:
+                            host_findings(calls, kernels, memcpy, memset, steps), HOST_COLUMNS)
+
+
+def _host_by_capture(bundle, build, columns) -> pd.DataFrame:
+    """build(api_calls, steps, nsys_kernels, memcpy, memset) of each capture, the capture in front; steps: the
+    capture's rows of analyse.steps.find_steps (None where no step repeats)."""
+    from profkit.analyse.steps import find_steps
+
+    names = ("api_calls", "nsys_kernels", "memcpy", "memset")
+    per_capture = _per_capture(*(bundle.stored(t) for t in names))
+    calls = {capture: parts[0] for capture, parts in per_capture}
+    steps = find_steps(bundle.stored("nsys_kernels"), bundle.stored("nvtx"), bundle.stored("memcpy"),
+                       getattr(bundle, "step_regex", None), memset=bundle.stored("memset"), sync_calls=calls)
+    frames = []
+    for capture, (own_calls, *timeline) in per_capture:
+        own_steps = steps[steps["capture"].astype(str) == capture] if "capture" in steps else steps.iloc[:0]
+        table = build(own_calls, None if own_steps.empty else own_steps, *timeline)
+        if not table.empty:
+            table.insert(0, "capture", capture)
+            frames.append(table)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=("capture", *columns))
 
 
 @register("weighted", "Timeline-weighted counters", "Throughput and stall figures of the profiled kernels weighted "
