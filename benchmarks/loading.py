@@ -171,8 +171,8 @@ REFERENCE_RUNS = 5
 def machine_speed() -> dict:
     """Two fixed workloads that involve no profkit code, so that runs of this benchmark on a shared machine can be
     compared: the wall time of a fresh `python -c "import pandas"` process (median of REFERENCE_RUNS; the floor
-    of every `profkit show` figure) and sha256 throughput on 256 MiB (what keys a cold report read). The same code
-    measured 0.38-0.40 s and 1.57 GB/s in one hour on the 2-core machine and 0.47-0.51 s and 1.16 GB/s the next."""
+    of every `profkit show` figure) and sha256 throughput on 256 MiB (what keys a cold report read). On the shared
+    2-core machine both moved by a quarter or more from one hour to the next (reports/code_measurements.md)."""
     import hashlib
 
     runs = []
@@ -190,7 +190,7 @@ def machine_speed() -> dict:
 def compile_bytecode() -> dict:
     """Write profkit's bytecode before timing, so that a fresh process loads it as it does on a user's machine after
     the first import. This machine sets PYTHONDONTWRITEBYTECODE=1, with which every process would compile
-    profkit's sources again: 0.59 against 0.55 s for a first show (interleaved, 5 runs each)."""
+    profkit's sources again, which slows a first show measurably (reports/code_measurements.md)."""
     import compileall
 
     compiled = compileall.compile_dir(ROOT / "profkit", quiet=1)

@@ -1,7 +1,7 @@
 """Reports with many launches, built from real launches: the large report for `profkit bench loading`.
 
 ncu_report reads reports but cannot write them, and capturing 1000 launches on the H200 took longer
-than the device time at hand (0.42 s of kernel replay per launch with the --quick metric set). A
+than the device time at hand (ncu's kernel replay per launch, reports/code_measurements.md). A
 report file is a sequence of length-prefixed protobuf messages: a file header, then blocks of
 (block header, payload) where the block header's field 5 is the payload's size including its
 4-byte length prefix; a block header with fields 1 = 0, 2 = 1 precedes one profiled launch, and the

@@ -4,9 +4,10 @@ of 1 .. 16384 iterations, and a 1 MB copy) timed by nsys and by ncu under --cach
 
     python benchmarks/ncu_short_kernels.py OUT.json        # on the GPU machine (nvcc, nsys, ncu, ncu_report)
 
-Result on the H200 (reports/benchmarks/ncu_short_kernels.json): at the same SM clock ncu's gpu__time_duration is
-nsys' kernel time plus a fixed 0.8-1.1 us (--cache-control none) or 1.0-1.7 us (all: the flush leaves the first
-accesses cold); --clock-control base scales long kernels by the clock ratio instead.
+What it showed on the H200 (reports/benchmarks/ncu_short_kernels.json; the figures: reports/code_measurements.md):
+at the same SM clock ncu's gpu__time_duration is nsys' kernel time plus a fixed cost, larger with --cache-control
+all (the flush leaves the first accesses cold); --clock-control base scales long kernels by the clock ratio
+instead.
 """
 import json, sqlite3, statistics, subprocess, sys
 from pathlib import Path

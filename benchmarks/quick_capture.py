@@ -169,10 +169,10 @@ def rerun_seconds(manifests: dict[str, dict], workdir: Path, rounds: int = 3,
     """mode -> capture -> wall seconds of ``rounds`` re-runs of each capture's stored ncu command (GPU).
 
     ``manifests``: the quick and the full session's manifests. One untimed one-pass run per capture first
-    (ncu's and the program's first start pay for cold files and caches: a capture timed cold ran 10.0 s,
-    the same one warm 7.2-8.3 s on the H200), then ``rounds`` rounds of one_pass, quick, full, so drifts in
-    the machine hit every mode alike. A failed run is NaN. ``reports``: when given, every quick and full
-    re-run keeps its own report in workdir, listed under reports[mode]."""
+    (ncu's and the program's first start pay for cold files and caches: a capture timed cold ran noticeably
+    longer than the same one warm, reports/code_measurements.md), then ``rounds`` rounds of one_pass, quick, full,
+    so drifts in the machine hit every mode alike. A failed run is NaN. ``reports``: when given, every quick and
+    full re-run keeps its own report in workdir, listed under reports[mode]."""
     import os
     import subprocess
     import time

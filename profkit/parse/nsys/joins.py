@@ -1,7 +1,7 @@
 """GPU activity joined to the CUDA API call that issued it and to the NVTX ranges open at that call, in DuckDB.
 
-Attribution, the same semantics as the per-kernel Python loop it replaces (which took an hour for 10^6 kernels,
-reports/code_measurements.md): an activity's
+Attribution, the same semantics as the per-kernel Python loop it replaces (far too slow for a 10^6-kernel
+timeline: reports/code_measurements.md): an activity's
 call is the runtime (else driver) call with its correlationId in its own process (CUPTI numbers each process's
 calls from 1: a child process's first launch has the parent's first correlationId; an export without the
 activity's globalPid keeps the first call with that id); its NVTX path is every range open at the call's start
