@@ -24,9 +24,11 @@ import pandas as pd
 
 from profkit import process
 from profkit.capture.guided import capture_guided
+from profkit.capture.inductor import record_kernels
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import TRACE, run_nsys
 from profkit.capture.settings import ProfileOptions
+from profkit.capture.targets import read_launches
 from profkit.errors import CaptureError
 from profkit.parse.results import parse_result_lines
 from profkit.session.store import SessionWriter
@@ -172,6 +174,10 @@ class NsysCapture:
         captured.sqlite = session.path(f"{target.name}.sqlite")
         captured.files.update(nsys_report=f"{target.name}.nsys-rep", nsys_sqlite=captured.sqlite.name,
                               nsys_log=f"{target.name}.nsys.log")
+        inductor = record_kernels(session.path(f"{target.name}.inductor.json"),
+                                  read_launches(captured.sqlite)["kernel"].unique())
+        if inductor is not None:  # a torch.compile program: what its generated kernels were made of
+            captured.files["inductor"] = inductor.name
 
 
 class GuidedCapture:

@@ -213,3 +213,31 @@ def test_guided_runs_nsys_then_the_planned_ncu_run_then_the_retry(tmp_path, tool
     assert set(done.targets["function"]) == {"a", "b"} and (done.targets["status"] == "missing").all()
     assert set(done.entry["wall_seconds"]) == {"nsys", "ncu0", "ncu1"}
 
+
+
+def test_nsys_of_a_compiled_program_keeps_inductors_records(tmp_path, tools, session, monkeypatch):
+    """A timeline that launched an inductor kernel, with the program's cache holding its output code
+    (tests/data/inductor): the capture writes <name>.inductor.json with that kernel's record alone."""
+    kernel = "triton_red_fused__log_softmax__to_copy_prepare_softmax_online_16"
+    timeline = tmp_path / "timeline.sqlite"
+    conn = sqlite3.connect(timeline)
+    conn.execute("create table StringIds (id integer primary key, value text)")
+    conn.executemany("insert into StringIds values (?, ?)", [(1, kernel), (2, "nvjet_sm90_tst_128x256")])
+    conn.execute("create table CUPTI_ACTIVITY_KIND_KERNEL (shortName integer, demangledName integer, gridX integer, "
+                 "gridY integer, gridZ integer, blockX integer, blockY integer, blockZ integer, "
+                 "dynamicSharedMemory integer, start integer, end integer, streamId integer)")
+    conn.executemany("insert into CUPTI_ACTIVITY_KIND_KERNEL values (?, ?, 1, 1, 1, 1, 1, 1, 0, ?, ?, 7)",
+                     [(1, 1, 0, 10), (2, 2, 20, 30)])
+    conn.commit()
+    conn.close()
+    cache = tmp_path / "inductor_cache"
+    (cache / "ab").mkdir(parents=True)
+    (cache / "ab" / ("cab" + "q" * 49 + ".py")).write_text(
+        (REPO / "tests" / "data" / "inductor" / "output_code_train_step.txt").read_text())
+    monkeypatch.setenv("FAKE_TIMELINE", str(timeline))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    done = captured()
+    NsysCapture().run(Target("prog", "command", None, ["prog"]), session, ProfileOptions(), done, lambda line: None)
+    assert done.files["inductor"] == "prog.inductor.json"
+    records = json.loads((session.tmp / "prog.inductor.json").read_text())["kernels"]
+    assert [(r["kernel"], r["aten_ops"]) for r in records] == [(kernel, ["aten._to_copy", "aten._log_softmax"])]
