@@ -67,8 +67,10 @@ def api_kind(name: str) -> str:
 
 
 def _kinds(names: pd.Series) -> pd.Series:
-    labels = {name: api_kind(str(name)) for name in names.unique()}
-    return names.map(labels)
+    """api_kind of each name, worked out once per distinct name (a capture has ~50 among 10^6 calls)."""
+    codes, distinct = pd.factorize(names)
+    labels = np.array([api_kind(str(name)) for name in distinct] + ["other"], dtype=object)
+    return pd.Series(labels[codes], index=names.index)
 
 
 # ----------------------------------------------------------------------------------------------- stored form
@@ -216,11 +218,13 @@ def api_time_finding(calls: pd.DataFrame, steps: pd.DataFrame | None, origin: fl
     window = _window(steps)
     us = calls["duration_ns"].astype(float) / 1e3
     kinds = _kinds(calls["name"].astype(str))
-    if window is not None:
+    if window is not None and steps is not None:
         inside = _inside(calls["start_ns"], window)
         by_kind = us[inside].groupby(kinds[inside]).sum() / window[2]
         count = calls["calls"][inside].groupby(kinds[inside]).sum() / window[2]
-        scope = f"per step (over {window[2]} steady steps)"
+        wall = steps[steps["steady"].astype(bool)]
+        wall_us = float((wall["end_ns"] - wall["start_ns"]).median()) / 1e3
+        scope = f"per steady step ({window[2]} steps, median wall {_us(wall_us)})"
     else:
         by_kind, count = us.groupby(kinds).sum(), calls["calls"].groupby(kinds).sum()
         scope = "whole capture (no repeated step found)"

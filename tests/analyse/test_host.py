@@ -130,12 +130,16 @@ def test_report_file_gets_api_calls(tmp_path):
     assert f"{size / ns:.1f} GB/s" in row["evidence"]
 
 
-def test_show_prints_host_and_api_tables():
+def test_show_prints_host_and_api_tables(train_db):
+    """Both tables print; a finding's evidence is printed whole (the pageable copies' bandwidth is at its end)."""
+    size, ns = train_db.execute("select sum(bytes), sum(end - start) from CUPTI_ACTIVITY_KIND_MEMCPY "
+                                "where srcKind = 0 and copyKind = 1").fetchone()
     result = CliRunner().invoke(__import__("profkit.cli", fromlist=["main"]).main,
                                 ["show", str(TRAIN), "-t", "host", "-t", "api"])
     assert result.exit_code == 0, result.output
     assert "== host" in result.output and "== api" in result.output
     assert "cudaDeviceSynchronize" in result.output and "pageable copy" in result.output
+    assert f"{size / 1e6:.1f} MB at {size / ns:.1f} GB/s" in result.output
 
 
 def test_session_without_api_calls_says_how_to_get_them(tmp_path):
