@@ -1,4 +1,5 @@
-"""Plain-text tables for the terminal: numbers rounded to what the eye can use, long names shortened.
+"""Plain-text tables for the terminal: numbers rounded to what the eye can use, long names shortened, fitted to a
+screen's width where one is given (render.fit).
 
 A table is formatted from its columns as plain Python values (`Column`, a DataFrame's through frame_columns).
 """
@@ -7,12 +8,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import NamedTuple
+from typing import Callable, NamedTuple
+
+from profkit.render import fit
 
 MAX_TEXT = 48
 WHOLE_TEXT = {"note", "evidence"}
 """Columns of sentences (capture notes, a host finding's evidence) printed whole: a shortened note loses what it
-says."""
+says: wrapped onto further lines where a width is given."""
+Paint = Callable[[str, str], str]
+"""Styles a piece of a table: (kind: "title", "header" or "rule", text) -> text (render.screen)."""
 
 
 class Column(NamedTuple):
@@ -74,33 +79,56 @@ def _fmt_number(value: int | float | None) -> str:
     return f"{value:.3g}"
 
 
-def _fmt_text(value: str | None, width: int = MAX_TEXT) -> str:
-    text = "" if value is None else value
-    return text if len(text) <= width else text[: width - 1] + "…"
+def format_columns(columns: list[Column], title: str = "", max_text: int | None = MAX_TEXT, width: int | None = None,
+                   table: str = "", paint: Paint | None = None) -> str:
+    """A fixed-width table with a header rule; a table without rows or columns says so.
 
-
-def format_columns(columns: list[Column], title: str = "", max_text: int = MAX_TEXT) -> str:
-    """A fixed-width table with a header rule; a table without rows or columns says so."""
-    lines = [title] if title else []
+    width None: every column, text shortened to max_text characters (None: whole; WHOLE_TEXT columns always
+    whole). width N: no line wider than N (render.fit: long names shortened, then the least important columns of
+    `table` left out and named under the table). paint styles the title, header and rule (render.screen)."""
+    paint = paint or _plain
+    lines = [paint("title", fit.shorten(title, width) if width else title)] if title else []
     rows = len(columns[0].values) if columns else 0
     if not rows:
         return "\n".join(lines + ["  (no rows)"])
+    fields = [fit.Field(c.name, [_fmt_number(v) if c.numeric else ("" if v is None else v) for v in c.values],
+                        c.numeric) for c in columns]
+    if width is None:
+        fields = [f if f.numeric or max_text is None or f.name in WHOLE_TEXT else
+                  fit.Field(f.name, fit.shorten_all(f.cells, max_text, f.name in fit.SENTENCES), False)
+                  for f in fields]
+        shown = fit.Layout(list(range(len(fields))), [f.natural for f in fields], [])
+    else:
+        shown = fit.layout(fields, width, table)
     cells = []
-    for column in columns:
-        width = 10 ** 6 if column.name in WHOLE_TEXT else max_text
-        values = [_fmt_number(v) if column.numeric else _fmt_text(v, width) for v in column.values]
-        cells.append((column.name, values, column.numeric))
-    widths = [max(len(name), *(len(v) for v in values)) for name, values, _ in cells]
-    header = "  ".join(name.rjust(w) if num else name.ljust(w) for (name, _, num), w in zip(cells, widths))
-    lines += [header, "  ".join("-" * w for w in widths)]
-    for i in range(rows):
-        lines.append("  ".join(values[i].rjust(w) if num else values[i].ljust(w)
-                               for (_, values, num), w in zip(cells, widths)).rstrip())
+    for i, w in zip(shown.order, shown.widths):
+        f = fields[i]
+        if width is not None and f.name in WHOLE_TEXT:
+            cells.append((f.name, [fit.wrap(v, w) for v in f.cells], False, w))
+        else:
+            values = f.cells if f.numeric else fit.shorten_all(f.cells, w, f.name in fit.SENTENCES)
+            cells.append((f.name, [[v] for v in values], f.numeric, w))
+    header = "  ".join(name.rjust(w) if num else name.ljust(w) for name, _, num, w in cells)
+    lines += [paint("header", header.rstrip()), paint("rule", "  ".join("-" * w for *_, w in cells))]
+    for r in range(rows):
+        height = max(len(values[r]) for _, values, _, _ in cells)
+        for k in range(height):
+            parts = [(values[r][k] if k < len(values[r]) else "") for _, values, _, _ in cells]
+            lines.append("  ".join(p.rjust(w) if num else p.ljust(w)
+                                   for p, (_, _, num, w) in zip(parts, cells)).rstrip())
+    if shown.hidden:
+        lines += fit.wrap(f"({len(shown.hidden)} more column{'s' if len(shown.hidden) > 1 else ''}: "
+                          f"{', '.join(shown.hidden)}; --wide prints every column)", width or 10 ** 6)
     return "\n".join(lines)
 
 
-def format_table(df, title: str = "", max_text: int = MAX_TEXT) -> str:
+def format_table(df, title: str = "", max_text: int | None = MAX_TEXT, width: int | None = None, table: str = "",
+                 paint: Paint | None = None) -> str:
     """A DataFrame as a fixed-width table (format_columns); empty ones say so."""
     if df is None or df.empty:
-        return "\n".join(([title] if title else []) + ["  (no rows)"])
-    return format_columns(frame_columns(df), title, max_text)
+        return "\n".join(([(paint or _plain)("title", title)] if title else []) + ["  (no rows)"])
+    return format_columns(frame_columns(df), title, max_text, width, table, paint)
+
+
+def _plain(kind: str, text: str) -> str:
+    return text

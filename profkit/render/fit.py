@@ -1,0 +1,194 @@
+"""A table laid out for a terminal of a given width: long names shortened first, then the least important columns
+left out, so that no line is wider than the screen.
+
+Why: `profkit show` printed lines of 339-398 characters at any width, which a terminal wraps mid-number. Each
+table names its columns in the order they answer its question (IMPORTANCE: the figures that rank or judge a row
+before the shape and the names); a column it does not name counts after those, in table order. In a laid-out table
+the long text columns (names, paths, sentences) print last, after the numbers, so the ragged column is the last one.
+
+Names are shortened in the middle: kernels of one library differ in their tail (cuDNN's and nvjet's tile suffixes,
+`..._sm90_flash_bprop_wg_64x128`, `..._128x256_64x4_2x1_v_bz_coopA_NTN`), a path in its file name; the split is
+chosen so that names that differ stay different where the width allows (`shorten_all`). Sentences (rule messages,
+findings) are cut at their end, where they say least; capture notes are wrapped (render.terminal.WHOLE_TEXT).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+GAP = 2
+"""Spaces between two columns."""
+NAME_FLOOR = 28
+"""Narrowest a name column is shortened to before a column is left out: `cudnn_generated_…_bprop_wg_64x128` still
+names its library and its tile."""
+TEXT_FLOOR = 16
+"""Narrowest any other text column is shortened to."""
+ELLIPSIS = "…"
+
+SENTENCES = frozenset({"message", "title", "reasons", "evidence", "finding", "subject", "note"})
+"""Text columns of prose: cut at their end, not in the middle."""
+
+IMPORTANCE: dict[str, tuple[str, ...]] = {
+    "hotspots": ("rank", "kernel", "span_pct", "saved_us", "bound", "kind", "time_us", "launches", "saved_pct",
+                 "top_stall", "module", "time_pct", "roofline_pct", "limit", "grid", "block", "work", "ceiling_us"),
+    "attribution": ("kernel", "time_pct", "time_us", "module", "launches", "source_line", "aten_ops"),
+    "summary": ("kernel", "duration_us", "achieved_tflops", "dram_gbps", "launch", "registers_per_thread", "grid",
+                "block"),
+    "occupancy": ("kernel", "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter",
+                  "registers_per_thread", "waves_per_sm", "launch", "grid", "block"),
+    "throughput": ("kernel", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "duration_us",
+                   "l2_throughput_pct", "l1_throughput_pct", "tensor_pipe_pct", "fma_pipe_pct", "dram_gbps",
+                   "launch"),
+    "coalescing": ("kernel", "excessive_sectors_pct", "ld_sectors_per_request", "st_sectors_per_request",
+                   "bank_conflicts", "shared_excessive_pct", "launch"),
+    "stalls": ("kernel", "stall_1", "stall_1_cycles", "stall_2", "stall_2_cycles", "stall_3", "stall_3_cycles",
+               "launch"),
+    "roofline": ("kernel", "achieved_tflops", "fp32_pct_of_peak", "dram_flop_per_byte", "total_flops",
+                 "tensor_flops", "launch"),
+    "roofs": ("kernel", "roof_pct", "achieved_tflops", "roof", "roof_tflops", "duration_us", "pipe_check"),
+    "mechanism": ("kernel", "achieved_tflops", "gld_bytes_per_flop", "flop_per_shared_load", "excessive_sectors_pct"),
+    "fma": ("kernel", "achieved_tflops", "ffma_inplace_fraction", "ffma_unshared_fraction", "stall_dispatch_stall"),
+    "ranges": ("nvtx_path", "duration_us", "achieved_tflops", "dram_gbps", "kernels", "launches", "stall_1"),
+    "rules": ("speedup_pct", "kernel", "title", "message", "launch"),
+    "crosscheck": ("label", "flag", "events_us", "ncu_us", "nsys_us", "ncu_over_nsys", "ncu_over_events",
+                   "nsys_over_events", "reasons", "grid", "work"),
+    "timeline": ("kernel", "time_pct", "total_us", "launches", "median_us", "grid"),
+    "launch": ("kernel", "bound", "gpu_busy_pct", "kernel_median_us", "launch_interval_us", "api_median_us",
+               "queue_median_us", "launches"),
+    "idle": ("device", "busy_pct", "idle_us", "span_us", "gaps", "max_gap_us"),
+    "gaps": ("gap_us", "before", "after", "nvtx_path", "device"),
+    "latency": ("kernel", "latency_median_us", "api_median_us", "latency_p95_us", "launches"),
+    "copies": ("kind", "total_us", "gbps", "total_bytes", "count"),
+    "api": ("api_call", "api_us_per_step", "api_total_us", "calls", "calls_per_step", "api_mean_us"),
+    "host": ("finding", "cost_per_step_us", "cost_us", "subject", "occurrences", "evidence"),
+    "steps": ("step", "part", "wall_us", "kernel_us", "gpu_busy_pct"),
+    "nvtx": ("range", "total_us", "count", "median_us"),
+    "source": ("where", "stall_samples", "pct_of_kernel", "top_stall", "source", "kernel"),
+    "instructions": ("sass", "samples", "pct_of_samples", "where", "stalls", "kernel"),
+    "opcodes": ("opcode", "pct_of_samples", "pct_of_executed", "instructions_executed", "samples", "kernel"),
+    "ptxas": ("kernel", "registers", "spill_store_bytes", "spill_load_bytes", "static_smem_bytes"),
+    "notes": ("note",),
+}
+"""Per table, its columns most important first (module docstring)."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column to lay out: its header, its cells as printed at full width, and whether it is a number."""
+
+    name: str
+    cells: list[str]
+    numeric: bool
+
+    @property
+    def natural(self) -> int:
+        return max(len(self.name), *(len(c) for c in self.cells)) if self.cells else len(self.name)
+
+    @property
+    def floor(self) -> int:
+        """The narrowest this column may become (its full width for numbers)."""
+        if self.numeric:
+            return self.natural
+        least = TEXT_FLOOR if self.name in SENTENCES else NAME_FLOOR
+        return min(self.natural, max(len(self.name), least))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The columns to print (indexes into the fields given, in print order), each one's width, and the names of
+    the columns left out."""
+
+    order: list[int]
+    widths: list[int]
+    hidden: list[str]
+
+
+def importance(table: str, names: list[str]) -> list[int]:
+    """Indexes of `names` most important first: the table's IMPORTANCE list, then the rest in table order."""
+    ranked = IMPORTANCE.get(table, ())
+    return sorted(range(len(names)), key=lambda i: (ranked.index(names[i]) if names[i] in ranked else len(ranked), i))
+
+
+def fill(fields: list[Field], budget: int) -> list[int] | None:
+    """Widths of the fields that fit `budget` characters (gaps included) by narrowing the widest text columns to
+    one common width, none below its floor; None when even the floors do not fit."""
+    natural = [f.natural for f in fields]
+    room = budget - GAP * (len(fields) - 1)
+    if sum(natural) <= room:
+        return natural
+    floors = [f.floor for f in fields]
+    if sum(floors) > room:
+        return None
+    low, high = 0, max(natural)  # the largest common width `level` with sum(max(floor, min(natural, level))) <= room
+    while low < high:
+        level = (low + high + 1) // 2
+        if sum(max(fl, min(n, level)) for fl, n in zip(floors, natural)) <= room:
+            low = level
+        else:
+            high = level - 1
+    return [max(fl, min(n, low)) for fl, n in zip(floors, natural)]
+
+
+def layout(fields: list[Field], width: int, table: str = "") -> Layout:
+    """Which columns print and how wide, for a screen `width` characters wide (module docstring). The most
+    important column always prints, narrowed to the width if need be."""
+    ranked = importance(table, [f.name for f in fields])
+    kept = sorted(ranked)
+    while True:
+        widths = fill([fields[i] for i in kept], width)
+        if widths is not None:
+            break
+        if len(kept) == 1:
+            widths = [min(fields[kept[0]].natural, width)]
+            break
+        kept.remove(next(i for i in reversed(ranked) if i in kept))
+    by_index = dict(zip(kept, widths))
+    long_text = [i for i in kept if not fields[i].numeric and fields[i].natural > fields[i].floor]
+    order = [i for i in kept if i not in long_text] + long_text
+    return Layout(order, [by_index[i] for i in order], [fields[i].name for i in range(len(fields)) if i not in kept])
+
+
+def shorten(text: str, width: int, head: int | None = None, sentence: bool = False) -> str:
+    """text in at most `width` characters: cut at its end (a sentence) or in the middle, keeping `head` characters
+    of its start (default a third) and the rest of its end."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    if sentence:
+        return text[:width - 1].rstrip() + ELLIPSIS
+    head = max(1, width // 3) if head is None else min(max(head, 0), width - 1)
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def shorten_all(values: list[str], width: int, sentence: bool = False) -> list[str]:
+    """Every value shortened to `width` (shorten), the middle cut placed where the fewest different values end up
+    the same: names of one library share their start, and a longer tail tells them apart."""
+    if sentence or all(len(v) <= width for v in values):
+        return [shorten(v, width, sentence=sentence) for v in values]
+    prose = {v for v in values if is_prose(v)}
+    distinct = set(values) - prose
+    best: list[str] = []
+    best_merged = len(distinct) + 1
+    for head in range(max(1, width // 3), 0, -max(1, width // 12)) if distinct else [1]:
+        shortened = {v: shorten(v, width, head) for v in distinct}
+        merged = len(distinct) - len(set(shortened.values()))
+        if merged < best_merged:
+            best = [shortened[v] if v in shortened else shorten(v, width, sentence=True) for v in values]
+            best_merged = merged
+        if merged == 0:
+            break
+    return best
+
+
+def is_prose(text: str) -> bool:
+    """A sentence in a name column (a hotspots idle row's description), cut at its end: four spaces or more and no
+    C++ template or scope."""
+    return text.count(" ") >= 4 and "<" not in text and "::" not in text
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """A cell's text over as many lines as it needs at `width` (at least one line)."""
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
