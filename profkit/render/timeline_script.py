@@ -34,7 +34,10 @@ window.profkitTimeline = window.profkitTimeline || (function () {
   }
 
   function prepare(d) {
-    var n = d.start.length, lane, i, m;
+    var n = d.start_step.length, lane, i, m, t = 0;
+    d.start = new Float64Array(n);  // ns since origin_ns
+    d.end = new Float64Array(n);
+    for (i = 0; i < n; i++) { t += d.start_step[i]; d.start[i] = t; d.end[i] = t + d.duration[i]; }
     d.reach = new Float64Array(n);  // per lane, the latest end of its items up to i: finds the first one in view
     d.laneOf = new Int32Array(n);
     for (var y = 0; y < d.lanes.length; y++) {

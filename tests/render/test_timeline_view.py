@@ -69,7 +69,10 @@ def test_every_item_of_the_capture_is_in_the_page(train_view, train_sqlite):
     assert len(lane_items(train_view, "api")) == issuing
     assert len(lane_items(train_view, "nvtx")) == len(pd.read_parquet(TRAIN / "tables" / "nvtx.parquet"))
     data = payload(train_view)
-    assert sum(lane["count"] for lane in data["lanes"]) == len(data["start"]) == len(train_view.items)
+    assert sum(lane["count"] for lane in data["lanes"]) == len(data["start_step"]) == len(train_view.items)
+    starts = data["origin_ns"] + np.cumsum(data["start_step"])
+    assert (starts == train_view.items["start_ns"]).all()
+    assert (starts + data["duration"] == train_view.items["end_ns"]).all()
     names = [lane["name"] for lane in data["lanes"]]
     # host lanes (NVTX, then the API calls of the same thread) above the GPU's: idle gaps, copies, kernels
     assert names.index("CUDA API · thread 658") < names.index("GPU 0 · idle") < names.index(
