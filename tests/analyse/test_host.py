@@ -351,13 +351,21 @@ def test_api_time_per_step_by_kind():
     assert out.loc[1, "sync_us"] == pytest.approx(1.0) and out.loc[0, "sync_us"] == 0.0
 
 
-def test_read_api_calls_and_stored_form_agree_on_the_committed_export():
-    """The stored table of the committed session is what api_call_table makes of its export now."""
+@pytest.mark.parametrize("session", ["train-step-guided", "foreign-probe", "ladder-n1024"])
+def test_committed_api_calls_are_what_the_export_gives_now(session):
+    """Each capture's stored api_calls rows are what api_call_table makes of its export now (ladder-n1024: six
+    captures, each its own export)."""
     from profkit.analyse.bundle import _concat
 
-    bundle = open_bundle(TRAIN)
-    raw = read_api_calls(TRAIN / "python3.sqlite.xz", every=True)
-    issued = _concat([bundle.stored(t)[["thread", "launch_start_ns"]] for t in ("nsys_kernels", "memcpy", "memset")])
-    again = host.api_call_table(raw, issued)
-    committed = bundle.stored("api_calls").drop(columns="capture")
-    pd.testing.assert_frame_equal(again.reset_index(drop=True), committed.reset_index(drop=True), check_dtype=False)
+    bundle = open_bundle(SESSIONS / session)
+    stored_calls = bundle.stored("api_calls")
+    for capture in bundle.manifest["captures"]:
+        name = capture["name"]
+        raw = read_api_calls(SESSIONS / session / (capture["files"]["nsys_sqlite"] + ".xz"), every=True)
+        issued = _concat([(t := bundle.stored(table))[t["capture"] == name][["thread", "launch_start_ns"]]
+                          for table in ("nsys_kernels", "memcpy", "memset") if not bundle.stored(table).empty])
+        again = host.api_call_table(raw, issued)
+        committed = stored_calls[stored_calls["capture"] == name].drop(columns="capture")
+        assert len(committed) > 0
+        pd.testing.assert_frame_equal(again.reset_index(drop=True), committed.reset_index(drop=True),
+                                      check_dtype=False)
