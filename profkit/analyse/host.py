@@ -17,9 +17,10 @@ import pandas as pd
 
 BIN_NS = 100_000
 """Short calls that issued no GPU work are stored merged per thread, name and 100 µs slot: the held-out 180k-kernel
-trace made 7.8 API calls per kernel, most of them sub-µs bookkeeping (cudaStreamIsCapturing, cudaGetLastError, ...);
-stored one per row they took 14.6 B each (train-step-guided's 5935 calls), about as much as the kernel table. A slot
-of 100 µs keeps the calls of a gap of 1 ms or more (GAP_MIN_US) inside it to within a tenth."""
+trace made 7.8 API calls per kernel, most of them sub-µs bookkeeping (cudaStreamIsCapturing, cudaGetLastError, ...),
+and one row per call took 14.6 B (train-step-guided's 5935 calls). Merged, benchmarks/synthetic_nsys.py's
+10^5-kernel export (8 calls per kernel) keeps 243332 rows in 3.1 MB, less than its kernel table (3.4 MB). A slot of
+100 µs keeps the calls of a gap of 1 ms or more (GAP_MIN_US) inside it to within a tenth."""
 STORED_COLUMNS = ["thread", "name", "start_ns", "end_ns", "calls", "duration_ns", "max_ns"]
 
 API_KINDS = (
@@ -222,9 +223,11 @@ def api_time_finding(calls: pd.DataFrame, steps: pd.DataFrame | None, origin: fl
         inside = _inside(calls["start_ns"], window)
         by_kind = us[inside].groupby(kinds[inside]).sum() / window[2]
         count = calls["calls"][inside].groupby(kinds[inside]).sum() / window[2]
-        wall = steps[steps["steady"].astype(bool)]
-        wall_us = float((wall["end_ns"] - wall["start_ns"]).median()) / 1e3
-        scope = f"per steady step ({window[2]} steps, median wall {_us(wall_us)})"
+        steady = steps[steps["steady"].astype(bool)]
+        wall_us = float((steady["end_ns"] - steady["start_ns"]).median()) / 1e3
+        each = api_time_per_step(calls, steady).drop(columns="step").sum(axis=1)
+        scope = f"per steady step ({window[2]} steps, median wall {_us(wall_us)}; API time median " \
+                f"{_us(each.median())}, {_us(each.min())} to {_us(each.max())})"
     else:
         by_kind, count = us.groupby(kinds).sum(), calls["calls"].groupby(kinds).sum()
         scope = "whole capture (no repeated step found)"

@@ -111,6 +111,12 @@ def test_api_time_per_step_over_the_steady_steps(train_db):
     all_calls, all_ns = train_db.execute("select count(*), sum(end - start) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
     assert first["finding"] == "CUDA API time" and first["occurrences"] == all_calls
     assert first["cost_us"] == pytest.approx(all_ns / 1e3, abs=1e-2)
+    each = [train_db.execute(f"select sum(end - start) from CUPTI_ACTIVITY_KIND_RUNTIME where start >= {lo} "
+                             f"and start < {hi}").fetchone()[0] / 1e3 for lo, hi in zip(steady["start_ns"],
+                                                                                       steady["end_ns"])]
+    assert first["cost_per_step_us"] == pytest.approx(np.mean(each), abs=1e-2)
+    assert f"API time median {np.median(each) / 1e3:.2f} ms, {min(each) / 1e3:.2f} ms to {max(each) / 1e3:.2f} ms" \
+        in first["evidence"]
 
 
 def test_report_file_gets_api_calls(tmp_path):
