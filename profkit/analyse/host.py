@@ -53,6 +53,9 @@ GAP_MIN_US = 1000.0
 whole-program threshold; a step's recurring stall is far shorter: ~70 ms per token of a decode loop)."""
 MIN_RECURRING = 2
 """Gaps ending at the same activity recur when there are at least this many of them."""
+NUMBERED = r"\d+"
+"""Activities whose names differ only in numbers count as the same: generated kernels are numbered per shape or
+per graph (triton_poi_fused_add_0, _1, ...), and a decode loop meets a new sequence length every step."""
 
 API_COLUMNS = ["api_kind", "api_call", "calls", "api_total_us", "api_mean_us", "api_max_us", "calls_per_step",
                "api_us_per_step"]
@@ -349,9 +352,11 @@ def recurring_gap_findings(kernels: pd.DataFrame, memcpy: pd.DataFrame | None, m
     gaps = gaps.merge(launched, how="left", left_on=["device", "end_ns"], right_on=["device", "start_ns"],
                       suffixes=("", "_act")).drop_duplicates(["device", "start_ns"])
     rows = []
-    for after, own in gaps.groupby("after", sort=False):
+    for _, own in gaps.groupby(gaps["after"].astype(str).str.replace(NUMBERED, "#", regex=True), sort=False):
         if len(own) < MIN_RECURRING:
             continue
+        names = list(dict.fromkeys(own["after"].astype(str)))
+        after = names[0] if len(names) == 1 else f"{len(names)} kernels like {names[0]}"
         spent = _calls_in_gaps(own, calls)
         ending = _issuing_names(own.rename(columns={"called_ns": "launch_start_ns"}), calls)
         caller = ", ".join(sorted(set(ending) - {""})) or "an unknown call"

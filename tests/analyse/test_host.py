@@ -287,12 +287,13 @@ def test_synchronous_memset_fires_on_cudamemset_not_on_async():
                                        "memset") == []
 
 
-def decode_like(gap_ns: int, gaps: int):
-    """A decode-loop-like timeline: `gaps` idle gaps of gap_ns, each ended by an 'sdpa' kernel whose launch the host
-    preceded with cuLibraryLoadData (1 ms) and 40 cuKernelSetAttribute calls (50 µs each)."""
+def decode_like(gap_ns: int, gaps: int, numbered: bool = False):
+    """A decode-loop-like timeline: `gaps` idle gaps of gap_ns, each ended by an 'sdpa' kernel (numbered: sdpa_kv<n>,
+    one per sequence length) whose launch the host preceded with cuLibraryLoadData (1 ms) and 40 cuKernelSetAttribute
+    calls (50 µs each)."""
     kernels, calls = [], []
     t = 0
-    for _ in range(gaps):
+    for step in range(gaps):
         kernels.append(("gemm", t, t + 100_000, t - 10_000))
         gap_start = t + 100_000
         launch = gap_start + gap_ns - 20_000
@@ -301,7 +302,8 @@ def decode_like(gap_ns: int, gaps: int):
             calls += [(1, gap_start + 1_100_000 + i * 50_000, gap_start + 1_150_000 + i * 50_000,
                        "cuKernelSetAttribute") for i in range(40)]
         calls.append((1, launch, launch + 5_000, "cuLaunchKernelEx"))
-        kernels.append(("sdpa", gap_start + gap_ns, gap_start + gap_ns + 50_000, launch))
+        kernels.append((f"sdpa_kv{128 + step}" if numbered else "sdpa", gap_start + gap_ns,
+                        gap_start + gap_ns + 50_000, launch))
         t = gap_start + gap_ns + 50_000
     return kernels_frame(kernels), stored(calls)
 
@@ -318,6 +320,16 @@ def test_recurring_gap_names_the_launch_and_the_calls_before_it():
     assert "cuKernelSetAttribute 2.00 ms" in row["evidence"] and "cuLibraryLoadData 1.00 ms" in row["evidence"]
     outside = re.search(r"and ([\d.]+) ms outside them", row["evidence"])
     assert float(outside.group(1)) == pytest.approx(70 - 1 - 2 - 0.005, abs=0.006)
+
+
+def test_recurring_gap_groups_kernels_numbered_per_shape():
+    """A decode loop's attention kernel named per sequence length still ends the same recurring gap."""
+    kernels, calls = decode_like(70_000_000, 3, numbered=True)
+    rows = host.recurring_gap_findings(kernels, None, None, calls, None, 0.0)
+    assert len(rows) == 1 and rows[0]["occurrences"] == 3
+    assert rows[0]["subject"] == "3 kernels like sdpa_kv128 (cuLaunchKernelEx)"
+    kernels["kernel"] = ["gemm", "sdpa", "gemm", "attention", "gemm", "softmax"]  # different kernels: no group
+    assert host.recurring_gap_findings(kernels, None, None, calls, None, 0.0) == []
 
 
 def test_recurring_gap_needs_long_and_repeated_gaps():
