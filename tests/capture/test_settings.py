@@ -57,7 +57,8 @@ OPTIONS = [
      "Guided: profile instances in rank order until they hold this share of steady-state GPU time."),
     (["--top"], [], None, "integer range", False, "Guided: profile exactly the top N instances."),
     (["--torch-modules"], [], False, "boolean", False,
-     "NVTX ranges per nn.Module path, forward and backward, so each kernel names its module."),
+     "NVTX ranges per nn.Module path, forward and backward, so each kernel names its module (show -t attribution). "
+     "Off by default while its cost on a training step is unmeasured (benchmarks/module_hooks_cost.py measures it)."),
     (["--repeat"], [], 1, "integer range", True,
      "Capture each target under ncu N times: `diff --fail-if` then gates only beyond the spread."),
     (["--timeout"], [], 3600, "float", True, "Seconds per step."),
