@@ -1,4 +1,5 @@
-"""The diff as terminal text: identities, comparability, metric table(s), the explanation, gate results."""
+"""The diff as terminal text: the program comparison (two sessions), identities, comparability, metric table(s),
+the explanation, gate results."""
 
 from __future__ import annotations
 
@@ -62,10 +63,100 @@ def _duration_change(metrics: pd.DataFrame, work) -> str:
     return f"{change:+.1f}% {verdict}"
 
 
+ONLY_ROWS = 12
+"""Kernels of one side only listed per side; the rest are summed in one line."""
+REPLACED_ROWS = 15
+"""What-replaced-what rows listed (most time first)."""
+
+
+def _ms(us: float) -> str:
+    return "-" if us != us else f"{us / 1e3:.2f} ms" if abs(us) >= 1000 else f"{us:.1f} µs"
+
+
+def _figure(value: float, unit: str, signed: bool = False) -> str:
+    if value != value:
+        return "-"
+    if abs(value) == float("inf"):
+        return "unbounded"
+    sign = "+" if signed and value > 0 else ""
+    return sign + (f"{value:.1f}" if unit in ("µs", "% of step") else f"{value:.3g}")
+
+
+def step_time_line(program) -> list[str]:
+    """The program diff's first lines: step time A → B, its interval and the verdict, and how the steps were found."""
+    row = program.summary.iloc[0]
+    lines = [f"== program: step time {_ms(row['a'])} → {_ms(row['b'])} ({row['change_pct']:+.1f} %): {row['verdict']}"]
+    if row["low"] == row["low"] and abs(row["low"]) != float("inf"):
+        lines.append(f"   mean step B − A {_ms(row['delta'])}, 95 % interval {_ms(row['low'])} … {_ms(row['high'])} "
+                     f"({row['low_pct']:+.1f} … {row['high_pct']:+.1f} %), Welch's t over {int(row['steps_a'])} + "
+                     f"{int(row['steps_b'])} steady steps")
+    else:
+        lines.append(f"   no interval: {int(row['steps_a'])} + {int(row['steps_b'])} steady steps (at least 2 a side "
+                     f"are needed to know their spread)")
+    lines += [f"   A {program.a.describe()}", f"   B {program.b.describe()}"]
+    lines += [f"   note: {note}" for note in program.notes]
+    return lines
+
+
+def program_tables(program) -> list[str]:
+    """The program comparison's tables: per-step figures, time by kernel family, kernels of one side only, what
+    replaced what."""
+    s = program.summary
+    out = [format_table(pd.DataFrame({
+        "figure": [f"{label} ({unit})" for label, unit in zip(s["label"], s["unit"])],
+        "A": [_figure(v, u) for v, u in zip(s["a"], s["unit"])],
+        "B": [_figure(v, u) for v, u in zip(s["b"], s["unit"])],
+        "change": [f"{c:+.1f}%" if c == c else "" for c in s["change_pct"]],
+        "B − A mean (95 % interval)": [f"{_figure(d, u, True)} ({_figure(lo, u, True)} … {_figure(hi, u, True)})"
+                                       for d, lo, hi, u in zip(s["delta"], s["low"], s["high"], s["unit"])],
+        "verdict": s["verdict"]}), "== per step (medians over the steady steps)", max_text=40), ""]
+    f = program.families
+    if not f.empty:
+        out += [format_table(pd.DataFrame({
+            "family": f["family"], "A µs": f["a_us"].map("{:.1f}".format), "B µs": f["b_us"].map("{:.1f}".format),
+            "delta µs": f["delta_us"].map("{:+.1f}".format),
+            "share A → B": [f"{a:.1f} → {b:.1f} %" for a, b in zip(f["a_share_pct"], f["b_share_pct"])],
+            "kernels A → B": [f"{a:.3g} → {b:.3g}" for a, b in zip(f["a_kernels"], f["b_kernels"])]}),
+            "== time per step by kernel family (docs/families.md; share: of the side's summed kernel time)"), ""]
+    for side, name in (("A", program.a.session), ("B", program.b.session)):
+        only = program.only[program.only["side"] == side]
+        if only.empty:
+            continue
+        shown = only.head(ONLY_ROWS)
+        table = pd.DataFrame({"kernel": shown["label"], "family": shown["family"],
+                              "µs/step": shown["us"].map("{:.1f}".format),
+                              "kernels/step": shown["kernels"].map("{:.3g}".format),
+                              "share": shown["share_pct"].map("{:.1f} %".format), "nvtx": shown["nvtx_path"]})
+        out.append(format_table(table, f"== kernels only in {side} ({name}): {only['us'].sum():.1f} µs, "
+                                       f"{only['kernels'].sum():.3g} kernels per step", max_text=60))
+        rest = only.iloc[ONLY_ROWS:]
+        if not rest.empty:
+            out.append(f"  … and {len(rest)} more: {rest['us'].sum():.1f} µs per step")
+        out.append("")
+    r = program.replaced
+    if not r.empty:
+        shown = r.head(REPLACED_ROWS)
+        table = pd.DataFrame({"A kernels": shown["a_kernels"], "A µs": shown["a_us"].map("{:.1f}".format),
+                              "B kernels": shown["b_kernels"], "B µs": shown["b_us"].map("{:.1f}".format),
+                              "delta µs": shown["delta_us"].map("{:+.1f}".format), "×": shown["occurrences"],
+                              "after": shown["after"], "where in A": shown["a_nvtx"]})
+        out.append(format_table(table, "== what replaced what (median step: B's kernels in the gaps where A's "
+                                       "disappeared, between kernels both run equally often; × gaps alike)",
+                                max_text=48))
+        if len(r) > REPLACED_ROWS:
+            out.append(f"  … and {len(r) - REPLACED_ROWS} more gaps: A {r['a_us'].iloc[REPLACED_ROWS:].sum():.1f} µs "
+                       f"→ B {r['b_us'].iloc[REPLACED_ROWS:].sum():.1f} µs")
+        out.append("")
+    return out
+
+
 def format_diff(result, full: bool = False) -> str:
     """The terminal form of a DiffResult: identities, comparability, metric table(s), the explanation."""
 
     out = []
+    program = getattr(result, "program", None)
+    if program is not None and not program.summary.empty:
+        out += step_time_line(program) + [""]
     for pair in result.pairs[:1] if result.kind == "kernels" else []:
         for side, ks in (("A", pair.a), ("B", pair.b)):
             r = ks.row
@@ -86,7 +177,9 @@ def format_diff(result, full: bool = False) -> str:
         tag = "refused, forced" if row.severity == "refuse" else row.severity
         out.append(f"{tag}: {row.message}")
     out.append("")
-    if result.kind == "sessions":
+    if program is not None and not program.summary.empty:
+        out += program_tables(program)
+    if result.kind == "sessions" and result.pairs:
         rows = []
         for pair in result.pairs:
             m = pair.metrics.set_index("key")
@@ -99,7 +192,8 @@ def format_diff(result, full: bool = False) -> str:
                     row[title] = f"{_cell(m.at[key, 'a'], unit)} → {_cell(m.at[key, 'b'], unit)}"
             row["duration change"] = _duration_change(m, pair.work)
             rows.append(row)
-        out.append(format_table(pd.DataFrame(rows), "== kernel pairs", max_text=40))
+        out.append(format_table(pd.DataFrame(rows), "== kernel pairs (ncu), by the time a launch moved",
+                                max_text=40))
         out.append("")
     for pair in result.pairs:
         if result.kind == "kernels" or full:

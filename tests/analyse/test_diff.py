@@ -314,7 +314,8 @@ def test_cli_diff_json_shape(sessions_root):
     assert out.exit_code == 1
     doc = json.loads(out.stdout)
     assert set(doc) == {"kind", "a", "b", "sessions", "forced", "comparability", "pairs", "unmatched", "checks",
-                        "thresholds", "violations"}
+                        "thresholds", "violations", "program"}
+    assert doc["program"] is None  # two kernels: no program comparison
     assert set(doc["sessions"]["a"]) == {"name", "path", "created", "gpu", "arch", "ncu", "clock_control",
                                          "cache_control", "args"}
     pair = doc["pairs"][0]
