@@ -161,7 +161,8 @@ def _gpu_time(rows: pd.DataFrame) -> pd.Series:
 def _weighted(values: pd.Series, weights: pd.Series, work: pd.Series | None = None) -> float:
     """The GPU-time weighted mean of a per-row peak over the rows that do its work (all rows where none does; the
     median where no row has a duration): a compute line sits at the clock of the kernels that use it, a training
-    step's GEMMs running 20 % slower than its elementwise kernels."""
+    step's GEMMs running at a lower clock than its elementwise kernels (reports/derived_figures.md, "a session's
+    ceiling lines")."""
     ok = values.notna() & (values > 0)
     if work is not None and (ok & (work.fillna(0) > 0)).any():
         ok &= work.fillna(0) > 0
