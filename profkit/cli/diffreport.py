@@ -12,6 +12,10 @@ import click
 from profkit.cli import frozen_imports, main
 from profkit.errors import ToolMissing, UsageError
 
+STEP_HELP = ("Two programs: what starts each step, an NVTX range name, else a kernel name (a regular expression "
+             "searched in each). By default the NVTX range repeated most often at the outermost level, else the "
+             "repeating launch sequence. The step time, its interval and the program tables follow it.")
+
 FAIL_IF_HELP = ("CI gate, repeatable: METRIC OP LIMIT with OP in > >= < <=; LIMIT 'N%' is B's change relative "
                 "to A, '+N'/'-N' the absolute change, 'N' B's own value. E.g. 'duration>+5%', 'registers>+8', "
                 "'spill_bytes>0'. Exit 1 when any is violated. Captures repeated with `profile --repeat N` are "
@@ -40,10 +44,16 @@ def _root(sessions_dir: str | None) -> Path | None:
               help="Write the --fail-if checks as JUnit XML (a failure per violated gate, skipped when undecided).")
 @click.option("--markdown", type=click.Path(dir_okay=False), default=None,
               help="Write the --fail-if checks as a Markdown summary (e.g. for a pull-request comment).")
+@click.option("--step", default="", metavar="REGEX", help=STEP_HELP)
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json: bool, as_csv: bool, full: bool,
-                 summed: bool, junit: str | None, markdown: str | None, sessions_dir: str | None) -> None:
+                 summed: bool, junit: str | None, markdown: str | None, step: str, sessions_dir: str | None) -> None:
     """Compare kernel A with kernel B, or capture A with capture B.
+
+    Two captures of a program (sessions or timelines) are compared first as programs: the step time A → B over
+    the steady steps, with its 95 % interval and a verdict (faster, slower or within noise), GPU busy share,
+    launches per step, time per kernel family, the kernels only one side ran and what replaced what; then the
+    kernel pairs ncu profiled on both sides, ranked by the time a launch moved.
 
     A and B are each: a capture (a session folder or name, a report file: .ncu-rep, .nsys-rep, .sqlite, also
     .xz/.gz, or an nsys Parquet or Arrow export), CAPTURE:KERNEL, CAPTURE:KERNEL#LAUNCH (the launch number
@@ -56,7 +66,7 @@ def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json:
 
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
-    result = diff(a, b, root=_root(sessions_dir), force=force, fail_if=fail_if, summed=summed)
+    result = diff(a, b, root=_root(sessions_dir), force=force, fail_if=fail_if, summed=summed, step=step or None)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=1, ensure_ascii=False))
     elif as_csv:
@@ -99,6 +109,7 @@ def _require_plotly() -> None:
 @click.option("--diff", "diff_specs", nargs=2, default=None, metavar="A B", help="A diff report of A and B.")
 @click.option("--force", is_flag=True, help="With --diff: diff captures that are not comparable.")
 @click.option("--sum", "summed", is_flag=True, help="With --diff: add up every kernel each pattern matches.")
+@click.option("--step", default="", metavar="REGEX", help="With --diff: " + STEP_HELP)
 @click.option("--examples", is_flag=True, help="Regenerate the committed examples in --out-dir: the ladder "
                                                "sessions, and the diffs naive→tiled and tiled→regtile.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="reports", show_default=True,
@@ -115,7 +126,7 @@ def _require_plotly() -> None:
               help="A folder where the source tables look first for the files a report records at a path that does "
                    "not exist here (repeatable); then each input's folder and project, then the current folder.")
 def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str, str] | None, force: bool,
-           summed: bool, examples: bool, out_dir: str, bench_dir: str | None, top_lines: int, title: str | None,
+           summed: bool, step: str, examples: bool, out_dir: str, bench_dir: str | None, top_lines: int, title: str | None,
            sessions_dir: str | None, source_dirs: tuple[str, ...]) -> None:
     """Write one self-contained HTML report (plotly embedded, opens offline) for INPUTs and/or a --diff, or for
     the benchmark results of --bench. An INPUT is a session (folder or name) or a report file (.ncu-rep,
@@ -153,7 +164,7 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
         loaded[-1].source_dirs = tuple(Path(d) for d in source_dirs)
     if summed and not diff_specs:
         raise UsageError("--sum applies to --diff A B")
-    result = diff(*diff_specs, root=root, force=force, summed=summed) if diff_specs else None
+    result = diff(*diff_specs, root=root, force=force, summed=summed, step=step or None) if diff_specs else None
     if output is None:
         stem = (f"diff-{_slug(diff_specs[0])}-{_slug(diff_specs[1])}" if diff_specs
                 else "+".join(_slug(s.name) for s in loaded))

@@ -44,7 +44,7 @@ def _metric_lines(metrics: pd.DataFrame) -> pd.DataFrame:
     return lines
 
 
-def _work_cell(work) -> str:
+def work_cell(work) -> str:
     """The pair's work in the session table: "equal", B's multiple of A's ("2.5× FLOP"), "mixed" or "n/a"."""
     if work.status == "equal":
         return "equal"
@@ -184,7 +184,7 @@ def format_diff(result, full: bool = False) -> str:
         for pair in result.pairs:
             m = pair.metrics.set_index("key")
             row = {"A": pair.a.label, "B": pair.b.label, "match": pair.match,
-                   "work (B/A)": _work_cell(pair.work)}
+                   "work (B/A)": work_cell(pair.work)}
             for key in SUMMARY_KEYS:
                 if key in m.index:
                     unit = m.at[key, "unit"]

@@ -8,6 +8,7 @@ the NVTX ranges that start them, kernels assigned by the runtime call that launc
 
 from __future__ import annotations
 
+import json
 import lzma
 import math
 import shutil
@@ -325,3 +326,36 @@ def test_the_kernel_pairs_come_by_the_time_they_moved(step_diff):
     moved = [abs(p.metrics.set_index("key").at["duration", "b"] - p.metrics.set_index("key").at["duration", "a"])
              for p in result.pairs]
     assert moved == sorted(moved, reverse=True) and len(moved) > 1
+
+
+def test_every_program_column_is_documented(step_diff):
+    """docs/columns.md's program tables (profkit.analyse.diff.columns) list exactly what the comparison returns,
+    in the --json output too."""
+    from profkit.analyse.diff import columns
+
+    result = step_diff[0]
+    for name, documented in (("program", columns.PROGRAM), ("families", columns.FAMILIES),
+                             ("only", columns.ONLY), ("replaced", columns.REPLACED)):
+        assert list(result.table(name).columns) == list(documented), name
+    doc = result.to_dict()["program"]
+    assert set(doc) == {"a", "b", "verdict", "summary", "families", "only", "replaced", "notes"}
+    assert doc["verdict"] == "faster" and set(doc["summary"][0]) == set(columns.PROGRAM)
+    assert set(doc["a"]) == {"session", "captures", "how", "whole", "steps", "steady_steps", "steady_wall_us"}
+
+
+def test_the_cli_answers_with_the_program_first():
+    from click.testing import CliRunner
+
+    from profkit.cli import main
+
+    runner = CliRunner()
+    text = runner.invoke(main, ["diff", EAGER, COMPILED, "--sessions-dir", str(SESSIONS)])
+    assert text.exit_code == 0, text.output
+    first = text.output.splitlines()[0]
+    assert first.startswith("== program: step time 21.22 ms → 12.28 ms") and first.endswith(": faster")
+    assert text.output.index("== time per step by kernel family") < text.output.index("== kernel pairs (ncu)")
+    doc = json.loads(runner.invoke(main, ["diff", EAGER, COMPILED, "--json", "--sessions-dir", str(SESSIONS)]).output)
+    assert doc["program"]["verdict"] == "faster" and doc["program"]["summary"][0]["figure"] == "wall_us"
+    wrong = runner.invoke(main, ["diff", EAGER, COMPILED, "--step", "no_such_range_or_kernel", "--sessions-dir",
+                                 str(SESSIONS)])
+    assert wrong.exit_code == 2 and "--step 'no_such_range_or_kernel'" in wrong.output
