@@ -386,16 +386,16 @@ def _calls_in_gaps(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
     starting within the gap (from its start to the ending call's start, inclusive of that call)."""
     if calls is None or calls.empty or "thread" not in gaps:
         return pd.Series(dtype=float)
-    parts = []
+    rows = []
     for thread, own in gaps.dropna(subset=["thread"]).groupby("thread"):
-        mine = calls[calls["thread"] == thread]
+        mine = calls[calls["thread"] == thread].sort_values("start_ns", kind="stable")
         begin = mine["start_ns"].to_numpy(dtype=float)
-        for lo, hi in zip(own["start_ns"].to_numpy(dtype=float), own["called_ns"].fillna(own["end_ns"]).to_numpy()):
-            inside = (begin >= lo) & (begin <= hi)
-            parts.append(mine[inside])
-    if not parts:
+        first = np.searchsorted(begin, own["start_ns"].to_numpy(dtype=float), side="left")
+        last = np.searchsorted(begin, own["called_ns"].fillna(own["end_ns"]).to_numpy(dtype=float), side="right")
+        rows += [mine.index[i:j] for i, j in zip(first, last)]
+    if not rows:
         return pd.Series(dtype=float)
-    found = pd.concat(parts)
+    found = calls.loc[np.concatenate(rows)]
     return found["duration_ns"].astype(float).groupby(found["name"]).sum() / 1e3
 
 
