@@ -85,14 +85,15 @@ def _figure(value: float, unit: str, signed: bool = False) -> str:
 def step_time_line(program) -> list[str]:
     """The program diff's first lines: step time A → B, its interval and the verdict, and how the steps were found."""
     row = program.summary.iloc[0]
-    lines = [f"== program: step time {_ms(row['a'])} → {_ms(row['b'])} ({row['change_pct']:+.1f} %): {row['verdict']}"]
+    lines = [f"== program: {row['label']} {_ms(row['a'])} → {_ms(row['b'])} ({row['change_pct']:+.1f} %): "
+             f"{row['verdict']}"]
     if row["low"] == row["low"] and abs(row["low"]) != float("inf"):
         lines.append(f"   mean step B − A {_ms(row['delta'])}, 95 % interval {_ms(row['low'])} … {_ms(row['high'])} "
                      f"({row['low_pct']:+.1f} … {row['high_pct']:+.1f} %), Welch's t over {int(row['steps_a'])} + "
                      f"{int(row['steps_b'])} steady steps")
     else:
-        lines.append(f"   no interval: {int(row['steps_a'])} + {int(row['steps_b'])} steady steps (at least 2 a side "
-                     f"are needed to know their spread)")
+        lines.append(f"   no interval: {int(row['steps_a'])} + {int(row['steps_b'])} steps (at least 2 a side are "
+                     f"needed to know their spread)")
     lines += [f"   A {program.a.describe()}", f"   B {program.b.describe()}"]
     lines += [f"   note: {note}" for note in program.notes]
     return lines

@@ -75,7 +75,7 @@ def test_a_shift_smaller_than_the_noise_is_within_noise():
 
 def test_one_step_has_no_spread_and_constant_counts_differ_exactly():
     alone = shift([10_000.0], [5_000.0])
-    assert alone.verdict == "within noise" and math.isinf(alone.low) and math.isinf(alone.high)
+    assert alone.verdict == "undecided" and math.isinf(alone.low) and math.isinf(alone.high)
     counts = shift([229, 229, 229], [173, 173, 173])
     assert (counts.low, counts.high, counts.verdict) == (-56, -56, "lower")
     assert shift([7, 7], [7, 7]).verdict == "within noise"
@@ -207,11 +207,15 @@ def test_a_synthetic_program_within_noise():
 
 
 def test_a_timeline_without_a_repeated_step_is_compared_whole():
+    """One side without a repeated step: both sides whole (a step against a whole run compares nothing alike),
+    one sample a side, so no verdict."""
     one = _program("one", [], EAGER_GLUE)
-    program = compare_programs(one, _program("other", [], TRITON_GLUE))
-    assert program.a.whole and program.verdict == "within noise"
-    assert program.summary.set_index("figure").loc["wall_us", "a"] == pytest.approx(2_820)  # 1000+300+1500 + gaps
-    assert any("no step time interval" in note for note in program.notes)
+    program = compare_programs(one, _program("other", WALLS, TRITON_GLUE))
+    assert program.a.whole and program.b.whole and program.verdict == "undecided"
+    row = program.summary.set_index("figure").loc["wall_us"]
+    assert row["label"] == "capture time" and row["a"] == pytest.approx(2_820)   # 1000 + 300 + 1500 µs + 2 gaps
+    assert row["b"] == pytest.approx(sum(WALLS) + 2_620)                          # 6 steps and the last one's kernels
+    assert any("no repeated step found in one" in note for note in program.notes)
 
 
 # --------------------------------------------------------------------------------- the committed GPT steps

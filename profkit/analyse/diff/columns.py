@@ -82,7 +82,7 @@ PROGRAM = {
     "p_value": Column("probability", "Welch's two-sided test of no change"),
     "verdict": Column("text", "faster / slower (step time), lower / higher, fewer / more (counts) when the interval "
                               "lies wholly below / above 0 (and, with repeated runs on both sides, every run of B on "
-                              "that side of every run of A), else within noise"),
+                              "that side of every run of A), else within noise; undecided when a side has one step (a whole capture)"),
     "steps_a": Column("count", "A's steady steps compared"),
     "steps_b": Column("count", "B's steady steps compared"),
 }

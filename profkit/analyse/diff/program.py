@@ -69,7 +69,7 @@ class ProgramSide:
 
     def describe(self) -> str:
         if self.whole:
-            return f"{self.session}: no repeated step found, the whole capture {'+'.join(self.captures)} as one"
+            return f"{self.session}: the whole capture {'+'.join(self.captures)}, as one step"
         runs = f", {len(self.captures)} runs" if len(self.captures) > 1 else ""
         return (f"{self.session}: {self.n_steady} steady of {len(self.steps)} steps ({self.how}{runs}, "
                 f"capture {'+'.join(self.captures)})")
@@ -174,16 +174,20 @@ def program_sides(bundle_a, bundle_b, step_regex: str | None = None) -> tuple[Pr
     else:
         chosen = busiest
         notes.append(f"no capture name on both sides: comparing each side's busiest, {busiest[0]} and {busiest[1]}")
-    sides = []
+    found = []
     for bundle, kernels, group, name in zip((bundle_a, bundle_b), tables, groups, chosen):
-        captures = group[name]
-        own = kernels[kernels["capture"].isin(captures)]
         if step_regex:
             use_step(bundle, step_regex)
-        steps = _only(bundle_steps(bundle), captures)
-        whole = steps.empty
-        if whole:
-            steps = _whole_capture(own)
+        found.append((bundle, kernels[kernels["capture"].isin(group[name])], group[name],
+                      _only(bundle_steps(bundle), group[name])))
+    stepless = [bundle.name for bundle, _, _, steps in found if steps.empty]
+    if stepless:  # a step against a whole run compares nothing alike: both whole
+        notes.append(f"no repeated step found in {' and '.join(stepless)}: the whole captures compared, one sample "
+                     f"a side, no interval")
+    sides = []
+    for bundle, own, captures, steps in found:
+        whole = bool(stepless)
+        steps = _whole_capture(own) if whole else steps
         how = "whole capture" if whole else ", ".join(dict.fromkeys(steps["how"].astype(str)))
         sides.append(ProgramSide(bundle.name, captures, steps.reset_index(drop=True),
                                  _steady_kernels(own, steps[steps["steady"].astype(bool)]), how, whole))
@@ -207,6 +211,7 @@ def summary_table(a: ProgramSide, b: ProgramSide) -> tuple[pd.DataFrame, Shift]:
     for column, label, unit, lower, higher in FIGURES:
         if column not in sa or column not in sb:
             continue
+        label = "capture time" if column == "wall_us" and a.whole else label
         moved = shift(pd.to_numeric(sa[column], errors="coerce"), pd.to_numeric(sb[column], errors="coerce"),
                       runs_a=sa["capture"].astype(str).to_numpy(), runs_b=sb["capture"].astype(str).to_numpy())
         if math.isnan(moved.a) and math.isnan(moved.b):
@@ -287,9 +292,6 @@ def compare_programs(bundle_a, bundle_b, step_regex: str | None = None) -> Progr
         return None
     a, b, notes = found
     summary, step_time = summary_table(a, b)
-    for side in (a, b):
-        if side.whole:
-            notes.append(f"{side.describe()}: no step time interval")
     replaced = replacements(median_step(a), median_step(b)) if not (a.kernels.empty or b.kernels.empty) \
         else pd.DataFrame(columns=REPLACED_COLUMNS)
     return ProgramDiff(a, b, step_time, summary, family_table(a, b), only_table(a, b), replaced, notes)

@@ -6,8 +6,8 @@ steps: the committed train-step sessions have 3 of 6 (warm-up before, the last s
 - the change is B's mean minus A's mean over the steady steps, and its interval Welch's t interval at 95 % (the
   two-sample t interval without assuming equal variances: eager steps jitter more than CUDA-graph replays);
 - the verdict is lower / higher when the interval lies wholly below / above 0, else "within noise". A side with
-  one step has no spread, so no interval: "within noise". Two sides without any spread (a launch count that is the
-  same every step) differ exactly: their interval is the point.
+  one step has no spread, so no interval and no verdict: "undecided". Two sides without any spread (a launch count
+  that is the same every step) differ exactly: their interval is the point.
 
 Why not a rank test (Mann-Whitney) or a bootstrap: both are distribution-free, but with 3 steps a side the rank
 test's smallest two-sided p-value is 2/C(6,3) = 0.1, so it can never call a change (it called the committed eager
@@ -36,7 +36,8 @@ CONFIDENCE = 0.95
 class Shift:
     """B - A of one per-step figure. a, b: each side's median (what a step typically takes); mean_a, mean_b: the
     means the interval is about; shift: mean_b - mean_a; low, high: its Welch interval (±inf without one); p_value:
-    Welch's two-sided test of no change; verdict: "lower", "higher" or "within noise"; runs_a, runs_b: each side's
+    Welch's two-sided test of no change; verdict: "lower", "higher", "within noise" or "undecided" (a side has
+    fewer than two values); runs_a, runs_b: each side's
     per-run means when a side holds several runs."""
 
     a: float
@@ -143,7 +144,7 @@ def shift(a, b, *, runs_a=None, runs_b=None, confidence: float = CONFIDENCE) -> 
     a, b = a[keep_a], b[keep_b]
     stat = lambda f, x: float(f(x)) if len(x) else math.nan  # noqa: E731
     low, high, p = welch(a, b, confidence)
-    verdict = "lower" if high < 0 else "higher" if low > 0 else "within noise"
+    verdict = "lower" if high < 0 else "higher" if low > 0 else "undecided" if math.isinf(low) else "within noise"
     per_a, per_b = _run_means(a, runs_a, keep_a), _run_means(b, runs_b, keep_b)
     if len(per_a) >= 2 and len(per_b) >= 2 and verdict != "within noise":
         apart = max(per_b) < min(per_a) if verdict == "lower" else min(per_b) > max(per_a)
