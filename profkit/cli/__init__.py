@@ -16,7 +16,8 @@ from profkit.errors import ProfkitError
 
 
 class ProfkitGroup(click.Group):
-    """Turns ProfkitError into one clear message and its exit code; --debug keeps the traceback."""
+    """Turns ProfkitError into one clear message and its exit code; --debug keeps the traceback. A closed pipe on
+    stdout ends the command quietly with exit code 0."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -30,6 +31,18 @@ class ProfkitGroup(click.Group):
             if exc.hint:
                 click.echo(f"hint: {exc.hint}", err=True)
             ctx.exit(exc.exit_code)
+        except BrokenPipeError:  # the reader stopped reading (`profkit show S | head -3`): nothing failed
+            _silence_stdout()
+            ctx.exit(0)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device once its reader has gone, so that what is still buffered, and the flush at
+    exit, go nowhere instead of raising BrokenPipeError again (Python's own advice for SIGPIPE, docs of `signal`)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (a test runner's buffer)
+        pass
 
 
 @click.group(cls=ProfkitGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -5,7 +5,8 @@ Why: every table is a pandas computation, and importing pandas alone costs a fre
 printing a kept output does (reports/code_measurements.md); a second show of the same inputs need not pay it.
 
 The key is the sha256 of everything the output depends on:
-- every show option (the whole ShowOptions, so an option added there is in the key without another edit);
+- every show option (the whole ShowOptions, so an option added there is in the key without another edit), and the
+  display the text is laid out for (render.screen: the width it fits, colour or not);
 - per input, as given and resolved, its content: a session's manifest and every file in its tables/ (what show
   reads of a session); a report file (.ncu-rep, an nsys SQLite export or an .arrows file, plain or compressed), or
   each .parquet and .arrow file of an nsys export folder, by its sha256 (parse.files.file_digest, remembered by
@@ -32,6 +33,8 @@ from profkit.fingerprint import code_fingerprint, files_sha256, library_version
 from profkit.parse import cache_space
 from profkit.parse.files import PACKED, cache_dir, cache_enabled, file_digest, remembered_digest
 from profkit.session.store import MANIFEST, TABLES
+
+from profkit.render.screen import Display
 
 if TYPE_CHECKING:
     from profkit.cli.show import ShowOptions
@@ -78,9 +81,10 @@ def input_content(spec: str, root: Path) -> str | None:
     return None
 
 
-def key(paths: tuple[str, ...], options: ShowOptions, root: Path) -> str | None:
-    """The cache key of `profkit show PATHS` with these options; None when caching is off (PROFKIT_NO_CACHE), the
-    show rebuilds its tables, or an input is not cached (input_content) or cannot be read: that show is built."""
+def key(paths: tuple[str, ...], options: ShowOptions, root: Path, display: Display = Display()) -> str | None:
+    """The cache key of `profkit show PATHS` with these options on this display; None when caching is off
+    (PROFKIT_NO_CACHE), the show rebuilds its tables, or an input is not cached (input_content) or cannot be read:
+    that show is built."""
     if not cache_enabled() or options.rebuild:
         return None
     try:
@@ -89,7 +93,8 @@ def key(paths: tuple[str, ...], options: ShowOptions, root: Path) -> str | None:
         return None
     if any(part is None for part in inputs):
         return None
-    content = {"options": dataclasses.asdict(options), "inputs": inputs, "profkit": __version__,
+    content = {"options": dataclasses.asdict(options), "inputs": inputs,
+               "display": dataclasses.asdict(display), "profkit": __version__,
                "code": code_fingerprint(), "python": sys.version,
                "libraries": {name: library_version(name) for name in TABLE_LIBRARIES}}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:32]

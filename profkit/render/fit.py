@@ -164,23 +164,41 @@ def shorten(text: str, width: int, head: int | None = None, sentence: bool = Fal
 
 
 def shorten_all(values: list[str], width: int, sentence: bool = False) -> list[str]:
-    """Every value shortened to `width` (shorten), the middle cut placed where the fewest different values end up
-    the same: names of one library share their start, and a longer tail tells them apart."""
+    """Every value shortened to `width` (shorten), the middle cut placed where different values stay different:
+    names of one library share their start, and a longer tail (or head) tells them apart. One cut for the column,
+    nearest a third of the width, that merges the fewest values; values it still merges get a cut of their own."""
     if sentence or all(len(v) <= width for v in values):
         return [shorten(v, width, sentence=sentence) for v in values]
-    prose = {v for v in values if is_prose(v)}
-    distinct = set(values) - prose
-    best: list[str] = []
-    best_merged = len(distinct) + 1
-    for head in range(max(1, width // 3), 0, -max(1, width // 12)) if distinct else [1]:
-        shortened = {v: shorten(v, width, head) for v in distinct}
-        merged = len(distinct) - len(set(shortened.values()))
+    names = sorted({v for v in values if not is_prose(v)})
+    heads = sorted(range(width), key=lambda h: (abs(h - width // 3), h))
+    chosen: dict[str, str] = {}
+    best_merged = len(names) + 1
+    for head in heads if names else []:
+        shortened = {v: shorten(v, width, head) for v in names}
+        merged = len(names) - len(set(shortened.values()))
         if merged < best_merged:
-            best = [shortened[v] if v in shortened else shorten(v, width, sentence=True) for v in values]
-            best_merged = merged
+            chosen, best_merged = shortened, merged
         if merged == 0:
             break
-    return best
+    if best_merged:
+        chosen = _apart(chosen, heads, width)
+    return [chosen[v] if v in chosen else shorten(v, width, sentence=True) for v in values]
+
+
+def _apart(chosen: dict[str, str], heads: list[int], width: int) -> dict[str, str]:
+    """chosen with each value that shares its shortened form with another moved to the first cut (in `heads`
+    order) that no other value has."""
+    out = dict(chosen)
+    groups: dict[str, list[str]] = {}
+    for value, short in chosen.items():
+        groups.setdefault(short, []).append(value)
+    for members in (m for m in groups.values() if len(m) > 1):
+        for value in members[1:]:
+            taken = set(out.values())
+            free = next((c for c in (shorten(value, width, h) for h in heads) if c not in taken), None)
+            if free is not None:
+                out[value] = free
+    return out
 
 
 def is_prose(text: str) -> bool:

@@ -1,0 +1,83 @@
+"""render.fit: a table laid out for a width keeps its most important columns, shortens names in the middle so that
+different kernels stay different, and never prints a line wider than the width."""
+
+import pandas as pd
+import pytest
+
+from profkit.render import fit
+from profkit.render.terminal import Column, format_columns
+from tests import REPO
+
+KERNELS = REPO / "sessions" / "train-step-guided" / "tables" / "nsys_kernels.parquet"
+
+
+def test_a_name_is_cut_in_the_middle_and_a_sentence_at_its_end():
+    assert fit.shorten("abcdefghij", 5) == "a…hij"  # a third of the width from the start, the rest from the end
+    assert fit.shorten("abcdefghij", 5, head=2) == "ab…ij"
+    assert fit.shorten("one two three four", 9, sentence=True) == "one two…"
+    assert fit.shorten("short", 9) == "short"
+
+
+@pytest.mark.parametrize("width", [24, 28, 34])
+def test_the_committed_kernel_names_stay_apart_when_shortened(width):
+    """The train-step capture's kernels: cuDNN's two SDPA kernels and five nvjet GEMMs share 15-45 leading
+    characters and differ in their tile suffix; cut at the end (as show did) they read the same."""
+    names = sorted(set(pd.read_parquet(KERNELS, columns=["kernel"])["kernel"].astype(str)))
+    long = [n for n in names if len(n) > width]
+    assert len(long) >= 7
+    assert len({n[:width - 1] + "…" for n in long}) < len(long)  # the end cut merges some
+    shortened = fit.shorten_all(names, width)
+    assert all(len(s) <= width for s in shortened)
+    assert len(set(shortened)) == len(names)
+    for name, short in zip(names, shortened):  # each keeps its own start and end
+        if short != name:
+            head, tail = short.split("…")
+            assert name.startswith(head) and name.endswith(tail)
+
+
+def _fields() -> list[fit.Field]:
+    return [fit.Field("rank", ["1", "2"], True), fit.Field("kernel", ["k" * 60, "j" * 60], False),
+            fit.Field("grid", ["1×1×1", "2×1×1"], False), fit.Field("span_pct", ["33.85", "3.58"], True),
+            fit.Field("function", ["f" * 200, "g" * 200], False), fit.Field("saved_us", ["36834.4", "2201.4"], True)]
+
+
+def test_a_narrow_layout_leaves_out_the_least_important_columns_first():
+    fields = _fields()
+    wide = fit.layout(fields, 400, "hotspots")
+    assert wide.hidden == [] and sorted(wide.order) == list(range(6))
+    narrow = fit.layout(fields, 60, "hotspots")
+    names = [fields[i].name for i in narrow.order]
+    # hotspots ranks rank, kernel, span_pct, saved_us before grid; function is not ranked: the first to go
+    assert narrow.hidden == ["grid", "function"]
+    assert names == ["rank", "span_pct", "saved_us", "kernel"]  # numbers first, the long name last
+    assert sum(narrow.widths) + fit.GAP * (len(names) - 1) <= 60
+    assert narrow.widths[-1] >= fit.NAME_FLOOR
+
+
+@pytest.mark.parametrize("width", [40, 60, 100, 150])
+def test_no_line_is_wider_than_the_width(width):
+    columns = [Column(f.name, f.numeric, [float(c) if f.numeric else c for c in f.cells]) for f in _fields()]
+    text = format_columns(columns, "== a title longer than forty characters, said in full", width=width,
+                          table="hotspots")
+    assert max(len(line) for line in text.splitlines()) <= width
+    header = text.splitlines()[1].split()
+    assert header[0] == "rank" and "kernel" in header  # the two most important never go
+    assert ("more column" in text) == (len(header) < 6)
+
+
+def test_without_a_width_every_column_prints_and_text_is_cut_at_max_text():
+    columns = [Column(f.name, f.numeric, [float(c) if f.numeric else c for c in f.cells]) for f in _fields()]
+    text = format_columns(columns, max_text=48)
+    header = text.splitlines()[0].split()
+    assert header == [f.name for f in _fields()]
+    assert "k" * 16 + "…" + "k" * 31 in text  # a third of 48 from the start
+    assert "f" * 200 in format_columns(columns, max_text=None)
+
+
+def test_a_note_wraps_instead_of_being_cut():
+    note = "ncu could not replay the kernel under the application's own memory allocator " * 2
+    text = format_columns([Column("capture", False, ["python3"]), Column("note", False, [note.strip()])],
+                          width=60, table="notes")
+    rows = text.splitlines()[2:]
+    assert len(rows) > 2 and max(len(r) for r in rows) <= 60
+    assert " ".join(" ".join(r.split()) for r in rows).replace("python3 ", "", 1) == " ".join(note.split())
