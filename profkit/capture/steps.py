@@ -29,7 +29,7 @@ from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import TRACE, run_nsys
 from profkit.capture.settings import ProfileOptions
 from profkit.capture.targets import read_launches
-from profkit.errors import CaptureError
+from profkit.errors import CaptureError, ReportError
 from profkit.parse.results import parse_result_lines
 from profkit.session.store import SessionWriter
 
@@ -174,8 +174,12 @@ class NsysCapture:
         captured.sqlite = session.path(f"{target.name}.sqlite")
         captured.files.update(nsys_report=f"{target.name}.nsys-rep", nsys_sqlite=captured.sqlite.name,
                               nsys_log=f"{target.name}.nsys.log")
-        inductor = record_kernels(session.path(f"{target.name}.inductor.json"),
-                                  read_launches(captured.sqlite)["kernel"].unique())
+        try:
+            launched = read_launches(captured.sqlite)["kernel"].unique()
+        except ReportError as exc:  # the tables will say what is wrong with the export; the capture goes on
+            log(f"[{target.name}] inductor's records not looked for: {exc.message}")
+            return
+        inductor = record_kernels(session.path(f"{target.name}.inductor.json"), launched)
         if inductor is not None:  # a torch.compile program: what its generated kernels were made of
             captured.files["inductor"] = inductor.name
 

@@ -241,3 +241,14 @@ def test_nsys_of_a_compiled_program_keeps_inductors_records(tmp_path, tools, ses
     assert done.files["inductor"] == "prog.inductor.json"
     records = json.loads((session.tmp / "prog.inductor.json").read_text())["kernels"]
     assert [(r["kernel"], r["aten_ops"]) for r in records] == [(kernel, ["aten._to_copy", "aten._log_softmax"])]
+
+
+def test_nsys_with_an_export_it_cannot_read_still_captures(tmp_path, tools, session, monkeypatch):
+    """Looking for inductor's records must not fail the capture: the tables report a damaged export."""
+    timeline = tmp_path / "timeline.sqlite"
+    timeline.write_bytes(b"not a database")
+    monkeypatch.setenv("FAKE_TIMELINE", str(timeline))
+    done, lines = captured(), []
+    NsysCapture().run(Target("prog", "command", None, ["prog"]), session, ProfileOptions(), done, lines.append)
+    assert set(done.files) == {"nsys_report", "nsys_sqlite", "nsys_log"}
+    assert any("inductor's records not looked for" in line for line in lines)
