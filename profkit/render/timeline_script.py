@@ -2,7 +2,8 @@
 
 profkitTimeline.attach(divId) reads the JSON beside the figure (timeline_view.payload), draws the opening window
 and redraws on every zoom, pan or button (plotly_relayout): per lane, the items in view as boxes when they are at
-most limits.detail, else limits.bins bins over the window, each shaded by how much of it the lane was busy and
+most limits.detail and the boxes of all lanes stay within limits.boxes (lanes with fewer items first), else
+limits.bins bins over the window, each shaded by how much of it the lane was busy and
 counting the items that start in it (items that started before the window count in its first bin), so every item
 in view is drawn or counted. GPU idle gaps are shaded across all lanes; the idle lane is binned while any gap in
 view is narrower than a pixel (drawn a pixel wide, 1,000 gaps of 0.5 µs would read as most of a 30 ms window); arrows join each drawn call to the drawn
@@ -145,15 +146,28 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     var full = gd._fullLayout, pixels = full && full._size ? full._size.w : 1200;
     var minWidth = (b - a) / Math.max(pixels, 1), drawn = new Uint8Array(d.start.length);
     var under = [], over = [], summary = {range: [a, b], lanes: [], flows: 0, shaded: 0}, binnedNames = [];
+    var shown = d.lanes.map(function (lane, y) { return inView(d, lane, a, b); });
+    var order = shown.map(function (idx, y) { return y; }).sort(function (p, q) {
+      return shown[p].length - shown[q].length || p - q; });
+    var detailed = [], budget = d.limits.boxes;  // boxes for the lanes with the fewest items first
+    for (var o = 0; o < order.length; o++) {
+      var idx = shown[order[o]], kind = d.lanes[order[o]].kind;
+      detailed[order[o]] = idx.length <= Math.min(d.limits.detail, budget)
+                           && !(kind === "idle" && idx.length && narrowest(d, idx) < minWidth);
+      if (detailed[order[o]]) { budget -= idx.length; }
+    }
     for (var y = 0; y < d.lanes.length; y++) {
-      var idx = inView(d, d.lanes[y], a, b), lane = {name: d.lanes[y].name, kind: d.lanes[y].kind, items: idx.length};
-      if (!idx.length) { lane.mode = "boxes"; lane.represented = 0; summary.lanes.push(lane); continue; }
-      var detailed = idx.length <= d.limits.detail && !(d.lanes[y].kind === "idle" && narrowest(d, idx) < minWidth);
-      var trace = detailed ? boxes(d, y, idx, a, b, d.lanes[y].kind === "idle" ? 0 : minWidth, drawn) : bins(d, y, idx, a, b);
-      lane.mode = detailed ? "boxes" : "bins";
-      lane.represented = detailed ? trace.base.length : trace.customdata.reduce(function (s, c) { return s + c; }, 0);
-      if (!detailed) { binnedNames.push(d.lanes[y].name + " (" + idx.length.toLocaleString() + ")"); }
-      if (d.lanes[y].kind === "idle") { under.push(shading(trace, d.lanes.length, !detailed, minWidth)); summary.shaded = under[under.length - 1].base.length; }
+      var items = shown[y], lane = {name: d.lanes[y].name, kind: d.lanes[y].kind, items: items.length};
+      if (!items.length) { lane.mode = "boxes"; lane.represented = 0; summary.lanes.push(lane); continue; }
+      var trace = detailed[y] ? boxes(d, y, items, a, b, lane.kind === "idle" ? 0 : minWidth, drawn)
+                              : bins(d, y, items, a, b);
+      lane.mode = detailed[y] ? "boxes" : "bins";
+      lane.represented = detailed[y] ? trace.base.length : trace.customdata.reduce(function (s, c) { return s + c; }, 0);
+      if (!detailed[y]) { binnedNames.push(lane.name + " (" + items.length.toLocaleString() + ")"); }
+      if (lane.kind === "idle") {
+        under.push(shading(trace, d.lanes.length, !detailed[y], minWidth));
+        summary.shaded = under[under.length - 1].base.length;
+      }
       delete trace.share;
       over.push(trace);
       summary.lanes.push(lane);
@@ -161,8 +175,8 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     var flows = arrows(d, drawn);
     summary.flows = flows.count;
     var note = "window " + duration(b - a) + (binnedNames.length ? " · binned (zoom in for boxes): "
-               + binnedNames.join(", ") : " · every item drawn") + (flows.count ? " · " + flows.count + " call → work arrows" : flows.linked ? " · zoom in for the "
-               + flows.linked + " call → work arrows" : "");
+               + binnedNames.join(", ") : " · every item drawn") + (flows.count ? " · " + flows.count
+               + " call → work arrows" : flows.linked ? " · zoom in for the " + flows.linked + " call → work arrows" : "");
     var layout = Object.assign({}, gd.layout);
     layout.xaxis = Object.assign({}, gd.layout.xaxis, {range: [a / 1e6, b / 1e6], autorange: false});
     layout.annotations = [{xref: "paper", yref: "paper", x: 0, y: 1, xanchor: "left", yanchor: "bottom",

@@ -6,9 +6,10 @@ joins each call to the work it issued; the GPU's idle gaps are also shaded acros
 
 Python assembles the items (from profkit.render.perfetto's Timeline: the same frames, the same call-to-work
 join) into compact arrays; a small script in the page (TIMELINE_JS) draws the visible window with plotly on
-every zoom or pan: boxes where a lane holds at most DETAIL_LIMIT items in view, else BINS bins per window, each
-shaded by the share of it the lane was busy, its item count in the hover, so no item is ever cut. The view
-opens on opening_window's choice: the steady state's steps, or the densest stretch of kernels.
+every zoom or pan: boxes where a lane holds at most DETAIL_LIMIT items in view (BOX_BUDGET over all lanes), else
+BINS bins per window, each shaded by the share of it the lane was busy, its item count in the hover, so no item
+is ever cut. The view opens on opening_window's choice: the steady state's steps, or the densest stretch of
+kernels.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from profkit.render.perfetto import Timeline, issuing_calls, timelines_of, with_
 from profkit.render.timeline_script import TIMELINE_JS
 
 DETAIL_LIMIT = 1000
-"""Items of one lane in view up to which the page draws each as a box; more are binned. A plotly bar trace of a few
-thousand boxes with text redraws in well under a second; ten thousand stall a zoom for seconds."""
+"""Items of one lane in view up to which the page draws each as a box; more are binned."""
+BOX_BUDGET = 3000
+"""Boxes drawn at most over all lanes: a redraw of about 3,000 boxes takes about half a second in headless Chromium
+(plotly bar traces with text); 8,000 per lane took 5 to 10 s. Lanes with fewer items in view get boxes first."""
 BINS = 700
 """Bins of an aggregated lane across the visible window: about two pixels each at 1440 px."""
 FLOW_LIMIT = 250
@@ -42,7 +45,6 @@ DENSE_KERNELS = 300
 """Kernels in the opening window when no steady state is known: the shortest stretch of the timeline that holds
 this many consecutive kernels (a few steps of a training or decode loop, a few iterations of a benchmark)."""
 LANE_HEIGHT_PX = 26
-ITEM_KINDS = ("nvtx", "api", "idle", "copy", "kernel")
 COLORS = {"nvtx": "#8E9AAF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C", "memcpy DtoH": "#D62728",
           "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
 KERNEL_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#FF9DA6", "#9D755D", "#1F77B4",
@@ -281,7 +283,7 @@ def payload(view: TimelineView) -> dict:
         "color": color_index.tolist(), "colors": colors.tolist(),
         "correlation": items["correlation_id"].fillna(0).astype("int64").tolist(),
         "flows": view.flows[["call", "work"]].to_numpy().ravel().tolist(),
-        "limits": {"detail": DETAIL_LIMIT, "bins": BINS, "flows": FLOW_LIMIT},
+        "limits": {"detail": DETAIL_LIMIT, "boxes": BOX_BUDGET, "bins": BINS, "flows": FLOW_LIMIT},
     }
 
 

@@ -172,7 +172,11 @@ window.addEventListener("load", function () { Promise.resolve(window.profkitChar
     if (!state) { continue; }
     var view = {opening: state.summary, xrange: gd._fullLayout.xaxis.range.slice(), zooms: []};
     var zooms = ZOOMS;
-    for (var j = 0; j < zooms.length; j++) { await state.show(zooms[j][0], zooms[j][1]); view.zooms.push(state.summary); }
+    for (var j = 0; j < zooms.length; j++) {
+      Object.assign(state.data.limits, zooms[j][2] || {});
+      await state.show(zooms[j][0], zooms[j][1]);
+      view.zooms.push(state.summary);
+    }
     await Plotly.relayout(gd, {"xaxis.range": [zooms[0][0] / 1e6, zooms[0][1] / 1e6]});
     await new Promise(function (done) { setTimeout(done, 50); });
     view.relayout = state.summary;
@@ -185,13 +189,13 @@ window.addEventListener("load", function () { Promise.resolve(window.profkitChar
 </script>"""
 
 
-def drawn(view, zooms: list[tuple[int, int]], tmp_path) -> dict:
+def drawn(view, zooms: list[tuple], tmp_path) -> dict:
     """What the page drew for one view: its opening summary and x range, then one summary per zoom (ns since the
     payload's origin) and one after a plotly relayout to the first zoom."""
     fig = page_html.Figures()
     body = timeline_html(view, fig, page_html.DEFERRED_TYPE, "timeline")
     text = page_html.page_html("timeline", [], [body], fig.count)
-    probe = PROBE.replace("ZOOMS", json.dumps([list(z) for z in zooms]))
+    probe = PROBE.replace("ZOOMS", json.dumps([list(z) for z in zooms]))  # (start, end[, limits to set])
     page = tmp_path / "timeline.html"
     page.write_text(text.replace("</body>", probe + "</body>"), encoding="utf-8")
     result = chromium(["--dump-dom", page.resolve().as_uri()], tmp_path / "chrome")
@@ -218,13 +222,14 @@ def test_synthetic_timeline_bins_when_zoomed_out_and_draws_boxes_when_zoomed_in(
     origin = data["origin_ns"]
     whole = tuple(data["extent"])
     narrow = (data["window"][0], data["window"][0] + 400_000)  # 400 µs: about 65 kernels
-    result = drawn(view, [whole, narrow], tmp_path)
+    wide = (data["window"][0], data["window"][0] + 6_000_000)  # about 850 kernels and 850 calls
+    result = drawn(view, [whole, narrow, (*wide, {"boxes": 1500})], tmp_path)
     kernel_lane = lambda summary: next(l for l in summary["lanes"] if l["kind"] == "kernel")  # noqa: E731
     opening = kernel_lane(result["opening"])
     assert opening["mode"] == "boxes"
     assert opening["items"] == opening["represented"] == in_window(view, "kernel", *view.window_ns)
     assert result["xrange"] == pytest.approx([t / 1e6 for t in data["window"]])
-    zoomed_out, zoomed_in = (kernel_lane(s) for s in result["zooms"])
+    zoomed_out, zoomed_in = (kernel_lane(s) for s in result["zooms"][:2])
     assert zoomed_out["mode"] == "bins" and zoomed_out["items"] == zoomed_out["represented"] == SYNTHETIC_KERNELS
     api = next(l for l in result["zooms"][0]["lanes"] if l["kind"] == "api")
     assert api["mode"] == "bins" and api["represented"] == SYNTHETIC_KERNELS
@@ -236,6 +241,15 @@ def test_synthetic_timeline_bins_when_zoomed_out_and_draws_boxes_when_zoomed_in(
             & (calls["end_ns"] > origin + narrow[0]))
     assert result["zooms"][1]["flows"] == int(both.sum()) > 0
     assert result["relayout"]["range"] == pytest.approx(list(whole))
+    # with room for 1,500 boxes over all lanes, the lane with fewer items in view gets boxes, the other is binned
+    api, kernel = (next(l for l in result["zooms"][2]["lanes"] if l["kind"] == k) for k in ("api", "kernel"))
+    counts = {k: in_window(view, k, origin + wide[0], origin + wide[1]) for k in ("api", "kernel")}
+    assert (api["items"], kernel["items"]) == (counts["api"], counts["kernel"])
+    assert 750 < min(counts.values()) and max(counts.values()) < 1000
+    fewer = min(counts, key=lambda k: (counts[k], k != "api"))  # a tie goes to the upper lane: the API calls
+    modes = {"api": api["mode"], "kernel": kernel["mode"]}
+    assert modes[fewer] == "boxes" and modes[({"api", "kernel"} - {fewer}).pop()] == "bins"
+    assert api["represented"] == api["items"] and kernel["represented"] == kernel["items"]
 
 
 @needs_chromium
