@@ -1,15 +1,16 @@
 """The script that draws an HTML report's timeline (timeline_view) in the page: plain JavaScript over plotly, offline.
 
 profkitTimeline.attach(divId) reads the JSON beside the figure (timeline_view.payload), draws the opening window
-and redraws on every zoom, pan or button (plotly_relayout): per lane, the items in view as boxes when they are at
-most limits.detail and the boxes of all lanes stay within limits.boxes (lanes with fewer items first), else
-limits.bins bins over the window, each shaded by how much of it the lane was busy and
-counting the items that start in it (items that started before the window count in its first bin), so every item
-in view is drawn or counted. GPU idle gaps are shaded across all lanes; the idle lane is binned while any gap in
-view is narrower than a pixel (drawn a pixel wide, 1,000 gaps of 0.5 µs would read as most of a 30 ms window); arrows join each drawn call to the drawn
-work it issued (at most limits.flows). A box narrower than a pixel is drawn one pixel wide; its hover keeps the
-real duration. Each draw leaves a summary in gd.__profkitTimeline.summary: per lane, the mode ("boxes" / "bins"),
-the items in view and the items drawn or counted, and the arrows drawn.
+and redraws on every zoom, pan or button (plotly_relayout). Per lane, the items in view are boxes when they are at
+most limits.detail and the boxes of all lanes stay within limits.boxes (lanes with fewer items first); else
+limits.bins bins over the window, each shaded by how much of it the lane was busy and counting the items that
+start in it (those that started before the window count in its first bin), so every item in view is drawn or
+counted. A box narrower than a pixel is drawn one pixel wide; its hover keeps the real duration.
+
+GPU idle gaps are shaded across all lanes; the idle lane is binned while any gap in view is narrower than a pixel
+(drawn a pixel wide, 1,000 gaps of 0.5 µs would read as most of a 30 ms window). Arrows join each drawn call to
+the drawn work it issued (none past limits.flows). Each draw leaves a summary in gd.__profkitTimeline.summary: per
+lane, the mode ("boxes" / "bins"), the items in view and the items drawn or counted; the arrows drawn.
 """
 
 TIMELINE_JS = r"""
@@ -43,7 +44,9 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     d.laneOf = new Int32Array(n);
     for (var y = 0; y < d.lanes.length; y++) {
       lane = d.lanes[y]; m = -Infinity;
-      for (i = lane.first; i < lane.first + lane.count; i++) { m = Math.max(m, d.end[i]); d.reach[i] = m; d.laneOf[i] = y; }
+      for (i = lane.first; i < lane.first + lane.count; i++) {
+        m = Math.max(m, d.end[i]); d.reach[i] = m; d.laneOf[i] = y;
+      }
     }
     d.callOf = new Int32Array(n).fill(-1);
     for (i = 0; i < d.flows.length; i += 2) { d.callOf[d.flows[i + 1]] = d.flows[i]; }
@@ -84,7 +87,8 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     var busy = new Float64Array(count), starts = new Int32Array(count);
     for (var k = 0; k < idx.length; k++) {
       var s = Math.max(d.start[idx[k]], a), e = Math.min(d.end[idx[k]], b);
-      var first = Math.min(count - 1, Math.floor((s - a) / step)), last = Math.min(count - 1, Math.floor((e - a) / step));
+      var first = Math.min(count - 1, Math.floor((s - a) / step));
+      var last = Math.min(count - 1, Math.floor((e - a) / step));
       starts[first] += 1;
       for (var j = first; j <= last; j++) {
         busy[j] += Math.min(e, a + (j + 1) * step) - Math.max(s, a + j * step);
@@ -162,7 +166,8 @@ window.profkitTimeline = window.profkitTimeline || (function () {
       var trace = detailed[y] ? boxes(d, y, items, a, b, lane.kind === "idle" ? 0 : minWidth, drawn)
                               : bins(d, y, items, a, b);
       lane.mode = detailed[y] ? "boxes" : "bins";
-      lane.represented = detailed[y] ? trace.base.length : trace.customdata.reduce(function (s, c) { return s + c; }, 0);
+      lane.represented = detailed[y] ? trace.base.length
+                                     : trace.customdata.reduce(function (s, c) { return s + c; }, 0);
       if (!detailed[y]) { binnedNames.push(lane.name + " (" + items.length.toLocaleString() + ")"); }
       if (lane.kind === "idle") {
         under.push(shading(trace, d.lanes.length, !detailed[y], minWidth));
@@ -175,8 +180,9 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     var flows = arrows(d, drawn);
     summary.flows = flows.count;
     var note = "window " + duration(b - a) + (binnedNames.length ? " · binned (zoom in for boxes): "
-               + binnedNames.join(", ") : " · every item drawn") + (flows.count ? " · " + flows.count
-               + " call → work arrows" : flows.linked ? " · zoom in for the " + flows.linked + " call → work arrows" : "");
+               + binnedNames.join(", ") : " · every item drawn");
+    if (flows.count) { note += " · " + flows.count + " call → work arrows"; }
+    else if (flows.linked) { note += " · zoom in for the " + flows.linked + " call → work arrows"; }
     var layout = Object.assign({}, gd.layout);
     layout.xaxis = Object.assign({}, gd.layout.xaxis, {range: [a / 1e6, b / 1e6], autorange: false});
     layout.annotations = [{xref: "paper", yref: "paper", x: 0, y: 1, xanchor: "left", yanchor: "bottom",
@@ -188,7 +194,9 @@ window.profkitTimeline = window.profkitTimeline || (function () {
 
   function requested(event, d) {  // the window (ns) a relayout event asks for, or null
     if (event["xaxis.autorange"]) { return d.extent.slice(); }
-    if (event["xaxis.range[0]"] !== undefined) { return [event["xaxis.range[0]"] * 1e6, event["xaxis.range[1]"] * 1e6]; }
+    if (event["xaxis.range[0]"] !== undefined) {
+      return [event["xaxis.range[0]"] * 1e6, event["xaxis.range[1]"] * 1e6];
+    }
     if (event["xaxis.range"]) { return [event["xaxis.range"][0] * 1e6, event["xaxis.range"][1] * 1e6]; }
     return null;
   }

@@ -94,11 +94,16 @@ def test_flows_join_each_call_to_the_work_of_its_correlation_id(train_view, trai
     found = {w: (c, k) for w, c, k in zip(work["start_ns"], calls["start_ns"], calls["correlation_id"])}
     assert found == expected
     assert (calls["correlation_id"].to_numpy() == work["correlation_id"].to_numpy()).all()
-    # by hand, from the export: the first kernel (distribution_elementwise_grid_stride_kernel at 13181004562 ns)
-    # was launched by the cudaLaunchKernel of correlationId 221 that started at 13177873104 ns
-    first = work["start_ns"] == 13181004562
-    assert calls["start_ns"][first.to_numpy()].tolist() == [13177873104]
-    assert items.loc[flows["call"][first.to_numpy()], "name"].tolist() == ["cudaLaunchKernel"]
+    # by hand, from the export (sqlite3 on python3.sqlite): the first kernel, the first memset and the first kernel
+    # Triton launched, with the call of their correlationId
+    by_hand = {13181004562: (13177873104, 881, "cudaLaunchKernel"),
+               13358263286: (13358238150, 2395, "cudaMemsetAsync"),
+               13358301365: (13358264346, 2396, "cuLaunchKernelEx")}
+    for work_start, (call_start, correlation, name) in by_hand.items():
+        row = (work["start_ns"] == work_start).to_numpy()
+        assert calls["start_ns"][row].tolist() == [call_start]
+        assert calls["correlation_id"][row].tolist() == [correlation]
+        assert calls["name"][row].tolist() == [name]
 
 
 def test_opens_on_the_steady_steps(train_view):
