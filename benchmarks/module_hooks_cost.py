@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from profkit.bench.timing import median_interval
+from profkit.process import require_tool
 from profkit.capture.nsys import TRACE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,32 +52,49 @@ def _run(command: list[str], env: dict | None) -> str:
     return proc.stdout
 
 
-def run(out: Path, rounds: int, steps: int, compile_model: bool) -> dict:
-    """Every round's step times per configuration (profiler: none / nsys) and variant (plain / hooks)."""
+PROFILERS = ("none", "nsys")
+
+
+def train_step(steps: int, compile_model: bool) -> list[str]:
+    """The measured program: benchmarks/train_step.py, eager (every module call hooked) or compiled."""
+    return [sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--steps", str(steps)] + \
+        (["--compile"] if compile_model else [])
+
+
+def _prefix(profiler: str, report: Path) -> list[str]:
+    """The profiler's command in front of the program: none, or nsys with profkit's own trace options."""
+    if profiler == "none":
+        return []
+    return [require_tool("nsys"), "profile", *TRACE, "--sample=none", "--cpuctxsw=none", "--force-overwrite",
+            "true", "-o", str(report)]
+
+
+def _versions() -> dict:
+    """The GPU and torch of the run ("" off a CUDA machine)."""
+    import torch
+
+    return {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "", "torch": torch.__version__}
+
+
+def run(out: Path, rounds: int, program: list[str], profilers: tuple[str, ...] = PROFILERS) -> dict:
+    """Every round's steady step times per profiler and variant (plain / hooks), written to out/module_hooks.json."""
     from profkit.capture.torch_modules import hook_dir
 
-    program = [sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--steps", str(steps)] + \
-        (["--compile"] if compile_model else [])
-    times: dict = {profiler: {"plain": [], "hooks": []} for profiler in ("none", "nsys")}
+    times: dict = {profiler: {"plain": [], "hooks": []} for profiler in profilers}
     with tempfile.TemporaryDirectory(prefix="profkit-hooks-") as hooks, \
             tempfile.TemporaryDirectory(prefix="profkit-nsys-") as reports:
         variants = {"plain": None, "hooks": hook_dir(hooks)}
-        for profiler in ("none", "nsys"):
+        for profiler in profilers:
             for i in range(rounds):
                 for variant in (("plain", "hooks") if i % 2 == 0 else ("hooks", "plain")):
-                    prefix = [] if profiler == "none" else \
-                        ["nsys", "profile", *TRACE, "--sample=none", "--cpuctxsw=none", "--force-overwrite", "true",
-                         "-o", str(Path(reports) / f"{variant}{i}")]
                     started = time.perf_counter()
-                    output = _run(prefix + program, variants[variant])
+                    output = _run(_prefix(profiler, Path(reports) / f"{variant}{i}") + program, variants[variant])
                     times[profiler][variant].append(step_times_ms(output))
                     print(f"{profiler} round {i} {variant}: {len(times[profiler][variant][-1])} steps, "
                           f"{time.perf_counter() - started:.1f} s", flush=True)
-    import torch
-
     result = {"benchmark": "module hooks cost", "program": " ".join(program[1:]), "warmup_steps": WARMUP,
-              "rounds": rounds, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "step_ms": times}
+              "rounds": rounds, **_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "step_ms": times}
     out.mkdir(parents=True, exist_ok=True)
     (out / "module_hooks.json").write_text(json.dumps(result, indent=1))
     return result
@@ -104,12 +122,15 @@ def summarize(raw: Path, output: Path) -> dict:
     flat = {profiler: {variant: [t for one in runs for t in one] for variant, runs in by_variant.items()}
             for profiler, by_variant in data["step_ms"].items()}
     figures = {profiler: cost(v["plain"], v["hooks"]) for profiler, v in flat.items()}
-    under_nsys = figures["nsys"]["cost_pct"]
     result = {key: data[key] for key in ("benchmark", "program", "warmup_steps", "rounds", "gpu", "torch", "created")}
-    result.update(method=__doc__.split("\n\n", 2)[2].strip(), goal_pct=GOAL_PCT, cost=figures,
-                  on_by_default=under_nsys <= GOAL_PCT,
-                  verdict=f"the hooks cost {under_nsys:+.1f}% of a steady training step under nsys "
-                          f"({'at most' if under_nsys <= GOAL_PCT else 'more than'} {GOAL_PCT:g}%)")
+    result.update(method=__doc__.split("\n\n", 2)[2].strip(), goal_pct=GOAL_PCT, cost=figures)
+    if "nsys" in figures:
+        under_nsys = figures["nsys"]["cost_pct"]
+        result.update(on_by_default=under_nsys <= GOAL_PCT,
+                      verdict=f"the hooks cost {under_nsys:+.1f}% of a steady training step under nsys "
+                              f"({'at most' if under_nsys <= GOAL_PCT else 'more than'} {GOAL_PCT:g}%)")
+    else:
+        result.update(on_by_default=None, verdict="no run under nsys: no verdict")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -128,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     done.add_argument("-o", "--output", type=Path, default=ROOT / "reports" / "benchmarks" / "module_hooks_cost.json")
     args = parser.parse_args(argv)
     if args.command == "run":
-        run(args.out, args.rounds, args.steps, args.compile)
+        run(args.out, args.rounds, train_step(args.steps, args.compile))
         return 0
     print(json.dumps(summarize(args.raw, args.output)["cost"], indent=1))
     return 0

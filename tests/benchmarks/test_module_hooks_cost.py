@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -42,3 +43,23 @@ def test_the_rule_reads_the_cost_under_nsys(tmp_path, extra_ms, on):
     assert result["cost"]["nsys"]["cost_pct"] == pytest.approx(10 * extra_ms)
     assert result["on_by_default"] is on
     assert json.loads((tmp_path / "out.json").read_text())["on_by_default"] is on
+
+
+FAKE_PROGRAM = """
+import sys
+hooked = "profkit_torch_modules" in sys.modules  # imported by the hooks' sitecustomize, as in a capture
+for step in range(8):
+    print(f"step {step}: loss 1.0000  {(12.0 if hooked else 10.0) + 0.01 * step:.2f} ms")
+"""
+
+
+def test_a_run_hooks_one_variant_of_each_round(tmp_path):
+    """Without a GPU: a stand-in program that reports slower steps when the hooks are installed in it."""
+    program = tmp_path / "prog.py"
+    program.write_text(FAKE_PROGRAM)
+    raw = bench.run(tmp_path / "out", 2, [sys.executable, str(program)], profilers=("none",))
+    steps = raw["step_ms"]["none"]
+    assert steps["plain"] == [[10.05, 10.06, 10.07]] * 2 and steps["hooks"] == [[12.05, 12.06, 12.07]] * 2
+    result = bench.summarize(tmp_path / "out" / "module_hooks.json", tmp_path / "summary.json")
+    assert result["cost"]["none"]["cost_pct"] == pytest.approx(100 * 2.0 / 10.06, abs=0.01)
+    assert result["on_by_default"] is None  # the rule needs the run under nsys
