@@ -166,7 +166,7 @@ class Profile:
 
 
 def load(path: str | Path, *, root: str | Path | None = None,
-         source_dirs: Iterable[str | Path] = ()) -> Profile:
+         source_dirs: Iterable[str | Path] = (), step: str | None = None) -> Profile:
     """Open one input; its tables are built when first asked for.
 
     Args:
@@ -176,6 +176,8 @@ def load(path: str | Path, *, root: str | Path | None = None,
         root: Where session names are looked up (default ./sessions).
         source_dirs: Folders where the source table looks first for a source file the report records at a path
             that does not exist here (then the input's folder, its project and the current folder).
+        step: What starts each step of the program, a regular expression searched in NVTX range names, else in
+            kernel names (`profkit show --step`); by default found from the timeline (analyse.steps).
 
     Returns:
         The loaded input.
@@ -184,8 +186,11 @@ def load(path: str | Path, *, root: str | Path | None = None,
         profkit.errors.UsageError: Nothing profkit can read is at `path`.
         profkit.errors.ReportError: A report or session is damaged or cannot be read.
     """
+    from profkit.analyse.steps import use_step
+
     bundle = open_bundle(path, Path(root) if root else None)
     bundle.source_dirs = tuple(Path(d) for d in source_dirs)
+    use_step(bundle, step)
     return Profile(bundle)
 
 
@@ -270,7 +275,7 @@ def report(*inputs: Profile | str | Path, diff: DiffResult | None = None, path: 
 
 
 def show(paths: Iterable[str | Path], names: Iterable[str] = (), *, every: bool = False,
-         root: str | Path | None = None, source_dirs: Iterable[str | Path] = ()
+         root: str | Path | None = None, source_dirs: Iterable[str | Path] = (), step: str | None = None
          ) -> list[tuple[Profile, str, pd.DataFrame]]:
     """What `profkit show` prints, as tables.
 
@@ -280,6 +285,7 @@ def show(paths: Iterable[str | Path], names: Iterable[str] = (), *, every: bool 
         every: Every table that applies to each input instead.
         root: Where session names are looked up (default ./sessions).
         source_dirs: Where the source table looks first for source files (as `load` takes them).
+        step: What starts each step of the programs (as `load` takes it).
 
     Returns:
         (input, table name, table) for each input and table, in order.
@@ -289,7 +295,7 @@ def show(paths: Iterable[str | Path], names: Iterable[str] = (), *, every: bool 
             naming every such miss, raised before any table is built).
     """
     source_dirs = tuple(source_dirs)
-    profiles = [load(p, root=root, source_dirs=source_dirs) for p in paths]
+    profiles = [load(p, root=root, source_dirs=source_dirs, step=step) for p in paths]
     names = list(dict.fromkeys(names))
     for name in names:
         registry.spec(name)  # unknown names first

@@ -104,9 +104,11 @@ COLUMNS: dict[str, Column] = {
                                  "nsys API calls"),
     "api_median_us": Column("µs", "median duration of the launch API call", "nsys CUDA API"),
     "queue_median_us": Column("µs", "median wait from the launch call to the kernel start", "nsys"),
-    "gpu_busy_pct": Column("%", "share of the loop's span in which its GPU ran any kernel (the loop's or others', "
-                                "streams merged); the span runs from the row's first kernel start to its last end on "
-                                "each GPU, summed over GPUs", "nsys: merged kernel time within the span / span"),
+    "gpu_busy_pct": Column("%", "launch: share of the loop's span in which its GPU ran any kernel (the loop's or "
+                                "others', streams merged); the span runs from the row's first kernel start to its "
+                                "last end on each GPU, summed over GPUs; steps: kernel_us as a share of the step's "
+                                "wall_us × the capture's GPUs (≤ 100)",
+                           "nsys: merged kernel time within the span (the step) / span"),
     "span_us": Column("µs", "from the GPU's first activity to its last", "nsys"),
     "busy_us": Column("µs", "time anything (kernel, copy, memset) ran on the GPU", "nsys, intervals merged over streams"),
     "idle_us": Column("µs", "span_us - busy_us", "nsys"),
@@ -114,8 +116,10 @@ COLUMNS: dict[str, Column] = {
     "gaps": Column("count", "idle gaps between activities", "nsys"),
     "median_gap_us": Column("µs", "median idle gap", "nsys"),
     "max_gap_us": Column("µs", "longest idle gap", "nsys"),
-    "start_ns": Column("ns", "start of the gap (the GPU's timestamp)", "nsys"),
-    "end_ns": Column("ns", "end of the gap", "nsys"),
+    "start_ns": Column("ns", "gaps: start of the gap; steps: the step's start, its first activity's start (the GPU's "
+                             "timestamp)", "nsys"),
+    "end_ns": Column("ns", "gaps: end of the gap; steps: the step's end, the next step's start (the last step: its "
+                           "last activity's end)", "nsys"),
     "gap_us": Column("µs", "length of the gap", "nsys"),
     "before": Column("text", "the activity whose end opened the gap", "nsys"),
     "after": Column("text", "the activity that ended the gap", "nsys"),
@@ -242,12 +246,40 @@ COLUMNS: dict[str, Column] = {
                                       "run, launch in it), else the capture's launch number",
                               "ncu report / guided plan"),
     # ranges, weighted
-    "kernels": Column("count", "kernel instances in the range", "ncu"),
+    "kernels": Column("count", "ranges: kernel instances in the range; steps: kernels the step's launches ran (a "
+                               "CUDA graph launch runs several)", "ncu / nsys"),
     "figure": Column("text", "the counter being averaged", "ncu"),
     "time_weighted": Column("varies", "the counter averaged over profiled kernels, weighted by timeline time",
                             "ncu ⋈ nsys"),
     "covered_time_pct": Column("%", "the profiled kernels' share of the timeline's kernel time (what the average "
                                     "covers)", "ncu ⋈ nsys"),
+    # steps and the steady state (analyse.steps, analyse.hostbound)
+    "step": Column("text", "the step's number, 0-based in time order; median, p10, p90: each figure's own median and "
+                           "10th / 90th percentile over the steady steps; initialisation: from the capture's first "
+                           "activity to its first steady step", "analyse.steps"),
+    "part": Column("text", "steps: warm-up (a leading step whose wall time is an outlier against the later steps: "
+                           "modified z-score over 3.5 and more than 10 % off their median), steady, last (no step "
+                           "follows to end it); idle, gaps: the part of the run, steady (the steady steps), "
+                           "initialisation (before them, warm-up included), after (the last step, teardown), whole "
+                           "run (no step repeats)", "analyse.steps"),
+    "how": Column("text", "how the steps were found: nvtx:NAME (a range repeated at the outermost level of a thread, "
+                          "or --step naming it), kernel:REGEX (--step naming the kernel that starts each step), "
+                          "sequence (the period of the launched kernel names)", "analyse.steps"),
+    "wall_us": Column("µs", "the step's time on the GPU's clock: end_ns - start_ns", "nsys"),
+    "kernel_us": Column("µs", "time any kernel ran within the step (streams merged: overlapping kernels count once), "
+                              "summed over GPUs", "nsys"),
+    "idle_host_us": Column("µs", "GPU idle (nothing ran) closed by work launched after the gap began, less its sync "
+                                 "part: the GPU waited for the host", "nsys kernels and launch calls"),
+    "idle_sync_us": Column("µs", "GPU idle after the host waited in a synchronising call (cuda*Synchronize, "
+                                 "synchronous copies), up to the next kernel and at most as long as the GPU still ran "
+                                 "while the host waited; NaN when the capture's API calls are not known",
+                           "nsys CUDA API"),
+    "idle_copy_us": Column("µs", "a copy or memset ran and no kernel did", "nsys memcpy/memset"),
+    "idle_other_us": Column("µs", "GPU idle with the next work already launched (a dependency, an event, launch "
+                                  "latency); kernel_us and the four idle columns add up to wall_us × GPUs", "nsys"),
+    "value": Column("varies", "hostbound: the finding's figure, in the row's unit", "analyse.hostbound"),
+    "unit": Column("text", "hostbound: the value's unit; a share names what it is a share of ('% of the step': the "
+                           "median steady step's wall time)", "analyse.hostbound"),
     # host side (analyse.host)
     "api_kind": Column("text", "what the CUDA API call does: sync (blocks the host until GPU work is done), launch, "
                                "copy, memset, alloc, module (load, unload, kernel lookup), attribute (kernel "
@@ -263,9 +295,12 @@ COLUMNS: dict[str, Column] = {
                                       "repeats", "nsys CUDA API, analyse.steps"),
     "api_us_per_step": Column("µs", "host time of the calls starting within the steady steps, per steady step; NaN "
                                     "when no step repeats", "nsys CUDA API, analyse.steps"),
-    "finding": Column("text", "CUDA API time (every call), synchronising call, pageable copy, synchronous copy, "
-                              "synchronous memset, recurring GPU gap (idle gaps of 1 ms or more ending at the same "
-                              "activity), module load in steady state", "analyse.host"),
+    "finding": Column("text", "host: CUDA API time (every call), synchronising call, pageable copy, synchronous "
+                              "copy, synchronous memset, recurring GPU gap (idle gaps of 1 ms or more ending at the "
+                              "same activity), module load in steady state; hostbound: a figure of the steady state "
+                              "(step, GPU busy, launch rate, median kernel and gap, host time per launch, GPU waits "
+                              "for the host or after a sync, verdict) or a remedy with the most it could save per "
+                              "step", "analyse.host / analyse.hostbound"),
     "nsys_rule": Column("text", "the nsys analyze rule the finding follows (cuda_api_sync, cuda_memcpy_async, "
                                 "cuda_memcpy_sync, cuda_memset_sync, gpu_gaps); empty for profkit's own",
                         "nsys Expert System rules"),
@@ -281,7 +316,8 @@ COLUMNS: dict[str, Column] = {
                                "nsys, analyse.steps"),
     "evidence": Column("text", "the figures behind the finding: counts, median and longest, bytes and bandwidth, "
                                "the calls the launching thread made in the gaps, the first times (s from the "
-                               "capture's first call)", "nsys"),
+                               "capture's first call); hostbound: what the value is made of, from the steady steps",
+                       "nsys"),
     # rules
     "rule": Column("text", "the ncu rule", "ncu rule results"),
     "title": Column("text", "the rule's title", "ncu rule results"),

@@ -4,7 +4,8 @@ its roofline ceiling would save; GPU idle time as rows of its own.
 Inputs: the nsys timeline (nsys_kernels), the profiled launches (launches: analyse.tables.launch_table), and for a
 guided capture its plan (targets: the steady-state start, which launch was profiled for which instance).
 
-Per kernel instance (kernel, grid, block) over the steady state (a guided capture's, else the whole timeline):
+Per kernel instance (kernel, grid, block) over the steady state (the program's steady steps, analyse.steps; else a
+guided capture's steady start on; else the whole timeline):
   time_us, launches, time_pct        GPU time of its launches and its share of the table's kernel time (the kernel
                                      rows add up to 100; idle rows have none: idle time is no kernel time)
   span_pct                           its share of the GPU time of the window: every GPU's kernel time plus its idle
@@ -33,10 +34,10 @@ Per kernel instance (kernel, grid, block) over the steady state (a guided captur
                                      one grid for every problem size), the row's duration class ("2/3 66.2-95.7 µs",
                                      analyse.instances): each class is a row, `profiled` only when ncu took a launch
                                      of that class (the one nearest in duration), which then stands for it alone
-For a guided capture (its steady state is known), rows "GPU idle: host-bound" (gaps where the next launch call came
-after the GPU went idle: the GPU waited for the host) and "GPU idle: other" (gaps with the launch already queued:
-synchronisation, copies) carry their idle time as time_us and saved_us, each GPU's gaps counted on their own. Rows
-are ranked by saved_us; instances that were not profiled follow, by time.
+For a program whose steady state is known (its steps, or a guided capture's), rows "GPU idle: host-bound" (gaps
+where the next launch call came after the GPU went idle: the GPU waited for the host) and "GPU idle: other" (gaps
+with the launch already queued: synchronisation, copies) carry their idle time as time_us and saved_us, each GPU's
+gaps counted on their own. Rows are ranked by saved_us; instances that were not profiled follow, by time.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import pandas as pd
 from profkit.analyse import roofline
 from profkit.analyse.instances import NCU_EXTRA_NS, WORK, class_ranges, nearest_class, span_text, work_classes
 from profkit.analyse.kernel_rows import kernel_rows
+from profkit.analyse.steps import in_window
 from profkit.analyse.timeline import gpu_idle_gaps
 
 HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "work", "module", "launches", "time_us", "time_pct",
@@ -87,6 +89,23 @@ def per_gpu(window: pd.DataFrame) -> pd.DataFrame:
     if "capture" not in window or window["capture"].nunique(dropna=False) <= 1:
         return window.assign(device=device)
     return window.assign(device=pd.factorize(pd.MultiIndex.from_arrays([window["capture"].astype(str), device]))[0])
+
+
+def window_gaps(nsys: pd.DataFrame, windows: dict[str, tuple[int, int]]) -> pd.DataFrame:
+    """The idle gaps (idle_gaps of the whole timeline) that begin in their capture's window [start, end) (ns), each
+    cut at the window's end: the gap that ends a window's last step closes on the next step's first kernel, outside
+    it. Captures without a window keep all their gaps."""
+    gaps = idle_gaps(nsys)
+    if gaps.empty or not windows:
+        return gaps
+    captures = per_gpu(nsys).assign(capture=nsys["capture"].astype(str) if "capture" in nsys else "")
+    owner = dict(zip(captures["device"], captures["capture"]))  # per_gpu's device code -> its capture
+    bounds = gaps["device"].map(owner).map(windows)
+    lo = np.array([b[0] if isinstance(b, tuple) else -np.inf for b in bounds], dtype=float)
+    hi = np.array([b[1] if isinstance(b, tuple) else np.inf for b in bounds], dtype=float)
+    start = gaps["start_ns"].to_numpy(dtype=float)
+    gaps = gaps.assign(end_ns=np.minimum(gaps["end_ns"].to_numpy(dtype=float), hi))[(start >= lo) & (start < hi)]
+    return gaps.assign(gap_us=(gaps["end_ns"] - gaps["start_ns"]) / 1e3)
 
 
 def idle_gaps(window: pd.DataFrame) -> pd.DataFrame:
@@ -154,11 +173,12 @@ def _hottest_lines(source: pd.DataFrame) -> dict:
 
 
 def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.DataFrame | None = None,
-             source: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The ranked table (HOTSPOT_COLUMNS); see the module docstring."""
+             source: pd.DataFrame | None = None, steady: dict[str, tuple[int, int]] | None = None) -> pd.DataFrame:
+    """The ranked table (HOTSPOT_COLUMNS); see the module docstring. steady: each capture's steady state (start_ns,
+    end_ns: analyse.steps.steady_window), which then replaces a guided capture's steady start."""
     if nsys_kernels is None or nsys_kernels.empty:
         return pd.DataFrame(columns=HOTSPOT_COLUMNS)
-    window = steady_window(nsys_kernels, targets)
+    window = in_window(nsys_kernels, steady) if steady else steady_window(nsys_kernels, targets)
     frame = window.assign(us=pd.to_numeric(window["duration_ns"], errors="coerce") / 1e3,
                           module=[_leaf(p) for p in window.get("nvtx_path", pd.Series("", index=window.index))],
                           **{k: window[k].fillna("").astype(str) for k in INSTANCE if k in window})
@@ -167,7 +187,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
     frame[WORK] = work_classes(frame, INSTANCE)  # launches of different work under one instance: rows of their own
     ranges = class_ranges(frame, INSTANCE)
     busy = frame["us"].sum()
-    gaps = idle_gaps(window)
+    gaps = window_gaps(nsys_kernels, steady) if steady else idle_gaps(window)
     gpu_us = gpu_time_us(busy, gaps)
     by_module = frame.groupby([*KEY, "module"], sort=False)["us"].sum().reset_index()
     named: dict[tuple, list[str]] = {}  # instance -> its modules, most time first (one sort, not one per instance)
@@ -200,7 +220,7 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
         rows["profiled_launch"] = [planned.get((*k, int(n) if pd.notna(n) else None)) or own for k, n, own in
                                    zip(rows[plan_keys].astype(str).itertuples(index=False), rows["launch"],
                                        rows["profiled_launch"].astype(object).fillna(""))]
-    guided = targets is not None and not targets.empty
+    guided = bool(steady) or (targets is not None and not targets.empty)
     out = pd.concat([rows, pd.DataFrame(idle_rows(window, gaps, gpu_us) if guided else [])], ignore_index=True)
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
     measured = out[out["saved_us"].notna()].sort_values("saved_us", ascending=False)
@@ -212,6 +232,27 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
         if column not in out:
             out[column] = np.nan if column not in ("module", "profiled_launch", "bound", "top_stall", "limit",
                                                    "source", "grid", "block", "function", WORK) else ""
+    text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block", "function", WORK]
+    out[text] = out[text].astype(object).fillna("")
+    return out[HOTSPOT_COLUMNS]
+
+
+def with_initialisation(table: pd.DataFrame, steps_view: pd.DataFrame) -> pd.DataFrame:
+    """The ranked table with one last row per capture whose steady state is known: kind "initialisation", its wall
+    time as time_us and its launches (analyse.steps.steps_view's initialisation row: the first activity to the first
+    steady step, warm-up steps included), outside every share: the rows above describe the steady state."""
+    if steps_view is None or steps_view.empty or table.empty:
+        return table
+    init = steps_view[steps_view["step"] == "initialisation"]
+    several = steps_view["capture"].nunique() > 1
+    rows = [{"kind": "initialisation", "launches": row.launches, "time_us": row.wall_us, "profiled": False,
+             "kernel": f"{row.capture + ': ' if several else ''}before the first steady step (warm-up included): "
+                       f"{row.wall_us / 1e6:.2f} s, {int(row.kernels)} kernels, GPU busy {row.gpu_busy_pct:.1f} % "
+                       "of it; in no share (-t steps)"} for row in init.itertuples()]
+    if not rows:
+        return table
+    extra = pd.DataFrame(rows).assign(rank=np.arange(len(table) + 1, len(table) + len(rows) + 1))
+    out = pd.concat([table, extra], ignore_index=True)
     text = ["module", "profiled_launch", "bound", "top_stall", "limit", "source", "grid", "block", "function", WORK]
     out[text] = out[text].astype(object).fillna("")
     return out[HOTSPOT_COLUMNS]

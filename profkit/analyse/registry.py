@@ -5,7 +5,8 @@ column glossary (docs/columns.md) all iterate TABLES. A new table is one `regist
 a function of a Bundle (analyse.bundle: the stored tables of a session or of raw reports) to a DataFrame.
 
 needs: requirements on the input's kinds (Bundle.kinds), all of which must hold; "a|b" means either.
-default: "ncu" shows the table by default for inputs with profiled launches, "nsys" for timeline-only inputs.
+default: "ncu" shows the table by default for inputs with profiled launches, "nsys" for timeline-only inputs,
+"guided" for guided captures of a program; "a|b" for either.
 """
 
 from __future__ import annotations
@@ -103,10 +104,10 @@ def applicable(bundle: Bundle) -> list[str]:
 
 def defaults(bundle: Bundle) -> list[str]:
     """The tables `profkit show` prints without -t: the "ncu" defaults for inputs with profiled launches, else the
-    "nsys" ones."""
+    "nsys" ones; and the "guided" ones for a guided capture."""
     kinds = bundle.kinds
-    which = "ncu" if "ncu" in kinds else "nsys"
-    return [s.name for s in all_specs() if s.default == which and not s.missing(kinds)]
+    wanted = {"ncu" if "ncu" in kinds else "nsys"} | ({"guided"} & kinds)
+    return [s.name for s in all_specs() if wanted & set((s.default or "").split("|")) and not s.missing(kinds)]
 
 
 def build(bundle: Bundle, name: str) -> pd.DataFrame:

@@ -30,9 +30,10 @@ find_steps gives one row per step (STEP_COLUMNS), per capture (each program on i
   how                           how the step was found: "nvtx:<range name>" (a repeated NVTX range starts each step),
                                 "kernel:<regex>" (--step naming a kernel) or "sequence" (the kernel sequence repeats)
 
-Detection (first that gives MIN_REPEATS steps with GPU work): step_regex (an NVTX range name, else a kernel name, that
-starts each step); the NVTX range name repeated most often at the outermost level of one thread; the period of the
-launched kernel-name sequence. Initialisation is everything before the first steady step (steady_window).
+Detection (first that gives MIN_REPEATS steps of MIN_STEP_LAUNCHES launches or more): step_regex (an NVTX range
+name, else a kernel name, that starts each step); the NVTX range name repeated most often at the outermost level of
+one thread; the period of the launched kernel-name sequence. Initialisation is everything before the first steady
+step (steady_window).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ STEP_COLUMNS = ["capture", "step", "start_ns", "end_ns", "wall_us", "kernel_us",
                 "idle_host_us", "idle_sync_us", "idle_copy_us", "idle_other_us", "part", "steady", "how"]
 MIN_REPEATS = 3
 """A step is something the program does at least this often: two occurrences cannot tell warm-up from steady."""
+MIN_STEP_LAUNCHES = 2
+"""... and it launches at least this many times (median over its steps): a loop of one kernel (a benchmark's timed
+launches) is the launch table's loop, not a program's step."""
 WARMUP_MAD_Z = 3.5
 """A leading step is warm-up when its wall time's modified z-score (0.6745 × |x - median| / MAD, Iglewicz and
 Hoaglin's outlier cut of 3.5) against the later half of the steps exceeds this: a median and a MAD are not moved by
@@ -116,23 +120,41 @@ def steady_window(steps: pd.DataFrame) -> dict[str, tuple[int, int]]:
             for c, g in steady.groupby("capture", sort=False)}
 
 
+PARTS = ("steady", "initialisation", "after")
+"""The parts of a run the timeline tables split it into: its steady state (steady_window), what came before it
+(initialisation and warm-up steps) and what came after (the last step, teardown)."""
+WHOLE_RUN = "whole run"
+"""The part of a capture in which no step repeats."""
+
+
 def in_window(frame: pd.DataFrame, windows: dict[str, tuple[int, int]], part: str = "steady") -> pd.DataFrame:
     """The rows of a per-capture timeline table (a start_ns column) that start in their capture's steady window
-    (part "steady"), before it ("init": initialisation and warm-up) or after it ("after"). Rows of a capture
-    without a window count as steady (no step found: the whole run stands for it)."""
+    (part "steady"), before it ("initialisation") or after it ("after"). Rows of a capture without a window count
+    as steady (no step found: the whole run stands for it)."""
     if frame is None or frame.empty or not windows or "start_ns" not in frame:
         return frame if part == "steady" or frame is None else frame.iloc[:0]
     capture = frame["capture"].astype(str) if "capture" in frame else pd.Series("", index=frame.index)
     lo = capture.map({c: w[0] for c, w in windows.items()})
     hi = capture.map({c: w[1] for c, w in windows.items()})
     start = pd.to_numeric(frame["start_ns"], errors="coerce")
-    if part == "init":
+    if part == "initialisation":
         keep = start < lo
     elif part == "after":
         keep = start >= hi
     else:
         keep = lo.isna() | ((start >= lo) & (start < hi))
     return frame[keep.fillna(False).to_numpy(dtype=bool)]
+
+
+def by_part(capture: str, frames: list[pd.DataFrame], windows: dict[str, tuple[int, int]]
+            ) -> list[tuple[str, list[pd.DataFrame]]]:
+    """One capture's frames split into PARTS (those with rows), or [(WHOLE_RUN, frames)] without a steady window."""
+    if capture not in windows:
+        return [(WHOLE_RUN, frames)]
+    own = {capture: windows[capture]}
+    split = [(part, [in_window(f, own, part) if f is not None and not f.empty else f for f in frames])
+             for part in PARTS]
+    return [(part, parts) for part, parts in split if any(f is not None and not f.empty for f in parts)]
 
 
 def warm_up(wall_us: np.ndarray) -> np.ndarray:
@@ -367,7 +389,7 @@ def _capture_steps(kernels: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFra
             continue
         starts, stop, how = item
         steps = measure_steps(acts, starts, stop, calls)
-        if len(steps) >= MIN_REPEATS:
+        if len(steps) >= MIN_REPEATS and steps["launches"].median() >= MIN_STEP_LAUNCHES:
             whole = steps["part"] != "last"
             early = warm_up(steps.loc[whole, "wall_us"].to_numpy())
             steps.loc[steps.index[whole.to_numpy()][early], "part"] = "warm-up"
@@ -566,7 +588,8 @@ def _compiled(step_regex: str | None) -> re.Pattern | None:
 
 # ------------------------------------------------------------------------------------------ a bundle's steps
 
-_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # bundle -> {regex: find_steps' table}
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # bundle -> {regex: find_steps' table, SYNC_KEY: ..}
+SYNC_KEY = ("sync calls",)
 
 
 def use_step(bundle: Bundle, step_regex: str | None) -> None:
@@ -593,7 +616,21 @@ def bundle_windows(bundle: Bundle) -> dict[str, tuple[int, int]]:
     return steady_window(bundle_steps(bundle))
 
 
+def bundle_view(bundle: Bundle) -> pd.DataFrame:
+    """steps_view of the input (`profkit show -t steps`)."""
+    return steps_view(bundle_steps(bundle), bundle.stored("nsys_kernels"), bundle.stored("memcpy"),
+                      bundle.stored("memset"), sync_calls_of(bundle))
+
+
 def sync_calls_of(bundle: Bundle) -> dict[str, pd.DataFrame | None]:
+    """{capture: its synchronising CUDA API calls} (_sync_calls), read once per input."""
+    found = _FOUND.setdefault(bundle, {})
+    if SYNC_KEY not in found:
+        found[SYNC_KEY] = _sync_calls(bundle)
+    return found[SYNC_KEY]
+
+
+def _sync_calls(bundle: Bundle) -> dict[str, pd.DataFrame | None]:
     """{capture: its synchronising CUDA API calls} (SYNC_CALL): from the stored api_calls table where the session
     has one, else read by name from each capture's nsys export (parse.nsys.api_calls.read_named_calls: the export of
     train-step-guided holds 5935 calls, 61 of them synchronising). None for a capture whose export cannot be read

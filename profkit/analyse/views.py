@@ -11,11 +11,14 @@ from profkit.analyse import tables
 from profkit.analyse.attribution import ATTRIBUTION_COLUMNS, attribution as kernel_attribution
 from profkit.analyse.crosscheck import CROSSCHECK_COLUMNS, cross_check
 from profkit.analyse.instructions import hot_instructions, opcode_mix
-from profkit.analyse.hotspots import HOTSPOT_COLUMNS, hotspots as where_to_work
+from profkit.analyse.hostbound import FINDING_COLUMNS, host_bound, host_bound_findings
+from profkit.analyse.hotspots import HOTSPOT_COLUMNS, hotspots as where_to_work, with_initialisation
 from profkit.analyse.host import API_COLUMNS, HOST_COLUMNS, api_summary, host_findings
 from profkit.analyse.join import weighted_summary
 from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
 from profkit.analyse.registry import register
+from profkit.analyse.steps import (PARTS, VIEW_COLUMNS as STEPS_VIEW_COLUMNS, WHOLE_RUN, by_part, bundle_steps,
+                                   bundle_view, bundle_windows, in_window)
 from profkit.analyse.source_lines import HOTSPOT_COLUMNS as SOURCE_COLUMNS, SourceLookup, hotspot_table, source_homes
 from profkit.analyse.timeline import (COPY_COLUMNS, GAP_COLUMNS, LATENCY_COLUMNS, LAUNCH_COLUMNS, copy_summary,
                                      gpu_idle_gaps, gpu_idle_summary, kernel_time_summary, launch_latency,
@@ -37,13 +40,32 @@ def _per_capture(*frames: pd.DataFrame) -> list[tuple[str, list[pd.DataFrame]]]:
 # ------------------------------------------------------------------------------------ where the time goes
 
 
-@register("hotspots", "Where to work next", "Every kernel instance of the timeline (a guided capture's steady state) "
-          "with its share of GPU time, the profiled launch that stands for it, what bounds it and the time its "
-          "roofline ceiling would save, ranked by that saving; GPU idle time as rows of its own.",
+@register("steps", "Program steps", "The program's repeated step (an NVTX range repeated at the outermost level, "
+          "else the repeating launch sequence; --step REGEX names it): per step its wall time, GPU busy share, kernel "
+          "time, launches and GPU idle time by cause (host-bound, after a sync, copies, queued), warm-up and the last "
+          "step marked; then the steady steps' median, p10 and p90 and the initialisation before them.",
+          needs=("nsys",), columns=tuple(STEPS_VIEW_COLUMNS), default="guided|nsys")
+def steps(bundle) -> pd.DataFrame:
+    return bundle_view(bundle)
+
+
+@register("hostbound", "Host-bound or not", "The steady state said plainly: step time, GPU busy share, launch rate, "
+          "median kernel against median gap, the share of the step the GPU waits for the host and after syncs, and "
+          "what would remove it (CUDA graphs, no per-step sync, a larger batch) with the most each could save.",
+          needs=("nsys",), columns=tuple(FINDING_COLUMNS), default="guided|nsys")
+def hostbound(bundle) -> pd.DataFrame:
+    return host_bound_findings(host_bound(bundle_steps(bundle), bundle.stored("nsys_kernels")))
+
+
+@register("hotspots", "Where to work next", "Every kernel instance of the program's steady state (its steady steps; "
+          "else a guided capture's steady start on, else the whole timeline) with its share of GPU time, the profiled "
+          "launch that stands for it, what bounds it and the time its roofline ceiling would save, ranked by that "
+          "saving; GPU idle time as rows of its own, the initialisation as a last row outside the shares.",
           needs=("nsys",), columns=tuple(HOTSPOT_COLUMNS), default="ncu")
 def hotspots(bundle) -> pd.DataFrame:
-    return where_to_work(bundle.stored("nsys_kernels"), bundle.stored("launches"), bundle.stored("targets"),
-                         bundle.stored("source"))
+    table = where_to_work(bundle.stored("nsys_kernels"), bundle.stored("launches"), bundle.stored("targets"),
+                          bundle.stored("source"), steady=bundle_windows(bundle))
+    return with_initialisation(table, bundle_view(bundle))
 
 
 @register("attribution", "Where each kernel came from", "Per kernel: its time, the PyTorch module (NVTX range) that "
@@ -132,10 +154,13 @@ def timeline(bundle) -> pd.DataFrame:
     return kernel_time_summary(bundle.stored("nsys_kernels"))
 
 
-@register("launch", "Launch overhead", "Host launch cost against kernel time for back-to-back launches: whether the "
-          "GPU waits for the host.", needs=("nsys",), columns=("capture", *LAUNCH_COLUMNS), default="nsys")
+@register("launch", "Launch overhead", "Host launch cost against kernel time for back-to-back launches in the "
+          "program's steady state (its steady steps, -t steps; the whole run where no step repeats): whether the GPU "
+          "waits for the host.", needs=("nsys",), columns=("capture", *LAUNCH_COLUMNS), default="nsys")
 def launch(bundle) -> pd.DataFrame:
-    return _by_capture(bundle, launch_overhead, LAUNCH_COLUMNS, "nsys_kernels")
+    windows = bundle_windows(bundle)
+    return _by_capture(bundle, lambda kernels: launch_overhead(in_window(kernels, windows)), LAUNCH_COLUMNS,
+                       "nsys_kernels")
 
 
 def _by_capture(bundle, build, columns, *tables: str) -> pd.DataFrame:
@@ -154,19 +179,43 @@ IDLE_COLUMNS = ("device", "span_us", "busy_us", "idle_us", "busy_pct", "gaps", "
 TOP_GAPS = 20
 
 
-@register("idle", "GPU idle time", "Per capture and GPU: the span from its first activity to its last, the time "
-          "anything ran (kernels, copies, memsets on any stream) and the idle gaps between.", needs=("nsys",),
-          columns=("capture", *IDLE_COLUMNS))
+@register("idle", "GPU idle time", "Per capture, part of the run (the steady state, the initialisation before it "
+          "and what came after; the whole run where no step repeats) and GPU: the span from its first activity to "
+          "its last, the time anything ran (kernels, copies, memsets on any stream) and the idle gaps between.",
+          needs=("nsys",), columns=("capture", "part", *IDLE_COLUMNS))
 def idle(bundle) -> pd.DataFrame:
-    return _by_capture(bundle, gpu_idle_summary, IDLE_COLUMNS, "nsys_kernels", "memcpy", "memset")
+    return _by_part(bundle, gpu_idle_summary, IDLE_COLUMNS, "nsys_kernels", "memcpy", "memset")
 
 
-@register("gaps", "Longest GPU idle gaps", f"The {TOP_GAPS} longest stretches with nothing running on a GPU, with "
-          "the activity before and after each and the NVTX path of the work that ended it.", needs=("nsys",),
-          columns=("capture", *GAP_COLUMNS))
+TOP_INIT_GAPS = 5
+
+
+@register("gaps", "Longest GPU idle gaps", f"The {TOP_GAPS} longest stretches of the steady state (the whole run "
+          f"where no step repeats) with nothing running on a GPU, then the {TOP_INIT_GAPS} longest of the "
+          "initialisation, with the activity before and after each and the NVTX path of the work that ended it.",
+          needs=("nsys",), columns=("capture", "part", *GAP_COLUMNS))
 def gaps(bundle) -> pd.DataFrame:
-    table = _by_capture(bundle, gpu_idle_gaps, GAP_COLUMNS, "nsys_kernels", "memcpy", "memset")
-    return table.sort_values("gap_us", ascending=False, ignore_index=True).head(TOP_GAPS)
+    table = _by_part(bundle, gpu_idle_gaps, GAP_COLUMNS, "nsys_kernels", "memcpy", "memset")
+    table = table.sort_values("gap_us", ascending=False, ignore_index=True, kind="stable")
+    steady = table[table["part"].isin(["steady", WHOLE_RUN])].head(TOP_GAPS)
+    return pd.concat([steady, table[table["part"] == "initialisation"].head(TOP_INIT_GAPS)], ignore_index=True)
+
+
+def _by_part(bundle, build, columns, *tables: str) -> pd.DataFrame:
+    """build(*stored tables) for each capture and part of its run (analyse.steps.by_part: steady, initialisation,
+    after; "whole run" where no step repeats), with the capture and the part in front."""
+    windows = bundle_windows(bundle)
+    frames = []
+    for capture, parts in _per_capture(*(bundle.stored(t) for t in tables)):
+        for part, own in by_part(capture, parts, windows):
+            table = build(*own)
+            if not table.empty:
+                table.insert(0, "capture", capture)
+                table.insert(1, "part", part)
+                frames.append(table)
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=("capture", "part", *columns))
+    order = {part: i for i, part in enumerate(PARTS)}
+    return out.sort_values("part", key=lambda p: p.map(order).fillna(-1), kind="stable", ignore_index=True)
 
 
 @register("latency", "Launch latency", "Per kernel: the launch call's own duration and the time from the call to "

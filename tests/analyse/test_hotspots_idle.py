@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import lzma
 import math
 import sqlite3
@@ -141,24 +140,54 @@ def _idle_ns(kernel_rows) -> tuple[int, int]:
     return host, other
 
 
+def _steady_steps(db: sqlite3.Connection) -> tuple[int, int]:
+    """train-step-guided's steady state from its export: each of its six GPT ranges starts a step, on the GPU at the
+    first kernel, copy or memset its range launched; the first two steps are warm-up (592 and 23.5 ms against
+    21.2-22.2 ms: analyse.steps.warm_up, tested in test_steps) and the last one has no next step to end it, so the
+    steady state runs from the third step's start to the sixth's."""
+    gpt = [row[0] for row in db.execute(
+        "SELECT e.start FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s ON s.id = e.textId WHERE e.eventType = 59 "
+        "AND coalesce(e.text, s.value) = 'GPT' ORDER BY e.start")]
+    launched = [row for table in ("KERNEL", "MEMCPY", "MEMSET") for row in db.execute(
+        f"SELECT a.start, r.start FROM CUPTI_ACTIVITY_KIND_{table} AS a JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r "
+        "ON r.correlationId = a.correlationId")]
+    assert len(gpt) == 6
+    first = [min(start for start, call in launched if call >= since) for since in gpt]
+    return first[2], first[5]
+
+
 def test_guided_training_step_shares_from_its_sqlite(tmp_path):
     """train-step-guided: its steady state's kernel time and idle gaps read with sqlite3 from the committed export.
     The idle rows were printed as 52.1 % (idle time against kernel time); as shares of the GPU time they are
-    idle / (kernel time + idle), the rows together 100 %."""
+    idle / (kernel time + idle), the rows together 100 %. The steady state is its steady steps: kernels that start
+    in it, and the gaps that begin in it, the last one cut at its end."""
     import profkit
 
     session = REPO / "sessions" / "train-step-guided"
-    with open(session / "python3.targets.csv", newline="") as f:
-        steady = max(int(row["steady_start_ns"]) for row in csv.DictReader(f))
-    rows = _kernels_and_calls(_sqlite(session / "python3.sqlite.xz", tmp_path), steady)
+    db = _sqlite(session / "python3.sqlite.xz", tmp_path)
+    lo, hi = _steady_steps(db)
+    every = _kernels_and_calls(db, lo)
+    rows = [row for row in every if row[1] < hi]
+    closing = min((row for row in every if row[1] >= hi), key=lambda row: row[1])
     kernel_ns = sum(end - start for _, start, end, _ in rows)
-    host, other = _idle_ns(rows)
+    host, other = _idle_ns([*rows, closing])
+    beyond = closing[1] - max(max(end for _, _, end, _ in rows), hi)  # the last gap's part after the window
+    if closing[3] >= max(end for _, _, end, _ in rows):
+        host -= beyond
+    else:
+        other -= beyond
     gpu_ns = kernel_ns + host + other
     table = profkit.load(session).table("hotspots")
-    idle = table[table["kind"] != "kernel"].set_index("kind")
+    idle = table[table["kind"].str.startswith("GPU idle")].set_index("kind")
     assert idle.loc["GPU idle: host-bound", "span_pct"] == pytest.approx(100 * host / gpu_ns, rel=1e-9)
     assert idle.loc["GPU idle: other", "span_pct"] == pytest.approx(100 * other / gpu_ns, rel=1e-9)
     assert (idle["saved_pct"] == idle["span_pct"]).all() and idle["time_pct"].isna().all()
+    # the initialisation, from the first GPU activity to the steady state, is the last row and in no share
+    began = min(db.execute(f"SELECT min(start) FROM CUPTI_ACTIVITY_KIND_{t}").fetchone()[0]
+                for t in ("KERNEL", "MEMCPY", "MEMSET"))
+    init = table.iloc[-1]
+    assert init["kind"] == "initialisation" and init["time_us"] == pytest.approx((lo - began) / 1e3)
+    assert init[SHARES].isna().all()
     work = table[table["kind"] == "kernel"]
     assert work["span_pct"].sum() == pytest.approx(100 * kernel_ns / gpu_ns, rel=1e-9)
     assert work["time_pct"].sum() == pytest.approx(100.0)
