@@ -104,6 +104,24 @@ def test_lcs_pairs_is_a_longest_common_subsequence(a, b, length):
     assert all(i1 < i2 and j1 < j2 for (i1, j1), (i2, j2) in zip(pairs, pairs[1:]))
 
 
+def test_lcs_pairs_on_random_sequences_against_the_textbook_recurrence():
+    """The row-at-a-time program against the cell-by-cell recurrence (CLRS 15.4) on random sequences."""
+    import random
+
+    def length(a, b):
+        table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+        for i in range(len(a) - 1, -1, -1):
+            for j in range(len(b) - 1, -1, -1):
+                table[i][j] = table[i + 1][j + 1] + 1 if a[i] == b[j] else max(table[i + 1][j], table[i][j + 1])
+        return table[0][0]
+
+    rng = random.Random(3)
+    for _ in range(200):
+        a = [rng.choice("abcd") for _ in range(rng.randint(0, 20))]
+        b = [rng.choice("abcde") for _ in range(rng.randint(0, 20))]
+        assert len(lcs_pairs(a, b)) == length(a, b)
+
+
 def test_labels_name_the_functor_of_atens_templated_kernels():
     gelu = "void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase &)"
     adam = ("void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::FusedOptimizerTensorList"
@@ -363,3 +381,4 @@ def test_the_cli_answers_with_the_program_first():
     wrong = runner.invoke(main, ["diff", EAGER, COMPILED, "--step", "no_such_range_or_kernel", "--sessions-dir",
                                  str(SESSIONS)])
     assert wrong.exit_code == 2 and "--step 'no_such_range_or_kernel'" in wrong.output
+

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from profkit.analyse.diff.replaced import REPLACED_COLUMNS, identities, kernel_label, replacements
+from profkit.analyse.diff.replaced import REPLACED_COLUMNS, identity, kernel_label, replacements
 from profkit.analyse.diff.shift import Shift, shift
-from profkit.analyse.families import FAMILIES, kernel_families
+from profkit.analyse.families import FAMILIES, kernel_family, per_distinct_name
 from profkit.analyse.steps import bundle_steps, use_step
 from profkit.analyse.timeline import busy_within
 
@@ -143,9 +143,9 @@ def _steady_kernels(kernels: pd.DataFrame, steady: pd.DataFrame) -> pd.DataFrame
         inside = (at >= 0) & (start < hi[np.maximum(at, 0)])
         parts.append(mine[inside].assign(step=own["step"].to_numpy()[at[inside]]))
     frame = pd.concat(parts) if parts else kernels.iloc[:0].assign(step=pd.Series(dtype="int64"))
-    function = frame["function"] if "function" in frame else pd.Series("", index=frame.index)
-    return frame.assign(family=kernel_families(frame), ident=identities(frame),
-                        label=[kernel_label(k, f) for k, f in zip(frame["kernel"], function.fillna(""))])
+    derived = per_distinct_name(frame, kernel_family, identity, kernel_label)
+    return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)  # object: no string conversion
+                           for name, values in zip(("family", "ident", "label"), derived)})
 
 
 def program_sides(bundle_a, bundle_b, step_regex: str | None = None) -> tuple[ProgramSide, ProgramSide, list[str]] \

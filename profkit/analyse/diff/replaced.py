@@ -18,6 +18,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from profkit.analyse.families import per_distinct_name
+
 
 REPLACED_COLUMNS = ["after", "a_kernels", "b_kernels", "occurrences", "a_launches", "b_launches", "a_us", "b_us",
                     "delta_us", "a_nvtx", "b_nvtx"]
@@ -50,25 +52,38 @@ def kernel_label(kernel: str, function: str = "") -> str:
 def identities(kernels: pd.DataFrame) -> pd.Series:
     """Each kernel's identity: its demangled function (a template instantiation: one functor of an ATen kernel),
     else its name."""
-    name = kernels["kernel"].astype(str)
-    if "function" not in kernels:
-        return name
-    function = kernels["function"].astype(object)
-    return function.where(function.notna() & (function.astype(str) != ""), name).astype(str)
+    return pd.Series(per_distinct_name(kernels, identity)[0], index=kernels.index, dtype=object)
+
+
+def identity(kernel: str, function: str) -> str:
+    """One kernel's identity: its demangled function, else its name."""
+    return function or kernel
+
+
+LCS_CELLS = 25_000_000
+"""Up to this many anchor pairs (4 bytes each in the table) the alignment is an exact longest common subsequence;
+beyond, difflib's longest matching blocks (a step of over 5000 anchor kernels a side)."""
 
 
 def lcs_pairs(a: list, b: list) -> list[tuple[int, int]]:
-    """The index pairs (i, j) of a longest common subsequence of a and b, in order (dynamic programming)."""
+    """The index pairs (i, j) of a longest common subsequence of a and b, in order. Each row of the dynamic program
+    is a reverse running maximum (where a[i] == b[j] taking the match is never worse), one numpy pass per row."""
     n, m = len(a), len(b)
+    if n * m > LCS_CELLS:
+        import difflib
+
+        blocks = difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+        return [(blk.a + k, blk.b + k) for blk in blocks for k in range(blk.size)]
+    codes = pd.factorize(pd.Series([*a, *b], dtype=object))[0]
+    ca, cb = codes[:n], codes[n:]
     table = np.zeros((n + 1, m + 1), dtype=np.int32)
     for i in range(n - 1, -1, -1):
-        same = np.array([a[i] == y for y in b], dtype=bool)
-        row, below = table[i], table[i + 1]
-        for j in range(m - 1, -1, -1):
-            row[j] = below[j + 1] + 1 if same[j] else max(below[j], row[j + 1])
+        below = table[i + 1]
+        candidate = np.where(cb == ca[i], below[1:] + 1, below[:-1])
+        table[i, :m] = np.maximum.accumulate(candidate[::-1])[::-1]
     pairs, i, j = [], 0, 0
     while i < n and j < m:
-        if a[i] == b[j]:
+        if ca[i] == cb[j]:
             pairs.append((i, j))
             i, j = i + 1, j + 1
         elif table[i + 1, j] >= table[i, j + 1]:
@@ -149,6 +164,6 @@ def _common(paths: pd.Series) -> str:
 def _ordered(step: pd.DataFrame) -> pd.DataFrame:
     """One step's kernels in GPU start order with their identity and label."""
     frame = step.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    function = frame["function"] if "function" in frame else pd.Series("", index=frame.index)
-    return frame.assign(ident=identities(frame).to_numpy(),
-                        label=[kernel_label(k, f) for k, f in zip(frame["kernel"], function.fillna(""))])
+    ident, label = per_distinct_name(frame, identity, kernel_label)
+    return frame.assign(ident=pd.Series(ident, index=frame.index, dtype=object),
+                        label=pd.Series(label, index=frame.index, dtype=object))
