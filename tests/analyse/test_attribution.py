@@ -121,3 +121,14 @@ def test_innermost_range():
 def test_the_table_is_shown_for_a_session():
     table = profkit.load(REPO_SESSIONS / SESSION).table("attribution")
     assert table.loc[table["kernel"] == SOFTMAX, "generated_file"].str.contains("torchinductor_root").all()
+
+
+def test_every_profkit_built_cuda_kernel_gets_its_file_and_line():
+    """ladder-n1024: five .cu kernels built with -lineinfo get a line of their own file; cuBLAS has no line info."""
+    table = profkit.load(REPO_SESSIONS / "ladder-n1024").table("attribution")
+    built = table[table["kernel"].str.startswith("matmul_")]
+    assert len(built) == 5
+    for kernel, line in zip(built["kernel"], built["source_line"]):
+        path, number = line.rsplit(":", 1)
+        assert path.endswith(f"/cuda/{kernel}.cu") and int(number) > 0
+    assert (table.loc[~table["kernel"].str.startswith("matmul_"), "source_line"] == "").all()
