@@ -295,3 +295,32 @@ def test_steps_view_summary_and_initialisation():
     assert init["kernels"] == 40 + 7  # setup kernels and the warm-up step
     share_columns = [c for c in view.columns if c.endswith("_pct")]
     assert (view[share_columns] <= 100).all().all()
+
+
+# ------------------------------------------------------------------------------------------ the timeline tables
+
+
+def test_timeline_tables_describe_the_steady_state():
+    """train-step-guided: the launch verdicts, idle time and gaps of its steady steps, the initialisation apart. Over
+    the whole run (7.1 s of initialisation against 64 ms of steady steps) 168 of 182 launch rows read "host"."""
+    import profkit
+
+    profile = profkit.load(SESSIONS / "train-step-guided")
+    steps = find_steps(profile.bundle.stored("nsys_kernels"), profile.bundle.stored("nvtx"),
+                       profile.bundle.stored("memcpy"), memset=profile.bundle.stored("memset"))
+    lo, hi = steady_window(steps)["python3"]
+    kernels = profile.bundle.stored("nsys_kernels")
+    steady = kernels[(kernels["start_ns"] >= lo) & (kernels["start_ns"] < hi)]
+    launch = profile.table("launch")
+    assert len(launch) > 100 and (launch["bound"] == "GPU").all()  # 64-68 % GPU busy: not host-bound
+    assert launch["launches"].sum() == len(steady) == 3 * 229  # every steady kernel, each in a loop of its own
+    idle = profile.table("idle").set_index("part")
+    assert list(idle.index) == ["steady", "initialisation", "after"]
+    assert hi - lo - 1e6 < idle.loc["steady", "span_us"] * 1e3 <= hi - lo  # up to its last activity's end
+    assert idle.loc["initialisation", "span_us"] > 7e6 and idle.loc["initialisation", "busy_pct"] < 2
+    gaps = profile.table("gaps")
+    assert set(gaps["part"]) == {"steady", "initialisation"} and (gaps["part"] == "initialisation").sum() == 5
+    assert gaps[gaps["part"] == "steady"]["gap_us"].max() < 1_000
+    assert gaps[gaps["part"] == "initialisation"]["gap_us"].max() > 6e6  # the host's pause after the weights' copy
+    view = profile.table("steps")
+    assert list(view.columns) == VIEW_COLUMNS and "initialisation" in set(view["step"])

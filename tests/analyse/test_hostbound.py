@@ -1,0 +1,113 @@
+"""analyse.hostbound: the steady state said plainly, from steps built by hand and from train-step-guided's export."""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from profkit.analyse.hostbound import (FINDING_COLUMNS, HOST_BOUND_COLUMNS, host_bound, host_bound_findings)
+from profkit.analyse.steps import find_steps
+from profkit.session.store import read_table, table_file
+from tests import REPO
+
+SESSION = REPO / "sessions" / "train-step-guided"
+
+
+def steps_of(walls, host, sync, launches=100, kernels=100, busy=None) -> pd.DataFrame:
+    """Steady steps with these wall, host-bound and sync idle times (µs), starting 1 ms apart."""
+    n = len(walls)
+    starts = np.cumsum([0, *walls[:-1]]) * 1e3
+    return pd.DataFrame({"capture": "p", "step": range(n), "start_ns": starts.astype("int64"),
+                         "end_ns": (starts + np.array(walls) * 1e3).astype("int64"), "wall_us": walls,
+                         "kernel_us": np.array(walls) - np.array(host) - np.array(sync),
+                         "gpu_busy_pct": busy if busy is not None else
+                         100 * (np.array(walls) - np.array(host) - np.array(sync)) / np.array(walls),
+                         "launches": launches, "kernels": kernels, "idle_host_us": host, "idle_sync_us": sync,
+                         "idle_copy_us": 0.0, "idle_other_us": 0.0, "part": "steady", "steady": True,
+                         "how": "sequence"})
+
+
+def kernels_in(steps: pd.DataFrame, per_step: int = 4, length_ns: int = 5_000, interval_ns: int = 20_000):
+    """per_step kernels of length_ns in each step, launched interval_ns apart by one thread."""
+    rows = []
+    for start in steps["start_ns"]:
+        for i in range(per_step):
+            at = start + i * interval_ns
+            rows.append({"capture": "p", "kernel": f"k{i}", "start_ns": at + 1_000, "end_ns": at + 1_000 + length_ns,
+                         "duration_ns": length_ns, "launch_start_ns": at, "device": 0, "thread": 7})
+    return pd.DataFrame(rows)
+
+
+def findings(summary: pd.DataFrame) -> dict[str, pd.Series]:
+    table = host_bound_findings(summary)
+    assert list(table.columns) == FINDING_COLUMNS
+    return {row["finding"]: row for _, row in table.iterrows()}
+
+
+def test_a_host_bound_loop():
+    steps = steps_of([1000.0, 1010, 990, 1000], host=[600.0, 610, 590, 600], sync=[10.0] * 4)
+    summary = host_bound(steps, kernels_in(steps))
+    assert list(summary.columns) == HOST_BOUND_COLUMNS
+    row = summary.iloc[0]
+    assert row["step_median_us"] == 1000.0 and row["host_wait_pct"] == pytest.approx(60.0)
+    assert row["launches_per_s"] == pytest.approx(100 / 1000e-6)
+    assert row["verdict"] == "host-bound"
+    # 4 kernels 20 µs apart in each 1 ms step: 15 µs gaps inside a step, the rest between steps
+    assert row["kernel_median_us"] == 5.0 and row["gap_median_us"] == 15.0 and row["launch_interval_us"] == 20.0
+    found = findings(summary)
+    graphs = found['CUDA graphs / torch.compile(mode="reduce-overhead")']
+    assert graphs["value"] == pytest.approx(0.6) and "a step of 0.40 ms at best" in graphs["evidence"]
+    # kernels 390 µs per step, host-bound 600 µs: at (390 + 600) / 390 the batch, kernel time covers the wait
+    assert found["larger batch"]["value"] == pytest.approx((390 + 600) / 390)
+    assert "no per-step synchronisation" not in found  # 10 µs, below the steps' 16 µs p10-p90 spread
+
+
+def test_verdicts_and_graph_replays():
+    busy = host_bound(steps_of([1000.0] * 4, host=[50.0] * 4, sync=[200.0] * 4, launches=3, kernels=60),
+                      kernels_in(steps_of([1000.0] * 4, host=[0.0] * 4, sync=[0.0] * 4)))
+    assert busy.iloc[0]["verdict"] == "GPU-bound"
+    found = findings(busy)
+    assert "already replays CUDA graphs (3 launches for 60 kernels)" in \
+        found['CUDA graphs / torch.compile(mode="reduce-overhead")']["evidence"]
+    assert found["no per-step synchronisation"]["value"] == pytest.approx(0.2)
+    partly = host_bound(steps_of([1000.0] * 4, host=[150.0] * 4, sync=[0.0] * 4), kernels_in(steps_of(
+        [1000.0] * 4, host=[0.0] * 4, sync=[0.0] * 4)))
+    assert partly.iloc[0]["verdict"] == "partly host-bound"
+    assert host_bound(pd.DataFrame(), pd.DataFrame()).empty
+
+
+def test_train_step_figures_from_the_export(tmp_path):
+    """The launch rate, median kernel and host time per launch of train-step-guided's steady state, recomputed
+    from its export: the steady state is its third to sixth GPT range (the first two steps are warm-up, the last
+    has no next step), on the GPU from the first activity each range launched."""
+    target = tmp_path / "python3.sqlite"
+    with lzma.open(SESSION / "python3.sqlite.xz") as src, target.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    db = sqlite3.connect(target)
+    gpt = [r[0] for r in db.execute("select e.start from NVTX_EVENTS e left join StringIds s on s.id = e.textId "
+                                    "where e.eventType = 59 and coalesce(e.text, s.value) = 'GPT' order by e.start")]
+    launched = [r for t in ("KERNEL", "MEMCPY", "MEMSET") for r in db.execute(
+        f"select a.start, r.start from CUPTI_ACTIVITY_KIND_{t} a join CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "on r.correlationId = a.correlationId")]
+    first = [min(start for start, call in launched if call >= since) for since in gpt]
+    lo, hi = first[2], first[5]
+    kernels = db.execute("select k.end - k.start, r.start from CUPTI_ACTIVITY_KIND_KERNEL k join "
+                         "CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = k.correlationId where k.start >= ? and "
+                         "k.start < ? order by r.start", (lo, hi)).fetchall()
+    db.close()
+    stored = {name: read_table(table_file(SESSION, name)) for name in ("nsys_kernels", "nvtx", "memcpy", "memset")}
+    steps = find_steps(stored["nsys_kernels"], stored["nvtx"], stored["memcpy"], memset=stored["memset"])
+    row = host_bound(steps, stored["nsys_kernels"]).iloc[0]
+    walls = sorted(b - a for a, b in zip(first[2:5], first[3:6]))
+    assert row["step_median_us"] == pytest.approx(walls[1] / 1e3)
+    assert row["launches_per_step"] == len(kernels) / 3
+    assert row["launches_per_s"] == pytest.approx(len(kernels) / 3 / (walls[1] / 1e9))
+    assert row["kernel_median_us"] == pytest.approx(np.median([d for d, _ in kernels]) / 1e3)
+    # one launching thread in the steady state (autograd's backward thread too: each its own intervals)
+    assert row["launch_interval_us"] > row["kernel_median_us"]
+    assert row["verdict"] == "partly host-bound" and 10 <= row["host_wait_pct"] < 50
