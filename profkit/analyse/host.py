@@ -139,6 +139,26 @@ def _inside(start: pd.Series, window: tuple[float, float, int] | None) -> np.nda
     return (values >= window[0]) & (values < window[1])
 
 
+def host_steps(steps: pd.DataFrame | None, kernels: pd.DataFrame, memcpy: pd.DataFrame | None = None,
+               memset: pd.DataFrame | None = None) -> pd.DataFrame | None:
+    """The steps (find_steps rows: start_ns, end_ns on the GPU's clock) moved to the host's timeline, where API calls
+    happen: a step starts when the host called the launch of its first activity and ends when the next step's starts
+    (the last one: at its GPU end, where the host's closing synchronisation returns). A host that runs ahead of a
+    busy GPU issues step k+1's calls while the GPU still runs step k: by GPU time they would count for step k."""
+    if steps is None or steps.empty:
+        return steps
+    frames = [f[["start_ns", "launch_start_ns"]] for f in (kernels, memcpy, memset)
+              if f is not None and not f.empty and {"start_ns", "launch_start_ns"} <= set(f.columns)]
+    if not frames:
+        return steps
+    called = pd.concat(frames).dropna().groupby("start_ns")["launch_start_ns"].min()
+    ordered = steps.sort_values("start_ns", kind="stable")
+    start = ordered["start_ns"].map(called).fillna(ordered["start_ns"]).astype("int64")
+    start = pd.Series(np.minimum.accumulate(start.to_numpy()[::-1])[::-1], index=ordered.index)  # never after the next
+    end = start.shift(-1).fillna(ordered["end_ns"]).astype("int64")
+    return ordered.assign(start_ns=start, end_ns=end)
+
+
 def _per_step(values: pd.Series, start: pd.Series, window: tuple[float, float, int] | None) -> float:
     """The sum of values whose start lies in the steady window, per steady step; NaN without steps."""
     if window is None:
@@ -148,8 +168,8 @@ def _per_step(values: pd.Series, start: pd.Series, window: tuple[float, float, i
 
 def api_summary(calls: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per CUDA API call name of one capture (stored api_calls rows): api_kind, calls, api_total_us (summed host
-    time of the calls, all threads), api_mean_us, api_max_us, and per steady step (steps: analyse.steps.find_steps
-    of the capture; NaN without) calls_per_step and api_us_per_step. Most time per step first (whole-capture time
+    time of the calls, all threads), api_mean_us, api_max_us, and per steady step (steps: the capture's find_steps
+    rows on the host's timeline, host_steps; NaN without) calls_per_step and api_us_per_step. Most time per step first (whole-capture time
     without steps)."""
     if calls is None or calls.empty:
         return pd.DataFrame(columns=API_COLUMNS)
@@ -215,8 +235,10 @@ def _row(finding, rule, subject, occurrences, cost_us, per_step_us, evidence) ->
             "cost_us": float(cost_us), "cost_per_step_us": float(per_step_us), "evidence": evidence}
 
 
-def api_time_finding(calls: pd.DataFrame, steps: pd.DataFrame | None, origin: float) -> list[dict]:
-    """One row: the host time of every CUDA API call, with the time per kind (per steady step where steps exist)."""
+def api_time_finding(calls: pd.DataFrame, steps: pd.DataFrame | None, origin: float,
+                     wall_us: float = float("nan")) -> list[dict]:
+    """One row: the host time of every CUDA API call, with the time per kind (per steady step where steps exist).
+    wall_us: the steady steps' median wall time, said alongside."""
     if calls is None or calls.empty:
         return []
     window = _window(steps)
@@ -226,11 +248,10 @@ def api_time_finding(calls: pd.DataFrame, steps: pd.DataFrame | None, origin: fl
         inside = _inside(calls["start_ns"], window)
         by_kind = us[inside].groupby(kinds[inside]).sum() / window[2]
         count = calls["calls"][inside].groupby(kinds[inside]).sum() / window[2]
-        steady = steps[steps["steady"].astype(bool)]
-        wall_us = float((steady["end_ns"] - steady["start_ns"]).median()) / 1e3
-        each = api_time_per_step(calls, steady).drop(columns="step").sum(axis=1)
-        scope = f"per steady step ({window[2]} steps, median wall {_us(wall_us)}; API time median " \
-                f"{_us(each.median())}, {_us(each.min())} to {_us(each.max())})"
+        each = api_time_per_step(calls, steps[steps["steady"].astype(bool)]).drop(columns="step").sum(axis=1)
+        wall = f"median wall {_us(wall_us)}; " if wall_us == wall_us else ""
+        scope = f"per steady step ({window[2]} steps, {wall}API time median {_us(each.median())}, " \
+                f"{_us(each.min())} to {_us(each.max())})"
     else:
         by_kind, count = us.groupby(kinds).sum(), calls["calls"].groupby(kinds).sum()
         scope = "whole capture (no repeated step found)"
@@ -403,14 +424,18 @@ def host_findings(calls: pd.DataFrame, kernels: pd.DataFrame, memcpy: pd.DataFra
                   memset: pd.DataFrame | None = None, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every finding of one capture (HOST_COLUMNS): the CUDA API time first, then the findings by cost per step
     (by whole-capture cost without steps). calls: its stored api_calls rows; kernels, memcpy, memset: its timeline
-    tables (memcpy with src_memory/dst_memory for the pageable-copy finding); steps: find_steps rows, or None."""
+    tables (memcpy with src_memory/dst_memory for the pageable-copy finding); steps: find_steps rows, or None (the
+    calls are counted per step on the host's timeline, host_steps; copies and gaps on the GPU's)."""
     starts = [f["start_ns"].min() for f in (calls, kernels) if f is not None and not f.empty and "start_ns" in f]
     origin = float(min(starts)) if starts else 0.0
-    rows = api_time_finding(calls, steps, origin)
-    found = [*sync_findings(calls, steps, origin), *pageable_copy_findings(memcpy, calls, steps, origin),
-             *blocking_call_findings(memcpy, calls, steps, origin, "copy"),
-             *blocking_call_findings(memset, calls, steps, origin, "memset"),
+    on_host = host_steps(steps, kernels, memcpy, memset)  # what the host's calls cost; the GPU's own time by `steps`
+    steady = steps[steps["steady"].astype(bool)] if steps is not None and not steps.empty else None
+    wall_us = float((steady["end_ns"] - steady["start_ns"]).median()) / 1e3 if steady is not None else float("nan")
+    rows = api_time_finding(calls, on_host, origin, wall_us)
+    found = [*sync_findings(calls, on_host, origin), *pageable_copy_findings(memcpy, calls, steps, origin),
+             *blocking_call_findings(memcpy, calls, on_host, origin, "copy"),
+             *blocking_call_findings(memset, calls, on_host, origin, "memset"),
              *recurring_gap_findings(kernels, memcpy, memset, calls, steps, origin),
-             *module_load_findings(calls, steps, origin)]
+             *module_load_findings(calls, on_host, origin)]
     found.sort(key=lambda r: (np.nan_to_num(r["cost_per_step_us"], nan=-1.0), r["cost_us"]), reverse=True)
     return pd.DataFrame(rows + found, columns=HOST_COLUMNS)

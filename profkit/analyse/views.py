@@ -13,7 +13,7 @@ from profkit.analyse.crosscheck import CROSSCHECK_COLUMNS, cross_check
 from profkit.analyse.instructions import hot_instructions, opcode_mix
 from profkit.analyse.hostbound import FINDING_COLUMNS, host_bound, host_bound_findings
 from profkit.analyse.hotspots import HOTSPOT_COLUMNS, hotspots as where_to_work, with_initialisation
-from profkit.analyse.host import API_COLUMNS, HOST_COLUMNS, api_summary, host_findings
+from profkit.analyse.host import API_COLUMNS, HOST_COLUMNS, api_summary, host_findings, host_steps
 from profkit.analyse.join import weighted_summary
 from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
 from profkit.analyse.registry import register
@@ -235,7 +235,8 @@ def copies(bundle) -> pd.DataFrame:
           "per call and per steady step (the program's repeated step, warm-up left out).", needs=("api",),
           columns=("capture", *API_COLUMNS), hint=API_HINT)
 def api(bundle) -> pd.DataFrame:
-    return _host_by_capture(bundle, lambda calls, steps, *_: api_summary(calls, steps), API_COLUMNS)
+    return _host_by_capture(bundle, lambda calls, steps, kernels, memcpy, memset:
+                            api_summary(calls, host_steps(steps, kernels, memcpy, memset)), API_COLUMNS)
 
 
 @register("host", "Host-side findings", "What the CUDA API calls cost per step, and findings in the spirit of nsys "

@@ -90,16 +90,28 @@ def test_pageable_copies_flagged_with_their_bandwidth(train_db):
     assert f"{size / ns:.1f} GB/s" in row["evidence"]
 
 
+def host_start(db: sqlite3.Connection, gpu_start: int) -> int:
+    """When the host called the launch of the activity (kernel, copy, memset) that starts at gpu_start."""
+    return db.execute(" union all ".join(
+        f"select r.start from {table} a join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = a.correlationId "
+        f"where a.start = {gpu_start}" for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                                     "CUPTI_ACTIVITY_KIND_MEMSET")) + " order by 1").fetchone()[0]
+
+
 def test_api_time_per_step_over_the_steady_steps(train_db):
-    """api_us_per_step: the calls starting within the steady steps (find_steps), per steady step; the whole-capture
+    """api_us_per_step: the calls of the steady steps (find_steps) on the host's timeline, per steady step: from the
+    launch call of the first steady step's first activity to that of the step after the last one; the whole-capture
     CUDA API time is every call of the export."""
     from profkit.analyse.steps import find_steps
 
     bundle = open_bundle(TRAIN)
     steps = find_steps(bundle.stored("nsys_kernels"), bundle.stored("nvtx"), bundle.stored("memcpy"),
-                       memset=bundle.stored("memset"))
+                       memset=bundle.stored("memset")).reset_index(drop=True)
     steady = steps[steps["steady"]]
-    lo, hi = steady["start_ns"].min(), steady["end_ns"].max()
+    after = steady.index.max() + 1
+    lo = host_start(train_db, steady["start_ns"].min())
+    hi = host_start(train_db, steps.loc[after, "start_ns"]) if after < len(steps) else steady["end_ns"].max()
+    assert lo < steady["start_ns"].min()  # the host called it before the GPU ran it
     count, total = train_db.execute(
         "select count(*), sum(r.end - r.start) from CUPTI_ACTIVITY_KIND_RUNTIME r join StringIds s on s.id = r.nameId "
         f"where s.value like 'cudaLaunchKernel%' and r.start >= {lo} and r.start < {hi}").fetchone()
@@ -111,9 +123,9 @@ def test_api_time_per_step_over_the_steady_steps(train_db):
     all_calls, all_ns = train_db.execute("select count(*), sum(end - start) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
     assert first["finding"] == "CUDA API time" and first["occurrences"] == all_calls
     assert first["cost_us"] == pytest.approx(all_ns / 1e3, abs=1e-2)
-    each = [train_db.execute(f"select sum(end - start) from CUPTI_ACTIVITY_KIND_RUNTIME where start >= {lo} "
-                             f"and start < {hi}").fetchone()[0] / 1e3 for lo, hi in zip(steady["start_ns"],
-                                                                                       steady["end_ns"])]
+    bounds = [host_start(train_db, s) for s in steady["start_ns"]] + [hi]
+    each = [train_db.execute(f"select sum(end - start) from CUPTI_ACTIVITY_KIND_RUNTIME where start >= {a} "
+                             f"and start < {b}").fetchone()[0] / 1e3 for a, b in zip(bounds[:-1], bounds[1:])]
     assert first["cost_per_step_us"] == pytest.approx(np.mean(each), abs=1e-2)
     assert f"API time median {np.median(each) / 1e3:.2f} ms, {min(each) / 1e3:.2f} ms to {max(each) / 1e3:.2f} ms" \
         in first["evidence"]
@@ -358,6 +370,22 @@ def test_findings_ranked_by_cost_per_step_after_the_api_time():
     assert list(table["finding"]) == ["CUDA API time", "recurring GPU gap", "synchronising call"]
     assert table.iloc[0]["occurrences"] == len(calls)
     assert table.iloc[0]["cost_us"] == pytest.approx(calls["duration_ns"].sum() / 1e3)
+
+
+def test_host_steps_follow_the_launch_calls():
+    """A host running 8 ms ahead of the GPU: each step starts on the host when it called its first launch, and a
+    sync call 5 ms in counts for step 1 (host), not step 0, whose GPU work was then running."""
+    kernels = kernels_frame([("a", 0, 9_000_000, -1_000_000), ("b", 10_000_000, 19_000_000, 2_000_000),
+                             ("c", 20_000_000, 29_000_000, 12_000_000)])
+    steps = steps_frame([(0, 10_000_000), (10_000_000, 20_000_000), (20_000_000, 29_000_000)], [False, True, True])
+    moved = host.host_steps(steps, kernels)
+    assert list(moved["start_ns"]) == [-1_000_000, 2_000_000, 12_000_000]
+    assert list(moved["end_ns"]) == [2_000_000, 12_000_000, 29_000_000]
+    calls = stored([(1, 5_000_000, 5_100_000, "cudaStreamSynchronize")])
+    assert host.sync_findings(calls, moved, 0.0)[0]["cost_per_step_us"] == pytest.approx(50.0)
+    assert host.sync_findings(calls, steps, 0.0)[0]["cost_per_step_us"] == 0.0  # by GPU time: the warm-up step
+    table = host.host_findings(calls, kernels, steps=steps)
+    assert table.query("finding == 'synchronising call'")["cost_per_step_us"].iloc[0] == pytest.approx(50.0)
 
 
 def test_api_time_per_step_by_kind():
