@@ -21,7 +21,6 @@ import base64
 import functools
 import gzip
 import html
-import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,33 +39,15 @@ from profkit.analyse.kernel_rows import kernel_rows
 from profkit.units import human
 from profkit.analyse.tables import VIEWS
 from profkit.render import plots, timeline_view
+from profkit.render.findings import findings_html
 from profkit.render.output import write_text
+from profkit.render.overview import overview_html
+from profkit.render.page import CSS as PAGE_CSS, SCRIPT, nav_html, section, toc_html
+from profkit.render.tables_html import format_cell, table_html  # noqa: F401 - this module's API since the start
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-WRAPPED_COLUMNS = {"message", "reasons", "note", "error"}
 VERDICT_CLASS = {"better": "good", "worse": "bad", "changed": "chg", "same": "", "n/a": "na"}
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;background:#fafafa}
-header{background:#1f2d3d;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}
-header p{margin:4px 0 0;color:#c8d3de;font-size:12px}
-main{padding:8px 24px 40px;max-width:1500px}
-section{background:#fff;border:1px solid #e3e3e3;border-radius:6px;padding:12px 16px;margin:14px 0}
-h2{font-size:18px;margin:6px 0 8px}h3{font-size:15px;margin:14px 0 6px}
-p.how{color:#555;font-size:12.5px;margin:2px 0 8px}
-table{border-collapse:collapse;font-size:12.5px;margin:6px 0;display:block;overflow-x:auto}
-th,td{border-bottom:1px solid #eee;padding:3px 8px;text-align:left;white-space:nowrap;vertical-align:top}
-th{background:#f3f5f7;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.src{font-family:ui-monospace,Menlo,monospace;white-space:pre;color:#333}
-td.wrap{white-space:normal;min-width:380px;max-width:760px}
-td.good{color:#0a7a2f;font-weight:600}td.bad{color:#b3261e;font-weight:600}td.chg{color:#7a5b00}td.na{color:#999}
-tr.refuse td{background:#fde7e7}tr.warn td{background:#fff6dc}
-ul.why li{margin:2px 0}dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 14px;margin:4px 0}
-dl.meta dt{color:#666}dl.meta dd{margin:0}nav a{margin-right:12px;font-size:12.5px}
-#profkit-js-errors{background:#fde7e7;color:#8a1c1c;padding:8px 12px;margin:0;white-space:pre-wrap}
-details>summary{cursor:pointer;font-weight:600;margin:6px 0}
-.banner{background:#fff6dc;padding:6px 10px;border-radius:4px}
-"""
+CSS = PAGE_CSS
 
 ERROR_HOOK = """
 window.__profkitErrors = [];
@@ -85,58 +66,6 @@ window.__profkitErrors = [];
   };
 })();
 """
-
-
-# ------------------------------------------------------------------------------------------ formatting
-
-
-def _is_missing(value) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def format_cell(column: str, value) -> tuple[str, bool]:
-    """(text, numeric) for one table cell; the unit comes from the column name (`_bytes`, `_pct`, `_us`)."""
-    if _is_missing(value):
-        return "–", True
-    if isinstance(value, str) or not isinstance(value, (int, float)):
-        return str(value), False
-    if isinstance(value, bool):
-        return str(value), False
-    value = float(value)
-    if column.endswith("_bytes") or column == "bytes":
-        return human(value, "B"), True
-    if column.endswith("_pct") or column == "pct_of_kernel":
-        return f"{value:.1f}", True
-    if column.endswith("_us"):
-        return f"{value:,.1f}", True
-    if value.is_integer() and abs(value) < 1e6:
-        return f"{int(value)}", True
-    if abs(value) >= 1e6:
-        return human(value), True
-    return f"{value:.3g}", True
-
-
-def table_html(df: pd.DataFrame, *, row_class: pd.Series | None = None, cell_class: dict | None = None) -> str:
-    """An HTML table; the raw value of every number is kept in the cell's title. cell_class maps a column name
-    to a Series of CSS classes for that column."""
-    if df is None or df.empty:
-        return "<p class='how'>(no rows)</p>"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = []
-    for pos, (_, row) in enumerate(df.iterrows()):
-        cells = []
-        for column in df.columns:
-            value = row[column]
-            text, numeric = format_cell(str(column), value)
-            classes = ["n"] if numeric else (["src"] if column == "source" else
-                                             ["wrap"] if column in WRAPPED_COLUMNS else [])
-            if cell_class and column in cell_class:
-                classes.append(str(cell_class[column].iloc[pos]))
-            title = "" if _is_missing(value) or not numeric else f" title='{html.escape(repr(value))}'"
-            cells.append(f"<td class='{' '.join(c for c in classes if c)}'{title}>{html.escape(text)}</td>")
-        klass = f" class='{html.escape(str(row_class.iloc[pos]))}'" if row_class is not None else ""
-        body.append(f"<tr{klass}>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 class Figures:
@@ -190,31 +119,44 @@ window.profkitChartsReady = (async function () {
 """ % DEFERRED_TYPE
 
 
-def section(anchor: str, title: str, how: str, body: str) -> str:
-    how_html = f"<p class='how'>{html.escape(how)}</p>" if how else ""
-    return f"<section id='{html.escape(anchor)}'><h2>{html.escape(title)}</h2>{how_html}{body}</section>"
-
-
 # --------------------------------------------------------------------------------------------- sessions
 
 
-def _manifest_html(source: Bundle) -> str:
+def _gpu_text(gpu: dict) -> str:
+    """What is known of the GPU: its name, compute capability and driver, each left out when not recorded (a raw
+    report does not say; printing "GPU ? (cc ?, driver ?)" said nothing)."""
+    details = [f"{label} {gpu[key]}" for label, key in (("cc", "compute_capability"), ("driver", "driver"))
+               if gpu.get(key) not in (None, "", "?")]
+    name = gpu.get("name") if gpu.get("name") not in (None, "", "?") else ""
+    return " ".join(filter(None, [name, f"({', '.join(details)})" if details else ""]))
+
+
+def _manifest_items(source: Bundle) -> list[tuple[str, str]]:
+    """(name, value) of what the input's manifest records; nothing for what it does not."""
     m = source.manifest
-    gpu = m.get("gpu") or {}
     versions = m.get("versions") or {}
-    items = [("GPU", f"{gpu.get('name', '?')} (cc {gpu.get('compute_capability', '?')}, driver "
-                     f"{gpu.get('driver', '?')})"),
+    session = source.kind == "session"
+    settings = [f"{what} {m[key]}" for what, key in (("set", "ncu_set"), ("clock control", "clock_control"),
+                                                     ("cache control", "cache_control")) if m.get(key) is not None]
+    items = [("GPU", _gpu_text(m.get("gpu") or {})),
              ("created", m.get("created", "")),
-             ("arch", m.get("arch") or ("(not built by profkit)" if source.kind == "session" else "")),
+             ("arch", m.get("arch") or ("(not built by profkit)" if session else "")),
              ("read from", m.get("source", "") if source.kind == "file" else ""),
              ("tools", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
-             ("ncu settings", f"set {m.get('ncu_set', '?')}, clock control {m.get('clock_control', '?')}, "
-                              f"cache control {m.get('cache_control', '?')}" if source.kind == "session" else ""),
-             ("program args", " ".join(map(str, m.get("args") or [])) if source.kind == "session" else ""),
+             ("ncu settings", ", ".join(settings) if session else ""),
+             ("program args", " ".join(map(str, m.get("args") or [])) if session else ""),
              ("captures", ", ".join(c.get("name", "?") for c in m.get("captures", []))),
              ("git commit", m.get("git_commit") or "")]
-    rows = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in items if v)
-    return f"<dl class='meta'>{rows}</dl>"
+    return [(k, str(v)) for k, v in items if v]
+
+
+def _manifest_html(source: Bundle) -> str:
+    """The manifest folded under one line that says the GPU and when (what a reader checks first)."""
+    items = _manifest_items(source)
+    rows = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in items)
+    known = dict(items)
+    line = " · ".join(v for v in (known.get("GPU", "GPU not recorded"), known.get("created", "")) if v)
+    return f"<details class='pk-meta'><summary>{html.escape(line)}</summary><dl class='meta'>{rows}</dl></details>"
 
 
 def _kernel_figures(rows: pd.DataFrame, fig, anchor: str, moves: pd.DataFrame | None = None,
@@ -319,23 +261,41 @@ SKIPPED_SECTIONS = {"fma"}
 """Tables shown inside another section (fma: under warp stalls)."""
 
 
+def _steps(source: Bundle) -> pd.DataFrame | None:
+    """The input's repeated steps (analyse.steps.bundle_steps, shared with the timeline tables), None without a
+    timeline."""
+    if "nsys" not in source.kinds:
+        return None
+    from profkit.analyse.steps import bundle_steps
+
+    return bundle_steps(source)
+
+
 def session_sections(source: Bundle, fig, *, top_lines: int = TOP_LINES, lookup: SourceLookup) -> str:
-    """Every section of one input's report: the manifest, then each table of the registry that applies, in
-    registry order."""
+    """One input's part of the page: its name and manifest, the overview (render.overview), links to every section,
+    then each table of the registry that applies, in registry order, each a collapsible section."""
     anchor = f"s-{source.name}"
     what = "Session" if source.kind == "session" else "Report"
-    parts = [section(anchor, f"{what} {source.name}", "", _manifest_html(source))]
+    names = [n for n in registry.applicable(source) if n not in SKIPPED_SECTIONS]
+    tables = {name: registry.spec(name).build(source) for name in names}
     page = SessionPage(source, fig, lookup, top_lines)
-    for name in registry.applicable(source):
-        if name in SKIPPED_SECTIONS:
-            continue
-        table_spec = registry.spec(name)
-        table = table_spec.build(source)
-        body = SECTION_BODIES.get(name, lambda _, t: table_html(t))(page, table)
-        parts.append(section(f"{anchor}-{name}", table_spec.title, table_spec.description, body))
+    sections, toc = [], [(f"{anchor}-overview", "Overview")]
+    for name, table in tables.items():
+        spec = registry.spec(name)
+        if name == "rules":
+            body = findings_html(table, lambda t: f"{anchor}-{t}" if t in tables else None)
+        else:
+            body = SECTION_BODIES.get(name, lambda _, t: table_html(t))(page, table)
+        sections.append(section(f"{anchor}-{name}", spec.title, spec.description, body))
+        toc.append((f"{anchor}-{name}", spec.title))
     if page.rows.empty:
-        parts.append(section(f"{anchor}-summary", "Kernels", "", "<p>No ncu launches in this capture.</p>"))
-    return "".join(p for p in parts if p)
+        sections.append(section(f"{anchor}-kernels", "Kernels", "", "<p>No ncu launches in this capture.</p>"))
+        toc.append((f"{anchor}-kernels", "Kernels"))
+    head = (f"<div class='pk-session-head'><h2>{html.escape(f'{what} {source.name}')}</h2>"
+            f"{_manifest_html(source)}</div>")
+    overview = (f"<div id='{html.escape(anchor)}-overview'>{overview_html(tables, _steps(source))}</div>"
+                + toc_html(toc))
+    return f"<section id='{html.escape(anchor)}'>{head}{overview}</section>" + "".join(sections)
 
 
 # ------------------------------------------------------------------------------------------------- diffs
@@ -431,10 +391,9 @@ def render_html(sessions: list[Bundle] | tuple[Bundle, ...] = (), diff: DiffResu
 
 
 def page_html(title: str, nav: list[tuple[str, str]], body: list[str], charts: int) -> str:
-    """The page around rendered sections: header, navigation (anchor, text) links, the error box, and
-    plotly, inflated once at the end (see PLOTLY_LOADER)."""
+    """The page around rendered sections: header, navigation (anchor, text) links, the error box, the table script
+    (render.page.SCRIPT) and plotly, inflated once at the end (see PLOTLY_LOADER)."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    links = "".join(f"<a href='#{html.escape(a)}'>{html.escape(t)}</a>" for a, t in nav)
     return "\n".join([
         "<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
@@ -443,7 +402,8 @@ def page_html(title: str, nav: list[tuple[str, str]], body: list[str], charts: i
         f"<script>{ERROR_HOOK}</script>",
         f"<header><h1>{html.escape(title)}</h1><p>profkit {__version__} · generated {stamp} · "
         f"{charts} charts</p></header>",
-        f"<main><nav>{links}</nav>", *body, "</main>",
+        f"<main>{nav_html(nav)}", *body, "</main>",
+        f"<script>{SCRIPT}</script>",
         f"<script id='plotly-gz' type='application/gzip;base64'>{plotly_payload()}</script>",
         f"<script>{PLOTLY_LOADER}</script></body></html>",
     ])

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from profkit.analyse.roofline import LEVELS, level_bytes
 from profkit.parse import catalog
+from profkit.render.palette import colour
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D",
            "#BAB0AC", "#1F77B4", "#D62728"]
@@ -43,10 +44,10 @@ def sol_figure(rows: pd.DataFrame, title: str = "Speed of light: % of each unit'
     """Grouped horizontal bars: per unit (SM, memory, L1, L2, DRAM, pipes), one bar per kernel, in % of peak."""
     fig = go.Figure()
     units = [c for c in SOL_COLUMNS if c in rows]
-    for i, (_, row) in enumerate(rows.iterrows()):
+    for _, row in rows.iterrows():
         values = [float(pd.to_numeric(row.get(c), errors="coerce")) for c in units]
         fig.add_trace(go.Bar(y=[SOL_COLUMNS[c] for c in units], x=values, orientation="h", name=str(row["label"]),
-                             marker_color=PALETTE[i % len(PALETTE)],
+                             marker_color=colour(row["label"]),
                              hovertemplate="%{y}: %{x:.1f}% of peak<extra>" + str(row["label"]) + "</extra>"))
     fig.update_xaxes(title="% of peak", range=[0, 100])
     fig.update_yaxes(autorange="reversed")
@@ -87,7 +88,7 @@ def roofline_figure(ceils: pd.DataFrame, pts: pd.DataFrame, moves: pd.DataFrame 
                                  line=dict(color="#222" if ceil["ceiling"] == "fp32" else "#999", width=1.5),
                                  hovertemplate=f"{ceil['ceiling']} roof: {peak / 1e12:.1f} TFLOP/s<extra></extra>"))
     labels = list(dict.fromkeys(pts["label"])) if not pts.empty else []
-    colors = {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(labels)}
+    colors = {label: colour(label) for label in labels}
     for level, symbol in LEVEL_SYMBOLS.items():
         sub = pts[pts["level"] == level] if not pts.empty else pts
         if sub.empty:
@@ -110,7 +111,7 @@ def roofline_figure(ceils: pd.DataFrame, pts: pd.DataFrame, moves: pd.DataFrame 
                                showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=1.6, arrowcolor="#d62728",
                                text="", hovertext=f"{move.a_label} → {move.b_label} ({LEVEL_NAMES[move.level]})")
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)", range=[_log_pos(x_lo), _log_pos(x_hi)])
-    fig.update_yaxes(type="log", title="TFLOP/s")
+    fig.update_yaxes(type="log", title="achieved (TFLOP/s)")
     return _layout(fig, title, 560)
 
 
@@ -125,7 +126,7 @@ def traffic_figure(rows: pd.DataFrame, title: str = "Memory traffic per level") 
         values = traffic[column].where(traffic[column] > 0)
         fig.add_trace(go.Bar(x=list(rows["label"]), y=values, name=name, marker_color=PALETTE[i],
                              hovertemplate="%{x}<br>" + name + ": %{y:.3s}B<extra></extra>"))
-    fig.update_yaxes(type="log", title="bytes")
+    fig.update_yaxes(type="log", title="bytes moved (B)")
     return _layout(fig, title, 420, barmode="group")
 
 
@@ -138,13 +139,14 @@ def stall_figure(rows: pd.DataFrame, title: str = "Warp stalls: cycles per issue
     ranked = [r for r in sorted(totals, key=lambda r: totals[r], reverse=True) if totals[r] > 0]
     shown, rest = ranked[:top], ranked[top:]
     fig = go.Figure()
-    for i, reason in enumerate(shown):
+    for reason in shown:
         fig.add_trace(go.Bar(y=list(rows["label"]), x=_num(rows, f"stall_{reason}"), orientation="h", name=reason,
-                             marker_color=PALETTE[i % len(PALETTE)],
+                             marker_color=colour(reason),
                              hovertemplate="%{y}<br>" + reason + ": %{x:.2f} cycles/issue<extra></extra>"))
     if rest:
         other = sum(_num(rows, f"stall_{r}").fillna(0) for r in rest)
-        fig.add_trace(go.Bar(y=list(rows["label"]), x=other, orientation="h", name="other", marker_color="#ccc",
+        fig.add_trace(go.Bar(y=list(rows["label"]), x=other, orientation="h", name="other",
+                             marker_color=colour("other"),
                              hovertemplate="%{y}<br>other: %{x:.2f} cycles/issue<extra></extra>"))
     fig.update_xaxes(title="warp cycles per issued instruction")
     fig.update_yaxes(autorange="reversed")
@@ -178,7 +180,7 @@ def crosscheck_figure(cc: pd.DataFrame, title: str = "Timing cross-check: cudaEv
             fig.add_trace(go.Bar(x=names, y=_num(cc, column), name=name, marker_color=PALETTE[i],
                                  hovertext=list(cc.get("flag", [""] * len(cc))),
                                  hovertemplate="%{x}<br>" + name + ": %{y:.1f} µs (%{hovertext})<extra></extra>"))
-    fig.update_yaxes(title="µs")
+    fig.update_yaxes(title="median time per launch (µs)")
     return _layout(fig, title, 380, barmode="group")
 
 
@@ -187,7 +189,7 @@ def hotspot_figure(lines: pd.DataFrame, title: str = "Source hotspots: stall sam
     fig = go.Figure(go.Bar(y=list(lines["where"]), x=_num(lines, "stall_samples"), orientation="h",
                            marker_color=PALETTE[0], hovertext=list(lines.get("top_stall", [""] * len(lines))),
                            hovertemplate="%{y}: %{x:.0f} samples (top stall %{hovertext})<extra></extra>"))
-    fig.update_xaxes(title="stall samples")
+    fig.update_xaxes(title="stall samples (count)")
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, title, _height(len(lines), per=24, base=160))
 
@@ -199,7 +201,7 @@ def ratio_figure(rows: pd.DataFrame, baseline: str, title: str | None = None) ->
     cases = list(dict.fromkeys(rows["case"]))
     fig = go.Figure()
     by_case = rows[rows["impl"] == baseline].set_index("case")
-    for i, (impl, part) in enumerate(candidates.groupby("impl", sort=False)):
+    for impl, part in candidates.groupby("impl", sort=False):
         part = part.set_index("case").reindex(cases)
         base_tflops = _num(by_case.reindex(cases), "tflops")
         hover = [f"{impl}: {t:.1f} TFLOP/s<br>{baseline}: {b:.1f} TFLOP/s<br>median {m * 1e3:.1f} µs"
@@ -207,7 +209,7 @@ def ratio_figure(rows: pd.DataFrame, baseline: str, title: str | None = None) ->
                  for t, b, m, s in zip(_num(part, "tflops"), base_tflops, _num(part, "median_ms"),
                                        part["stable"].fillna(True) if "stable" in part else [True] * len(part))]
         fig.add_trace(go.Bar(y=cases, x=_num(part, "ratio_vs_baseline"), name=impl, orientation="h",
-                             marker_color=PALETTE[i % len(PALETTE)], hovertext=hover, hoverinfo="text+x"))
+                             marker_color=colour(impl), hovertext=hover, hoverinfo="text+x"))
     fig.add_vline(x=1.0, line_dash="dash", line_color="#444")
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title=f"speed relative to {baseline} (> 1: faster)")
@@ -219,10 +221,10 @@ def throughput_figure(rows: pd.DataFrame, title: str = "Throughput") -> go.Figur
     """TFLOP/s of every implementation per case (grouped horizontal bars; the same FLOP count for all)."""
     cases = list(dict.fromkeys(rows["case"]))
     fig = go.Figure()
-    for i, (impl, part) in enumerate(rows.groupby("impl", sort=False)):
+    for impl, part in rows.groupby("impl", sort=False):
         part = part.set_index("case").reindex(cases)
         fig.add_trace(go.Bar(y=cases, x=_num(part, "tflops"), name=impl, orientation="h",
-                             marker_color=PALETTE[i % len(PALETTE)]))
+                             marker_color=colour(impl)))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title="TFLOP/s")
     return _layout(fig, title, _height(len(cases) * rows["impl"].nunique(), per=16), barmode="group")

@@ -145,11 +145,14 @@ def test_page_is_self_contained(session_page):
     assert gzip.decompress(base64.b64decode(payloads[0])).decode("utf-8") == get_plotlyjs()
     outside_plotly = text.replace(payloads[0], "")
     assert not re.search(r"<script[^>]+src=", outside_plotly)
-    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", outside_plotly)
+    # Nothing the page loads comes from the network; links a reader may follow (ncu's rule findings cite NVIDIA's
+    # documentation) are anchors, which load nothing.
+    assert not re.search(r"src\s*=\s*[\"']?(https?:)?//", outside_plotly)
+    assert not re.search(r"<link[^>]+href\s*=\s*[\"']?(https?:)?//", outside_plotly)
     # Every figure's drawing script waits for the inflated plotly; none runs at parse time.
     assert text.count("Plotly.newPlot(") >= 6
     assert text.count("<script type=\"text/profkit-deferred\">") == text.count("Plotly.newPlot(")
-    assert text.count("<script>") == 2  # the error hook and the loader
+    assert text.count("<script>") == 3  # the error hook, the table script and the loader
     # The compressed page is well under the 4.8 MB that plotly.js alone would take.
     assert len(text.encode("utf-8")) < len(get_plotlyjs()) / 2
 
@@ -332,7 +335,7 @@ def test_session_page_shows_ffma_register_use_for_fma_kernels(tmp_path):
     session: tl.dot's kernel and cuBLAS's SGEMM), and leaves it out for a tensor-core session without FFMAs."""
     root = REPO / "sessions"
     fp32 = write_html(tmp_path / "fp32.html", render_html([load_session(root / "triton-matmul-fp32-n4096")]))
-    text = fp32.read_text()
+    text = fp32.read_text().replace("<wbr>", "")  # headers may break after an underscore
     assert "ffma_unshared_fraction" in text and "ffma_dispatch_unshared_per_m" in text
     bf16 = write_html(tmp_path / "bf16.html", render_html([load_session(root / "triton-matmul-bf16-n4096")]))
     assert "ffma_unshared_fraction" not in bf16.read_text()
