@@ -1,8 +1,9 @@
 """The HTML report's nsys timeline of one capture, drawn like Nsight Systems' timeline view.
 
 Lanes, top to bottom: per host thread its NVTX ranges (one lane per nesting depth) and the CUDA API calls that
-issued GPU work; per GPU its idle gaps, then per stream its copies and memsets above its kernels. A flow arrow
-joins each call to the work it issued; the GPU's idle gaps are also shaded across every lane.
+issued GPU work; per GPU its idle gaps, then per stream the NVTX ranges projected onto it (where the work launched
+inside each range ran), its copies and memsets, and its kernels. A flow arrow joins each call to the work it
+issued; the GPU's idle gaps are also shaded across every lane.
 
 Python assembles the items (from profkit.render.perfetto's Timeline: the same frames, the same call-to-work
 join) into compact arrays; a small script in the page (TIMELINE_JS) draws the visible window with plotly on
@@ -39,13 +40,15 @@ BINS = 700
 FLOW_LIMIT = 250
 """Flow arrows drawn when at most this many have both ends drawn as boxes; more read as a hatch, not as links, and
 none are drawn (the note says to zoom in)."""
+PROJECTED_LEVELS = 4
+"""NVTX nesting depths projected onto each GPU stream (a model's module tree can be far deeper)."""
 OPEN_STEPS = 3
 """Steady steps the view opens on: enough to see the step repeat, few enough that its kernels are boxes."""
 DENSE_KERNELS = 300
 """Kernels in the opening window when no steady state is known: the shortest stretch of the timeline that holds
 this many consecutive kernels (a few steps of a training or decode loop, a few iterations of a benchmark)."""
 LANE_HEIGHT_PX = 26
-COLORS = {"nvtx": "#8E9AAF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C", "memcpy DtoH": "#D62728",
+COLORS = {"nvtx": "#8E9AAF", "projected": "#A9B8CF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C", "memcpy DtoH": "#D62728",
           "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
 KERNEL_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#FF9DA6", "#9D755D", "#1F77B4",
                   "#17BECF", "#8C564B", "#E377C2", "#7F7F7F", "#AEC7E8", "#FFBB78", "#98DF8A", "#C5B0D5", "#C49C94"]
@@ -154,43 +157,117 @@ def idle_gaps(timeline: Timeline) -> pd.DataFrame:
     return gpu_idle_gaps(timeline.kernels, timeline.memcpy, timeline.memset)
 
 
+Lane = tuple[tuple, str, str, pd.DataFrame]
+"""(sort key, name, kind, items) of one lane: the lanes are drawn in sort-key order."""
+
+
+def _short(thread: int) -> int:
+    return int(thread) & ((1 << 24) - 1)  # nsys's globalTid keeps the OS thread id in its low 24 bits
+
+
+def _nvtx_lanes(nvtx: pd.DataFrame, host: dict[int, int]) -> list[Lane]:
+    """Per host thread and nesting depth, its NVTX ranges."""
+    if nvtx.empty:
+        return []
+    depth = nvtx_depth(nvtx)
+    lanes = []
+    for (thread, level), rows in nvtx.groupby([nvtx["thread"].fillna(0).astype("int64"), depth], sort=False):
+        detail = [f"{d / 1e3:,.1f} µs range" for d in rows["end_ns"] - rows["start_ns"]]
+        lanes.append(((0, host.get(thread, 0), 0, level), f"NVTX · thread {_short(thread)}"
+                      + (f" · {level}" if level else ""), "nvtx",
+                      pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"],
+                                    "name": rows["text"].astype(str), "detail": detail, "color": COLORS["nvtx"]})))
+    return lanes
+
+
+def _api_lanes(calls: pd.DataFrame, host: dict[int, int]) -> list[Lane]:
+    """Per host thread, the API calls that issued GPU work."""
+    calls = calls.dropna(subset=["thread"])
+    return [((0, host[thread], 1, 0), f"CUDA API · thread {_short(thread)}", "api",
+             pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": rows["name"], "detail": "",
+                           "color": COLORS["api"], "correlation_id": rows["correlation_id"],
+                           "thread": rows["thread"].astype("Int64")}))
+            for thread, rows in calls.groupby(calls["thread"].astype("int64"), sort=False)]
+
+
+def _idle_lanes(gaps: pd.DataFrame) -> list[Lane]:
+    """Per GPU, its idle gaps."""
+    lanes = []
+    for device, rows in gaps.groupby("device", sort=False):
+        detail = [f"GPU idle after {b}<br>before {a}" for b, a in zip(rows["before"], rows["after"])]
+        lanes.append(((1, int(device), -1, 0), f"GPU {int(device)} · idle", "idle",
+                      pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": "idle",
+                                    "detail": detail, "color": COLORS["idle"]})))
+    return lanes
+
+
+def _work_lanes(work: pd.DataFrame) -> list[Lane]:
+    """Per GPU stream, its copies and memsets, then its kernels."""
+    return [((1, int(device), int(stream), 0 if kind == "copy" else 1),
+             f"GPU {device} · stream {stream}" + (" · copies" if kind == "copy" else ""), kind,
+             rows.drop(columns=["kind", "device", "stream"]))
+            for (device, stream, kind), rows in work.groupby(["device", "stream", "kind"], sort=False)]
+
+
+def projected_ranges(nvtx: pd.DataFrame, work: pd.DataFrame) -> pd.DataFrame:
+    """NVTX ranges projected onto the GPU, as Nsight Systems draws them under each stream: per range and stream, from
+    the start of the first kernel, copy or memset launched inside the range (its launch call began within it, on the
+    range's thread) to the end of the last one. Columns: device, stream, level (the range's nesting depth), start_ns,
+    end_ns, name, launched (how many), host_ns (the range's own duration on the host)."""
+    columns = ["device", "stream", "level", "start_ns", "end_ns", "name", "launched", "host_ns"]
+    if nvtx.empty or work.empty or "thread" not in nvtx:
+        return pd.DataFrame(columns=columns)
+    ranges = nvtx.assign(level=nvtx_depth(nvtx), range=np.arange(len(nvtx)))
+    launched = work.dropna(subset=["thread", "launch_start_ns"])
+    found = []
+    for (thread, level), own in ranges.groupby([ranges["thread"].fillna(0).astype("int64"), "level"], sort=False):
+        own = own.sort_values("start_ns", kind="stable")
+        mine = launched[launched["thread"] == thread]
+        called = mine["launch_start_ns"].to_numpy(dtype=np.int64)
+        at = np.searchsorted(own["start_ns"].to_numpy(), called, side="right") - 1
+        inside = (at >= 0) & (called < own["end_ns"].to_numpy()[np.maximum(at, 0)])
+        found.append(mine[inside].assign(range=own["range"].to_numpy()[at[inside]], level=level))
+    hits = pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+    if hits.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = hits.groupby(["device", "stream", "level", "range"], sort=False)
+    out = grouped.agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"), launched=("start_ns", "size"))
+    out = out.reset_index()
+    out["name"] = nvtx["text"].astype(str).to_numpy()[out["range"].to_numpy()]
+    out["host_ns"] = (nvtx["end_ns"] - nvtx["start_ns"]).to_numpy()[out["range"].to_numpy()]
+    return out[columns]
+
+
+def _projected_lanes(projected: pd.DataFrame) -> list[Lane]:
+    """Per GPU stream and nesting depth (at most PROJECTED_LEVELS), the NVTX ranges projected onto it (streams
+    that run kernels only: three lanes of ranges over a stream of two copies hide more than they show)."""
+    projected = projected[projected["level"] < PROJECTED_LEVELS]
+    lanes = []
+    for (device, stream, level), rows in projected.groupby(["device", "stream", "level"], sort=False):
+        detail = [f"GPU span of the {n} operations launched in this range ({h / 1e3:,.1f} µs on the host)"
+                  for n, h in zip(rows["launched"], rows["host_ns"])]
+        lanes.append(((1, int(device), int(stream), -PROJECTED_LEVELS + int(level)),
+                      f"GPU {device} · stream {stream} · NVTX" + (f" · {level}" if level else ""), "projected",
+                      pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": rows["name"],
+                                    "detail": detail, "color": COLORS["projected"]})))
+    return lanes
+
+
 def assemble(timeline: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(lanes, items) of one capture: lanes name and kind in drawing order, items ITEM_COLUMNS sorted by lane and
     start; lane is the item's lane's position."""
-    groups: list[tuple[tuple, str, str, pd.DataFrame]] = []  # (sort key, lane name, kind, items)
-    threads = sorted({int(t) for t in pd.concat([timeline.nvtx.get("thread", pd.Series(dtype="Int64")),
-                                                   call_rows(timeline)["thread"]]).dropna()})
-    host = {t: i for i, t in enumerate(threads)}
-    short = {t: t & ((1 << 24) - 1) for t in threads}  # nsys's globalTid keeps the OS thread id in its low 24 bits
-    if not timeline.nvtx.empty:
-        nvtx = timeline.nvtx.reset_index(drop=True)
-        depth = nvtx_depth(nvtx)
-        for (thread, level), rows in nvtx.groupby([nvtx["thread"].fillna(0).astype("int64"), depth], sort=False):
-            detail = [f"{d / 1e3:,.1f} µs range" for d in rows["end_ns"] - rows["start_ns"]]
-            groups.append(((0, host.get(thread, 0), 0, level), f"NVTX · thread {short.get(thread, thread)}"
-                           + (f" · {level}" if level else ""), "nvtx",
-                           pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"],
-                                         "name": rows["text"].astype(str), "detail": detail, "color": COLORS["nvtx"]})))
     calls = call_rows(timeline)
-    for thread, rows in calls.dropna(subset=["thread"]).groupby(calls["thread"].dropna().astype("int64"), sort=False):
-        groups.append(((0, host[thread], 1, 0), f"CUDA API · thread {short[thread]}", "api",
-                       pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": rows["name"],
-                                     "detail": "", "color": COLORS["api"], "correlation_id": rows["correlation_id"],
-                                     "thread": rows["thread"].astype("Int64")})))
-    gaps = idle_gaps(timeline)
-    for device, rows in gaps.groupby("device", sort=False):
-        detail = [f"GPU idle after {b}<br>before {a}" for b, a in zip(rows["before"], rows["after"])]
-        groups.append(((1, int(device), -1, 0), f"GPU {int(device)} · idle", "idle",
-                       pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": "idle",
-                                     "detail": detail, "color": COLORS["idle"]})))
+    nvtx = timeline.nvtx.reset_index(drop=True)
+    threads = sorted({int(t) for t in pd.concat([nvtx.get("thread", pd.Series(dtype="Int64")),
+                                                   calls["thread"]]).dropna()})
+    host = {t: i for i, t in enumerate(threads)}
     work = _work(timeline)
-    colors = kernel_colors(timeline.kernels)
+    groups = _nvtx_lanes(nvtx, host) + _api_lanes(calls, host) + _idle_lanes(idle_gaps(timeline))
     if not work.empty:
+        colors = kernel_colors(timeline.kernels)
         work["color"] = [colors.get(n) or COLORS.get(n, COLORS["memset"]) for n in work["name"]]
-        for (device, stream, kind), rows in work.groupby(["device", "stream", "kind"], sort=False):
-            label = f"GPU {device} · stream {stream}" + (" · copies" if kind == "copy" else "")
-            groups.append(((1, int(device), int(stream), 0 if kind == "copy" else 1), label, kind,
-                           rows.drop(columns=["kind", "device", "stream"])))
+        computing = work.groupby(["device", "stream"])["kind"].transform(lambda k: (k == "kernel").any())
+        groups += _work_lanes(work) + _projected_lanes(projected_ranges(nvtx, work[computing.astype(bool)]))
     groups.sort(key=lambda g: g[0])
     lanes = pd.DataFrame({"name": [g[1] for g in groups], "kind": [g[2] for g in groups]})
     parts = [rows.assign(lane=i) for i, (_, _, _, rows) in enumerate(groups)]

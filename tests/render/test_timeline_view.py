@@ -106,6 +106,27 @@ def test_flows_join_each_call_to_the_work_of_its_correlation_id(train_view, trai
         assert calls["name"][row].tolist() == [name]
 
 
+def test_nvtx_ranges_are_projected_onto_the_stream_their_work_ran_on(train_view):
+    """Each host range's GPU span: from the first to the last activity whose launch call began inside it on its
+    thread, here for the first blocks.0.attn (4 levels deep: GPT/blocks.0/blocks.0.attn) and the first
+    blocks.3.attn [bwd], launched from the autograd thread."""
+    nvtx = pd.read_parquet(TRAIN / "tables" / "nvtx.parquet")
+    work = pd.concat([pd.read_parquet(TRAIN / "tables" / f"{t}.parquet") for t in ("nsys_kernels", "memcpy", "memset")])
+    projected = lane_items(train_view, "projected")
+    names = train_view.lanes["name"].to_numpy()[projected["lane"].to_numpy()]
+    for text in ("blocks.0.attn", "blocks.3.attn [bwd]"):
+        lane = "GPU 0 · stream 7 · NVTX · 2"
+        host = nvtx[nvtx["text"] == text].sort_values("start_ns").iloc[0]
+        inside = work[(work["thread"] == host["thread"]) & (work["launch_start_ns"] >= host["start_ns"])
+                      & (work["launch_start_ns"] < host["end_ns"]) & (work["stream"] == 7)]
+        mine = projected[(names == lane) & (projected["name"] == text)].sort_values("start_ns").iloc[0]
+        assert (mine["start_ns"], mine["end_ns"]) == (inside["start_ns"].min(), inside["end_ns"].max())
+        assert f"the {len(inside)} operations" in mine["detail"]
+    assert {n for n in train_view.lanes["name"] if "NVTX" in n and "stream" in n} == {
+        "GPU 0 · stream 7 · NVTX", "GPU 0 · stream 7 · NVTX · 1", "GPU 0 · stream 7 · NVTX · 2",
+        "GPU 0 · stream 7 · NVTX · 3"}  # streams 13 and 29 run two copies each and no kernel: no projection
+
+
 def test_opens_on_the_steady_steps(train_view):
     """The GPT range starts each step (6 of them); steps 0 and 1 are warm-up (591 ms and 23.5 ms vs ~21 ms) and the
     last is cut short, so the steady state is steps 2-4: from the first GPU work launched after the third GPT
