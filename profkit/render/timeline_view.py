@@ -48,8 +48,8 @@ DENSE_KERNELS = 300
 """Kernels in the opening window when no steady state is known: the shortest stretch of the timeline that holds
 this many consecutive kernels (a few steps of a training or decode loop, a few iterations of a benchmark)."""
 LANE_HEIGHT_PX = 26
-COLORS = {"nvtx": "#8E9AAF", "projected": "#A9B8CF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C", "memcpy DtoH": "#D62728",
-          "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
+COLORS = {"nvtx": "#8E9AAF", "projected": "#A9B8CF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C",
+          "memcpy DtoH": "#D62728", "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
 KERNEL_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#FF9DA6", "#9D755D", "#1F77B4",
                   "#17BECF", "#8C564B", "#E377C2", "#7F7F7F", "#AEC7E8", "#FFBB78", "#98DF8A", "#C5B0D5", "#C49C94"]
 """Kernel names take colours in order of their total time: the heaviest kernels get the most distinct ones."""
