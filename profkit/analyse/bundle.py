@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from profkit import progress
 from profkit.analyse.crosscheck import cross_check
 from profkit.analyse.tables import kernel_table, launch_table, with_static_sass
 from profkit.errors import ReportError, UsageError
@@ -92,6 +93,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
     notes: list[str] = []
     launches = pd.DataFrame()
     if capture.ncu_reports:
+        progress.stage(f"{capture.name}: reading {len(capture.ncu_reports)} ncu report(s)")
         ncu, notes = _read_ncu_reports(capture.ncu_reports)
         launches = launch_table(with_static_sass(ncu["launches"], capture.sass)) if not ncu["launches"].empty \
             else ncu["launches"]
@@ -99,6 +101,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
             out[key] = _tag(ncu[key], capture.name)
     nsys_kernels = pd.DataFrame()
     if capture.nsys_report is not None:
+        progress.stage(f"{capture.name}: reading the nsys timeline")
         nsys = read_nsys(capture.nsys_report)
         nsys_kernels = nsys.kernels
         notes += whole_graph_notes(nsys_kernels)
@@ -112,6 +115,7 @@ def capture_tables(capture: CaptureFiles, *, clock_control: str = "none", cache_
         notes.append("no nsys capture: the cross-check compares cudaEvent timings with ncu only")
     if capture_notes and capture.timings.empty and capture.nsys_report is None and capture.ncu_reports:
         notes.append("the program printed no result lines: no cudaEvent timings to cross-check")
+    progress.stage(f"{capture.name}: deriving the tables")
     out["crosscheck"] = _tag(cross_check(capture.timings, launches, nsys_kernels, clock_control=clock_control,
                                          cache_control=cache_control), capture.name)
     out["launches"] = _tag(launches, capture.name)

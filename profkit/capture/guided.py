@@ -22,7 +22,7 @@ from typing import Callable
 
 import pandas as pd
 
-from profkit import process
+from profkit import process, progress
 from profkit.analyse.instances import split_targets
 from profkit.capture import targets as plan_targets
 from profkit.capture.inductor import record_kernels
@@ -103,6 +103,7 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             from profkit.capture.torch_modules import hook_dir
 
             env = hook_dir(hooks)
+        progress.stage(f"{name}: nsys")
         log(f"[{name}] nsys profile {' '.join(TRACE)}" + (" with NVTX per nn.Module" if env else ""))
         nsys_cmds, nsys_log = _timed(seconds, "nsys", lambda: run_nsys(out_dir(f"{name}.nsys-rep"), command, env=env,
                                                                       timeout=timeout))
@@ -130,9 +131,11 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             f"{plan.steady_how}; {int(plan.instances['target'].sum())} targets hold {plan.coverage:.1f}% of "
             f"steady-state GPU time; {len(plan.runs)} ncu run(s)")
         reports, run_ids, retried = [], [], set()
+        progress.expect(len(plan.runs))
         for run in plan.runs:
             report = out_dir(f"{name}.ncu{run['run']}.ncu-rep")
             run_options = _run_options(ncu, run["regex"], run["skip"])
+            progress.stage(f"{name}: ncu run {run['run']}")
             log(f"[{name}] ncu run {run['run']}: {len(run['kernels'])} kernel name(s), launch {run['skip'] + 1} of "
                 f"each configuration ({run['time_pct']:.1f}% of GPU time)")
             cmd, ncu_log = _timed(seconds, f"ncu{run['run']}", lambda: run_ncu(
@@ -148,6 +151,8 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             run_id = len(plan.runs)
             regex = plan_targets.name_filter(m[0] for m in missing)
             report = out_dir(f"{name}.ncu{run_id}.ncu-rep")
+            progress.expect(1)
+            progress.stage(f"{name}: ncu run {run_id} (targets missed)")
             log(f"[{name}] ncu run {run_id}: {len(missing)} target(s) the planned launch did not reach, from their "
                 "first launch")
             cmd, ncu_log = _timed(seconds, f"ncu{run_id}", lambda: run_ncu(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from profkit import process
+from profkit import process, progress
 from profkit.analyse.bundle import CaptureFiles, capture_tables, merge_tables
 from profkit.build import nvcc
 from profkit.build.sass import disassemble, parse_sass
@@ -21,6 +21,7 @@ from profkit.capture import environment
 from profkit.capture.guided import tool_check
 from profkit.capture.ncu import NcuOptions
 from profkit.capture.settings import ProfileOptions
+from profkit.capture.step_progress import StepProgress
 from profkit.capture.steps import (Captured, CaptureStep, GuidedCapture, Log, NcuCapture, NsysCapture, Target,
                                    TimingRun)
 from profkit.errors import CaptureError, ProfkitError, ReaderError, UsageError
@@ -91,6 +92,16 @@ def steps_for(target: Target, options: ProfileOptions) -> list[CaptureStep]:
     return [TimingRun(), NcuCapture(), *([NsysCapture()] if options.nsys else [])]
 
 
+def planned_steps(target: Target, options: ProfileOptions) -> int:
+    """The steps a target's capture is known to take before it runs (capture.step_progress): its tool runs, then
+    reading its ncu reports, its nsys timeline and deriving its tables (analyse.bundle.capture_tables). A guided
+    capture's ncu runs are added by its plan."""
+    if is_guided(target, options):
+        return 1 + 3
+    nsys = 1 if options.nsys else 0
+    return 1 + options.repeat + nsys + 1 + nsys + 1
+
+
 def profile(targets: list[str], options: ProfileOptions, *, root: Path | None = None,
             log: Log = process.echo_err) -> Path:
     """Run the whole capture and return the committed session folder."""
@@ -144,9 +155,10 @@ def _capture_all(writer: SessionWriter, targets: list[str], options: ProfileOpti
         writer.manifest["arch"] = builds[0].arch
         writer.manifest["arch_reason"] = builds[0].arch_reason
     per_capture = []
-    for target in resolved:
-        build = next((b for b in builds if b.source == target.source), None)
-        per_capture.append(_capture_one(writer, target, build, options, log))
+    with progress.listening(StepProgress(sum(planned_steps(t, options) for t in resolved), log)):
+        for target in resolved:
+            build = next((b for b in builds if b.source == target.source), None)
+            per_capture.append(_capture_one(writer, target, build, options, log))
     pending = [e["tables_error"] for e in writer.manifest["captures"] if e.get("tables_error")]
     if pending:  # the captures are whole; their tables get derived where a working reader is
         writer.manifest["tables_pending"] = pending[0]

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Protocol
 
 import pandas as pd
 
-from profkit import process
+from profkit import process, progress
 from profkit.capture.guided import capture_guided
 from profkit.capture.inductor import record_kernels
 from profkit.capture.ncu import NcuOptions, run_ncu
@@ -100,6 +100,7 @@ class TimingRun:
 
     def run(self, target: Target, session: SessionWriter, options: ProfileOptions, captured: Captured,
             log: Log) -> None:
+        progress.stage(f"{target.name}: timing run")
         log(f"[{target.name}] timing run (no profiler): {shlex.join(target.command)}")
         with captured.timed(self.name):
             timing = process.run(target.command, timeout=options.timeout)
@@ -144,6 +145,7 @@ class NcuCapture:
             suffix = "" if repeat == 0 else f".r{repeat}"
             report = session.path(f"{target.name}{suffix}.ncu-rep")
             count = f" (repeat {repeat + 1} of {options.repeat})" if options.repeat > 1 else ""
+            progress.stage(f"{target.name}: ncu{count}")
             log(f"[{target.name}] ncu {what}{count} (each kernel is replayed once per pass)")
             with captured.timed(f"{self.name}{suffix}"):
                 cmd, ncu_log = run_ncu(report, target.command, ncu_options, env=env, timeout=options.timeout,
@@ -165,6 +167,7 @@ class NsysCapture:
 
     def run(self, target: Target, session: SessionWriter, options: ProfileOptions, captured: Captured,
             log: Log) -> None:
+        progress.stage(f"{target.name}: nsys")
         log(f"[{target.name}] nsys profile {' '.join(TRACE)}")
         with captured.timed(self.name):
             commands, nsys_log = run_nsys(session.path(f"{target.name}.nsys-rep"), target.command,

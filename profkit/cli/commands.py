@@ -83,6 +83,8 @@ def import_(files: tuple[str, ...], name: str, sessions_dir: str | None) -> None
     """Keep report files captured elsewhere (.ncu-rep, .nsys-rep, .sqlite; .xz/.gz too) as session NAME: one
     capture per file stem, tables derived as for a profkit capture."""
     from profkit.capture.importer import import_reports
+    from profkit.render.progress import on_terminal
 
-    path = import_reports(list(files), name, root=Path(sessions_dir) if sessions_dir else None)
+    with on_terminal(f"importing {name}"):
+        path = import_reports(list(files), name, root=Path(sessions_dir) if sessions_dir else None)
     click.echo(f"session written: {path}")

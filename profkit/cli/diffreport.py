@@ -11,6 +11,8 @@ import click
 
 from profkit.cli import frozen_imports, main
 from profkit.errors import ToolMissing, UsageError
+from profkit.progress import stage
+from profkit.render.progress import on_terminal
 
 STEP_HELP = ("Two programs: what starts each step, an NVTX range name, else a kernel name (a regular expression "
              "searched in each). By default the NVTX range repeated most often at the outermost level, else the "
@@ -164,16 +166,20 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
         loaded[-1].source_dirs = tuple(Path(d) for d in source_dirs)
     if summed and not diff_specs:
         raise UsageError("--sum applies to --diff A B")
-    result = diff(*diff_specs, root=root, force=force, summed=summed, step=step or None) if diff_specs else None
-    if output is None:
-        stem = (f"diff-{_slug(diff_specs[0])}-{_slug(diff_specs[1])}" if diff_specs
-                else "+".join(_slug(s.name) for s in loaded))
-        output = str(Path("reports") / f"{stem}.html")
-    _require_plotly()  # only once the inputs are known to be readable: their errors come first
-    from profkit.render.html import render_html, write_html
+    with on_terminal("report"):
+        if diff_specs:
+            stage(f"comparing {diff_specs[0]} with {diff_specs[1]}")
+        result = diff(*diff_specs, root=root, force=force, summed=summed, step=step or None) if diff_specs else None
+        if output is None:
+            stem = (f"diff-{_slug(diff_specs[0])}-{_slug(diff_specs[1])}" if diff_specs
+                    else "+".join(_slug(s.name) for s in loaded))
+            output = str(Path("reports") / f"{stem}.html")
+        _require_plotly()  # only once the inputs are known to be readable: their errors come first
+        from profkit.render.html import render_html, write_html
 
-    path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines,
-                                          source_roots=[Path(d) for d in source_dirs]))
+        stage(f"rendering {len(loaded)} input(s)" + (" and the diff" if result is not None else ""))
+        path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines,
+                                              source_roots=[Path(d) for d in source_dirs]))
     for warning in dict.fromkeys(w for bundle in loaded for w in bundle.warnings()):
         click.echo(f"profkit: {warning}", err=True)  # as `show` says them; the page has them in its notes
     click.echo(f"wrote {path}")
