@@ -50,7 +50,7 @@ import pandas as pd
 from profkit.analyse import roofline
 from profkit.analyse.instances import NCU_EXTRA_NS, WORK, class_ranges, nearest_class, span_text, work_classes
 from profkit.analyse.kernel_rows import kernel_rows
-from profkit.analyse.steps import in_window
+from profkit.analyse.steps import in_window, sync_intervals, sync_share
 from profkit.analyse.timeline import gpu_idle_gaps
 
 HOTSPOT_COLUMNS = ["rank", "kind", "kernel", "grid", "block", "work", "module", "launches", "time_us", "time_pct",
@@ -108,6 +108,24 @@ def window_gaps(nsys: pd.DataFrame, windows: dict[str, tuple[int, int]]) -> pd.D
     return gaps.assign(gap_us=(gaps["end_ns"] - gaps["start_ns"]) / 1e3)
 
 
+def gap_sync_ns(nsys: pd.DataFrame, gaps: pd.DataFrame, sync_calls: dict | None) -> np.ndarray | None:
+    """Per gap (idle_gaps of nsys, in their order): its ns of sync idle (analyse.steps.sync_share: each gap is
+    closed by a kernel), from each capture's synchronising calls ({capture: calls}); None without calls."""
+    if not sync_calls or gaps.empty:
+        return None
+    captures = per_gpu(nsys).assign(capture=nsys["capture"].astype(str) if "capture" in nsys else "")
+    owner = dict(zip(captures["device"], captures["capture"]))
+    out = np.zeros(len(gaps))
+    lo, hi = gaps["start_ns"].to_numpy(dtype=float), gaps["end_ns"].to_numpy(dtype=float)
+    queued = ~(gaps["called_ns"].to_numpy(dtype=float) >= lo)  # as idle_rows: no launch call known, not late
+    devices = gaps["device"].to_numpy()
+    for device in pd.unique(devices):
+        mine = devices == device
+        syncs = sync_intervals(sync_calls.get(owner.get(device, "")))
+        out[mine] = sync_share(lo[mine], hi[mine], queued[mine], np.ones(int(mine.sum()), dtype=bool), syncs)
+    return out
+
+
 def idle_gaps(window: pd.DataFrame) -> pd.DataFrame:
     """The window's GPU idle gaps between kernels, with their launch calls (timeline.gpu_idle_gaps, calls=True):
     each GPU's own, its streams merged."""
@@ -124,15 +142,17 @@ def gpu_time_us(kernel_us: float, gaps: pd.DataFrame) -> float:
     return float(kernel_us) + float(gaps["gap_us"].sum())
 
 
-def idle_rows(window: pd.DataFrame, gaps: pd.DataFrame, gpu_us: float) -> list[dict]:
+def idle_rows(window: pd.DataFrame, gaps: pd.DataFrame, gpu_us: float, sync: np.ndarray | None = None) -> list[dict]:
     """GPU idle time between kernels in the window (idle_gaps: each GPU's own, its streams merged), split by whether
-    the host launched late. One GPU waiting while another computes is idle time, as its kernels' time is busy time.
-    Shares are of gpu_us (gpu_time_us); an idle row has no time_pct (idle time is no kernel time)."""
+    the host launched late, and of that, with `sync` (ns per gap: gap_sync_ns), what followed a synchronising call.
+    One GPU waiting while another computes is idle time, as its kernels' time is busy time. Shares are of gpu_us
+    (gpu_time_us); an idle row has no time_pct (idle time is no kernel time)."""
     if gaps.empty:
         return []
     idle = (gaps["end_ns"] - gaps["start_ns"]).to_numpy(dtype=float)
     late = gaps["called_ns"].to_numpy(dtype=float) >= gaps["start_ns"].to_numpy(dtype=float)
-    host, other = idle[late].sum() / 1e3, idle[~late].sum() / 1e3
+    synced = np.zeros(len(idle)) if sync is None else np.asarray(sync, dtype=float)
+    host, other, after_sync = (idle[late] - synced[late]).sum() / 1e3, idle[~late].sum() / 1e3, synced.sum() / 1e3
     # a launch-bound stretch: MIN_STRETCH host-bound gaps in a row, each right after the kernel that closed the last
     stretches, run, previous = 0, 0, None
     for flag, position in zip(late, gaps["position"]):
@@ -142,10 +162,14 @@ def idle_rows(window: pd.DataFrame, gaps: pd.DataFrame, gpu_us: float) -> list[d
     devices = per_gpu(window)["device"].nunique(dropna=False)
     on = f" (summed over {devices} GPUs)" if devices > 1 else ""
     rows = []
-    for kind, idle, note in (("GPU idle: host-bound", host, f"{int(late.sum())} gaps where the next launch call came "
+    for kind, idle, note in (("GPU idle: host-bound", host, f"{int((late & (idle > synced)).sum())} gaps where the "
+                              "next launch call came "
                               f"after the GPU went idle{on}; {stretches} launch-bound stretch(es) of ≥{MIN_STRETCH} "
                               "in a row (under nsys: the profiler's and --torch-modules' own host work adds to it; "
                               "compare the program's step time without them)"),
+                             ("GPU idle: after a sync", after_sync, f"{int((synced > 0).sum())} gaps that began "
+                              f"while the host waited in a synchronising call{on}, as long as the GPU had still run "
+                              "while it waited: without the sync the host would have queued its next work"),
                              ("GPU idle: other", other, f"gaps with the next launch already queued{on} "
                               "(synchronisation, copies, dependencies)")):
         if idle > 0:
@@ -173,9 +197,11 @@ def _hottest_lines(source: pd.DataFrame) -> dict:
 
 
 def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.DataFrame | None = None,
-             source: pd.DataFrame | None = None, steady: dict[str, tuple[int, int]] | None = None) -> pd.DataFrame:
+             source: pd.DataFrame | None = None, steady: dict[str, tuple[int, int]] | None = None,
+             sync_calls: dict | None = None) -> pd.DataFrame:
     """The ranked table (HOTSPOT_COLUMNS); see the module docstring. steady: each capture's steady state (start_ns,
-    end_ns: analyse.steps.steady_window), which then replaces a guided capture's steady start."""
+    end_ns: analyse.steps.steady_window), which then replaces a guided capture's steady start; sync_calls: each
+    capture's synchronising CUDA calls ({capture: calls}), which split the idle after syncs from the host-bound."""
     if nsys_kernels is None or nsys_kernels.empty:
         return pd.DataFrame(columns=HOTSPOT_COLUMNS)
     window = in_window(nsys_kernels, steady) if steady else steady_window(nsys_kernels, targets)
@@ -221,7 +247,8 @@ def hotspots(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.Dat
                                    zip(rows[plan_keys].astype(str).itertuples(index=False), rows["launch"],
                                        rows["profiled_launch"].astype(object).fillna(""))]
     guided = bool(steady) or (targets is not None and not targets.empty)
-    out = pd.concat([rows, pd.DataFrame(idle_rows(window, gaps, gpu_us) if guided else [])], ignore_index=True)
+    sync = gap_sync_ns(nsys_kernels if steady else window, gaps, sync_calls) if guided else None
+    out = pd.concat([rows, pd.DataFrame(idle_rows(window, gaps, gpu_us, sync) if guided else [])], ignore_index=True)
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
     measured = out[out["saved_us"].notna()].sort_values("saved_us", ascending=False)
     unmeasured = out[out["saved_us"].isna()].sort_values("time_us", ascending=False)

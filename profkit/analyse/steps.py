@@ -471,7 +471,7 @@ def _idle_by_kind(acts: pd.DataFrame, calls: pd.DataFrame | None, lo: np.ndarray
     step's ~1 ms pause after its cudaDeviceSynchronize (which waited 6.9 ms) is sync; the 6.4 s pause of
     train-step-guided's initialisation begins inside a sync that waited 0.3 ms: 0.3 ms sync, the rest host."""
     host, sync, other = (np.zeros(len(lo)) for _ in range(3))
-    syncs = _sync_intervals(calls)
+    syncs = sync_intervals(calls)
     for _, own in acts.groupby("device", sort=False):
         own = own.sort_values(["start_ns", "end_ns"], kind="stable")
         start = own["start_ns"].to_numpy(dtype=float)
@@ -481,21 +481,29 @@ def _idle_by_kind(acts: pd.DataFrame, calls: pd.DataFrame | None, lo: np.ndarray
         gap_lo, gap_hi = gap_lo[opened], gap_hi[opened]
         queued = own["called"].to_numpy(dtype=float)[1:][opened] < gap_lo
         by_kernel = (own["kind"].to_numpy()[1:] == "kernel")[opened]
-        waited = np.zeros(len(gap_lo))  # how long the host had waited in a sync call when the gap began
-        if syncs is not None and len(syncs[0]):
-            k = np.maximum(np.searchsorted(syncs[0], gap_lo, side="right") - 1, 0)
-            inside = (syncs[0][k] <= gap_lo) & (gap_lo < syncs[1][k])
-            waited = np.where(inside & ~queued, gap_lo - syncs[0][k], 0.0)
-        chain = np.r_[0, np.cumsum(by_kernel[:-1])] if len(by_kernel) else np.zeros(0, dtype=int)
-        credit = pd.Series(waited).groupby(chain).cummax().to_numpy()
-        length = np.where(queued, 0.0, gap_hi - gap_lo)
-        spent = pd.Series(np.where(credit > 0, length, 0.0)).groupby(chain).cumsum().to_numpy()
-        share = np.clip(credit - (spent - np.where(credit > 0, length, 0.0)), 0.0, length)
-        split = gap_lo + share
+        split = gap_lo + sync_share(gap_lo, gap_hi, queued, by_kernel, syncs)
         other += covered(gap_lo[queued], gap_hi[queued], lo, hi)
         sync += covered(gap_lo[~queued], split[~queued], lo, hi)
         host += covered(split[~queued], gap_hi[~queued], lo, hi)
     return host, sync, other
+
+
+def sync_share(gap_lo: np.ndarray, gap_hi: np.ndarray, queued: np.ndarray, by_kernel: np.ndarray,
+               syncs: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Per GPU gap of one device, in time order (ns): how much of it is sync idle (_idle_by_kind): a gap that begins
+    while the host sits in a synchronising call (syncs: their merged intervals, sync_intervals) gets as credit how
+    long the host had waited there, spent over it and the gaps after it up to one closed by a kernel (by_kernel);
+    gaps of queued work (queued) get none."""
+    waited = np.zeros(len(gap_lo))  # how long the host had waited in a sync call when the gap began
+    if syncs is not None and len(syncs[0]):
+        k = np.maximum(np.searchsorted(syncs[0], gap_lo, side="right") - 1, 0)
+        inside = (syncs[0][k] <= gap_lo) & (gap_lo < syncs[1][k])
+        waited = np.where(inside & ~queued, gap_lo - syncs[0][k], 0.0)
+    chain = np.r_[0, np.cumsum(by_kernel[:-1])] if len(by_kernel) else np.zeros(0, dtype=int)
+    credit = pd.Series(waited).groupby(chain).cummax().to_numpy()
+    length = np.where(queued, 0.0, gap_hi - gap_lo)
+    spent = pd.Series(np.where(credit > 0, length, 0.0)).groupby(chain).cumsum().to_numpy()
+    return np.clip(credit - (spent - np.where(credit > 0, length, 0.0)), 0.0, length)
 
 
 def covered(begin: np.ndarray, finish: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -524,7 +532,9 @@ def _merged(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return begin[first], np.maximum.reduceat(finish, first)
 
 
-def _sync_intervals(calls: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray] | None:
+def sync_intervals(calls: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The time the host sat in synchronising calls (SYNC_CALL; any thread), as merged (begin, finish) arrays; None
+    when the calls are not known."""
     if calls is None:
         return None
     if calls.empty or not {"name", "start_ns", "end_ns"} <= set(calls.columns):

@@ -18,7 +18,7 @@ from profkit.analyse.join import weighted_summary
 from profkit.analyse.ranges import RANGE_COLUMNS, range_totals
 from profkit.analyse.registry import register
 from profkit.analyse.steps import (PARTS, VIEW_COLUMNS as STEPS_VIEW_COLUMNS, WHOLE_RUN, by_part, bundle_steps,
-                                   bundle_view, bundle_windows, in_window)
+                                   bundle_view, bundle_windows, in_window, sync_calls_of)
 from profkit.analyse.source_lines import HOTSPOT_COLUMNS as SOURCE_COLUMNS, SourceLookup, hotspot_table, source_homes
 from profkit.analyse.timeline import (COPY_COLUMNS, GAP_COLUMNS, LATENCY_COLUMNS, LAUNCH_COLUMNS, copy_summary,
                                      gpu_idle_gaps, gpu_idle_summary, kernel_time_summary, launch_latency,
@@ -64,7 +64,7 @@ def hostbound(bundle) -> pd.DataFrame:
           needs=("nsys",), columns=tuple(HOTSPOT_COLUMNS), default="ncu")
 def hotspots(bundle) -> pd.DataFrame:
     table = where_to_work(bundle.stored("nsys_kernels"), bundle.stored("launches"), bundle.stored("targets"),
-                          bundle.stored("source"), steady=bundle_windows(bundle))
+                          bundle.stored("source"), steady=bundle_windows(bundle), sync_calls=sync_calls_of(bundle))
     return with_initialisation(table, bundle_view(bundle))
 
 

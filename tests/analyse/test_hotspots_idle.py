@@ -177,10 +177,23 @@ def test_guided_training_step_shares_from_its_sqlite(tmp_path):
     else:
         other -= beyond
     gpu_ns = kernel_ns + host + other
+    # of the host-bound gaps, those that began while the host sat in a cuda*Synchronize call are idle after a sync
+    # for as long as the host had waited in it
+    syncs = db.execute("SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r JOIN StringIds AS s "
+                       "ON s.id = r.nameId WHERE s.value LIKE '%Synchronize%'").fetchall()
+    synced, reach = 0, None
+    for _, start, end, called in [*rows, closing]:
+        if reach is not None and start > reach and called >= reach:
+            waited = max((reach - s0 for s0, s1 in syncs if s0 <= reach < s1), default=0)
+            synced += min(min(start, hi) - reach, waited)
+        reach = end if reach is None else max(reach, end)
+    host -= synced
     table = profkit.load(session).table("hotspots")
     idle = table[table["kind"].str.startswith("GPU idle")].set_index("kind")
     assert idle.loc["GPU idle: host-bound", "span_pct"] == pytest.approx(100 * host / gpu_ns, rel=1e-9)
     assert idle.loc["GPU idle: other", "span_pct"] == pytest.approx(100 * other / gpu_ns, rel=1e-9)
+    assert synced > 0 and idle.loc["GPU idle: after a sync", "span_pct"] == pytest.approx(100 * synced / gpu_ns,
+                                                                                          rel=1e-9)
     assert (idle["saved_pct"] == idle["span_pct"]).all() and idle["time_pct"].isna().all()
     # the initialisation, from the first GPU activity to the steady state, is the last row and in no share
     began = min(db.execute(f"SELECT min(start) FROM CUPTI_ACTIVITY_KIND_{t}").fetchone()[0]
