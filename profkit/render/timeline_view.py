@@ -27,6 +27,7 @@ import plotly.graph_objects as go
 
 from profkit.analyse.steps import find_steps, steady_window
 from profkit.analyse.timeline import gpu_idle_gaps
+from profkit.render.palette import colour
 from profkit.render.perfetto import Timeline, issuing_calls, timelines_of, with_correlation
 from profkit.render.timeline_script import TIMELINE_JS
 
@@ -50,9 +51,6 @@ this many consecutive kernels (a few steps of a training or decode loop, a few i
 LANE_HEIGHT_PX = 26
 COLORS = {"nvtx": "#8E9AAF", "projected": "#A9B8CF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C",
           "memcpy DtoH": "#D62728", "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
-KERNEL_PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2", "#EECA3B", "#FF9DA6", "#9D755D", "#1F77B4",
-                  "#17BECF", "#8C564B", "#E377C2", "#7F7F7F", "#AEC7E8", "#FFBB78", "#98DF8A", "#C5B0D5", "#C49C94"]
-"""Kernel names take colours in order of their total time: the heaviest kernels get the most distinct ones."""
 ITEM_COLUMNS = ["lane", "start_ns", "end_ns", "name", "detail", "color", "correlation_id", "thread", "launch_start_ns"]
 
 
@@ -139,15 +137,6 @@ def _work(timeline: Timeline) -> pd.DataFrame:
             "launch_start_ns": frame["launch_start_ns"].astype("Int64") if "launch_start_ns" in frame
             else pd.array([None] * len(frame), "Int64")}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
-def kernel_colors(kernels: pd.DataFrame) -> dict[str, str]:
-    """One colour per kernel name, the heaviest (by total time) first in KERNEL_PALETTE."""
-    if kernels.empty:
-        return {}
-    total = (kernels["end_ns"] - kernels["start_ns"]).groupby(kernels["kernel"].astype(str)).sum()
-    order = total.sort_values(ascending=False, kind="stable").index
-    return {name: KERNEL_PALETTE[i % len(KERNEL_PALETTE)] for i, name in enumerate(order)}
 
 
 def idle_gaps(timeline: Timeline) -> pd.DataFrame:
@@ -264,8 +253,8 @@ def assemble(timeline: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     work = _work(timeline)
     groups = _nvtx_lanes(nvtx, host) + _api_lanes(calls, host) + _idle_lanes(idle_gaps(timeline))
     if not work.empty:
-        colors = kernel_colors(timeline.kernels)
-        work["color"] = [colors.get(n) or COLORS.get(n, COLORS["memset"]) for n in work["name"]]
+        work["color"] = [colour(n) if k == "kernel" else COLORS.get(n, COLORS["memset"])
+                         for n, k in zip(work["name"], work["kind"])]  # a kernel's colour in every chart
         computing = work.groupby(["device", "stream"])["kind"].transform(lambda k: (k == "kernel").any())
         groups += _work_lanes(work) + _projected_lanes(projected_ranges(nvtx, work[computing.astype(bool)]))
     groups.sort(key=lambda g: g[0])
