@@ -70,7 +70,7 @@ def before_command() -> click.Command:
 def parsed_by_show(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[Result, list[ShowOptions]]:
     """What `profkit show x ARGS` exits with and hands to shown()."""
     seen: list[ShowOptions] = []
-    monkeypatch.setattr(show_module, "shown", lambda paths, options: seen.append(options) or [])
+    monkeypatch.setattr(show_module, "shown", lambda paths, options, display=None: seen.append(options) or [])
     return CliRunner().invoke(main, ["show", "x", *args], terminal_width=200), seen
 
 
