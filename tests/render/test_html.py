@@ -56,6 +56,25 @@ window.addEventListener("load", function () { Promise.resolve(window.profkitChar
 </script>"""
 
 
+# What a reader sees at 1440×900: tables wider than the window (the page itself must not scroll sideways), the page's
+# width, where the overview is, and the errors the page's hook recorded.
+FIT_PROBE = """<script>
+window.addEventListener("load", function () { Promise.resolve(window.profkitChartsReady).catch(function () {}).then(function () { setTimeout(function () {
+  var width = document.documentElement.clientWidth, tables = document.querySelectorAll("table"), wide = [];
+  tables.forEach(function (t) { var box = t.getBoundingClientRect();
+    if (t.scrollWidth > width || box.right > width + 1) { wide.push(Math.round(t.scrollWidth)); } });
+  var overview = document.querySelector(".overview"), box = overview ? overview.getBoundingClientRect() : null;
+  var out = {width: width, height: window.innerHeight, tables: tables.length, wide: wide,
+             page_width: document.documentElement.scrollWidth,
+             overview_top: box ? box.top : null, overview_height: box ? box.height : null,
+             errors: window.__profkitErrors === undefined ? null : window.__profkitErrors};
+  var pre = document.createElement("pre"); pre.id = "render-probe"; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}, 500); }); });
+</script>"""
+VIEWPORT = (1440, 900)
+
+
 def chromium(args: list[str], user_data: Path) -> subprocess.CompletedProcess:
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
@@ -63,10 +82,11 @@ def chromium(args: list[str], user_data: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S)
 
 
-def rendered_dom(page: Path, tmp: Path) -> tuple[str, dict]:
+def rendered_dom(page: Path, tmp: Path, probe: str = PROBE, size: tuple[int, int] | None = None) -> tuple[str, dict]:
     probed = tmp / f"probed-{page.name}"
-    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    result = chromium(["--dump-dom", probed.resolve().as_uri()], tmp / "chrome-dom")
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", probe + "</body>"), encoding="utf-8")
+    window = [f"--window-size={size[0]},{size[1]}"] if size else []
+    result = chromium([*window, "--dump-dom", probed.resolve().as_uri()], tmp / "chrome-dom")
     assert result.returncode == 0, result.stderr[-2000:]
     match = re.search(r'<pre id="render-probe">(.*?)</pre>', result.stdout, re.S)
     assert match, "the page never reached its load event"
@@ -196,6 +216,30 @@ def test_screenshot_is_not_blank(diff_page, tmp_path):
     drawn = sum(p != background for p in pixels) / len(pixels)
     assert drawn > 0.05, f"only {drawn:.1%} of the screenshot differs from the background"
     assert len(set(pixels)) > 50
+
+
+READMES_PAGES = {"ladder": ["ladder-n1024", "ladder-n4096"], "train": ["train-step-guided"]}
+"""The README's report and a program profkit never saw (a GPT training step, guided capture)."""
+
+
+@needs_chromium
+@pytest.mark.slow  # 15-25 s a page: the report command and a Chromium load
+@pytest.mark.parametrize("page_name", list(READMES_PAGES))
+def test_report_reads_at_1440_px(page_name, tmp_path):
+    """What a reader sees at 1440×900: no table wider than the window and no sideways page scroll, no console
+    errors, and the overview on the first screen. The page of before this test had 42 of 54 tables wider than the
+    window on ladder and 20 of 26 on train-step-guided, and no overview."""
+    out = tmp_path / f"{page_name}.html"
+    inputs = [str(REPO / "sessions" / name) for name in READMES_PAGES[page_name]]
+    result = CliRunner().invoke(main, ["report", *inputs, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    _, seen = rendered_dom(out, tmp_path, FIT_PROBE, VIEWPORT)
+    assert seen["width"] == VIEWPORT[0] and seen["tables"] >= 20
+    assert seen["wide"] == [], f"{len(seen['wide'])} of {seen['tables']} tables wider than {seen['width']} px"
+    assert seen["page_width"] <= seen["width"]
+    assert seen["errors"] == []
+    assert seen["overview_top"] is not None and 0 <= seen["overview_top"] < seen["height"] / 2
+    assert seen["overview_height"] > 100
 
 
 def test_hotspots_from_real_source_counters(sessions_root, pair_session, tmp_path):
