@@ -199,6 +199,17 @@ def test_odd_periods_start_at_the_host_pause(period):
     assert steps["start_ns"].iloc[0] == timeline(names, gap_ns=gaps)["start_ns"].iloc[5]
 
 
+def test_a_step_without_a_kernel_launched_once():
+    """Every name recurs inside the step (k0..k36 twice, then k0..k25: 100 launches), none once per step: the period
+    is found from the runs of names that span the step's end."""
+    step = [f"k{i % 37}" for i in range(100)]
+    names = step * 12
+    gaps = ([60_000] + [500] * 99) * 12
+    steps = find_steps(timeline(names, gap_ns=gaps), None)
+    assert set(steps["launches"]) == {100} and len(steps) == 12
+    assert sequence_period(pd.factorize(pd.Series(names))[0]) == 100
+
+
 def test_two_threads_launching_one_step():
     """Forward on the main thread, backward on the autograd thread: one step, found by the launch order."""
     names = ["fw1", "fw2", "bw1", "bw2", "opt"] * 6
