@@ -27,6 +27,7 @@ def profile_command(settings: type[ProfileOptions] = ProfileOptions) -> click.Co
         """
         from profkit.api import load
         from profkit.capture.profile import profile as run_profile
+        from profkit.render.screen import display_for, painter
         from profkit.render.terminal import format_table
         from profkit.session.store import read_manifest
 
@@ -39,8 +40,10 @@ def profile_command(settings: type[ProfileOptions] = ProfileOptions) -> click.Co
             return
         captured = load(path)
         shown = ("hotspots",) if manifest.get("mode") == "guided" else ("summary", "crosscheck")
+        display = display_for(click.get_text_stream("stdout"))
         for name in [n for n in shown if n in captured.tables()]:
-            click.echo(format_table(captured.table(name), f"== {name}"))
+            click.echo(format_table(captured.table(name), f"== {name}", width=display.width, table=name,
+                                    paint=painter(display)))
             click.echo()
 
     return profile

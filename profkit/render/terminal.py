@@ -63,15 +63,18 @@ def frame_columns(df) -> list[Column]:
 
 
 def _fmt_number(value: int | float | None) -> str:
+    """A number as the eye reads it: whole numbers, and any from 10^7 up, printed whole below 10^16 (in scientific
+    notation, ns timestamps read the same: every step of a program started at 1.38e+10); else rounded to what the
+    eye can use."""
     if value is None:
         return "-"
     magnitude = abs(value)
     if magnitude == 0:
         return "0"
-    if float(value).is_integer() and magnitude < 1e7:
+    if float(value).is_integer() and magnitude < 1e16:
         return f"{int(value)}"
     if magnitude >= 1e7:
-        return f"{value:.3g}"
+        return f"{value:.0f}" if magnitude < 1e16 else f"{value:.3g}"
     if magnitude >= 100:
         return f"{value:.1f}"
     if magnitude >= 1:

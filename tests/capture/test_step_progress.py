@@ -1,5 +1,5 @@
 """A capture prints `[step i/N]`, the elapsed time and an ETA as each step starts (capture.step_progress); a guided
-capture's plan adds its ncu runs to N."""
+capture's plan adds its ncu runs to N; the table it ends with fits the terminal."""
 
 from __future__ import annotations
 
@@ -42,8 +42,10 @@ def test_a_guided_capture_numbers_its_steps_with_the_planned_ncu_runs(tmp_path, 
     pytest.importorskip("duckdb")
     program = _replaying(tmp_path, monkeypatch, TIMELINE, "echo step")
     result = CliRunner().invoke(main, ["profile", "--sessions-dir", str(tmp_path / "sessions"), "--name", "g",
-                                       "--", str(program)])
+                                       "--", str(program)], env={"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
+    table = result.output.split("== hotspots\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(table) > 3 and max(len(line) for line in table) <= 100  # the hotspots it ends with fit the width
     steps = [STEP.match(line) for line in result.output.splitlines() if line.startswith("[step ")]
     assert all(steps)
     numbers = [(int(m.group(1)), int(m.group(2))) for m in steps if m]

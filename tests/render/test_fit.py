@@ -81,3 +81,11 @@ def test_a_note_wraps_instead_of_being_cut():
     rows = text.splitlines()[2:]
     assert len(rows) > 2 and max(len(r) for r in rows) <= 60
     assert " ".join(" ".join(r.split()) for r in rows).replace("python3 ", "", 1) == " ".join(note.split())
+
+
+def test_large_numbers_print_whole():
+    """The steps table's start_ns: the steps of train-step-guided start 21 ms apart at 1.38*10^10 ns, which three
+    significant digits printed the same for every step."""
+    starts = [13797273438.0, 13820812613.0, 13842031413.0]
+    text = format_columns([Column("start_ns", True, starts), Column("bytes", True, [4023456789, None, 0])])
+    assert "13797273438" in text and "13820812613" in text and "4023456789" in text and "e+" not in text
