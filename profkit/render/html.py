@@ -233,9 +233,9 @@ def _stalls_section(page: SessionPage, table: pd.DataFrame) -> str:
 
 def _timeline_section(page: SessionPage, table: pd.DataFrame) -> str:
     body = [table_html(table)]
-    for view in timeline_view.session_timelines(page.source):
+    for i, view in enumerate(timeline_view.session_timelines(page.source)):
         body.append(timeline_view.timeline_html(view, page.fig, DEFERRED_TYPE,
-                                                f"nsys timeline: {view.name or page.source.name}"))
+                                                f"nsys timeline: {view.name or page.source.name}", with_script=i == 0))
     return "".join(body)
 
 

@@ -382,9 +382,10 @@ def figure(view: TimelineView, title: str) -> go.Figure:
 DIV_ID = re.compile(r'<div id="([^"]+)" class="plotly-graph-div"')
 
 
-def timeline_html(view: TimelineView, fig, script_type: str, title: str) -> str:
+def timeline_html(view: TimelineView, fig, script_type: str, title: str, *, with_script: bool = True) -> str:
     """The figure (drawn by `fig`, html.Figures) with its data and the script that draws the items, deferred like
-    the figure's own script (script_type) so that it runs once plotly exists."""
+    the figure's own script (script_type) so that it runs once plotly exists. with_script False leaves out
+    TIMELINE_JS itself (11 KB), for a page where an earlier timeline carries it."""
     snippet = fig(figure(view, title))
     found = DIV_ID.search(snippet)
     if found is None:
@@ -392,7 +393,8 @@ def timeline_html(view: TimelineView, fig, script_type: str, title: str) -> str:
     div = found.group(1)
     data = json.dumps(payload(view), separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
     return (snippet + f"<script type='application/json' id='{div}-timeline'>{data}</script>"
-            + f"<script type='{script_type}'>{TIMELINE_JS}\nprofkitTimeline.attach({json.dumps(div)});</script>")
+            + f"<script type='{script_type}'>{TIMELINE_JS if with_script else ''}\n"
+            f"profkitTimeline.attach({json.dumps(div)});</script>")
 
 
 def capture_exports(bundle) -> dict[str, Path]:

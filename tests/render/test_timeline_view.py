@@ -293,3 +293,34 @@ def test_committed_capture_draws_its_steady_window_with_shaded_gaps(train_view, 
     assert kernels["items"] == in_window(train_view, "kernel", *train_view.window_ns) == 3 * 229
     assert result["opening"]["shaded"] > 0
     assert result["zooms"][0]["flows"] > 0
+
+
+TIMELINES_PROBE = """<script>
+window.addEventListener("load", function () { Promise.resolve(window.profkitChartsReady).then(function () {
+  setTimeout(function () {
+    var divs = Array.prototype.slice.call(document.querySelectorAll(".plotly-graph-div"));
+    var drawn = divs.filter(function (gd) { return gd.__profkitTimeline && gd.__profkitTimeline.summary; });
+    var pre = document.createElement("pre"); pre.id = "timeline-probe";
+    pre.textContent = JSON.stringify({errors: window.__profkitErrors, drawn: drawn.map(function (gd) {
+      return gd.__profkitTimeline.summary.lanes.reduce(function (s, l) { return s + l.represented; }, 0); })});
+    document.body.appendChild(pre);
+  }, 200);
+}); });
+</script>"""
+
+
+@needs_chromium
+def test_a_report_of_six_captures_draws_six_timelines_from_one_script(tmp_path):
+    """ladder-n1024 holds six captures: the page carries TIMELINE_JS once and every timeline draws."""
+    from profkit.render.timeline_script import TIMELINE_JS
+
+    text = page_html.render_html([open_bundle(REPO / "sessions" / "ladder-n1024")])
+    assert text.count(TIMELINE_JS) == 1
+    page = tmp_path / "ladder.html"
+    page.write_text(text.replace("</body>", TIMELINES_PROBE + "</body>"), encoding="utf-8")
+    result = chromium(["--dump-dom", page.resolve().as_uri()], tmp_path / "chrome")
+    match = re.search(r'<pre id="timeline-probe">(.*?)</pre>', result.stdout, re.S)
+    assert match, result.stderr[-2000:]
+    out = json.loads(match.group(1).replace("&quot;", '"'))
+    assert out["errors"] == []
+    assert len(out["drawn"]) == 6 and all(n > 0 for n in out["drawn"])
