@@ -104,8 +104,8 @@ def find_steps(kernels: pd.DataFrame, nvtx: pd.DataFrame | None, memcpy: pd.Data
             frame.insert(0, "capture", capture)
             frames.append(frame)
     if pattern is not None and not frames:
-        raise UsageError(f"--step {step_regex!r} matches no NVTX range and no kernel that repeats "
-                         f"{MIN_REPEATS} or more times",
+        raise UsageError(f"--step {step_regex!r} starts no repeated step: it matches no NVTX range and no kernel "
+                         f"that starts {MIN_REPEATS} or more steps of {MIN_STEP_LAUNCHES} or more launches",
                          hint="`profkit show PATH -t nvtx` lists the ranges, `-t timeline` the kernels")
     if not frames:
         return pd.DataFrame(columns=STEP_COLUMNS)
@@ -336,11 +336,12 @@ def _ngrams(codes: np.ndarray, width: int) -> np.ndarray:
 def sequence_starts(kernels: pd.DataFrame, pattern: re.Pattern | None = None
                     ) -> tuple[np.ndarray, float, str] | None:
     """Step starts (the launch calls, ns) from the launched kernels, the end of the last step's launches (inf: to the
-    end) and the `how`. With a pattern: each launch of a kernel whose name matches starts a step. Else the kernel-name
-    sequence in launch order (sequence_period): the steady part is where it repeats with that period; a step starts
-    at the phase with the longest host pause before it (median over the steps: the loop's top, where it syncs, logs,
-    loads data); the kernel there, when it runs once per step, also marks earlier steps whose launch count is within
-    half to twice the period (warm-up; longer stretches, e.g. compilation, stay initialisation)."""
+    end) and the `how`. With a pattern: each launch of a kernel whose name matches starts a step (a run of them,
+    one). Else the kernel-name sequence in launch order (sequence_period): the steady part is where it repeats
+    with that period; a step starts at the phase with the longest host pause before it (median over the steps:
+    the loop's top, where it syncs, logs, loads data); the kernel there, when it runs once per step, also marks
+    earlier steps whose launch count is within half to twice the period (warm-up; longer stretches, e.g.
+    compilation, stay initialisation)."""
     frame = _launch_order(kernels)
     if frame.empty:
         return None
@@ -349,10 +350,11 @@ def sequence_starts(kernels: pd.DataFrame, pattern: re.Pattern | None = None
     if pattern is not None:
         hits = names.map(lambda t: bool(pattern.search(t))).to_numpy() | frame.get(
             "function", names).astype(str).map(lambda t: bool(pattern.search(t))).to_numpy()
-        if hits.sum() < MIN_REPEATS:
+        first = hits & ~np.r_[False, hits[:-1]]  # a run of matching launches starts one step
+        if first.sum() < MIN_REPEATS:
             return None
         # several kernels of one launch call (a CUDA graph) start one step
-        return np.unique(called[hits]), np.inf, f"kernel:{pattern.pattern}"
+        return np.unique(called[first]), np.inf, f"kernel:{pattern.pattern}"
     codes = pd.factorize(names)[0]
     period = sequence_period(codes)
     if period is None:

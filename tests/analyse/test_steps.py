@@ -243,7 +243,9 @@ def test_step_regex_naming_a_kernel_and_naming_nothing():
     steps = find_steps(kernels, None, step_regex="^loss$")
     assert set(steps["how"]) == {"kernel:^loss$"}
     assert steps["start_ns"].tolist() == kernels[kernels["kernel"] == "loss"]["start_ns"].tolist()
-    with pytest.raises(UsageError, match="matches no NVTX range and no kernel"):
+    runs = find_steps(kernels, None, step_regex="^(gemm|act)$")  # four launches in a row: one step each time
+    assert runs["start_ns"].tolist() == kernels[kernels["kernel"] == "gemm"]["start_ns"].tolist()[::2]
+    with pytest.raises(UsageError, match="starts no repeated step"):
         find_steps(kernels, None, step_regex="nothing-like-this")
     with pytest.raises(UsageError, match="not a regular expression"):
         find_steps(kernels, None, step_regex="(")
