@@ -23,9 +23,12 @@ NAME_FLOOR = 28
 """Narrowest a name column is shortened to before a column is left out: `cudnn_generated_…_bprop_wg_64x128` still
 names its library and its tile."""
 TEXT_FLOOR = 16
-"""Narrowest any other text column is shortened to."""
+"""Narrowest any other text column (a limiter, a stall reason, a sentence) is shortened to."""
 ELLIPSIS = "…"
 
+NAMES = frozenset({"kernel", "function", "label", "nvtx_path", "module", "mangled", "range", "before", "after",
+                   "api_call", "source_line", "where", "generated_file", "aten_ops", "source_nodes", "sass", "source"})
+"""Text columns that name a kernel, range, call or line: kept at NAME_FLOOR characters at least."""
 SENTENCES = frozenset({"message", "title", "reasons", "evidence", "finding", "subject", "note"})
 """Text columns of prose: cut at their end, not in the middle."""
 
@@ -90,7 +93,7 @@ class Field:
         """The narrowest this column may become (its full width for numbers)."""
         if self.numeric:
             return self.natural
-        least = TEXT_FLOOR if self.name in SENTENCES else NAME_FLOOR
+        least = NAME_FLOOR if self.name in NAMES else TEXT_FLOOR
         return min(self.natural, max(len(self.name), least))
 
 

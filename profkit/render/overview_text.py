@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 TOP_HOTSPOTS = 10
 """Hotspot rows of the default show: with the overview (6-9 lines), headers and the list of other tables it stays
 within a 30-line screen."""
+NAMED = 60
+"""Characters of a kernel named in the cross-check's verdict (a Triton kernel's name runs to 150)."""
 BAR = 40
 """Characters of the GPU-time bar."""
 MARKS = {"GPU busy": "█", "host-bound": "▓", "sync": "▒", "copy": "░", "other": "·", "idle": "░"}
@@ -58,7 +60,7 @@ def verdict(crosscheck: pd.DataFrame | None) -> tuple[str, bool]:
     bad = compared[compared["flag"].astype(str) != "ok"]
     if bad.empty:
         return f"Cross-check: the clocks agree on all {len(compared)} kernels compared.", True
-    names = ", ".join(dict.fromkeys(str(label) for label in bad["label"]))
+    names = ", ".join(dict.fromkeys(fit.shorten(str(label), NAMED) for label in bad["label"]))
     return (f"Cross-check: clocks agree on {len(compared) - len(bad)} of {len(compared)} kernels; {len(bad)} "
             f"disagree ({names}): -t crosscheck says why.", False)
 

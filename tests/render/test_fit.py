@@ -89,3 +89,15 @@ def test_large_numbers_print_whole():
     starts = [13797273438.0, 13820812613.0, 13842031413.0]
     text = format_columns([Column("start_ns", True, starts), Column("bytes", True, [4023456789, None, 0])])
     assert "13797273438" in text and "13820812613" in text and "4023456789" in text and "e+" not in text
+
+
+def test_only_names_keep_a_name_wide_floor():
+    """ladder-n4096's occupancy table at 100 columns: the limiter (not a name) may shrink to its header's width,
+    so it stays beside the kernel instead of being left out."""
+    fields = [fit.Field("kernel", ["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3"], False),
+              fit.Field("theoretical_occupancy_pct", ["12.50"], True),
+              fit.Field("achieved_occupancy_pct", ["12.50"], True),
+              fit.Field("occupancy_limiter", ["registers+warps+shared_mem"], False)]
+    laid = fit.layout(fields, 100, "occupancy")
+    widths = dict(zip(laid.order, laid.widths))
+    assert laid.hidden == [] and widths[0] == fit.NAME_FLOOR and len("occupancy_limiter") <= widths[3] < 26
