@@ -62,6 +62,7 @@ window.profkitTimeline = window.profkitTimeline || (function () {
   function hover(d, i) {
     var text = d.names[d.name[i]] + "<br>" + duration(d.end[i] - d.start[i]);
     if (d.details[d.detail[i]]) { text += " · " + d.details[d.detail[i]]; }
+    if (d.functions[d.function[i]]) { text += "<br>" + d.functions[d.function[i]]; }
     if (d.correlation[i]) { text += "<br>correlation " + d.correlation[i]; }
     return text;
   }

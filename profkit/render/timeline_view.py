@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,10 @@ this many consecutive kernels (a few steps of a training or decode loop, a few i
 LANE_HEIGHT_PX = 26
 COLORS = {"nvtx": "#8E9AAF", "projected": "#A9B8CF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C",
           "memcpy DtoH": "#D62728", "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
-ITEM_COLUMNS = ["lane", "start_ns", "end_ns", "name", "detail", "color", "correlation_id", "thread", "launch_start_ns"]
+ITEM_COLUMNS = ["lane", "start_ns", "end_ns", "name", "detail", "function", "color", "correlation_id", "thread",
+                "launch_start_ns"]
+HOVER_LINE = 120
+"""Characters per line of a demangled name in a hover (a template instantiation runs to 1,100 characters)."""
 
 
 @dataclass
@@ -103,15 +107,21 @@ def _kernel_detail(kernels: pd.DataFrame) -> pd.Series:
     parts = [f"grid {g} · block {b} · {r} registers" for g, b, r in
              zip(kernels.get("grid", ""), kernels.get("block", ""), kernels.get("registers_per_thread", ""))]
     path = kernels["nvtx_path"].fillna("") if "nvtx_path" in kernels else pd.Series("", index=kernels.index)
-    return pd.Series([f"{p}<br>{n}" if n else p for p, n in zip(parts, path)], index=kernels.index)
+    return pd.Series([f"{p}<br>{html.escape(n)}" if n else p for p, n in zip(parts, path)], index=kernels.index)
 
 
 def _copy_detail(frame: pd.DataFrame) -> pd.Series:
     sizes = frame["bytes"].astype("float64") if "bytes" in frame else pd.Series(np.nan, index=frame.index)
     rates = sizes / (frame["end_ns"] - frame["start_ns"]).where(lambda d: d > 0)  # bytes/ns = GB/s
     path = frame["nvtx_path"].fillna("") if "nvtx_path" in frame else pd.Series("", index=frame.index)
-    return pd.Series([f"{s:,.0f} bytes · {r:.1f} GB/s" + (f"<br>{n}" if n else "") for s, r, n in
+    return pd.Series([f"{s:,.0f} bytes · {r:.1f} GB/s" + (f"<br>{html.escape(n)}" if n else "") for s, r, n in
                       zip(sizes, rates, path)], index=frame.index)
+
+
+def hover_lines(text: str) -> str:
+    """A long name as HTML-escaped lines of at most HOVER_LINE characters, broken at spaces, joined by <br> (plotly
+    reads hover text as HTML: a template's angle brackets would be taken for tags)."""
+    return "<br>".join(html.escape(line) for line in textwrap.wrap(text, HOVER_LINE, break_on_hyphens=False))
 
 
 def _work(timeline: Timeline) -> pd.DataFrame:
@@ -132,6 +142,8 @@ def _work(timeline: Timeline) -> pd.DataFrame:
             "stream": frame["stream"].fillna(0).astype("int64") if "stream" in frame else 0,
             "start_ns": frame["start_ns"].astype("int64"), "end_ns": frame["end_ns"].astype("int64"),
             "name": name, "detail": detail,
+            "function": frame["function"].fillna("").where(frame["function"] != frame["kernel"], "").map(hover_lines)
+            if kind == "kernel" and "function" in frame else "",  # cuBLAS's names are their own demangled names
             "correlation_id": frame["correlation_id"],
             "thread": frame["thread"].astype("Int64") if "thread" in frame else pd.array([None] * len(frame), "Int64"),
             "launch_start_ns": frame["launch_start_ns"].astype("Int64") if "launch_start_ns" in frame
@@ -183,7 +195,8 @@ def _idle_lanes(gaps: pd.DataFrame) -> list[Lane]:
     """Per GPU, its idle gaps."""
     lanes = []
     for device, rows in gaps.groupby("device", sort=False):
-        detail = [f"GPU idle after {b}<br>before {a}" for b, a in zip(rows["before"], rows["after"])]
+        detail = [f"GPU idle after {html.escape(str(b))}<br>before {html.escape(str(a))}"
+                  for b, a in zip(rows["before"], rows["after"])]
         lanes.append(((1, int(device), -1, 0), f"GPU {int(device)} · idle", "idle",
                       pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": "idle",
                                     "detail": detail, "color": COLORS["idle"]})))
@@ -264,7 +277,7 @@ def assemble(timeline: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     items = items.reindex(columns=ITEM_COLUMNS)
     items = items.astype({"lane": "int64", "start_ns": "int64", "end_ns": "int64", "correlation_id": "Int64",
                           "thread": "Int64", "launch_start_ns": "Int64"})
-    items["detail"] = items["detail"].fillna("")
+    items[["detail", "function"]] = items[["detail", "function"]].fillna("")
     return lanes, items.sort_values(["lane", "start_ns"], kind="stable", ignore_index=True)
 
 
@@ -327,11 +340,13 @@ def timeline_view(timeline: Timeline) -> TimelineView:
 def payload(view: TimelineView) -> dict:
     """The arrays TIMELINE_JS reads: each item's start as the step from the previous item's (the first's from
     origin_ns: short numbers: 28 % less JSON than absolute times on a 20,000-kernel timeline) and its duration,
-    in ns; names, details and colours as indices into string tables; lanes as runs of items (first, count)."""
+    in ns; names, details, demangled functions and colours as indices into string tables; lanes as runs of items
+    (first, count)."""
     items = view.items
     origin = int(min(items["start_ns"].min(), view.window_ns[0])) if len(items) else int(view.window_ns[0])
     names, name_index = np.unique(items["name"].astype(str).to_numpy(), return_inverse=True)
     details, detail_index = np.unique(items["detail"].astype(str).to_numpy(), return_inverse=True)
+    functions, function_index = np.unique(items["function"].astype(str).to_numpy(), return_inverse=True)
     colors, color_index = np.unique(items["color"].astype(str).to_numpy(), return_inverse=True)
     counts = np.bincount(items["lane"].to_numpy(), minlength=len(view.lanes))
     firsts = np.r_[0, np.cumsum(counts)[:-1]]
@@ -344,8 +359,9 @@ def payload(view: TimelineView) -> dict:
                   for n, k, f, c in zip(view.lanes["name"], view.lanes["kind"], firsts, counts)],
         "start_step": np.diff(items["start_ns"].to_numpy(), prepend=origin).tolist(),
         "duration": (items["end_ns"] - items["start_ns"]).tolist(),
-        "name": name_index.tolist(), "names": names.tolist(),
+        "name": name_index.tolist(), "names": [html.escape(n) for n in names],  # plotly reads text as HTML
         "detail": detail_index.tolist(), "details": details.tolist(),
+        "function": function_index.tolist(), "functions": functions.tolist(),
         "color": color_index.tolist(), "colors": colors.tolist(),
         "correlation": items["correlation_id"].fillna(0).astype("int64").tolist(),
         "flows": view.flows[["call", "work"]].to_numpy().ravel().tolist(),

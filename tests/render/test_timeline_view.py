@@ -73,6 +73,12 @@ def test_every_item_of_the_capture_is_in_the_page(train_view, train_sqlite):
     starts = data["origin_ns"] + np.cumsum(data["start_step"])
     assert (starts == train_view.items["start_ns"]).all()
     assert (starts + data["duration"] == train_view.items["end_ns"]).all()
+    gather = data["name"].index(data["names"].index("vectorized_gather_kernel"))
+    assert data["functions"][data["function"][gather]] == (  # the demangled name, escaped for plotly's hover
+        "void at::native::vectorized_gather_kernel&lt;(int)16, long&gt;(char *, char *, T2 *, int, long, long, long, "
+        "long, bool)")
+    longest = max(data["functions"], key=len)
+    assert longest.count("<br>") >= 8 and "<" not in longest.replace("<br>", "")  # 1,139 characters, in lines
     names = [lane["name"] for lane in data["lanes"]]
     # host lanes (NVTX, then the API calls of the same thread) above the GPU's: idle gaps, copies, kernels
     assert names.index("CUDA API · thread 658") < names.index("GPU 0 · idle") < names.index(
