@@ -21,7 +21,8 @@ from profkit.render.tables_html import plain_number, table_html
 TOP_HOTSPOTS = 5
 IDLE_KINDS = {"idle_host_us": "host-bound", "idle_sync_us": "sync", "idle_copy_us": "copy", "idle_other_us": "other"}
 """analyse.steps' idle columns and the names the overview gives them (palette.TIME_COLOURS keys)."""
-HOTSPOT_IDLE = {"GPU idle: host-bound": "host-bound", "GPU idle: other": "other"}
+HOTSPOT_IDLE = {"GPU idle: host-bound": "host-bound", "GPU idle: after a sync": "sync", "GPU idle: other": "other"}
+"""The hotspots table's idle rows (analyse.hotspots) and the breakdown's names for them."""
 BREAKDOWN_COLUMNS = ["what", "time_us", "share_pct"]
 
 
@@ -39,11 +40,14 @@ def steady_breakdown(steps: pd.DataFrame | None) -> pd.DataFrame:
     return _shares(parts)
 
 
+def _has_idle_rows(hotspots: pd.DataFrame | None) -> bool:
+    return hotspots is not None and "kind" in hotspots and bool(hotspots["kind"].isin(HOTSPOT_IDLE).any())
+
+
 def window_breakdown(hotspots: pd.DataFrame | None, idle: pd.DataFrame | None) -> pd.DataFrame:
-    """Without steps: the hotspots' window (kernel rows and its idle rows), else the idle table's busy and idle
-    time (BREAKDOWN_COLUMNS)."""
-    has_idle_rows = hotspots is not None and "kind" in hotspots and hotspots["kind"].isin(HOTSPOT_IDLE).any()
-    if has_idle_rows:
+    """Without steps (BREAKDOWN_COLUMNS): the hotspots' window where it has idle rows (a guided capture), else the
+    idle table's busy and idle time over each GPU's span (window_basis says which)."""
+    if _has_idle_rows(hotspots):
         kernels = hotspots[hotspots["kind"] == "kernel"]
         parts = {"GPU busy": float(pd.to_numeric(kernels["time_us"], errors="coerce").sum())}
         for kind, name in HOTSPOT_IDLE.items():
@@ -55,6 +59,15 @@ def window_breakdown(hotspots: pd.DataFrame | None, idle: pd.DataFrame | None) -
         return _shares({"GPU busy": float(pd.to_numeric(idle["busy_us"]).sum()),
                         "idle": float(pd.to_numeric(idle["idle_us"]).sum())})
     return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+
+
+def window_basis(hotspots: pd.DataFrame | None, idle: pd.DataFrame | None) -> str:
+    """What window_breakdown covers, as a sentence ('' when it has nothing)."""
+    if _has_idle_rows(hotspots):
+        return "The hotspots table's window (no repeated step found)."
+    if idle is not None and not idle.empty:
+        return "Each GPU's span from its first activity to its last, all captures (no repeated step found)."
+    return ""
 
 
 def _shares(parts: dict[str, float]) -> pd.DataFrame:
@@ -116,7 +129,7 @@ def breakdown_bar(parts: pd.DataFrame) -> str:
     segments, legend = [], []
     for _, row in parts.iterrows():
         share = float(row["share_pct"])
-        label = row["what"] if row["what"] == "GPU busy" else f"idle: {row['what']}"
+        label = row["what"] if row["what"] in ("GPU busy", "idle") else f"idle: {row['what']}"
         tip = html.escape(f"{label}: {share:.1f}% ({plain_number(row['time_us'] / 1e3)} ms)", quote=True)
         segments.append(f"<span style='width:{share:.3f}%;background:{colour(row['what'])}' title='{tip}'></span>")
         legend.append(f"<li><i style='background:{colour(row['what'])}'></i><b>{share:.1f}%</b> {html.escape(label)}"
@@ -131,8 +144,7 @@ def overview_html(tables: dict[str, pd.DataFrame], steps: pd.DataFrame | None) -
     basis = steady_basis(steps)
     if parts.empty:
         parts = window_breakdown(tables.get("hotspots"), tables.get("idle"))
-        basis = ("The hotspots window (no repeated step found)." if "hotspots" in tables and not parts.empty
-                 else "Each GPU's span from its first activity to its last (no repeated step found).")
+        basis = window_basis(tables.get("hotspots"), tables.get("idle"))
     verdict, bad = crosscheck_verdict(tables.get("crosscheck"))
     hot = top_hotspots(tables.get("hotspots"))
     body = ["<h3>Where the GPU time goes</h3>", f"<p class='how'>{html.escape(basis)}</p>", breakdown_bar(parts)]

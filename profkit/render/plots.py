@@ -169,19 +169,38 @@ def occupancy_figure(rows: pd.DataFrame, title: str = "Occupancy: theoretical vs
     return _layout(fig, title, 400, barmode="group")
 
 
+AXIS_LABEL_CHARS = 64
+"""Longest category label on an axis: longer labels are cut in the middle (the NVTX range at the start and the
+tile suffix and grid at the end tell kernels apart); the hover has the whole label."""
+
+
+def axis_label(text: str, limit: int = AXIS_LABEL_CHARS) -> str:
+    """A category label no longer than `limit` characters, cut in the middle."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[:keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
+
+
 def crosscheck_figure(cc: pd.DataFrame, title: str = "Timing cross-check: cudaEvent vs ncu vs nsys") -> go.Figure:
-    """Grouped bars per (label, grid): the three clocks in µs, the flag in the hover."""
+    """Grouped horizontal bars per (label, grid): the three clocks in µs on a log axis (3 µs and 1 ms kernels side
+    by side), the flag in the hover. Horizontal: 37 rotated labels of 40-90 characters squashed the plot of a
+    training step's page to ~60 px."""
     fig = go.Figure()
     names = [f"{l} {g} {w}".rstrip() for l, g, w in zip(cc.get("label", []), cc.get("grid", []),
                                                         cc.get("work", [""] * len(cc)))]  # work: one row per class
+    shown = [axis_label(n) for n in names]
+    hover = [f"{n} ({f})" for n, f in zip(names, cc.get("flag", [""] * len(cc)))]
     for i, (column, name) in enumerate((("events_us", "cudaEvent (unprofiled)"), ("ncu_us", "ncu"),
                                         ("nsys_us", "nsys"))):
-        if column in cc:
-            fig.add_trace(go.Bar(x=names, y=_num(cc, column), name=name, marker_color=PALETTE[i],
-                                 hovertext=list(cc.get("flag", [""] * len(cc))),
-                                 hovertemplate="%{x}<br>" + name + ": %{y:.1f} µs (%{hovertext})<extra></extra>"))
-    fig.update_yaxes(title="median time per launch (µs)")
-    return _layout(fig, title, 380, barmode="group")
+        if column in cc and _num(cc, column).notna().any():  # a clock that timed nothing gets no legend entry
+            fig.add_trace(go.Bar(y=shown, x=_num(cc, column), name=name, marker_color=PALETTE[i], orientation="h",
+                                 hovertext=hover, hovertemplate="%{hovertext}<br>" + name + ": %{x:,.1f} µs"
+                                                                "<extra></extra>"))
+    fig.update_xaxes(title="median time per launch (µs, log scale)", type="log")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, _height(len(names), per=26, base=170), barmode="group")
 
 
 def hotspot_figure(lines: pd.DataFrame, title: str = "Source hotspots: stall samples per line") -> go.Figure:

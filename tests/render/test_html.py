@@ -242,6 +242,16 @@ def test_report_reads_at_1440_px(page_name, tmp_path):
     assert seen["overview_height"] > 100
 
 
+def test_raw_report_header_says_what_is_known(tmp_path):
+    """A raw .ncu-rep has no profkit manifest: the header names what the report holds and no "GPU ? (cc ?, ...)"."""
+    from profkit.analyse.bundle import open_bundle
+
+    page = render_html([open_bundle(str(REPO / "sessions" / "ladder-n4096" / "matmul_naive.ncu-rep.xz"), tmp_path)])
+    summary = re.search(r"<details class='pk-meta'><summary>(.*?)</summary>", page).group(1)
+    assert "?" not in summary and "H200" in summary
+    assert "cc ?" not in page and "driver ?" not in page
+
+
 def test_hotspots_from_real_source_counters(sessions_root, pair_session, tmp_path):
     source = load_session(sessions_root / pair_session).table("source")
     hot = hotspot_table(source, SourceLookup([tmp_path]), top=5)
