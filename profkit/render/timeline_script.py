@@ -9,8 +9,10 @@ counted. A box narrower than a pixel is drawn one pixel wide; its hover keeps th
 
 GPU idle gaps are shaded across all lanes; the idle lane is binned while any gap in view is narrower than a pixel
 (drawn a pixel wide, 1,000 gaps of 0.5 µs would read as most of a 30 ms window). Arrows join each drawn call to
-the drawn work it issued (none past limits.flows). Each draw leaves a summary in gd.__profkitTimeline.summary: per
-lane, the mode ("boxes" / "bins"), the items in view and the items drawn or counted; the arrows drawn.
+the drawn work it issued (none past limits.flows); clicking a box draws its own arrows in red whatever the window
+holds (a call's to all the work it issued: each node of a CUDA graph launch). Each draw leaves a summary in
+gd.__profkitTimeline.summary: per lane, the mode ("boxes" / "bins"), the items in view and the items drawn or
+counted; the arrows drawn, and the selected item's.
 """
 
 TIMELINE_JS = r"""
@@ -80,7 +82,29 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     }
     return {type: "bar", orientation: "h", base: base, x: width, y: idx.map(function () { return y; }), width: 0.78,
             marker: {color: color, line: {width: 0}}, text: text, textposition: "inside", insidetextanchor: "start",
-            textfont: {color: "#fff"}, hovertext: tips, hoverinfo: "text", name: d.lanes[y].name, showlegend: false};
+            textfont: {color: "#fff"}, hovertext: tips, hoverinfo: "text", name: d.lanes[y].name, showlegend: false,
+            customdata: idx.slice(), meta: "boxes"};
+  }
+
+  function linked(d, item) {  // [call, work] pairs of a selected call (every work it issued) or work (its call)
+    var pairs = [];
+    if (item < 0) { return pairs; }
+    if (d.callOf[item] >= 0) { pairs.push([d.callOf[item], item]); }
+    for (var f = 0; f < d.flows.length; f += 2) { if (d.flows[f] === item) { pairs.push([item, d.flows[f + 1]]); } }
+    return pairs;
+  }
+
+  function selection(d, item) {  // the selected item's arrows, drawn whatever the window holds
+    var x = [], y = [], size = [], pairs = linked(d, item);
+    pairs.forEach(function (pair) {
+      x.push(d.start[pair[0]] / 1e6, d.start[pair[1]] / 1e6, null);
+      y.push(d.laneOf[pair[0]], d.laneOf[pair[1]], null);
+      size.push(0, 11, 0);
+    });
+    return {trace: {type: "scatter", mode: "lines+markers", x: x, y: y, hoverinfo: "skip", showlegend: false,
+                    name: "selected call → work", line: {color: "#d62728", width: 2},
+                    marker: {symbol: "arrow", angleref: "previous", size: size, color: "#d62728"}},
+            count: pairs.length};
   }
 
   function bins(d, y, idx, a, b) {
@@ -178,8 +202,9 @@ window.profkitTimeline = window.profkitTimeline || (function () {
       over.push(trace);
       summary.lanes.push(lane);
     }
-    var flows = arrows(d, drawn);
+    var flows = arrows(d, drawn), chosen = selection(d, gd.__profkitTimeline.selected);
     summary.flows = flows.count;
+    summary.selected = chosen.count;
     var note = "window " + duration(b - a) + (binnedNames.length ? " · binned (zoom in for boxes): "
                + binnedNames.join(", ") : " · every item drawn");
     if (flows.count) { note += " · " + flows.count + " call → work arrows"; }
@@ -190,7 +215,7 @@ window.profkitTimeline = window.profkitTimeline || (function () {
                            showarrow: false, text: note, font: {size: 11, color: "#555"}}];
     gd.__profkitTimeline.summary = summary;
     gd.__profkitTimeline.last = [a, b];
-    return Plotly.react(gd, under.concat(over, [flows.trace]), layout, CONFIG);
+    return Plotly.react(gd, under.concat(over, [flows.trace, chosen.trace]), layout, CONFIG);
   }
 
   function requested(event, d) {  // the window (ns) a relayout event asks for, or null
@@ -206,8 +231,14 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     var gd = document.getElementById(divId);
     var d = JSON.parse(document.getElementById(divId + "-timeline").textContent);
     prepare(d);
-    var state = gd.__profkitTimeline = {data: d, pending: null, summary: null, last: null};
+    var state = gd.__profkitTimeline = {data: d, pending: null, summary: null, last: null, selected: -1};
     state.show = function (a, b) { return draw(gd, d, a, b); };
+    state.select = function (item) { state.selected = item; return draw(gd, d, state.last[0], state.last[1]); };
+    gd.on("plotly_click", function (event) {  // a box: its call's or its work's arrows; anything else clears
+      var point = event.points && event.points[0];
+      var boxed = point && point.data.meta === "boxes";
+      state.select(boxed ? point.customdata : -1);
+    });
     gd.on("plotly_relayout", function (event) {
       var range = requested(event, d);
       if (!range || (state.last && Math.abs(range[0] - state.last[0]) < 1 && Math.abs(range[1] - state.last[1]) < 1)) {

@@ -207,6 +207,7 @@ window.addEventListener("load", function () { Promise.resolve(window.profkitChar
     for (var j = 0; j < zooms.length; j++) {
       Object.assign(state.data.limits, zooms[j][2] || {});
       await state.show(zooms[j][0], zooms[j][1]);
+      if (zooms[j].length > 3) { await state.select(zooms[j][3]); }
       view.zooms.push(state.summary);
     }
     await Plotly.relayout(gd, {"xaxis.range": [zooms[0][0] / 1e6, zooms[0][1] / 1e6]});
@@ -227,7 +228,7 @@ def drawn(view, zooms: list[tuple], tmp_path) -> dict:
     fig = page_html.Figures()
     body = timeline_html(view, fig, page_html.DEFERRED_TYPE, "timeline")
     text = page_html.page_html("timeline", [], [body], fig.count)
-    probe = PROBE.replace("ZOOMS", json.dumps([list(z) for z in zooms]))  # (start, end[, limits to set])
+    probe = PROBE.replace("ZOOMS", json.dumps([list(z) for z in zooms]))  # (start, end[, limits[, select]])
     page = tmp_path / "timeline.html"
     page.write_text(text.replace("</body>", probe + "</body>"), encoding="utf-8")
     result = chromium(["--dump-dom", page.resolve().as_uri()], tmp_path / "chrome")
@@ -330,3 +331,29 @@ def test_a_report_of_six_captures_draws_six_timelines_from_one_script(tmp_path):
     out = json.loads(match.group(1).replace("&quot;", '"'))
     assert out["errors"] == []
     assert len(out["drawn"]) == 6 and all(n > 0 for n in out["drawn"])
+
+
+@needs_chromium
+def test_selecting_a_graph_launch_draws_an_arrow_to_each_of_its_kernels(tmp_path):
+    """train-step-graphs-guided replays CUDA graphs: one cudaGraphLaunch call issues many kernels, copies and memsets
+    (those that share its thread and launch start in the tables). Selected, the call gets one arrow to each, drawn
+    although the window holds more arrows than FLOW_LIMIT; a selected kernel gets the one arrow from its call."""
+    view = session_timelines(open_bundle(REPO / "sessions" / "train-step-graphs-guided"))[0]
+    tables = REPO / "sessions" / "train-step-graphs-guided" / "tables"
+    kernels = pd.read_parquet(tables / "nsys_kernels.parquet")
+    per_call = kernels.groupby(["thread", "launch_start_ns"]).size()
+    (thread, called), issued = per_call.idxmax(), int(per_call.max())
+    assert issued > 100
+    for table in ("memcpy", "memset"):  # a graph's copy and memset nodes come from the same call
+        frame = pd.read_parquet(tables / f"{table}.parquet")
+        issued += int(((frame["thread"] == thread) & (frame["launch_start_ns"] == called)).sum())
+    items = view.items.reset_index(drop=True)
+    api = lane_items(view, "api")
+    call = int(api.index[(api["thread"] == thread) & (api["start_ns"] == called)][0])
+    assert items.loc[call, "name"] == "cudaGraphLaunch"
+    kernel = int(lane_items(view, "kernel").index[lane_items(view, "kernel")["launch_start_ns"] == called][0])
+    data = payload(view)
+    window = tuple(data["window"])
+    result = drawn(view, [(*window, {}, call), (*window, {}, kernel), (*window, {}, -1)], tmp_path)
+    assert [z["selected"] for z in result["zooms"]] == [issued, 1, 0]
+    assert result["zooms"][0]["flows"] == 0  # more than FLOW_LIMIT in view: only the selection's are drawn
