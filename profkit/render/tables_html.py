@@ -173,9 +173,12 @@ def _cell_parts(column: str, value, row: pd.Series) -> tuple[str, str, list[str]
     full = text
     if column == "kernel" and isinstance(row.get("function"), str) and row.get("function"):
         full = str(row["function"])
-    if column in NAME_COLUMNS and str(row.get("kind", "kernel")) == "kernel":  # an idle row's `kernel` is a note
+    kind = str(row.get("kind", "kernel"))
+    if column in NAME_COLUMNS and kind == "kernel":
         short = display_name(full)
         return short, (full if short != full else ""), ["name"], ""
+    if column == "kernel" and kind not in ("", "nan"):  # a hotspots idle row: its `kernel` is a note on its kind
+        text = f"{kind} — {text}"
     classes = ["src"] if column == "source" else ["wrap"] if len(text) > NOWRAP_CHARS else []
     return text, "", classes, ""
 

@@ -242,6 +242,44 @@ def test_report_reads_at_1440_px(page_name, tmp_path):
     assert seen["overview_height"] > 100
 
 
+# Uses a long table as a reader would: "show all", scroll into it, sort by a column, filter.
+TABLE_PROBE = """<script>
+window.addEventListener("load", function () { setTimeout(function () {
+  var box = document.querySelector("[id$='-hotspots'] .pk-table"), table = box.querySelector("table");
+  var shown = function () { return table.querySelectorAll("tr.pk-row:not([hidden])").length; };
+  var out = {rows: table.querySelectorAll("tr.pk-row").length, paged: shown()};
+  box.querySelector(".pk-tools button").click();
+  out.all = shown();
+  window.scrollTo(0, window.scrollY + table.getBoundingClientRect().top + 600);
+  out.header_top = table.querySelector("th").getBoundingClientRect().top;
+  var heads = Array.prototype.slice.call(table.querySelectorAll("th"));
+  var head = heads.filter(function (h) { return h.textContent === "time_us"; })[0], at = heads.indexOf(head);
+  head.click();
+  out.sorted = Array.prototype.map.call(table.querySelectorAll("tr.pk-row"), function (r) {
+    return parseFloat(r.children[at].getAttribute("data-v")); }).filter(function (v) { return !isNaN(v); });
+  var input = box.querySelector("input"); input.value = "nvjet"; input.dispatchEvent(new Event("input"));
+  out.filtered = Array.prototype.map.call(table.querySelectorAll("tr.pk-row:not([hidden])"), function (r) {
+    return r.textContent + " " + Array.prototype.map.call(r.querySelectorAll("[title]"), function (e) {
+      return e.title; }).join(" "); });
+  var pre = document.createElement("pre"); pre.id = "render-probe"; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}, 500); });
+</script>"""
+
+
+@needs_chromium
+@pytest.mark.slow  # 15 s: renders train-step-guided and loads it
+def test_long_table_pages_sorts_filters_and_keeps_its_header(tmp_path):
+    """train-step-guided's hotspots (69 rows): 20 shown until "show all", the header stays at the top of the window
+    while its rows scroll under it, a header click sorts by the raw values, the filter keeps matching rows only."""
+    page = write_html(tmp_path / "train.html", render_html([load_session(REPO / "sessions" / "train-step-guided")]))
+    _, seen = rendered_dom(page, tmp_path, TABLE_PROBE, VIEWPORT)
+    assert seen["rows"] > 20 and seen["paged"] == 20 and seen["all"] == seen["rows"]
+    assert seen["header_top"] == 0
+    assert seen["sorted"] == sorted(seen["sorted"]) and len(seen["sorted"]) >= 20
+    assert seen["filtered"] and all("nvjet" in row for row in seen["filtered"])
+
+
 def test_raw_report_header_says_what_is_known(tmp_path):
     """A raw .ncu-rep has no profkit manifest: the header names what the report holds and no "GPU ? (cc ?, ...)"."""
     from profkit.analyse.bundle import open_bundle
