@@ -172,7 +172,8 @@ def _nvtx_lanes(nvtx: pd.DataFrame, host: dict[int, int]) -> list[Lane]:
         return []
     depth = nvtx_depth(nvtx)
     lanes = []
-    for (thread, level), rows in nvtx.groupby([nvtx["thread"].fillna(0).astype("int64"), depth], sort=False):
+    threads = nvtx["thread"].fillna(0).astype("int64") if "thread" in nvtx else pd.Series(0, index=nvtx.index)
+    for (thread, level), rows in nvtx.groupby([threads, depth], sort=False):
         detail = [f"{d / 1e3:,.1f} µs range" for d in rows["end_ns"] - rows["start_ns"]]
         lanes.append(((0, host.get(thread, 0), 0, level), f"NVTX · thread {_short(thread)}"
                       + (f" · {level}" if level else ""), "nvtx",
@@ -277,7 +278,8 @@ def assemble(timeline: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     items = items.reindex(columns=ITEM_COLUMNS)
     items = items.astype({"lane": "int64", "start_ns": "int64", "end_ns": "int64", "correlation_id": "Int64",
                           "thread": "Int64", "launch_start_ns": "Int64"})
-    items[["detail", "function"]] = items[["detail", "function"]].fillna("")
+    for column in ("detail", "function"):  # object first: an all-missing column reads as float64
+        items[column] = items[column].astype(object).fillna("")
     return lanes, items.sort_values(["lane", "start_ns"], kind="stable", ignore_index=True)
 
 
@@ -308,12 +310,13 @@ def densest_window(kernels: pd.DataFrame, count: int = DENSE_KERNELS) -> tuple[i
     return int(starts[first]), int(ends[first + count - 1])
 
 
-def opening_window(timeline: Timeline) -> tuple[tuple[int, int], str]:
+def opening_window(timeline: Timeline) -> tuple[tuple[int, int] | None, str]:
     """Where the view opens, (start_ns, end_ns), and a sentence that says how it was chosen: the first OPEN_STEPS
-    steps of the steady state (analyse.steps), else the densest stretch of DENSE_KERNELS kernels."""
+    steps of the steady state (analyse.steps), else the densest stretch of DENSE_KERNELS kernels; None without
+    kernels (the view opens on everything)."""
     kernels = timeline.kernels
     if kernels.empty:
-        return (0, 1), "no kernels"
+        return None, "opens on the whole capture (no kernels)"
     steps = find_steps(kernels, timeline.nvtx, timeline.memcpy, memset=timeline.memset)
     steady = steps[steps["steady"].astype(bool)] if not steps.empty else steps
     if not steady.empty:
@@ -331,6 +334,8 @@ def timeline_view(timeline: Timeline) -> TimelineView:
     """The lanes, items, flows and opening window of one capture."""
     lanes, items = assemble(timeline)
     window, how = opening_window(timeline)
+    if window is None:
+        window = (int(items["start_ns"].min()), int(items["end_ns"].max())) if len(items) else (0, 1)
     return TimelineView(timeline.name, lanes, items, flows(lanes, items), window, how)
 
 

@@ -193,6 +193,23 @@ def test_synthetic_opening_window_is_its_first_steady_steps():
     assert len(view.flows) == SYNTHETIC_KERNELS
 
 
+def test_older_tables_without_launch_times_or_threads_still_draw():
+    """Session tables written before launch times and threads were stored: no API lane, no arrows, NVTX on one
+    lane per depth; the view still opens on the kernels. Without kernels it opens on everything."""
+    kernels = synthetic_timeline().kernels.head(50).drop(columns=["thread", "launch_start_ns", "launch_end_ns"])
+    nvtx = pd.DataFrame({"text": ["outer", "inner"], "start_ns": [kernels["start_ns"].min(), kernels["start_ns"].min()],
+                         "end_ns": [kernels["end_ns"].max(), kernels["start_ns"].min() + 10_000]})
+    view = timeline_view(Timeline("old", kernels, nvtx))
+    assert list(view.lanes["kind"]) == ["nvtx", "nvtx", "idle", "kernel"]
+    assert view.flows.empty and len(lane_items(view, "kernel")) == 50
+    start = kernels["start_ns"].to_numpy()  # the steps, found from the kernel sequence alone
+    assert view.window_ns == (start[0], start[OPEN_STEPS * STEP_KERNELS])
+    only_ranges = timeline_view(Timeline("ranges", pd.DataFrame(), nvtx))
+    assert only_ranges.window_ns == (nvtx["start_ns"].min(), nvtx["end_ns"].max())
+    assert figure(only_ranges, "t").layout.xaxis.range == pytest.approx([0, (nvtx["end_ns"].max()
+                                                                           - nvtx["start_ns"].min()) / 1e6])
+
+
 # ------------------------------------------------------------------------------- drawn in a browser
 
 PROBE = """<script>
