@@ -142,6 +142,10 @@ SCRIPT = r"""
     if (target) { target.scrollIntoView(); }
   }
   document.querySelectorAll(".pk-table, .pk-list").forEach(setup);
+  document.addEventListener("mouseover", function (e) {  // a number's raw value as its tooltip
+    var cell = e.target.closest && e.target.closest("td[data-v]");
+    if (cell && !cell.title) { cell.title = cell.getAttribute("data-v"); }
+  });
   var toggle = document.getElementById("pk-toggle-all");
   if (toggle) { toggle.addEventListener("click", function () {
     var all = document.querySelectorAll("section > details"), open = toggle.getAttribute("data-open") !== "1";

@@ -8,7 +8,8 @@ Measured on the committed ladder page at 1440×900 in headless Chromium: 42 of 5
     a row in a detail row that a click on the row opens (nothing is dropped),
   - wraps long text inside a capped column width, breaks headers at underscores, and gives each header the
     column's unit and meaning from the column glossary (profkit.analyse.columns, docs/columns.md),
-  - formats numbers plainly (4,023 not 4.02e+03), with the raw value in the cell's title and data-v for sorting.
+  - formats numbers plainly (4,023.4 not 4.02e+03), with the raw value in data-v (for sorting; the page's script
+    shows it as the cell's title on hover: one copy of every number, not two).
 The page's script (render.page.SCRIPT) adds sorting, a filter box and paging (PAGE_ROWS rows, then "show all").
 """
 
@@ -157,6 +158,12 @@ def split_columns(columns: list[str], widths: dict[str, float], budget: float = 
     return shown, more
 
 
+def _abbr(column: str) -> str:
+    help_text = column_help(column)
+    title = f" title='{html.escape(help_text, quote=True)}'" if help_text else ""
+    return f"<abbr{title}>{html.escape(column)}</abbr>" if title else html.escape(column)
+
+
 def _header(column: str) -> str:
     text = html.escape(str(column)).replace("_", "_<wbr>")
     help_text = column_help(column)
@@ -169,7 +176,7 @@ def _cell_parts(column: str, value, row: pd.Series) -> tuple[str, str, list[str]
     text, numeric = format_cell(column, value)
     if numeric:
         sort = "" if _is_missing(value) else repr(float(value))
-        return text, ("" if _is_missing(value) else repr(value)), ["n"], sort
+        return text, "", ["n"], sort  # the raw value: data-v, shown as the title on hover by render.page.SCRIPT
     full = text
     if column == "kernel" and isinstance(row.get("function"), str) and row.get("function"):
         full = str(row["function"])
@@ -199,9 +206,7 @@ def _detail(columns: list[str], row: pd.Series, span: int) -> str:
         text = format_cell(column, row[column])[0]
         if column == "kernel" and isinstance(row.get("function"), str) and row.get("function"):
             text = str(row["function"])
-        help_text = column_help(column)
-        title = f" title='{html.escape(help_text, quote=True)}'" if help_text else ""
-        items.append(f"<div><dt{title}>{html.escape(str(column))}</dt><dd>{html.escape(text, quote=False)}</dd></div>")
+        items.append(f"<div><dt>{html.escape(str(column))}</dt><dd>{html.escape(text, quote=False)}</dd></div>")
     return f"<tr class='pk-more' hidden><td colspan='{span}'><dl class='pk-kv'>{''.join(items)}</dl></td></tr>"
 
 
@@ -238,7 +243,8 @@ def table_html(df: pd.DataFrame | None, *, row_class: pd.Series | None = None, c
             cells += _td(str(column), row[column], row, extra)
         klass = ["pk-row"] + ([str(row_class.iloc[pos])] if row_class is not None and row_class.iloc[pos] else [])
         body.append(f"<tr class='{' '.join(klass)}'>{cells}</tr>" + (_detail(more, row, span) if more else ""))
-    note = (f"<p class='how pk-note'>{len(more)} more column{'s' if len(more) > 1 else ''} per row "
-            f"({html.escape(', '.join(map(str, more)))}): click a row.</p>") if more else ""
+    names = ", ".join(_abbr(str(c)) for c in more)  # the glossary once per table, not in every detail line
+    note = (f"<p class='how pk-note'>{len(more)} more column{'s' if len(more) > 1 else ''} per row ({names}): "
+            "click a row.</p>") if more else ""
     return (f"<div class='pk-table' data-page='{page_rows}'>{note}<table><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>")
