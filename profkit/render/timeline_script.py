@@ -1,11 +1,12 @@
 """The script that draws an HTML report's timeline (timeline_view) in the page: plain JavaScript over plotly, offline.
 
-profkitTimeline.attach(divId) reads the JSON beside the figure (timeline_view.payload), draws the opening window
-and redraws on every zoom, pan or button (plotly_relayout). Per lane, the items in view are boxes when they are at
-most limits.detail and the boxes of all lanes stay within limits.boxes (lanes with fewer items first); else
-limits.bins bins over the window, each shaded by how much of it the lane was busy and counting the items that
-start in it (those that started before the window count in its first bin), so every item in view is drawn or
-counted. A box narrower than a pixel is drawn one pixel wide; its hover keeps the real duration.
+profkitTimeline.attach(divId) inflates the data beside the figure (timeline_view.packed), draws the opening window
+(gd.__profkitTimeline.ready resolves when it has) and redraws on every zoom, pan or button (plotly_relayout).
+Per lane, the items in view are boxes when they are at most limits.detail and the boxes of all lanes stay within
+limits.boxes (lanes with fewer items first); else limits.bins bins over the window, each shaded by how much of it
+the lane was busy and counting the items that start in it (those that started before the window count in its
+first bin), so every item in view is drawn or counted. A box narrower than a pixel is drawn one pixel wide; its
+hover keeps the real duration.
 
 GPU idle gaps are shaded across all lanes; the idle lane is binned while any gap in view is narrower than a pixel
 (drawn a pixel wide, 1,000 gaps of 0.5 µs would read as most of a 30 ms window). Arrows join each drawn call to
@@ -227,30 +228,41 @@ window.profkitTimeline = window.profkitTimeline || (function () {
     return null;
   }
 
+  function inflate(text) {  // base64 of gzip-compressed JSON -> the payload
+    var binary = atob(text.trim()), bytes = new Uint8Array(binary.length);
+    for (var i = 0; i < binary.length; i++) { bytes[i] = binary.charCodeAt(i); }
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
+
   function attach(divId) {
     var gd = document.getElementById(divId);
-    var d = JSON.parse(document.getElementById(divId + "-timeline").textContent);
-    prepare(d);
-    var state = gd.__profkitTimeline = {data: d, pending: null, summary: null, last: null, selected: -1};
-    state.show = function (a, b) { return draw(gd, d, a, b); };
-    state.select = function (item) { state.selected = item; return draw(gd, d, state.last[0], state.last[1]); };
-    gd.on("plotly_click", function (event) {  // a box: its call's or its work's arrows; anything else clears
-      var point = event.points && event.points[0];
-      var boxed = point && point.data.meta === "boxes";
-      state.select(boxed ? point.customdata : -1);
+    var state = gd.__profkitTimeline = {data: null, pending: null, summary: null, last: null, selected: -1};
+    state.ready = inflate(document.getElementById(divId + "-timeline").textContent).then(function (d) {
+      prepare(d);
+      state.data = d;
+      state.show = function (a, b) { return draw(gd, d, a, b); };
+      state.select = function (item) { state.selected = item; return draw(gd, d, state.last[0], state.last[1]); };
+      gd.on("plotly_click", function (event) {  // a box: its call's or its work's arrows; anything else clears
+        var point = event.points && event.points[0];
+        var boxed = point && point.data.meta === "boxes";
+        state.select(boxed ? point.customdata : -1);
+      });
+      gd.on("plotly_relayout", function (event) {
+        var range = requested(event, d);
+        if (!range || (state.last && Math.abs(range[0] - state.last[0]) < 1
+                       && Math.abs(range[1] - state.last[1]) < 1)) {
+          return;
+        }
+        var waiting = state.pending !== null;
+        state.pending = range;
+        if (!waiting) {
+          setTimeout(function () { var next = state.pending; state.pending = null; draw(gd, d, next[0], next[1]); }, 0);
+        }
+      });
+      return state.show(d.window[0], d.window[1]);
     });
-    gd.on("plotly_relayout", function (event) {
-      var range = requested(event, d);
-      if (!range || (state.last && Math.abs(range[0] - state.last[0]) < 1 && Math.abs(range[1] - state.last[1]) < 1)) {
-        return;
-      }
-      var waiting = state.pending !== null;
-      state.pending = range;
-      if (!waiting) {
-        setTimeout(function () { var next = state.pending; state.pending = null; draw(gd, d, next[0], next[1]); }, 0);
-      }
-    });
-    return state.show(d.window[0], d.window[1]);
+    return state.ready;
   }
 
   return {attach: attach};

@@ -15,6 +15,8 @@ kernels.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import json
 import re
@@ -403,17 +405,23 @@ def figure(view: TimelineView, title: str) -> go.Figure:
 DIV_ID = re.compile(r'<div id="([^"]+)" class="plotly-graph-div"')
 
 
+def packed(data: dict) -> str:
+    """The payload as gzip-compressed (deterministically: no timestamp), base64-encoded JSON, as plotly.js travels
+    (html.plotly_payload): train-step-guided's timeline 299 KB -> 85 KB, a 20,000-kernel one 1.47 MB -> 96 KB."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return base64.b64encode(gzip.compress(text, compresslevel=6, mtime=0)).decode("ascii")
+
+
 def timeline_html(view: TimelineView, fig, script_type: str, title: str, *, with_script: bool = True) -> str:
-    """The figure (drawn by `fig`, html.Figures) with its data and the script that draws the items, deferred like
-    the figure's own script (script_type) so that it runs once plotly exists. with_script False leaves out
-    TIMELINE_JS itself (11 KB), for a page where an earlier timeline carries it."""
+    """The figure (drawn by `fig`, html.Figures) with its data (packed) and the script that draws the items,
+    deferred like the figure's own script (script_type) so that it runs once plotly exists. with_script False
+    leaves out TIMELINE_JS itself (11 KB), for a page where an earlier timeline carries it."""
     snippet = fig(figure(view, title))
     found = DIV_ID.search(snippet)
     if found is None:
         raise ValueError("the figure snippet has no plotly div to draw the timeline into")
     div = found.group(1)
-    data = json.dumps(payload(view), separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
-    return (snippet + f"<script type='application/json' id='{div}-timeline'>{data}</script>"
+    return (snippet + f"<script type='application/gzip;base64' id='{div}-timeline'>{packed(payload(view))}</script>"
             + f"<script type='{script_type}'>{TIMELINE_JS if with_script else ''}\n"
             f"profkitTimeline.attach({json.dumps(div)});</script>")
 

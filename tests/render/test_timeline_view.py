@@ -8,6 +8,8 @@ ranges (where the steady steps start), and by construction for the synthetic tim
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import lzma
 import re
@@ -83,6 +85,15 @@ def test_every_item_of_the_capture_is_in_the_page(train_view, train_sqlite):
     # host lanes (NVTX, then the API calls of the same thread) above the GPU's: idle gaps, copies, kernels
     assert names.index("CUDA API · thread 658") < names.index("GPU 0 · idle") < names.index(
         "GPU 0 · stream 7 · copies") < names.index("GPU 0 · stream 7")
+
+
+def test_the_page_carries_the_payload_packed(train_view):
+    """The data travels gzip-compressed and base64-encoded beside its figure; unpacked it is the payload."""
+    html_text = timeline_html(train_view, page_html.Figures(), page_html.DEFERRED_TYPE, "t")
+    packed_text = re.search(r"<script type='application/gzip;base64' id='fig-1-timeline'>([^<]*)</script>",
+                            html_text).group(1)
+    assert json.loads(gzip.decompress(base64.b64decode(packed_text))) == json.loads(json.dumps(payload(train_view)))
+    assert len(packed_text) < len(json.dumps(payload(train_view))) / 3
 
 
 def test_flows_join_each_call_to_the_work_of_its_correlation_id(train_view, train_sqlite):
@@ -219,6 +230,7 @@ window.addEventListener("load", function () { Promise.resolve(window.profkitChar
   for (var i = 0; i < divs.length; i++) {
     var gd = divs[i], state = gd.__profkitTimeline;
     if (!state) { continue; }
+    await state.ready;
     var view = {opening: state.summary, xrange: gd._fullLayout.xaxis.range.slice(), zooms: []};
     var zooms = ZOOMS;
     for (var j = 0; j < zooms.length; j++) {
@@ -321,6 +333,9 @@ def test_committed_capture_draws_its_steady_window_with_shaded_gaps(train_view, 
 
 TIMELINES_PROBE = """<script>
 window.addEventListener("load", function () { Promise.resolve(window.profkitChartsReady).then(function () {
+  var all = Array.prototype.slice.call(document.querySelectorAll(".plotly-graph-div"));
+  return Promise.all(all.map(function (gd) { return gd.__profkitTimeline && gd.__profkitTimeline.ready; }));
+}).then(function () {
   setTimeout(function () {
     var divs = Array.prototype.slice.call(document.querySelectorAll(".plotly-graph-div"));
     var drawn = divs.filter(function (gd) { return gd.__profkitTimeline && gd.__profkitTimeline.summary; });
