@@ -122,6 +122,19 @@ def top_hotspots(hotspots: pd.DataFrame | None, top: int = TOP_HOTSPOTS) -> pd.D
     return rows
 
 
+def top_launches(summary: pd.DataFrame | None, top: int = TOP_HOTSPOTS) -> pd.DataFrame:
+    """Without a timeline (a raw ncu report): the longest profiled launches with their share of the profiled time
+    (profiled_pct) and rates; the name last."""
+    if summary is None or summary.empty or "duration_us" not in summary:
+        return pd.DataFrame()
+    duration = pd.to_numeric(summary["duration_us"], errors="coerce")
+    rows = summary.assign(profiled_pct=100 * duration / duration.sum()).loc[duration.sort_values(
+        ascending=False, kind="stable").index[:top]]
+    columns = [c for c in ("duration_us", "profiled_pct", "achieved_tflops", "dram_gbps", "grid", "block", "kernel")
+               if c in rows]
+    return rows[columns].reset_index(drop=True)
+
+
 def breakdown_bar(parts: pd.DataFrame) -> str:
     """A stacked bar of the breakdown (one colour per kind, palette.colour) with its legend."""
     if parts.empty:
@@ -147,12 +160,18 @@ def overview_html(tables: dict[str, pd.DataFrame], steps: pd.DataFrame | None) -
         basis = window_basis(tables.get("hotspots"), tables.get("idle"))
     verdict, bad = crosscheck_verdict(tables.get("crosscheck"))
     hot = top_hotspots(tables.get("hotspots"))
+    launches = top_launches(tables.get("summary")) if hot.empty else pd.DataFrame()
     body = ["<h3>Where the GPU time goes</h3>", f"<p class='how'>{html.escape(basis)}</p>", breakdown_bar(parts)]
     if not hot.empty:
         body += ["<h3>Top hotspots</h3><p class='how'>The first rows of \"Where to work next\": share of the window "
                  "(span_pct), time the roofline ceiling would save, and what bounds each kernel.</p>",
                  table_html(hot, page_rows=TOP_HOTSPOTS)]
-    verdict_class = "bad" if not bad.empty else "good"
+    if not launches.empty:
+        body += ["<h3>Longest profiled launches</h3><p class='how'>No timeline to rank the program's time by: the "
+                 "profiled launches by ncu's duration, each with its share of the profiled time.</p>",
+                 table_html(launches, page_rows=TOP_HOTSPOTS)]
+    flags = tables.get("crosscheck")
+    verdict_class = "bad" if not bad.empty else "good" if flags is not None and not flags.empty else "how"
     body.append(f"<h3>Timing cross-check</h3><p class='{verdict_class}'>{html.escape(verdict)}</p>")
     if not bad.empty:
         body.append(table_html(bad[[c for c in ("label", "grid", "ncu_us", "nsys_us", "events_us", "flag", "reasons")

@@ -8,7 +8,8 @@ import pytest
 import profkit
 from profkit.analyse.bundle import as_bundle
 from profkit.analyse.steps import bundle_steps
-from profkit.render.overview import crosscheck_verdict, overview_html, steady_breakdown, top_hotspots
+from profkit.render.overview import (crosscheck_verdict, overview_html, steady_breakdown, top_hotspots,
+                                     top_launches)
 from profkit.session.store import load_session
 from tests import REPO
 
@@ -22,7 +23,8 @@ def test_breakdown_tiles_the_steady_steps():
     steady = steps[steps["part"] == "steady"]
     parts = steady_breakdown(steps).set_index("what")
     assert parts["time_us"].sum() == pytest.approx(steady["wall_us"].sum(), rel=1e-6)
-    assert parts.loc["GPU busy", "share_pct"] == pytest.approx(100 * steady["kernel_us"].sum() / steady["wall_us"].sum())
+    busy = 100 * steady["kernel_us"].sum() / steady["wall_us"].sum()
+    assert parts.loc["GPU busy", "share_pct"] == pytest.approx(busy)
     assert parts.loc["host-bound", "time_us"] == pytest.approx(steady["idle_host_us"].sum())
     assert parts["share_pct"].sum() == pytest.approx(100)
 
@@ -45,3 +47,14 @@ def test_overview_block_holds_the_top_hotspots():
     assert len(top) == 5 and list(top["rank"]) == list(tables["hotspots"]["rank"][:5])
     for saved in top["saved_us"]:
         assert f">{saved:,.1f}<" in block
+
+
+def test_without_a_timeline_the_longest_profiled_launches_stand_in():
+    """A raw ncu report has no hotspots table: the overview ranks its profiled launches by ncu's duration."""
+    summary = profkit.load(REPO / "sessions" / "ladder-n4096").table("summary")
+    top = top_launches(summary)
+    duration = summary["duration_us"].astype(float)
+    assert list(top["duration_us"]) == sorted(duration, reverse=True)[:len(top)]
+    assert top["profiled_pct"].iloc[0] == pytest.approx(100 * duration.max() / duration.sum())
+    block = overview_html({"summary": summary}, None)
+    assert "Longest profiled launches" in block and "No timeline" in block
