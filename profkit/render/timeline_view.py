@@ -106,8 +106,9 @@ def call_rows(timeline: Timeline) -> pd.DataFrame:
 
 
 def _kernel_detail(kernels: pd.DataFrame) -> pd.Series:
+    column = lambda name: kernels[name] if name in kernels else pd.Series("?", index=kernels.index)  # noqa: E731
     parts = [f"grid {g} · block {b} · {r} registers" for g, b, r in
-             zip(kernels.get("grid", ""), kernels.get("block", ""), kernels.get("registers_per_thread", ""))]
+             zip(column("grid"), column("block"), column("registers_per_thread"))]
     path = kernels["nvtx_path"].fillna("") if "nvtx_path" in kernels else pd.Series("", index=kernels.index)
     return pd.Series([f"{p}<br>{html.escape(n)}" if n else p for p, n in zip(parts, path)], index=kernels.index)
 

@@ -204,10 +204,25 @@ def test_synthetic_opening_window_is_its_first_steady_steps():
     assert len(view.flows) == SYNTHETIC_KERNELS
 
 
+def test_without_steps_it_opens_on_the_densest_stretch_of_kernels():
+    """No NVTX, no repeating sequence (every kernel has its own name): the view opens on the DENSE_KERNELS kernels
+    that ran closest together: here kernels 399 to 699 run 1 µs apart, the others 10 µs; of the two equally short
+    stretches of 300 the earlier wins."""
+    gaps = np.full(1000, 10_000)
+    gaps[400:700] = 1_000  # each kernel's start: the previous one's plus its gap
+    start = 1_000_000_000 + np.cumsum(gaps)
+    kernels = pd.DataFrame({"kernel": [f"k{i}" for i in range(1000)], "start_ns": start, "end_ns": start + 500,
+                            "duration_ns": 500, "stream": 7, "device": 0})
+    view = timeline_view(Timeline("dense", kernels))
+    assert view.window_ns == (start[399], start[698] + 500)
+    assert view.window_how == "opens on the densest stretch of 300 kernels (no repeated step found)"
+
+
 def test_older_tables_without_launch_times_or_threads_still_draw():
     """Session tables written before launch times and threads were stored: no API lane, no arrows, NVTX on one
     lane per depth; the view still opens on the kernels. Without kernels it opens on everything."""
-    kernels = synthetic_timeline().kernels.head(50).drop(columns=["thread", "launch_start_ns", "launch_end_ns"])
+    kernels = synthetic_timeline().kernels.head(50).drop(columns=["thread", "launch_start_ns", "launch_end_ns",
+                                                                  "grid", "block", "registers_per_thread"])
     nvtx = pd.DataFrame({"text": ["outer", "inner"], "start_ns": [kernels["start_ns"].min(), kernels["start_ns"].min()],
                          "end_ns": [kernels["end_ns"].max(), kernels["start_ns"].min() + 10_000]})
     view = timeline_view(Timeline("old", kernels, nvtx))
