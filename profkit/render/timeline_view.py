@@ -37,8 +37,9 @@ from profkit.render.timeline_script import TIMELINE_JS
 DETAIL_LIMIT = 1000
 """Items of one lane in view up to which the page draws each as a box; more are binned."""
 BOX_BUDGET = 3000
-"""Boxes drawn at most over all lanes: a redraw of about 3,000 boxes takes about half a second in headless Chromium
-(plotly bar traces with text); 8,000 per lane took 5 to 10 s. Lanes with fewer items in view get boxes first."""
+"""Boxes drawn at most over all lanes, lanes with fewer items in view first: a redraw of about 2,800 boxes takes
+0.3 s in headless Chromium, 11,000 take 1.1 s and 23,000 2.5 to 2.7 s, while the binned whole capture of 10^5
+kernels redraws in 0.46 s (benchmarks/timeline_page.py, reports/benchmarks/timeline_page.json)."""
 BINS = 700
 """Bins of an aggregated lane across the visible window: about two pixels each at 1440 px."""
 FLOW_LIMIT = 250
@@ -110,7 +111,8 @@ def _kernel_detail(kernels: pd.DataFrame) -> pd.Series:
     parts = [f"grid {g} · block {b} · {r} registers" for g, b, r in
              zip(column("grid"), column("block"), column("registers_per_thread"))]
     path = kernels["nvtx_path"].fillna("") if "nvtx_path" in kernels else pd.Series("", index=kernels.index)
-    return pd.Series([f"{p}<br>{html.escape(n)}" if n else p for p, n in zip(parts, path)], index=kernels.index)
+    escaped = {n: html.escape(n) for n in path.unique()}
+    return pd.Series([f"{p}<br>{escaped[n]}" if n else p for p, n in zip(parts, path)], index=kernels.index)
 
 
 def _copy_detail(frame: pd.DataFrame) -> pd.Series:
@@ -125,6 +127,16 @@ def hover_lines(text: str) -> str:
     """A long name as HTML-escaped lines of at most HOVER_LINE characters, broken at spaces, joined by <br> (plotly
     reads hover text as HTML: a template's angle brackets would be taken for tags)."""
     return "<br>".join(html.escape(line) for line in textwrap.wrap(text, HOVER_LINE, break_on_hyphens=False))
+
+
+def _hover_functions(kernels: pd.DataFrame) -> pd.Series:
+    """Each kernel's demangled name for its hover (hover_lines, once per distinct name); "" where it is the kernel's
+    own name (cuBLAS's are) or unknown."""
+    if "function" not in kernels:
+        return pd.Series("", index=kernels.index)
+    function = kernels["function"].fillna("").where(kernels["function"] != kernels["kernel"], "")
+    codes, distinct = pd.factorize(function)
+    return pd.Series(np.asarray([hover_lines(f) for f in distinct], dtype=object)[codes], index=kernels.index)
 
 
 def _work(timeline: Timeline) -> pd.DataFrame:
@@ -145,8 +157,7 @@ def _work(timeline: Timeline) -> pd.DataFrame:
             "stream": frame["stream"].fillna(0).astype("int64") if "stream" in frame else 0,
             "start_ns": frame["start_ns"].astype("int64"), "end_ns": frame["end_ns"].astype("int64"),
             "name": name, "detail": detail,
-            "function": frame["function"].fillna("").where(frame["function"] != frame["kernel"], "").map(hover_lines)
-            if kind == "kernel" and "function" in frame else "",  # cuBLAS's names are their own demangled names
+            "function": _hover_functions(frame) if kind == "kernel" else "",
             "correlation_id": frame["correlation_id"],
             "thread": frame["thread"].astype("Int64") if "thread" in frame else pd.array([None] * len(frame), "Int64"),
             "launch_start_ns": frame["launch_start_ns"].astype("Int64") if "launch_start_ns" in frame
@@ -199,8 +210,8 @@ def _idle_lanes(gaps: pd.DataFrame) -> list[Lane]:
     """Per GPU, its idle gaps."""
     lanes = []
     for device, rows in gaps.groupby("device", sort=False):
-        detail = [f"GPU idle after {html.escape(str(b))}<br>before {html.escape(str(a))}"
-                  for b, a in zip(rows["before"], rows["after"])]
+        escaped = {n: html.escape(str(n)) for n in pd.concat([rows["before"], rows["after"]]).unique()}
+        detail = [f"GPU idle after {escaped[b]}<br>before {escaped[a]}" for b, a in zip(rows["before"], rows["after"])]
         lanes.append(((1, int(device), -1, 0), f"GPU {int(device)} · idle", "idle",
                       pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": "idle",
                                     "detail": detail, "color": COLORS["idle"]})))
@@ -270,7 +281,8 @@ def assemble(timeline: Timeline) -> tuple[pd.DataFrame, pd.DataFrame]:
     work = _work(timeline)
     groups = _nvtx_lanes(nvtx, host) + _api_lanes(calls, host) + _idle_lanes(idle_gaps(timeline))
     if not work.empty:
-        work["color"] = [colour(n) if k == "kernel" else COLORS.get(n, COLORS["memset"])
+        kernel_colours = {n: colour(n) for n in work.loc[work["kind"] == "kernel", "name"].unique()}
+        work["color"] = [kernel_colours[n] if k == "kernel" else COLORS.get(n, COLORS["memset"])
                          for n, k in zip(work["name"], work["kind"])]  # a kernel's colour in every chart
         computing = work.groupby(["device", "stream"])["kind"].transform(lambda k: (k == "kernel").any())
         groups += _work_lanes(work) + _projected_lanes(projected_ranges(nvtx, work[computing.astype(bool)]))
@@ -345,24 +357,29 @@ def timeline_view(timeline: Timeline) -> TimelineView:
 # ------------------------------------------------------------------------------------------------- page
 
 
+def _axis(view: TimelineView) -> tuple[int, list[int], list[int]]:
+    """origin_ns (the first item's start, or the window's), and the window and the items' extent in ns after it."""
+    items = view.items
+    origin = int(min(items["start_ns"].min(), view.window_ns[0])) if len(items) else int(view.window_ns[0])
+    extent = [int(items["start_ns"].min()) - origin, int(items["end_ns"].max()) - origin] if len(items) else [0, 1]
+    return origin, [int(view.window_ns[0]) - origin, int(view.window_ns[1]) - origin], extent
+
+
 def payload(view: TimelineView) -> dict:
     """The arrays TIMELINE_JS reads: each item's start as the step from the previous item's (the first's from
     origin_ns: short numbers: 28 % less JSON than absolute times on a 20,000-kernel timeline) and its duration,
     in ns; names, details, demangled functions and colours as indices into string tables; lanes as runs of items
     (first, count)."""
     items = view.items
-    origin = int(min(items["start_ns"].min(), view.window_ns[0])) if len(items) else int(view.window_ns[0])
-    names, name_index = np.unique(items["name"].astype(str).to_numpy(), return_inverse=True)
-    details, detail_index = np.unique(items["detail"].astype(str).to_numpy(), return_inverse=True)
-    functions, function_index = np.unique(items["function"].astype(str).to_numpy(), return_inverse=True)
-    colors, color_index = np.unique(items["color"].astype(str).to_numpy(), return_inverse=True)
+    origin, window, extent = _axis(view)
+    name_index, names = pd.factorize(items["name"].astype(str))
+    detail_index, details = pd.factorize(items["detail"].astype(str))
+    function_index, functions = pd.factorize(items["function"].astype(str))
+    color_index, colors = pd.factorize(items["color"].astype(str))
     counts = np.bincount(items["lane"].to_numpy(), minlength=len(view.lanes))
     firsts = np.r_[0, np.cumsum(counts)[:-1]]
     return {
-        "origin_ns": origin,
-        "window": [int(view.window_ns[0]) - origin, int(view.window_ns[1]) - origin],
-        "extent": [int(items["start_ns"].min()) - origin if len(items) else 0,
-                   int(items["end_ns"].max()) - origin if len(items) else 1],
+        "origin_ns": origin, "window": window, "extent": extent,
         "lanes": [{"name": n, "kind": k, "first": int(f), "count": int(c)}
                   for n, k, f, c in zip(view.lanes["name"], view.lanes["kind"], firsts, counts)],
         "start_step": np.diff(items["start_ns"].to_numpy(), prepend=origin).tolist(),
@@ -380,9 +397,8 @@ def payload(view: TimelineView) -> dict:
 def figure(view: TimelineView, title: str) -> go.Figure:
     """The figure the page starts from: the lanes as y ticks, the x axis on the opening window (ms since the first
     item), buttons back to it and to the whole capture; TIMELINE_JS adds the items."""
-    data = payload(view)
-    window = [v / 1e6 for v in data["window"]]
-    extent = [v / 1e6 for v in data["extent"]]
+    _, window_ns, extent_ns = _axis(view)
+    window, extent = [v / 1e6 for v in window_ns], [v / 1e6 for v in extent_ns]
     lanes = len(view.lanes)
     fig = go.Figure(go.Bar(x=[], y=[], orientation="h", showlegend=False))
     fig.update_layout(
