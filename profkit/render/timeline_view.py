@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from profkit.analyse.steps import find_steps, steady_window
+from profkit.analyse.steps import SYNC_CALL, find_steps, steady_window
 from profkit.analyse.timeline import gpu_idle_gaps
 from profkit.render.palette import colour
 from profkit.render.perfetto import Timeline, issuing_calls, timelines_of, with_correlation
@@ -53,8 +53,8 @@ DENSE_KERNELS = 300
 """Kernels in the opening window when no steady state is known: the shortest stretch of the timeline that holds
 this many consecutive kernels (a few steps of a training or decode loop, a few iterations of a benchmark)."""
 LANE_HEIGHT_PX = 26
-COLORS = {"nvtx": "#8E9AAF", "projected": "#A9B8CF", "api": "#C49A6C", "idle": "#F08A8A", "memcpy HtoD": "#2CA02C",
-          "memcpy DtoH": "#D62728", "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
+COLORS = {"nvtx": "#8E9AAF", "projected": "#A9B8CF", "api": "#C49A6C", "sync": "#7B3F00", "idle": "#F08A8A",
+          "memcpy HtoD": "#2CA02C", "memcpy DtoH": "#D62728", "memcpy DtoD": "#9467BD", "memset": "#BCBD22"}
 ITEM_COLUMNS = ["lane", "start_ns", "end_ns", "name", "detail", "function", "color", "correlation_id", "thread",
                 "launch_start_ns"]
 HOVER_LINE = 120
@@ -95,15 +95,30 @@ def nvtx_depth(nvtx: pd.DataFrame) -> np.ndarray:
     return depth
 
 
+def _launch_keys(timeline: Timeline) -> pd.MultiIndex:
+    """(thread, launch_start_ns) of every kernel, copy and memset: which calls issued GPU work."""
+    frames = [f[["thread", "launch_start_ns"]] for f in (timeline.kernels, timeline.memcpy, timeline.memset)
+              if not f.empty and {"thread", "launch_start_ns"} <= set(f.columns)]
+    keys = pd.concat(frames).dropna().astype("int64") if frames else pd.DataFrame(columns=["thread", "launch_start_ns"])
+    return pd.MultiIndex.from_frame(keys)
+
+
 def call_rows(timeline: Timeline) -> pd.DataFrame:
-    """The capture's issuing API calls: thread, start_ns, end_ns, name, correlation_id; named from the export where
-    it was read (timeline.api), else from the launch times the activity tables keep ("launch <what it issued>")."""
+    """The capture's API calls that issued GPU work or block the host until the GPU is done (analyse.steps.SYNC_CALL:
+    synchronisations and synchronous copies: what a GPU idle gap often waits on): thread, start_ns, end_ns, name,
+    correlation_id, sync; named from the export where it was read (timeline.api), else from the launch times the
+    activity tables keep ("launch <what it issued>", no syncs known)."""
     if not timeline.api.empty:
-        return timeline.api[["thread", "start_ns", "end_ns", "name", "correlation_id"]]
+        api = timeline.api.dropna(subset=["thread", "start_ns"])
+        sync = api["name"].astype(str).map(lambda n: bool(SYNC_CALL.search(n))).to_numpy(dtype=bool)
+        issued = pd.MultiIndex.from_arrays([api["thread"].astype("int64"), api["start_ns"].astype("int64")]).isin(
+            _launch_keys(timeline))
+        return api[sync | issued][["thread", "start_ns", "end_ns", "name", "correlation_id"]].assign(
+            sync=sync[sync | issued])
     calls = issuing_calls(timeline)
     return pd.DataFrame({"thread": calls["thread"], "start_ns": calls["launch_start_ns"],
                          "end_ns": calls["launch_end_ns"], "name": "launch " + calls["issued"].astype(str),
-                         "correlation_id": pd.array([None] * len(calls), "Int64")})
+                         "correlation_id": pd.array([None] * len(calls), "Int64"), "sync": False})
 
 
 def _kernel_detail(kernels: pd.DataFrame) -> pd.Series:
@@ -197,12 +212,13 @@ def _nvtx_lanes(nvtx: pd.DataFrame, host: dict[int, int]) -> list[Lane]:
 
 
 def _api_lanes(calls: pd.DataFrame, host: dict[int, int]) -> list[Lane]:
-    """Per host thread, the API calls that issued GPU work."""
+    """Per host thread, its API calls (call_rows): the synchronising ones in their own colour."""
     calls = calls.dropna(subset=["thread"])
     return [((0, host[thread], 1, 0), f"CUDA API · thread {_short(thread)}", "api",
-             pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": rows["name"], "detail": "",
-                           "color": COLORS["api"], "correlation_id": rows["correlation_id"],
-                           "thread": rows["thread"].astype("Int64")}))
+             pd.DataFrame({"start_ns": rows["start_ns"], "end_ns": rows["end_ns"], "name": rows["name"],
+                           "detail": np.where(rows["sync"], "blocks the host until the GPU is done", ""),
+                           "color": np.where(rows["sync"], COLORS["sync"], COLORS["api"]),
+                           "correlation_id": rows["correlation_id"], "thread": rows["thread"].astype("Int64")}))
             for thread, rows in calls.groupby(calls["thread"].astype("int64"), sort=False)]
 
 
@@ -465,8 +481,8 @@ def capture_exports(bundle) -> dict[str, Path]:
 
 def session_timelines(bundle) -> list[TimelineView]:
     """One view per capture of a bundle, its CUDA API calls read from the capture's SQLite export where there is
-    one (parse.nsys.api_calls)."""
+    one (parse.nsys.api_calls; every call: call_rows keeps those that issued work and the synchronising ones)."""
     from profkit.parse.nsys.api_calls import read_api_calls
 
-    api = {name: read_api_calls(path) for name, path in capture_exports(bundle).items()}
+    api = {name: read_api_calls(path, every=True) for name, path in capture_exports(bundle).items()}
     return [timeline_view(t) for t in timelines_of(bundle, api)]

@@ -24,8 +24,8 @@ pytest.importorskip("plotly", reason="the HTML report embeds plotly (not install
 from profkit.analyse.bundle import open_bundle  # noqa: E402
 from profkit.render import html as page_html  # noqa: E402
 from profkit.render.perfetto import Timeline  # noqa: E402
-from profkit.render.timeline_view import (DETAIL_LIMIT, OPEN_STEPS, figure, payload, session_timelines,  # noqa: E402
-                                          timeline_html, timeline_view)
+from profkit.render.timeline_view import (COLORS, DETAIL_LIMIT, OPEN_STEPS, figure, payload,  # noqa: E402
+                                          session_timelines, timeline_html, timeline_view)
 from tests import REPO  # noqa: E402
 from tests.render.test_html import chromium, needs_chromium  # noqa: E402
 
@@ -68,7 +68,13 @@ def test_every_item_of_the_capture_is_in_the_page(train_view, train_sqlite):
     assert len(lane_items(train_view, "kernel")) == count("CUPTI_ACTIVITY_KIND_KERNEL") == 1488
     assert len(lane_items(train_view, "copy")) == count("CUPTI_ACTIVITY_KIND_MEMCPY") + count(
         "CUPTI_ACTIVITY_KIND_MEMSET")
-    assert len(lane_items(train_view, "api")) == issuing
+    syncs = train_sqlite.execute(
+        "select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME r join StringIds s on s.id = r.nameId where s.value like "
+        "'cudaStreamSynchronize%' or s.value like 'cudaDeviceSynchronize%'").fetchone()[0]
+    api = lane_items(train_view, "api")
+    assert syncs == 61 and len(api) == issuing + syncs  # the calls that issued work, and those that waited for it
+    assert (api["color"] == COLORS["sync"]).sum() == syncs
+    assert set(api.loc[api["color"] == COLORS["sync"], "name"]) == {"cudaStreamSynchronize", "cudaDeviceSynchronize"}
     assert len(lane_items(train_view, "nvtx")) == len(pd.read_parquet(TRAIN / "tables" / "nvtx.parquet"))
     data = payload(train_view)
     assert sum(lane["count"] for lane in data["lanes"]) == len(data["start_step"]) == len(train_view.items)
