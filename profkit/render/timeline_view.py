@@ -1,9 +1,10 @@
 """The HTML report's nsys timeline of one capture, drawn like Nsight Systems' timeline view.
 
 Lanes, top to bottom: per host thread its NVTX ranges (one lane per nesting depth) and the CUDA API calls that
-issued GPU work; per GPU its idle gaps, then per stream the NVTX ranges projected onto it (where the work launched
-inside each range ran), its copies and memsets, and its kernels. A flow arrow joins each call to the work it
-issued; the GPU's idle gaps are also shaded across every lane.
+issued GPU work or waited for it (synchronisations); per GPU its idle gaps, then per stream the NVTX ranges
+projected onto it (where the work launched inside each range ran), its copies and memsets, and its kernels. A
+flow arrow joins each call to the work it issued; the GPU's idle gaps are also shaded across every lane. The data
+travels gzip-compressed in the page, which opens offline like the rest of the report.
 
 Python assembles the items (from profkit.render.perfetto's Timeline: the same frames, the same call-to-work
 join) into compact arrays; a small script in the page (TIMELINE_JS) draws the visible window with plotly on
