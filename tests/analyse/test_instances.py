@@ -100,12 +100,28 @@ def _steady_start(session: str) -> int:
     return int(manifest["captures"][0]["guided"]["steady_start_ns"])
 
 
-def _launches(conn: sqlite3.Connection, start_ns: int) -> pd.DataFrame:
+def _launches(conn: sqlite3.Connection, start_ns: int, end_ns: float = float("inf")) -> pd.DataFrame:
     return pd.read_sql(
         "select s.value as kernel, d.value as function, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, "
         "k.dynamicSharedMemory as smem, k.end - k.start as duration_ns from CUPTI_ACTIVITY_KIND_KERNEL k "
         "join StringIds s on s.id = k.shortName join StringIds d on d.id = k.demangledName "
-        f"where k.start >= {start_ns} order by k.start", conn)
+        f"where k.start >= {start_ns} and k.start < {end_ns if end_ns != float('inf') else 2**62} order by k.start",
+        conn)
+
+
+def _steady_steps(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The steady steps hotspots covers, from the export: each of the six ranges of the model's forward (GPT, or
+    OptimizedModule under torch.compile) starts a step, on the GPU at the first activity it launched; the first two
+    steps are warm-up and the last has no next step (analyse.steps; tested in test_steps)."""
+    starts = [row[0] for row in conn.execute(
+        "select e.start from NVTX_EVENTS e left join StringIds s on s.id = e.textId where e.eventType = 59 and "
+        "coalesce(e.text, s.value) in ('GPT', 'OptimizedModule') order by e.start")]
+    launched = [row for table in ("KERNEL", "MEMCPY", "MEMSET") for row in conn.execute(
+        f"select a.start, r.start from CUPTI_ACTIVITY_KIND_{table} a join CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "on r.correlationId = a.correlationId")]
+    assert len(starts) == 6
+    first = [min(start for start, call in launched if call >= since) for since in starts]
+    return first[2], first[5]
 
 
 KEYS = ["function", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "smem"]
@@ -138,7 +154,8 @@ def test_hotspots_give_each_kind_of_work_its_own_row_and_profiled_flag(session, 
     longer counts a class no launch of which was profiled."""
     import profkit
 
-    launches = _launches(_sqlite(session, tmp_path), _steady_start(session))
+    conn = _sqlite(session, tmp_path)
+    launches = _launches(conn, *_steady_steps(conn))
     hot = profkit.load(REPO / "sessions" / session).table("hotspots")
     kernels = hot[hot["kind"] == "kernel"]
     for name, classes in ((NNT, 3), (TNT, 2)):
