@@ -337,3 +337,15 @@ def test_timeline_tables_describe_the_steady_state():
     assert gaps[gaps["part"] == "initialisation"]["gap_us"].max() > 6e6  # the host's pause after the weights' copy
     view = profile.table("steps")
     assert list(view.columns) == VIEW_COLUMNS and "initialisation" in set(view["step"])
+
+
+def test_a_run_without_a_repeated_step_is_shown_whole():
+    """ladder-n1024: six benchmark programs, each one kernel timed 20 times (a loop of one kernel is no program
+    step): no steps, and the idle and gaps tables cover each whole run."""
+    import profkit
+
+    profile = profkit.load(SESSIONS / "ladder-n1024")
+    assert profile.table("steps").empty and profile.table("hostbound").empty
+    idle = profile.table("idle")
+    assert set(idle["part"]) == {"whole run"} and idle["capture"].nunique() == 6
+    assert set(profile.table("gaps")["part"]) == {"whole run"}
