@@ -36,14 +36,13 @@ from profkit.analyse.bundle import Bundle, as_bundle
 from profkit.analyse.source_lines import TOP_LINES, SourceLookup, hotspot_table, source_homes
 from profkit.analyse.diff import DiffResult
 from profkit.analyse.kernel_rows import kernel_rows
-from profkit.units import human
 from profkit.analyse.tables import VIEWS
 from profkit.render import plots, timeline_view
 from profkit.render.findings import findings_html
 from profkit.render.output import write_text
 from profkit.render.overview import overview_html
 from profkit.render.page import CSS as PAGE_CSS, SCRIPT, nav_html, section, toc_html
-from profkit.render.tables_html import format_cell, table_html  # noqa: F401 - this module's API since the start
+from profkit.render.tables_html import format_cell, plain_number, table_html  # noqa: F401 - format_cell: API
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 VERDICT_CLASS = {"better": "good", "worse": "bad", "changed": "chg", "same": "", "n/a": "na"}
@@ -187,9 +186,19 @@ OCCUPANCY_HOW = "Warp slots in use; the limiter is the resource that allows the 
 
 def _roofline_body(ceils: pd.DataFrame, pts: pd.DataFrame, fig, moves: pd.DataFrame | None = None) -> str:
     return (fig(plots.roofline_figure(ceils, pts, moves))
-            + "<h3>Ceilings</h3>" + table_html(ceils.assign(value=[human(v, u) for v, u in
+            + "<h3>Ceilings</h3>" + table_html(ceils.assign(value=[scaled(v, u) for v, u in
                                                                    zip(ceils["value"], ceils["unit"])]))
             + "<h3>Points</h3>" + table_html(pts.drop(columns=["bandwidth_bytes_per_second"])))
+
+
+def scaled(value: float, unit: str) -> str:
+    """A rate with a unit prefix and a plain number: 1,914.2 TFLOP/s, 4.8 TB/s (units.human wrote 1.91e+03T FLOP/s
+    for an int8 tensor peak)."""
+    value = float(value)
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{plain_number(round(value / scale, 1 if abs(value) >= 100 * scale else 2))} {prefix}{unit}"
+    return f"{plain_number(value)} {unit}"
 
 
 def _fma_table(rows: pd.DataFrame) -> str:

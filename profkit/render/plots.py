@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from profkit.analyse.roofline import LEVELS, level_bytes
 from profkit.parse import catalog
 from profkit.render.palette import colour
+from profkit.render.tables_html import plain_number
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D",
            "#BAB0AC", "#1F77B4", "#D62728"]
@@ -76,7 +77,7 @@ def roofline_figure(ceils: pd.DataFrame, pts: pd.DataFrame, moves: pd.DataFrame 
         bw = float(ceil["value"])
         x_end = min(x_hi, top / bw)
         fig.add_trace(go.Scatter(x=[x_lo, x_end], y=[bw * x_lo / 1e12, bw * x_end / 1e12], mode="lines",
-                                 name=f"{ceil['ceiling']} {bw / 1e12:.3g} TB/s",
+                                 name=f"{ceil['ceiling']} {plain_number(round(bw / 1e12, 2))} TB/s",
                                  line=dict(color="#555", width=1.5, dash=["solid", "dash", "dot"][i % 3]),
                                  hovertemplate=f"{ceil['ceiling']} roof: {bw / 1e9:.0f} GB/s<extra></extra>"))
     max_bw = float(bandwidth["value"].max()) if not bandwidth.empty else None
@@ -84,7 +85,7 @@ def roofline_figure(ceils: pd.DataFrame, pts: pd.DataFrame, moves: pd.DataFrame 
         peak = float(ceil["value"])
         x_start = max(x_lo, peak / max_bw) if max_bw else x_lo
         fig.add_trace(go.Scatter(x=[x_start, x_hi], y=[peak / 1e12, peak / 1e12], mode="lines",
-                                 name=f"{ceil['ceiling']} {peak / 1e12:.3g} TFLOP/s",
+                                 name=f"{ceil['ceiling']} {plain_number(round(peak / 1e12, 1))} TFLOP/s",
                                  line=dict(color="#222" if ceil["ceiling"] == "fp32" else "#999", width=1.5),
                                  hovertemplate=f"{ceil['ceiling']} roof: {peak / 1e12:.1f} TFLOP/s<extra></extra>"))
     labels = list(dict.fromkeys(pts["label"])) if not pts.empty else []
@@ -93,8 +94,8 @@ def roofline_figure(ceils: pd.DataFrame, pts: pd.DataFrame, moves: pd.DataFrame 
         sub = pts[pts["level"] == level] if not pts.empty else pts
         if sub.empty:
             continue
-        hover = [f"{r.label}<br>{LEVEL_NAMES[level]}: {r.intensity_flop_per_byte:.3g} FLOP/B, "
-                 f"{r.flops_per_second / 1e12:.3g} TFLOP/s<br>{r.pct_of_attainable:.0f}% of attainable "
+        hover = [f"{r.label}<br>{LEVEL_NAMES[level]}: {plain_number(r.intensity_flop_per_byte)} FLOP/B, "
+                 f"{plain_number(r.flops_per_second / 1e12)} TFLOP/s<br>{r.pct_of_attainable:.0f}% of attainable "
                  f"({r.bound}-bound at this level, roof {r.roof})" for r in sub.itertuples()]
         fig.add_trace(go.Scatter(x=sub["intensity_flop_per_byte"], y=sub["flops_per_second"] / 1e12,
                                  mode="markers", name=f"kernels @ {LEVEL_NAMES[level]}",

@@ -280,6 +280,16 @@ def test_long_table_pages_sorts_filters_and_keeps_its_header(tmp_path):
     assert seen["filtered"] and all("nvjet" in row for row in seen["filtered"])
 
 
+def test_ceilings_print_plain_numbers(tmp_path):
+    """int8-linear-m2048-tma's int8 tensor peak is 1.91e15 op/s: its ceilings table printed "1.91e+03T FLOP/s"."""
+    from profkit.render.html import scaled
+
+    assert scaled(1.9122e15, "FLOP/s") == "1,912.2 TFLOP/s" and scaled(4.8e12, "B/s") == "4.80 TB/s"
+    page = render_html([load_session(REPO / "sessions" / "int8-linear-m2048-tma")])
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert not re.search(r">[^<]*\d(\.\d+)?e[+-]\d\d[^<]*<", text)
+
+
 def test_raw_report_header_says_what_is_known(tmp_path):
     """A raw .ncu-rep has no profkit manifest: the header names what the report holds and no "GPU ? (cc ?, ...)"."""
     from profkit.analyse.bundle import open_bundle
