@@ -84,7 +84,8 @@ def write_records(path: Path, records: list[dict], dirs: list[Path]) -> Path | N
 
 def record_kernels(path: Path, kernels: Iterable[str], env: Mapping[str, str] | None = None) -> Path | None:
     """Find the inductor records of the launched `kernels` (names) in the program's cache and write them to `path`;
-    None when the program compiled nothing with inductor (or its cache is gone)."""
+    None when the program compiled nothing with inductor (or its cache is gone). Only names inductor gives its Triton
+    kernels (triton_<kind>_...) are looked for: a program that launched none is not made to read the cache."""
     names = {str(k) for k in kernels if str(k).startswith("triton_")}
     if not names:
         return None

@@ -79,6 +79,7 @@ def read_records(path) -> "pd.DataFrame":
     """capture.inductor's `<capture>.inductor.json` as a table (RECORD_COLUMNS; the lists as comma-separated text);
     empty for no path. A file that is not such a JSON object is a ReportError."""
     import json
+    from pathlib import Path
 
     import pandas as pd
 
@@ -87,7 +88,7 @@ def read_records(path) -> "pd.DataFrame":
     if path is None:
         return pd.DataFrame(columns=RECORD_COLUMNS)
     try:
-        records = json.loads(open(path, encoding="utf-8").read())["kernels"]
+        records = json.loads(Path(path).read_text(encoding="utf-8"))["kernels"]
         rows = [{**r, "source_nodes": ", ".join(r.get("source_nodes", [])),
                  "aten_ops": ", ".join(r.get("aten_ops", []))} for r in records]
     except (OSError, ValueError, KeyError, TypeError) as exc:
