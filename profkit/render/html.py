@@ -337,8 +337,11 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
     else:
         head += "<h3>Comparability</h3>" + table_html(result.comparability, row_class=result.comparability["severity"])
     parts.append(section("diff", f"Diff: {result.a_spec} → {result.b_spec}", "", head))
+    from profkit.render.diff_html import pair_metrics, pairs_section, program_sections
+
+    parts += program_sections(result.program) + pairs_section(result)
     for i, pair in enumerate(result.pairs):
-        metrics = pair.metrics[["label", "unit", "better", "a", "b", "delta", "ratio", "change_pct", "verdict"]]
+        metrics = pair_metrics(pair)
         why = "".join(f"<li>{html.escape(m)}</li>" for m in pair.explanation["message"])
         body = (f"<h3>What changed</h3><ul class='why'>{why or '<li>no rule fired</li>'}</ul>"
                 + table_html(metrics, cell_class={"verdict": metrics["verdict"].map(VERDICT_CLASS).fillna("")}))
@@ -347,7 +350,7 @@ def diff_sections(result: DiffResult, fig, *, top_lines: int = TOP_LINES, lookup
                      "instructions and of PC samples per opcode, and what those samples waited for.</p>"
                      + table_html(pair.opcodes))
         opened = " open" if i < 3 else ""
-        summary = html.escape(f"{pair.a.name} → {pair.b.name} (match: {pair.match})")
+        summary = html.escape(f"{pair.a.name} → {pair.b.name} (match: {pair.match}; work: {pair.work.message})")
         parts.append(f"<section id='pair-{i}'><details{opened}><summary>{summary}</summary>{body}</details></section>")
     if not result.unmatched.empty:
         parts.append(section("unmatched", "Unmatched kernels", "Kernels found on one side only.",

@@ -382,3 +382,21 @@ def test_the_cli_answers_with_the_program_first():
                                  str(SESSIONS)])
     assert wrong.exit_code == 2 and "--step 'no_such_range_or_kernel'" in wrong.output
 
+
+
+def test_the_diff_page_shows_the_program_and_each_pairs_work(step_diff):
+    """The HTML diff page: the program sections first, then the kernel pairs with their work (B/A) and the change
+    per unit of work that the text diff has (the compiled step's AdamW kernel does 1.11× the FLOPs)."""
+    pytest.importorskip("plotly", reason="the HTML report embeds plotly")
+    from profkit.render.diff_html import pairs_table
+    from profkit.render.html import render_html
+
+    result = step_diff[0]
+    page = render_html([], result)
+    order = [page.index(f"id='{anchor}'") for anchor in ("program", "families", "only", "replaced", "pairs")]
+    assert order == sorted(order)
+    assert "faster" in page[order[0]:order[1]] and "triton_poi_fused__unsafe_view_gelu_7" in page[order[3]:]
+    table = pairs_table(result)
+    adam = table[table["a"].str.startswith("multi_tensor_apply_kernel")].iloc[0]
+    assert adam["work"] == "1.11× FLOP" and adam["per_work_change_pct"] < adam["change_pct"] < 0
+    assert "per_work_change_pct" in page and "1.11× FLOP" in page
