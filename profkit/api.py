@@ -220,8 +220,12 @@ def _spec(side: Profile | str | Path) -> str:
 
 
 def diff(a: Profile | str | Path, b: Profile | str | Path, *, force: bool = False, fail_if: Iterable[str] = (),
-         summed: bool = False, root: str | Path | None = None) -> DiffResult:
+         summed: bool = False, root: str | Path | None = None, step: str | None = None) -> DiffResult:
     """What changed from A to B: `profkit diff A B` as tables.
+
+    Two captures of a program are compared first as programs: `.program` (analyse.diff.program.ProgramDiff) holds
+    the step time A → B with its interval and verdict (`.program.verdict`: faster, slower, within noise or
+    undecided), and `.table("program")`, `"families"`, `"only"` and `"replaced"` its tables.
 
     Args:
         a: The before side: a Profile (the whole capture) or the CLI's selector, SOURCE, SOURCE:KERNEL,
@@ -231,6 +235,8 @@ def diff(a: Profile | str | Path, b: Profile | str | Path, *, force: bool = Fals
         fail_if: `--fail-if` checks ("duration>+5%" ...); the failing ones are returned in `violations`.
         summed: Add up every kernel each side's pattern matches (e.g. an NVTX range's launches).
         root: Where session names are looked up (default ./sessions).
+        step: What starts each step of the programs, a regular expression searched in NVTX range names, else in
+            kernel names (`profkit diff --step`); by default found from each timeline (analyse.steps).
 
     Returns:
         The diff (analyse.diff.DiffResult): `.tables()` names its tables, `.table(name)` gives one.
@@ -241,7 +247,7 @@ def diff(a: Profile | str | Path, b: Profile | str | Path, *, force: bool = Fals
     from profkit.analyse.diff import diff as run_diff
 
     return run_diff(_spec(a), _spec(b), root=Path(root) if root else None, force=force, fail_if=tuple(fail_if),
-                    summed=summed)
+                    summed=summed, step=step)
 
 
 def report(*inputs: Profile | str | Path, diff: DiffResult | None = None, path: str | Path = "report.html",

@@ -400,3 +400,11 @@ def test_the_diff_page_shows_the_program_and_each_pairs_work(step_diff):
     adam = table[table["a"].str.startswith("multi_tensor_apply_kernel")].iloc[0]
     assert adam["work"] == "1.11× FLOP" and adam["per_work_change_pct"] < adam["change_pct"] < 0
     assert "per_work_change_pct" in page and "1.11× FLOP" in page
+
+
+def test_the_api_passes_the_step_on():
+    import profkit
+    from profkit.errors import UsageError
+
+    with pytest.raises(UsageError, match="--step 'no_such_range_or_kernel'"):
+        profkit.diff(EAGER, COMPILED, root=SESSIONS, step="no_such_range_or_kernel")
