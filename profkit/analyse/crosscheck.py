@@ -17,7 +17,7 @@ ncu's own duration of a kernel carries a fixed cost nsys' does not: measured on 
 (benchmarks/ncu_short_kernels.py; its figures: reports/derived_figures.md, "short-kernel allowance"), ncu reads
 nsys' time plus about a microsecond, more with --cache-control all (its flush leaves the first accesses cold),
 whatever the kernel's length. So ncu > nsys by up to NCU_FIXED_US is expected and not flagged: it is most of a
-2 µs kernel and nothing of a 1 ms one.
+kernel of a few microseconds and nothing of a millisecond one.
 Template instantiations that share a kernel name and grid (PyTorch's elementwise kernels) are told apart by their
 functor, so each row compares one function's launches.
 """

@@ -155,7 +155,7 @@ def kernel_family(kernel: str, function: str = "") -> str:
 def per_distinct_name(kernels: pd.DataFrame, *derive) -> list[np.ndarray]:
     """Each of derive(kernel, function) for every row of a kernel table (columns kernel and, when present,
     function), called once per distinct pair: a timeline holds few distinct names in many rows (factorised in place,
-    not iterated or cast to object: either took 1-2 s on 10^6 Arrow strings)."""
+    not iterated or cast to object: either was slow on 10^6 Arrow strings, reports/code_measurements.md)."""
     kernel_codes, kernel_names = pd.factorize(kernels["kernel"], use_na_sentinel=False)
     if "function" in kernels:
         function_codes, function_names = pd.factorize(kernels["function"], use_na_sentinel=False)

@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 BIN_NS = 100_000
-"""Short calls that issued no GPU work are stored merged per thread, name and 100 µs slot: the held-out 180k-kernel
-trace made 7.8 API calls per kernel, most of them sub-µs bookkeeping (cudaStreamIsCapturing, cudaGetLastError, ...),
-and one row per call took 14.6 B (train-step-guided's 5935 calls). Merged, benchmarks/synthetic_nsys.py's
-10^5-kernel export (8 calls per kernel) keeps 243332 rows in 3.1 MB, less than its kernel table (3.4 MB). A slot of
-100 µs keeps the calls of a gap of 1 ms or more (GAP_MIN_US) inside it to within a tenth."""
+"""Short calls that issued no GPU work are stored merged per thread, name and 100 µs slot: a training trace makes
+several API calls per kernel, most of them sub-microsecond bookkeeping (cudaStreamIsCapturing, cudaGetLastError,
+...), and one row per call would store more than the kernel table; merged, the calls take less room than the
+kernels (the sizes: reports/code_measurements.md). A slot a tenth of GAP_MIN_US keeps the calls of a gap inside it
+to within a tenth."""
 STORED_COLUMNS = ["thread", "name", "start_ns", "end_ns", "calls", "duration_ns", "max_ns"]
 
 API_KINDS = (
@@ -50,7 +50,8 @@ MODULE_LOAD = re.compile(r"^cu(Library|Module)(Load|Unload)|^cuLink")
 """Loading (or unloading) code onto the GPU: with CUDA's lazy loading, a kernel's first launch loads its module."""
 GAP_MIN_US = 1000.0
 """GPU idle gaps of at least 1 ms are grouped by what ended them (nsys analyze gpu_gaps flags 500 ms and more, a
-whole-program threshold; a step's recurring stall is far shorter: ~70 ms per token of a decode loop)."""
+whole-program threshold; a step's recurring stall is far shorter, such as the pause per token of a decode loop:
+reports/code_measurements.md)."""
 MIN_RECURRING = 2
 """Gaps ending at the same activity recur when there are at least this many of them."""
 NUMBERED = r"\d+"

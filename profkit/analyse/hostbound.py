@@ -131,8 +131,8 @@ def _findings(r) -> list[dict]:
 def _remedies(r, ms: float, graphs: bool) -> list[dict]:
     """What would remove the waiting, each with the most it could save per step (an upper bound from the capture),
     listed only where that exceeds the steady steps' p10-p90 spread: a smaller saving could not be told from
-    run-to-run noise (train-step-graphs-guided: 0.06 ms of host-bound idle against a 0.16 ms spread, while its
-    0.88 ms after syncs is listed)."""
+    run-to-run noise (a CUDA-graph program's host-bound idle is smaller than its steps' spread, its idle after syncs
+    is not: reports/code_measurements.md)."""
     out = []
     host_ms, sync_ms = r.host_wait_us / 1e3, (r.sync_wait_us if pd.notna(r.sync_wait_us) else 0.0) / 1e3
     spread = (r.step_p90_us - r.step_p10_us) / 1e3

@@ -12,8 +12,9 @@ unit's clock during the launch), never a datasheet number:
              own tensor roof is the rate of the paths it ran on (wgmma or mma.sync, dense, or sparse only where it
              used sparsity), which its tensor-pipe utilisation confirms (pipe_check)
 The SM clock is sm__cycles_elapsed.avg.per_second capped at the device's maximum (sm_clock). Each kernel is placed
-against its own ceilings (kernel_roofs: its clocks differ from launch to launch, by 20 % between a power-bound GEMM
-and an elementwise kernel of one training step); a session's ceiling lines are those weighted by GPU time.
+against its own ceilings (kernel_roofs: its clocks differ from launch to launch, widely between a power-bound GEMM
+and an elementwise kernel of one training step: reports/code_measurements.md); a session's ceiling lines are those
+weighted by GPU time.
 
 A kernel gets one point per memory level (the hierarchical roofline): x = total_flops / bytes moved at that
 level (FLOP/byte), y = total_flops / duration (FLOP/s). Bytes per level:

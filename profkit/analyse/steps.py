@@ -24,8 +24,8 @@ find_steps gives one row per step (STEP_COLUMNS), per capture (each program on i
                                 The kernel and idle columns add up to wall_us × the capture's GPUs.
   part                          "warm-up" (a leading step far slower than the rest: warm_up), "steady", or "last":
                                 the last step when no activity follows it, whose end is its own last activity's and
-                                so lacks the pause before a next step (on train-step-graphs-guided it read 7 % faster
-                                than the others); kept out of the steady state
+                                so lacks the pause before a next step (it reads measurably faster than the others:
+                                reports/code_measurements.md); kept out of the steady state
   steady                        part == "steady"
   how                           how the step was found: "nvtx:<range name>" (a repeated NVTX range starts each step),
                                 "kernel:<regex>" (--step naming a kernel) or "sequence" (the kernel sequence repeats)
@@ -61,10 +61,11 @@ launches) is the launch table's loop, not a program's step."""
 WARMUP_MAD_Z = 3.5
 """A leading step is warm-up when its wall time's modified z-score (0.6745 × |x - median| / MAD, Iglewicz and
 Hoaglin's outlier cut of 3.5) against the later half of the steps exceeds this: a median and a MAD are not moved by
-the warm-up steps themselves (on train-step-compile-guided the first step takes 2.7 s, 200× the others)."""
+the warm-up steps themselves (a compiled program's first step takes hundreds of times as long as the others:
+reports/code_measurements.md)."""
 WARMUP_MIN_SHARE = 0.10
-"""... and its wall time is off the median by more than this share of it: CUDA-graph steps vary by < 1 %, so a MAD
-alone would call a step 3 % slower warm-up."""
+"""... and its wall time is off the median by more than this share of it: CUDA-graph steps vary so little that a MAD
+alone would call a step only a few percent slower warm-up (reports/code_measurements.md)."""
 LAST_STEP_SLACK = 1.5
 """An NVTX step has no next range to end it: the last step holds what its thread launched within this many median
 step periods of its start (the program's teardown comes later)."""
@@ -135,7 +136,7 @@ def in_window(frame: pd.DataFrame, windows: dict[str, tuple[int, int]], part: st
     as steady (no step found: the whole run stands for it)."""
     if frame is None or frame.empty or not windows or "start_ns" not in frame:
         return frame if part == "steady" or frame is None else frame.iloc[:0]
-    # by the captures' codes, not a map over every row's name (0.8 s for 10^6 kernels)
+    # by the captures' codes, not a map over every row's name (slow at 10^6 kernels: reports/code_measurements.md)
     codes, names = pd.factorize(frame["capture"]) if "capture" in frame else (np.zeros(len(frame), dtype=int), [""])
     bounds = np.array([*(windows.get(str(name), (np.nan, np.nan)) for name in names), (np.nan, np.nan)],
                       dtype=float)  # the last row: a missing capture's (code -1)
@@ -489,9 +490,10 @@ def _idle_by_kind(acts: pd.DataFrame, calls: pd.DataFrame | None, lo: np.ndarray
     it). Sync: when the host sat in a synchronising call as a gap began, it had waited there while the GPU still
     ran (the call's start to the gap's): had it not waited, its next work would have overlapped that much GPU work.
     That credit covers the gap and the gaps after it up to the next kernel (the copies of a `loss.item()` between
-    them do not end it). The rest is "host": the GPU waited for the host. On train-step-graphs-guided a steady
-    step's ~1 ms pause after its cudaDeviceSynchronize (which waited 6.9 ms) is sync; the 6.4 s pause of
-    train-step-guided's initialisation begins inside a sync that waited 0.3 ms: 0.3 ms sync, the rest host."""
+    them do not end it). The rest is "host": the GPU waited for the host. So a steady step's pause after a per-step
+    cudaDeviceSynchronize that waited longer than the pause is all sync, while a long initialisation pause that
+    begins inside a short sync is sync only for that sync's wait, the rest host (the committed sessions' figures:
+    reports/code_measurements.md)."""
     host, sync, other = (np.zeros(len(lo)) for _ in range(3))
     syncs = sync_intervals(calls)
     for _, own in acts.groupby("device", sort=False):

@@ -19,7 +19,7 @@ Table columns written by ``compare`` (one row per case and implementation):
     flops, bytes              the case's FLOP and minimum-byte counts (same for every impl)
     params                    Case.params as a JSON string
     sm_clock_mhz, power_w     median SM clock and board power sampled (nvidia-smi) while this impl was timed;
-                              null without samples (no nvidia-smi, a fake timer); power.draw is a 1 s average
+                              null without samples (no nvidia-smi, a fake timer); power.draw is a one-second average
                               on recent drivers, so a short timing's power_w mixes in its neighbours
     throttle                  clock-throttle reasons seen meanwhile ("sw_power_cap": the board sat at its power
                               limit, so the clock, not the kernel alone, set the rate)

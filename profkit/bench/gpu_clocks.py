@@ -1,9 +1,9 @@
 """The GPU's SM clock, power draw and throttle reasons sampled while something runs (``nvidia-smi -lms``).
 
-A long benchmark row can run power-capped: on the H200 a sustained attention forward draws ~690 of its 700 W
-and the driver lowers the SM clock from 1980 MHz (throttle reason "SW power cap"), so a kernel timed in a
-short burst and the same kernel timed for seconds differ by up to ~15%. The sampler lets a probe say which
-clock each timing ran at.
+A long benchmark row can run power-capped: on the H200 a sustained attention forward draws close to its 700 W
+limit and the driver lowers the SM clock from its 1980 MHz maximum (throttle reason "SW power cap"), so a kernel
+timed in a short burst and the same kernel timed for seconds differ measurably (reports/code_measurements.md). The
+sampler lets a probe say which clock each timing ran at.
 """
 
 from __future__ import annotations

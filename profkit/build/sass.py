@@ -2,8 +2,8 @@
 
 A quick capture (`profile --quick`) holds no per-instruction SASS, so it cannot tell the HFMA2
 register-zeroing moves nvcc emits (`HFMA2.MMA Rd, -RZ, RZ, 0, 0`) from half-precision math, and the
-executed-HFMA2 counter then credits them as fp16 FLOPs (matmul_tiled at N = 4096 in
-ladder-quick-n4096: 6.3% above 2·N³ without this file, exactly 2·N³ with it). The binary's own SASS settles it for a kernel
+executed-HFMA2 counter then credits them as fp16 FLOPs (matmul_tiled's count lands above 2·N³ without this
+file, exactly on it with it: reports/code_measurements.md). The binary's own SASS settles it for a kernel
 whose every HFMA2 is such a move: none of its executed HFMA2s is arithmetic.
 """
 

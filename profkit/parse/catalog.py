@@ -31,8 +31,9 @@ TENSOR_PATHS: dict[str, list[str]] = {
 (*mma), dense or 2:4 sparse. The per-type total sm__ops_path_tensor_src_<type> has the fastest path's peak, the
 sparse one (8192 FLOP/clk/SM for bf16 on sm_90, twice the dense wgmma path's 4096), so a type's ceiling is taken
 per path. On the H200 the tensor pipe's busy cycles equal the ops of each path over that path's peak, summed: an
-int8 GEMM on the mma.sync path (imma, 5461 ops/clk/SM) 70.6 % busy is 66.2 % of that path's peak over elapsed
-cycles, not 44 % of wgmma's (int8-linear-m2048-tma). fp64 and fp8 have one path each (their totals)."""
+int8 GEMM on the mma.sync path (imma, 5461 ops/clk/SM) reads close to its busy share of that path's peak over
+elapsed cycles and far below it against wgmma's (reports/code_measurements.md). fp64 and fp8 have one path each
+(their totals)."""
 
 RAW_METRICS: dict[str, list[str]] = {
     # launch
@@ -99,8 +100,8 @@ RAW_METRICS: dict[str, list[str]] = {
     "hadd_per_cycle": ["smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed"],
     "hmul_per_cycle": ["smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed"],
     # exact instruction counts for the same work. `profile --quick` asks for them: there the rate and
-    # the duration come from different replay passes, and rate x cycles x duration was 6% off
-    # (matmul_tiled, ladder-quick-n4096). --set full reports only the rates (its product is exact,
+    # the duration come from different replay passes, and rate x cycles x duration was a few percent off
+    # (reports/code_measurements.md). --set full reports only the rates (its product is exact,
     # 2*N^3 on every ladder rung); tables use a count when the report has it.
     **{f"exact_{op}": [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"]
        for op in ("ffma", "fadd", "fmul", "dfma", "dadd", "dmul", "hfma", "hadd", "hmul")},
@@ -122,7 +123,8 @@ RAW_METRICS: dict[str, list[str]] = {
     "device_cc_major": ["device__attribute_compute_capability_major"],
     "device_cc_minor": ["device__attribute_compute_capability_minor"],
     "device_l2_bytes": ["device__attribute_l2_cache_size"],
-    # the SM clock's ceiling: a launch of a few µs reads sm__cycles_elapsed.avg.per_second up to 13 % above it
+    # the SM clock's ceiling: a launch of a few µs reads sm__cycles_elapsed.avg.per_second above it
+    # (reports/code_measurements.md)
     "device_max_sm_clock_khz": ["device__attribute_max_gpu_frequency_khz", "device__attribute_clock_rate"],
 }
 # The ratio metric drops the plural of "no_instructions" (the per-PC sampling metric keeps it).
@@ -149,7 +151,7 @@ PC_STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 PC_STALL_NAMES = {"gmma": "warpgroup_arrive"}
 """Stall reasons whose PC-sampling name differs from the kernel-level one: Hopper's wgmma wait is `gmma` in
 smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio and `warpgroup_arrive` per PC (it was missing from
-the per-PC tables until this map: 55% of cuBLAS's HGMMA samples in triton-matmul-bf16-n4096)."""
+the per-PC tables until this map: most of cuBLAS's HGMMA samples, reports/code_measurements.md)."""
 PC_METRICS = {
     "instructions_executed": "inst_executed",
     "samples": "smsp__pcsamp_sample_count",

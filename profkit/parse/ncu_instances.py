@@ -1,8 +1,8 @@
 """A launch's per-PC metric instances decoded from the report's bytes with numpy, without the native reader.
 
 Why: ncu_report hands out an instanced metric one value per call, two calls per PC (its correlation id, its
-value): some 40 % of a reader child's time on the ladder's --set full report, 16k instances a launch
-(reports/code_measurements.md).
+value): a large share of a reader child's time on the ladder's --set full report, thousands of instances a
+launch (reports/code_measurements.md).
 In the file, every per-PC metric of the committed reports is encoded the same way: a metric message (field 1 its
 id, 2 its scalar value, 3 one instance each, 4 a flag), each instance {1: {5: PC}, 2: {5: value}} with both as
 varints, 16-18 bytes. `decode` finds the instances of all of a launch's metrics in one vectorised pass and checks

@@ -185,9 +185,9 @@ def axis_label(text: str, limit: int = AXIS_LABEL_CHARS) -> str:
 
 
 def crosscheck_figure(cc: pd.DataFrame, title: str = "Timing cross-check: cudaEvent vs ncu vs nsys") -> go.Figure:
-    """Grouped horizontal bars per (label, grid): the three clocks in µs on a log axis (3 µs and 1 ms kernels side
-    by side), the flag in the hover. Horizontal: 37 rotated labels of 40-90 characters squashed the plot of a
-    training step's page to ~60 px."""
+    """Grouped horizontal bars per (label, grid): the three clocks in µs on a log axis (kernels of microseconds
+    and of milliseconds side by side), the flag in the hover. Horizontal: a training step's dozens of long labels,
+    rotated, squashed its plot to a strip (reports/code_measurements.md)."""
     fig = go.Figure()
     names = [f"{l} {g} {w}".rstrip() for l, g, w in zip(cc.get("label", []), cc.get("grid", []),
                                                         cc.get("work", [""] * len(cc)))]  # work: one row per class

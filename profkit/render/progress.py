@@ -2,7 +2,8 @@
 rich and erased when the work ends; nothing at all when stderr is not a terminal (a log file or a pipe keeps only
 what the command prints). The stages come from the library (profkit.progress).
 
-Why: `show --rebuild` (8.6 s), `import` (3-4 s) and `report` (1.5-4.3 s) printed nothing until done.
+Why: `show --rebuild`, `import` and `report` take seconds and printed nothing until done (their times:
+reports/code_measurements.md).
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ first bin), so every item in view is drawn or counted. A box narrower than a pix
 hover keeps the real duration.
 
 GPU idle gaps are shaded across all lanes; the idle lane is binned while any gap in view is narrower than a pixel
-(drawn a pixel wide, 1,000 gaps of 0.5 µs would read as most of a 30 ms window). Arrows join each drawn call to
-the drawn work it issued (none past limits.flows); clicking a box draws its own arrows in red whatever the window
-holds (a call's to all the work it issued: each node of a CUDA graph launch). Each draw leaves a summary in
-gd.__profkitTimeline.summary: per lane, the mode ("boxes" / "bins"), the items in view and the items drawn or
-counted; the arrows drawn, and the selected item's.
+(drawn a pixel wide, a thousand sub-microsecond gaps would read as most of a window of tens of milliseconds). Arrows
+join each drawn call to the drawn work it issued (none past limits.flows); clicking a box draws its own arrows in
+red whatever the window holds (a call's to all the work it issued: each node of a CUDA graph launch). Each draw
+leaves a summary in gd.__profkitTimeline.summary: per lane, the mode ("boxes" / "bins"), the items in view and the
+items drawn or counted; the arrows drawn, and the selected item's.
 """
 
 TIMELINE_JS = r"""

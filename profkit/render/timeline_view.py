@@ -38,9 +38,9 @@ from profkit.render.timeline_script import TIMELINE_JS
 DETAIL_LIMIT = 1000
 """Items of one lane in view up to which the page draws each as a box; more are binned."""
 BOX_BUDGET = 3000
-"""Boxes drawn at most over all lanes, lanes with fewer items in view first: a redraw of about 2,800 boxes takes
-0.3 s in headless Chromium, 11,000 take 1.1 s and 23,000 2.5 to 2.7 s, while the binned whole capture of 10^5
-kernels redraws in 0.46 s (benchmarks/timeline_page.py, reports/benchmarks/timeline_page.json)."""
+"""Boxes drawn at most over all lanes, lanes with fewer items in view first: a redraw's time grows with its boxes,
+and this many redraw about as fast as the binned whole capture of 10^5 kernels while several times as many take
+seconds (benchmarks/timeline_page.py; the times: reports/code_measurements.md)."""
 BINS = 700
 """Bins of an aggregated lane across the visible window: about two pixels each at 1440 px."""
 FLOW_LIMIT = 250
@@ -384,9 +384,9 @@ def _axis(view: TimelineView) -> tuple[int, list[int], list[int]]:
 
 def payload(view: TimelineView) -> dict:
     """The arrays TIMELINE_JS reads: each item's start as the step from the previous item's (the first's from
-    origin_ns: short numbers: 28 % less JSON than absolute times on a 20,000-kernel timeline) and its duration,
-    in ns; names, details, demangled functions and colours as indices into string tables; lanes as runs of items
-    (first, count)."""
+    origin_ns: short numbers make a markedly smaller JSON than absolute times, reports/code_measurements.md) and its
+    duration, in ns; names, details, demangled functions and colours as indices into string tables; lanes as runs of
+    items (first, count)."""
     items = view.items
     origin, window, extent = _axis(view)
     name_index, names = pd.factorize(items["name"].astype(str))
@@ -430,7 +430,7 @@ def figure(view: TimelineView, title: str) -> go.Figure:
                                         args=[{"xaxis.range": window}]),
                                    dict(label="whole capture", method="relayout", args=[{"xaxis.range": extent}])])])
     fig.update_xaxes(title="ms since the capture's first event", range=window, autorange=False, showgrid=True,
-                     zeroline=False, tickformat=",~f")  # 11,230 ms and 7,134.25 ms, not plotly's SI "11.23k"
+                     zeroline=False, tickformat=",~f")  # "11,230" and "7,134.25", not plotly's SI "11.23k"
     fig.update_yaxes(tickmode="array", tickvals=list(range(lanes)), ticktext=list(view.lanes["name"]),
                      range=[lanes - 0.5, -0.5], fixedrange=True, automargin=True, showgrid=False, zeroline=False)
     return fig

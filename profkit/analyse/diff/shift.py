@@ -10,11 +10,11 @@ steps: the committed train-step sessions have 3 of 6 (warm-up before, the last s
   that is the same every step) differ exactly: their interval is the point.
 
 Why not a rank test (Mann-Whitney) or a bootstrap: both are distribution-free, but with 3 steps a side the rank
-test's smallest two-sided p-value is 2/C(6,3) = 0.1, so it can never call a change (it called the committed eager
--> compiled step, 21.2 -> 12.3 ms with no overlap, "within noise"), and a bootstrap resamples at most 10 distinct
-sets of 3 and undercovers. Welch's interval assumes roughly normal step means; an outlying step widens it (the
-verdict errs towards "within noise"), never the other way. pyperf's `compare_to` decides significance with a t-test
-for the same reason.
+test's smallest two-sided p-value is 2/C(6,3) = 0.1, so it can never call a change (it called the committed eager ->
+compiled step "within noise" though the two sides' steps did not overlap: reports/code_measurements.md), and a
+bootstrap resamples at most 10 distinct sets of 3 and undercovers. Welch's interval assumes roughly normal step
+means; an outlying step widens it (the verdict errs towards "within noise"), never the other way. pyperf's
+`compare_to` decides significance with a t-test for the same reason.
 
 The test takes the steps of one side as independent. Steps of one run share its state (clocks, caches); when a side
 holds several runs (repeated captures), the verdict also requires every run of B to sit on the same side of every

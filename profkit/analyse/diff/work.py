@@ -23,7 +23,7 @@ sessions' GEMMs repeat to the FLOP), while two sizes of one GEMM differ by whole
 BYTE_TOLERANCE = 0.10
 """Two DRAM byte counts within 10 % of the larger are the same work for kernels without floating-point work: the
 same copy reads from L2 or DRAM as the cache holds its input (the train-step sessions' elementwise kernels move
-0.1-2 % apart between eager and compiled runs of one problem)."""
+a few percent apart between eager and compiled runs of one problem: reports/code_measurements.md)."""
 
 MIN_FLOPS = 1.0
 """Below one FLOP a count is rounding of a rate (an elementwise copy reads 3e-8): the kernel does none."""
