@@ -27,10 +27,12 @@ TEXT_FLOOR = 16
 ELLIPSIS = "…"
 
 NAMES = frozenset({"kernel", "function", "label", "nvtx_path", "module", "mangled", "range", "before", "after",
-                   "api_call", "source_line", "where", "generated_file", "aten_ops", "source_nodes", "sass", "source"})
-"""Text columns that name a kernel, range, call or line: kept at NAME_FLOOR characters at least."""
-SENTENCES = frozenset({"message", "title", "reasons", "evidence", "finding", "subject", "note"})
-"""Text columns of prose: cut at their end, not in the middle."""
+                   "api_call", "source_line", "where", "generated_file", "aten_ops", "source_nodes", "sass", "source",
+                   "kind"})
+"""Text columns that name a kernel, range, call, line or a row's kind ('GPU idle: after a sync'): kept at
+NAME_FLOOR characters at least."""
+SENTENCES = frozenset({"message", "title", "reasons", "evidence", "finding", "subject", "note", "kernels"})
+"""Text columns of prose, and lists (`profkit sessions`' kernels): cut at their end, not in the middle."""
 
 IMPORTANCE: dict[str, tuple[str, ...]] = {
     "hotspots": ("rank", "kernel", "span_pct", "saved_us", "bound", "kind", "time_us", "launches", "saved_pct",

@@ -1,6 +1,7 @@
 """The README's console examples are what profkit prints today: each `$ profkit ...` block that reads committed data
-is run, and its lines must come out in order, consecutive unless the README marks a cut with a line starting "…"
-(whose count, when it gives one, must be right)."""
+is run (with the environment variables its command line sets before `profkit`), and its lines must come out in
+order, consecutive unless the README marks a cut with a line starting "…" (whose count, when it gives one, must be
+right)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,9 @@ def test_the_checker_catches_a_changed_line_a_dropped_cut_and_a_wrong_count():
 def test_every_readme_console_example_prints_what_it_shows(args, shown, monkeypatch, tmp_path):
     from profkit.cli import main
 
+    while "=" in args[0]:  # `COLUMNS=100 profkit show ...`: the example's environment
+        name, value = args.pop(0).split("=", 1)
+        monkeypatch.setenv(name, value)
     assert args[0] == "profkit"
     if args[1] in NEEDS_A_GPU:
         pytest.skip("captures on a GPU")
