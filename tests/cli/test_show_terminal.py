@@ -170,3 +170,16 @@ def test_a_program_sessions_default_show_answers_on_one_screen(width):
 def test_a_program_session_with_a_table_asked_for_prints_that_table():
     text = show("-t", "summary", columns=120)
     assert text.startswith("== summary") and "overview" not in text
+
+
+def test_the_cache_key_holds_the_width_and_the_colour(monkeypatch, tmp_path):
+    from profkit.cli import show_cache
+    from profkit.cli.show import ShowOptions
+    from profkit.render.screen import Display
+
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PROFKIT_NO_CACHE")
+    keys = {show_cache.key((SESSION,), ShowOptions(), REPO / "sessions", display)
+            for display in (Display(), Display(120), Display(120, colour=True), Display(100))}
+    keys.add(show_cache.key((SESSION,), ShowOptions(wide=True), REPO / "sessions", Display()))
+    assert len(keys) == 5 and None not in keys
