@@ -228,7 +228,7 @@ def full_spread(values: pd.DataFrame, repeats: list[dict[str, pd.DataFrame]],
     session and ``repeats`` (views of repeated --set full captures of the same kernels, matched by view,
     kernel and column), and ``within_full_spread``: the quick value lies inside [lowest, highest], widened
     by the tolerance on each side (text: equals one of the readings). A counter that moves between two
-    full captures of the same kernel (an L1 hit rate read 4.0 and 5.3% on matmul_vectorized) cannot be
+    full captures of the same kernel (an L1 hit rate of a few percent: reports/code_measurements.md) cannot be
     held to 5% of one of them; this asks whether quick reads what full captures read."""
     readings: dict[tuple, list] = {}
     for views in repeats:

@@ -28,7 +28,8 @@ HOST_BOUND_PCT = 50.0
 table's HOST_BOUND_BELOW_PCT, seen from the idle side)."""
 NOTABLE_PCT = 10.0
 """Partly host-bound: the GPU waits for the host at least this share of the step. Below it, what removing launch
-overhead gains is within a few times a step's own spread (train-step-guided's steady p10-p90: 4 % of the median)."""
+overhead gains is within a few times a step's own spread (an eager training step's steady p10-p90 is a few percent
+of its median: reports/code_measurements.md)."""
 GRAPHS_RATIO = 2.0
 """A step whose kernels outnumber its launch calls by this factor already replays CUDA graphs."""
 

@@ -35,8 +35,8 @@ are not work of their own; the LM head, a few of the instance's launches and ove
 WORK = "work"
 NCU_EXTRA_NS = 1800
 """How much longer ncu's gpu__time_duration of a launch may read than nsys' record of it (its fixed cost measured
-on the H200, with a margin: analyse.crosscheck.NCU_FIXED_US): a 3 µs kernel read as 4.4 µs is still of the 3 µs
-class."""
+on the H200, with a margin: analyse.crosscheck.NCU_FIXED_US): a kernel of a few microseconds that ncu reads more
+than a microsecond longer stays in its own class."""
 
 
 def duration_classes(durations) -> np.ndarray:

@@ -104,7 +104,7 @@ def _mix(opcodes: pd.DataFrame) -> pd.DataFrame:
 def opcode_comparison(opcodes_a: pd.DataFrame, opcodes_b: pd.DataFrame, top: int = 6) -> pd.DataFrame:
     """Two kernels' instruction mix side by side (profkit diff): the opcodes among the `top` most sampled on
     either side, with each side's share of executed instructions and of samples and its stall mix; an opcode
-    one side never executes reads 0%. Empty when either side has no opcode rows (no PC sampling)."""
+    one side never executes reads "0%". Empty when either side has no opcode rows (no PC sampling)."""
     if opcodes_a is None or opcodes_b is None or opcodes_a.empty or opcodes_b.empty:
         return pd.DataFrame()
     a, b = _mix(opcodes_a), _mix(opcodes_b)

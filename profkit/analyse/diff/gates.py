@@ -75,7 +75,7 @@ def _range(threshold: Threshold, a: tuple[float, float], b: tuple[float, float])
 def work_scale(threshold: Threshold, work: WorkComparison | None) -> float:
     """What B's figure is multiplied by before the check: A's work / B's work for a relative or absolute change of
     a metric that grows with the work (duration, bytes, instructions) when the pair's work differs, so that a
-    kernel that did 2.5 times the arithmetic in 2.3 times the time reads as faster, not 130 % slower; else 1.
+    kernel that did 2.5 times the arithmetic in 2.3 times the time reads as faster per unit of work, not slower; else 1.
     B's own value (`spill_bytes>0`) and the work itself are never scaled."""
     metric = threshold.metric
     if work is None or math.isnan(work.scale) or not metric.extensive or threshold.mode == "value" \
