@@ -666,9 +666,9 @@ def sync_calls_of(bundle: Bundle) -> dict[str, pd.DataFrame | None]:
 
 def _sync_calls(bundle: Bundle) -> dict[str, pd.DataFrame | None]:
     """{capture: its synchronising CUDA API calls} (SYNC_CALL): from the stored api_calls table where the session
-    has one, else read by name from each capture's nsys export (parse.nsys.api_calls.read_named_calls: the export of
-    train-step-guided holds 5935 calls, 61 of them synchronising). None for a capture whose export cannot be read
-    (its idle_sync_us is then unknown)."""
+    has one, else read by name from each capture's nsys export (parse.nsys.api_calls.read_named_calls: the
+    synchronising calls are a small share of a training step's API calls). None for a capture whose export cannot
+    be read (its idle_sync_us is then unknown)."""
     stored = bundle.stored("api_calls")
     if not stored.empty and {"name", "start_ns", "end_ns"} <= set(stored.columns):
         calls = stored[stored["name"].astype(str).map(_is_sync)]

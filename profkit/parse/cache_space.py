@@ -4,8 +4,8 @@ Entries (see parse.files and parse.cache): reports/<digest>-<name> (a decompress
 tables/<key>/ (a report's assembled tables), launches/<key>/ (its launches' rows), shown/<key>.json (what a
 `profkit show` printed, cli.show_cache), and digests/ (path -> digest memos, a few bytes each, never evicted). An entry's last use is its access or modification time, whichever is
 later: writes set the one, reads touch the other.
-Without a cap the cache grew to 394 MiB after reading the committed reports once, and a 1000-launch --set full
-report's decompressed copy alone is 3.7 GB.
+Without a cap the cache grew to hundreds of MiB after reading the committed reports once, and a 1000-launch --set
+full report's decompressed copy alone takes gigabytes (reports/code_measurements.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """ncu's rule findings for a page: identical findings grouped with a count, ncu's markup as text and links.
 
 ncu writes one finding per rule per profiled launch, so a program's 20 launches of one elementwise kernel give the
-same message 20 times (train-step-guided: 319 findings, 204 distinct messages; a conv net 579). Its messages carry
-markup for its own GUI: `@section:WarpStateStats:Warp State Statistics@` (a section of its details page) and
-`@url:Profiling Guide:https://…@` (a link). group_findings keeps one row per (rule, title, message) with the count,
-the kernels and launches it was made on and the largest estimated speedup; message_html turns the markup into the
-section's name, linked to this page's section that shows the same counters where there is one, and into links.
+same message 20 times (a training step's findings are hundreds, many of them repeats: reports/code_measurements.md).
+Its messages carry markup for its own GUI: `@section:WarpStateStats:Warp State Statistics@` (a section of its
+details page) and `@url:Profiling Guide:https://…@` (a link). group_findings keeps one row per (rule, title,
+message) with the count, the kernels and launches it was made on and the largest estimated speedup; message_html
+turns the markup into the section's name, linked to this page's section that shows the same counters where there is
+one, and into links.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ explanation, the comparability checks and arrows from A to B on the roofline.
 A small script before plotly records JavaScript errors (window errors, rejected promises, console.error)
 into a visible box at the top of the page, so a chart that fails to draw says why.
 
-plotly.js travels gzip-compressed and base64-encoded (4.8 MB of script becomes 2.0 MB, so a report is
-2 MB rather than 5: the committed reports, and what the GPU machine has to be sent, stay small). The page
+plotly.js travels gzip-compressed and base64-encoded (a report shrinks to well under half its size:
+reports/code_measurements.md; the committed reports, and what the GPU machine has to be sent, stay small). The page
 inflates it with the browser's DecompressionStream (Chrome 80, Firefox 113, Safari 16.4 and later), then
 draws the figures, whose scripts wait as `text/profkit-deferred` until plotly exists;
 `window.profkitChartsReady` resolves when every figure has been drawn.

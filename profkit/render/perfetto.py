@@ -23,7 +23,7 @@ from typing import IO
 import pandas as pd
 
 CHUNK_ROWS = 100_000
-"""Rows formatted at a time: bounds the text alive at once (about 60 MB of events for 10^5 kernels)."""
+"""Rows formatted at a time: bounds the text alive at once (tens of MB of events: reports/code_measurements.md)."""
 PID_STRIDE = 1000
 """Process ids of capture i start at (i + 1) * PID_STRIDE: the host process, then one per GPU device."""
 THREAD_BITS = 24

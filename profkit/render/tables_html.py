@@ -1,7 +1,8 @@
 """DataFrame -> an HTML table that fits a 1440 px screen: numbers first, short names, the rest in a detail row.
 
-Measured on the committed ladder page at 1440×900 in headless Chromium: 42 of 54 tables were wider than the window
-(up to 3,788 px: one row of 20-40 nowrap columns, the kernel name first and 1,476 px wide). A table here
+On the committed ladder page most tables were wider than such a screen, by up to more than twice its width (one
+row of a few dozen nowrap columns, the kernel name first and as wide as the screen: reports/code_measurements.md).
+A table here
   - puts numeric columns before text and long names last (the figures are what is read first),
   - shows kernel names through names.display_name (the full name in the cell's title and the detail row),
   - keeps columns, in that order, while their estimated width fits WIDTH_BUDGET_PX, and lists every other column of

@@ -1,13 +1,13 @@
 """Code comments and docstrings keep the measured *why* in words; the figures of a particular run (its timings, its
-percentages on a session) live on reports/code_measurements.md with the command that produced them (issue 48).
+percentages and sizes on a session) live on reports/code_measurements.md with the command that produced them
+(issue 48).
 
 The check reads every comment (tokenize) and every string statement, docstrings included (ast), of profkit/**/*.py
-and flags a number followed by a time unit, and a percentage near a session's name or a word saying it was
-measured. Not flagged: quoted text ('...', "...", `...`: format examples and code), a figure after "at least",
-"at most", "every", "≤", ... or before "or more" (a threshold's definition), a percentage before "interval" or
-"confidence" (a confidence level), and exponents (2^53 ns). What else
-stays is in ALLOWED, each with why.
-"""
+and flags a number followed by a time unit, and a percentage or a size (kB, MiB, px, ...) near a session's name or
+a word saying it was measured. Not flagged: quoted text ('...', "...", `...`: format examples and code), a figure
+after "at least", "at most", "every", "≤", ... or before "or more" (a threshold's definition), a percentage before
+"interval" or "confidence" (a confidence level), and exponents (2^53 ns). What else stays is in ALLOWED, each with
+why."""
 
 from __future__ import annotations
 
@@ -23,14 +23,14 @@ from tests import REPO
 
 NUMBER = r"\d+(?:[.,]\d+)*"
 RUN_TIME = re.compile(rf"(?<![\w.^]){NUMBER}(?:\s*(?:-|–|to)\s*{NUMBER})?\s*(?:ns|µs|us|ms|s)\b")
-PERCENT = re.compile(rf"(?<![\w.^]){NUMBER}(?:\s*(?:-|–|to)\s*{NUMBER})?\s*%")
+SHARE_OR_SIZE = re.compile(rf"(?<![\w.^]){NUMBER}(?:\s*(?:-|–|to)\s*{NUMBER})?\s*(?:%|[kKMG]i?B\b|px\b)")
 QUOTED = re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|\"[^\"\n]*\"|`[^`\n]*`")
 THRESHOLD_BEFORE = re.compile(r"(?:\bat least|\bat most|\bevery|≥|≤|>=|<=|<|(?<![-=])>)\s*~?$")
 THRESHOLD_AFTER = re.compile(r"^\s*(?:(?:or|and) (?:more|less|longer|shorter)|(?:confidence|interval)\b)")
 MEASURED = re.compile(r"\b(?:measured|took|takes|read|reads|ran|was|were|faster|slower|on the H[12]00)\b")
 SESSIONS = sorted((path.name for path in (REPO / "sessions").iterdir() if path.is_dir()), key=len, reverse=True)
 SESSION = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, SESSIONS)) + r")(?![\w-])|\b(?:train-step|ladder)\b")
-NEAR = 80  # characters either side of a percentage searched for a session's name or a measuring word
+NEAR = 80  # characters either side of a percentage or size searched for a session's name or a measuring word
 
 ALLOWED = {
     ("profkit/analyse/host.py", "100 µs slot"): "the definition of BIN_NS (100_000 ns), a setting, not a measurement",
@@ -52,12 +52,12 @@ def run_figures(text: str) -> list[str]:
     """The run figures in one comment or docstring, each with the words after it (the allow-list's key)."""
     flat = QUOTED.sub(lambda quoted: " " * len(quoted.group()), " ".join(text.split()))
     hits = []
-    for pattern in (RUN_TIME, PERCENT):
+    for pattern in (RUN_TIME, SHARE_OR_SIZE):
         for match in pattern.finditer(flat):
             before, after = flat[:match.start()], flat[match.end():]
             if THRESHOLD_BEFORE.search(before) or THRESHOLD_AFTER.search(after):
                 continue
-            if pattern is PERCENT:
+            if pattern is SHARE_OR_SIZE:
                 near = flat[max(0, match.start() - NEAR):match.end() + NEAR]
                 if not (SESSION.search(near) or MEASURED.search(near)):
                     continue
@@ -95,6 +95,7 @@ def test_every_allowed_entry_is_still_needed() -> None:
     'LIMIT = 3\n"""On train-step-graphs-guided it read 7 % faster than the others."""\n',
     '"""Module: the native calls were some 40 % of a reader child\'s time."""\n',
     '# a rank test called the eager -> compiled step, 21.2 -> 12.3 ms, "within noise"\n',
+    '# train-step-guided\'s timeline data: 299 KB -> 85 KB\n',
 ])
 def test_a_module_quoting_a_run_fails(tmp_path: Path, comment: str) -> None:
     module = tmp_path / "quoting.py"
