@@ -589,8 +589,8 @@ def _pc_counters(action, function: str = "", known: dict | None = None, names: s
 
 
 def _instances(metric, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """An instanced metric's (PCs, values) as arrays (17k instances a launch on average in the ladder's --set full
-    report)."""
+    """An instanced metric's (PCs, values) as arrays (a --set full launch holds thousands of instances:
+    reports/code_measurements.md)."""
     ids = metric.correlation_ids()
     as_uint64 = getattr(_native(), "IMetric_as_uint64", None)
     pcs = map(as_uint64, itertools.repeat(ids, count), range(count)) if as_uint64 else map(ids.as_uint64, range(count))

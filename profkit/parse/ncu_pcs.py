@@ -172,7 +172,8 @@ def code_disagrees(by_opcode: dict, recorded: dict[str, float]) -> str:
     """Why the disassembled code cannot be what ran, or "": an opcode ncu saw execute in T thread instructions
     needs W warp instructions of that opcode at the executed PCs with 0 < T <= 32 W. A zeroed block inside the
     embedded cubin still disassembles, to other instructions (LDG.E.128 read back as something else moved the
-    128-bit load fraction from 0.20 to 0.19 on the ladder's tiled kernel, silently), which this finds."""
+    128-bit load fraction of the ladder's tiled kernel a little, silently: reports/code_measurements.md), which this
+    finds."""
     executed: dict[str, float] = {}
     for code, sums in by_opcode.items():
         base = str(code).split(".")[0]
