@@ -63,8 +63,9 @@ def launch_units(kernels: pd.DataFrame) -> pd.DataFrame:
 
 HOST_BOUND_BELOW_PCT = 50.0
 """A loop is host-bound when its GPU ran kernels less than this share of the loop's span: its idle gaps add up to more
-than the kernel time in it. (Launch interval > kernel time called a loop at 93.7 % GPU busy host-bound: with work
-queued, the interval between one kernel's launches holds the other kernels of the loop.)"""
+than the kernel time in it. (Launch interval > kernel time called a loop whose GPU was nearly always busy
+host-bound, reports/code_measurements.md: with work queued, the interval between one kernel's launches holds the
+other kernels of the loop.)"""
 
 
 def busy_within(kernels: pd.DataFrame, device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
