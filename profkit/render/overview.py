@@ -47,7 +47,7 @@ def _has_idle_rows(hotspots: pd.DataFrame | None) -> bool:
 def window_breakdown(hotspots: pd.DataFrame | None, idle: pd.DataFrame | None) -> pd.DataFrame:
     """Without steps (BREAKDOWN_COLUMNS): the hotspots' window where it has idle rows (a guided capture), else the
     idle table's busy and idle time over each GPU's span (window_basis says which)."""
-    if _has_idle_rows(hotspots):
+    if hotspots is not None and _has_idle_rows(hotspots):
         kernels = hotspots[hotspots["kind"] == "kernel"]
         parts = {"GPU busy": float(pd.to_numeric(kernels["time_us"], errors="coerce").sum())}
         for kind, name in HOTSPOT_IDLE.items():

@@ -117,7 +117,9 @@ def ordered_columns(df: pd.DataFrame) -> list[str]:
     """LEAD_COLUMNS, then the other numbers, then short text, then long text (names, messages); each group in the
     table's own order."""
     lead = [c for c in LEAD_COLUMNS if c in df.columns]
-    numeric, short, long = [], [], []
+    numeric: list[str] = []
+    short: list[str] = []
+    long: list[str] = []
     for column in df.columns:
         if column in lead:
             continue

@@ -41,6 +41,9 @@ def test_kernels_and_nvtx_equal_the_stored_tables(session, capture, export):
     fresh = read_nsys(stored.file(export))
     for table, got in (("nsys_kernels", fresh.kernels), ("nvtx", fresh.nvtx)):
         want = stored.table(table)
+        if want.empty:  # a program without NVTX ranges: an empty stored table keeps no columns
+            assert got.empty, table
+            continue
         want = want[want["capture"] == capture].drop(columns="capture")
         assert list(got.columns[:len(want.columns)]) == list(want.columns)  # new columns only at the end
         pd.testing.assert_frame_equal(_comparable(got[want.columns]), _comparable(want), check_dtype=False)

@@ -203,7 +203,7 @@ def _only(frame: pd.DataFrame, captures: list[str]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------ tables
 
 
-def summary_table(a: ProgramSide, b: ProgramSide) -> tuple[pd.DataFrame, Shift]:
+def summary_table(a: ProgramSide, b: ProgramSide) -> tuple[pd.DataFrame, Shift | None]:
     """Per FIGURES row: each side's median over its steady steps and their change, the difference of the means with
     its interval, and the verdict (diff.shift; "faster"/"slower" for the step time). Runs: each step's capture."""
     rows, first = [], None
@@ -292,6 +292,8 @@ def compare_programs(bundle_a, bundle_b, step_regex: str | None = None) -> Progr
         return None
     a, b, notes = found
     summary, step_time = summary_table(a, b)
+    if step_time is None:  # neither side timed a step: nothing to compare as programs
+        return None
     replaced = replacements(median_step(a), median_step(b)) if not (a.kernels.empty or b.kernels.empty) \
         else pd.DataFrame(columns=REPLACED_COLUMNS)
     return ProgramDiff(a, b, step_time, summary, family_table(a, b), only_table(a, b), replaced, notes)
