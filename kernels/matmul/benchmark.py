@@ -259,6 +259,22 @@ def goal_cases(labels: tuple[str, ...] | None = None) -> list:
     return cases
 
 
+def _rounds_meta(rounds: int) -> dict:
+    """The result-file metadata that goals and shapes share: machine, formulas, timing method, baseline."""
+    from profkit.bench import flops
+    from profkit.bench.results import environment
+    from profkit.bench.timing import STABLE_SPREAD
+
+    return {
+        "environment": environment(),
+        "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
+        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; each round's "
+                             "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
+                   "rounds": rounds, "stable_spread": STABLE_SPREAD},
+        "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
+    }
+
+
 def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
           labels: tuple[str, ...] | None = None):
     """The goals re-measured with enough rounds to tell: ``rounds`` interleaved rounds of Triton and cuBLAS per
@@ -266,11 +282,9 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
     verdict per goal from the 95% interval of their median (``compare.goal_verdicts``). Prints both tables and
     writes matmul_goals.json|csv, or matmul_goals_<case>.json|csv for the goals named in labels (a longer run
     of the ones left unresolved); returns the verdicts."""
-    from profkit.bench import flops
     from profkit.bench.compare import compare, goal_verdicts
     from profkit.bench.device import require_cuda
-    from profkit.bench.results import environment, format_table, write_results
-    from profkit.bench.timing import STABLE_SPREAD
+    from profkit.bench.results import format_table, write_results
 
     cases = goal_cases(labels)
     require_cuda("profkit.kernels.matmul.goals")
@@ -283,12 +297,7 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
     verdicts = goal_verdicts(df, goals_timed, "triton")
     meta = {
         "workload": "matmul_goals",
-        "environment": environment(),
-        "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
-        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; each round's "
-                             "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
-                   "rounds": rounds, "stable_spread": STABLE_SPREAD},
-        "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
+        **_rounds_meta(rounds),
         "goals": goals_timed,
         "verdicts": verdicts.to_dict("records"),
         "triton_config": chosen,
@@ -345,11 +354,9 @@ def shapes(out_dir: Path = Path("reports/benchmarks"), rounds: int = SHAPE_ROUND
     against float64 first, TF32 off for fp32), ``rounds`` interleaved rounds each with the per-round ratio and
     its interval; prints the table and the per-dtype worst / geomean against ``SHAPE_GOALS``; writes
     matmul_shapes.json|csv."""
-    from profkit.bench import flops
     from profkit.bench.compare import compare
     from profkit.bench.device import require_cuda
-    from profkit.bench.results import environment, format_table, write_results
-    from profkit.bench.timing import STABLE_SPREAD
+    from profkit.bench.results import format_table, write_results
 
     require_cuda("profkit.kernels.matmul.shapes")
     cases = shape_cases(variants)
@@ -367,12 +374,7 @@ def shapes(out_dir: Path = Path("reports/benchmarks"), rounds: int = SHAPE_ROUND
     summary = shape_summary(df)
     meta = {
         "workload": "matmul_shapes",
-        "environment": environment(),
-        "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
-        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; each round's "
-                             "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
-                   "rounds": rounds, "stable_spread": STABLE_SPREAD},
-        "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
+        **_rounds_meta(rounds),
         "ratio": "cuBLAS time / Triton time (> 1: Triton faster)",
         "goals": SHAPE_GOALS,
         "summary": summary.to_dict("records"),
