@@ -79,6 +79,8 @@ def _fmt_number(value: int | float | None) -> str:
         return f"{value:.1f}"
     if magnitude >= 1:
         return f"{value:.2f}"
+    if 1e-9 <= magnitude < 1e-4:  # where .3g turns scientific: three significant digits, plain notation
+        return f"{value:.{2 - math.floor(math.log10(magnitude))}f}"
     return f"{value:.3g}"
 
 

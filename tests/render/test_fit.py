@@ -101,3 +101,12 @@ def test_only_names_keep_a_name_wide_floor():
     laid = fit.layout(fields, 100, "occupancy")
     widths = dict(zip(laid.order, laid.widths))
     assert laid.hidden == [] and widths[0] == fit.NAME_FLOOR and len("occupancy_limiter") <= widths[3] < 26
+
+
+def test_small_numbers_print_plain_where_3g_would_turn_scientific():
+    """A kernel's share of a 6 s window is 8.73e-05 %: text output keeps plain notation (three significant digits)."""
+    from profkit.render.terminal import _fmt_number
+
+    assert _fmt_number(8.73e-05) == "0.0000873"
+    assert _fmt_number(-4.5e-06) == "-0.00000450"
+    assert _fmt_number(0.5) == "0.5" and _fmt_number(0.0123) == "0.0123"  # unchanged above 1e-4
