@@ -337,12 +337,12 @@ def shape_summary(df, impl: str = "triton"):
 
     rows = df[df["impl"] == impl]
     out = []
-    for variant, own in rows.groupby(rows["label"].str.split().str[0], sort=False):
-        ratios = own["ratio"].astype(float)
+    for variant, own in rows.groupby(rows["case"].str.split().str[0], sort=False):
+        ratios = own["ratio_vs_baseline"].astype(float)
         goal = SHAPE_GOALS.get(variant, {})
         worst, geomean = float(ratios.min()), float(math.exp(ratios.map(math.log).mean()))
         out.append({"dtype": variant, "shapes": len(ratios), "worst": worst,
-                    "worst_shape": own.loc[ratios.idxmin(), "label"], "geomean": geomean,
+                    "worst_shape": own.loc[ratios.idxmin(), "case"], "geomean": geomean,
                     "goal_worst": goal.get("worst"), "goal_geomean": goal.get("geomean"),
                     "met": bool(goal) and worst >= goal["worst"] and geomean >= goal["geomean"]})
     return pd.DataFrame(out)

@@ -5,7 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from profkit.kernels.matmul.benchmark import SHAPE_GOALS, shape_cases, shape_summary
+from profkit.bench.compare import case_rows
+from profkit.bench.timing import Timing
+from profkit.kernels.matmul.benchmark import SHAPE_GOALS, _make_case, shape_cases, shape_summary
 from profkit.kernels.matmul.__main__ import main
 
 
@@ -23,8 +25,13 @@ def test_each_dtype_has_24_distinct_shapes_named_by_the_issue():
 
 
 def _rows(variant, ratios):
-    return [{"impl": "triton", "label": f"{variant} {i + 1}x8x8", "ratio": r} for i, r in enumerate(ratios)] + \
-        [{"impl": "cublas", "label": f"{variant} {i + 1}x8x8", "ratio": 1.0} for i in range(len(ratios))]
+    """Rows as compare() writes them (its own case_rows), cuBLAS at 1 ms and Triton at 1/ratio ms per shape."""
+    rows = []
+    for i, ratio in enumerate(ratios):
+        case = _make_case(variant, i + 1, 8, 8, seed=i)
+        timings = {"triton": Timing.from_samples([1.0 / ratio] * 5), "cublas": Timing.from_samples([1.0] * 5)}
+        rows += case_rows(case, ["triton", "cublas"], timings, {}, "cublas")
+    return rows
 
 
 def test_summary_worst_and_geomean_against_the_goals():
