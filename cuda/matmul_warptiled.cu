@@ -50,8 +50,10 @@ using kConfig = Config<128, 128, 8, 64, 32, 2, 8, 4>;   // 256 threads, BK 8
 using kConfig = Config<128, 256, 8, 64, 64, 4, 8, 4, 1>;  // 256 threads, wider block tile, BK 8
 #elif WARPTILE_CONFIG == 3
 using kConfig = Config<64, 128, 16, 32, 64, 2, 8, 4>;   // 128 threads, smaller block tile for more blocks
+#elif WARPTILE_CONFIG == 4
+using kConfig = Config<128, 128, 16, 64, 32, 1, 8, 8, 1>;  // 256 threads, 8 x 8 outputs per thread, BK 16
 #else
-#error "WARPTILE_CONFIG must be 0..3"
+#error "WARPTILE_CONFIG must be 0..4"
 #endif
 
 // Loads m[row][col .. col+3] of an n x n row-major matrix; zeros outside it (as in matmul_vectorized).

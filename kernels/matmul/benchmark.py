@@ -8,7 +8,9 @@ credited alike to Triton and cuBLAS. Every output starts as NaN and is checked a
 
 from __future__ import annotations
 
+
 import functools
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -331,6 +333,15 @@ def shape_cases(variants: tuple[str, ...] = ("bf16", "fp32-ieee")) -> list:
     return [_make_case(variant, m, n, k, seed=i) for variant in variants for i, (m, n, k) in enumerate(shapes)]
 
 
+def with_shape_columns(df):
+    """compare()'s rows plus the columns a shape table is read by: dtype (the variant), M, N, K from each row's
+    params, and ratio (cuBLAS time / ours, the same figure as ratio_vs_baseline)."""
+    params = df["params"].map(json.loads)
+    return df.assign(dtype=params.map(lambda p: p["variant"]), M=params.map(lambda p: int(p["m"])),
+                     N=params.map(lambda p: int(p["n"])), K=params.map(lambda p: int(p["k"])),
+                     ratio=df["ratio_vs_baseline"])
+
+
 def shape_summary(df, impl: str = "triton"):
     """Per variant: shapes, worst and geometric-mean ratio (baseline time / ours) against ``SHAPE_GOALS``."""
     import pandas as pd
@@ -370,7 +381,7 @@ def shapes(out_dir: Path = Path("reports/benchmarks"), rounds: int = SHAPE_ROUND
         torch.cuda.empty_cache()
     import pandas as pd
 
-    df = pd.concat(frames, ignore_index=True)
+    df = with_shape_columns(pd.concat(frames, ignore_index=True))
     summary = shape_summary(df)
     meta = {
         "workload": "matmul_shapes",

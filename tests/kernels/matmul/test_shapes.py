@@ -7,7 +7,7 @@ import pytest
 
 from profkit.bench.compare import case_rows
 from profkit.bench.timing import Timing
-from profkit.kernels.matmul.benchmark import SHAPE_GOALS, _make_case, shape_cases, shape_summary
+from profkit.kernels.matmul.benchmark import SHAPE_GOALS, _make_case, shape_cases, shape_summary, with_shape_columns
 from profkit.kernels.matmul.__main__ import main
 
 
@@ -49,3 +49,11 @@ def test_summary_worst_and_geomean_against_the_goals():
 def test_shapes_command_needs_a_gpu():
     with pytest.raises((RuntimeError, SystemExit)):
         main(["shapes", "--dtype", "bf16", "--rounds", "1", "--out-dir", "/tmp/never"])
+
+
+def test_shape_rows_carry_dtype_m_n_k_and_ratio():
+    df = with_shape_columns(pd.DataFrame(_rows("fp32-ieee", [0.5, 2.0])))
+    triton = df[df["impl"] == "triton"].reset_index(drop=True)
+    assert list(triton["dtype"]) == ["fp32-ieee", "fp32-ieee"]
+    assert list(zip(triton["M"], triton["N"], triton["K"])) == [(1, 8, 8), (2, 8, 8)]
+    assert list(triton["ratio"]) == pytest.approx([0.5, 2.0])
