@@ -8,7 +8,6 @@ credited alike to Triton and cuBLAS. Every output starts as NaN and is checked a
 
 from __future__ import annotations
 
-
 import functools
 import json
 import math
