@@ -26,8 +26,8 @@ class GuidedOptions:
     top: int | None = option("--top", min=1, help="Guided: profile exactly the top N instances.")
     torch_modules: bool = option("--torch-modules", is_flag=True,
                                  help="NVTX ranges per nn.Module path, forward and backward, so each kernel names "
-                                      "its module (show -t attribution). Off by default while its cost on a "
-                                      "training step is unmeasured (benchmarks/module_hooks_cost.py measures it).")
+                                      "its module (show -t attribution). Off by default: measured too costly on "
+                                      "a training step (reports/benchmarks/module_hooks_cost.json).")
 
     def __post_init__(self) -> None:
         if not 0 < self.coverage <= 1:

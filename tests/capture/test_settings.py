@@ -58,7 +58,7 @@ OPTIONS = [
     (["--top"], [], None, "integer range", False, "Guided: profile exactly the top N instances."),
     (["--torch-modules"], [], False, "boolean", False,
      "NVTX ranges per nn.Module path, forward and backward, so each kernel names its module (show -t attribution). "
-     "Off by default while its cost on a training step is unmeasured (benchmarks/module_hooks_cost.py measures it)."),
+     "Off by default: measured too costly on a training step (reports/benchmarks/module_hooks_cost.json)."),
     (["--repeat"], [], 1, "integer range", True,
      "Capture each target under ncu N times: `diff --fail-if` then gates only beyond the spread."),
     (["--timeout"], [], 3600, "float", True, "Seconds per step."),
@@ -223,3 +223,18 @@ def test_the_command_line_gives_the_settings_a_program_would_pass(args, expected
     result = CliRunner().invoke(main, ["profile", *args, "--", "true"])
     assert isinstance(result.exception, Captured), result.output
     assert seen == [expected]
+
+
+def test_torch_modules_default_follows_the_measured_hook_cost():
+    """The --torch-modules default is what benchmarks/module_hooks_cost.py decided on the GPU (issue 44's rule:
+    on when the hooks cost at most its goal of a training step under nsys)."""
+    import json
+    from pathlib import Path
+
+    from profkit.capture.settings import GuidedOptions
+
+    measured = json.loads((Path(__file__).resolve().parents[2] / "reports" / "benchmarks"
+                           / "module_hooks_cost.json").read_text())
+    nsys = measured["cost"]["nsys"]
+    assert measured["on_by_default"] == (nsys["cost_pct"] <= measured["goal_pct"])
+    assert GuidedOptions().torch_modules is measured["on_by_default"]
