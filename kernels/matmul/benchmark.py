@@ -320,7 +320,8 @@ LLAMA_KN = ((4096, 4096), (4096, 14336), (14336, 4096))
 VOCAB_SHAPES = ((512, 32000, 4096), (4096, 128256, 4096))
 """Vocabulary projections (M, N, K): a Llama-2 and a Llama-3 vocabulary."""
 SHAPE_GOALS = {"bf16": {"worst": 0.9, "geomean": 1.0}, "fp32-ieee": {"worst": 0.85, "geomean": 0.95}}
-SHAPE_ROUNDS = 5
+SHAPE_ROUNDS = 6
+"""Six rounds: the fewest for which a distribution-free 95% interval of the median ratio exists."""
 
 
 def shape_cases(variants: tuple[str, ...] = ("bf16", "fp32-ieee")) -> list:
@@ -336,9 +337,19 @@ def with_shape_columns(df):
     """compare()'s rows plus the columns a shape table is read by: dtype (the variant), M, N, K from each row's
     params, and ratio (cuBLAS time / ours, the same figure as ratio_vs_baseline)."""
     params = df["params"].map(json.loads)
+    rounds = df["ratio_rounds"].map(lambda text: json.loads(text) if isinstance(text, str) else [])
     return df.assign(dtype=params.map(lambda p: p["variant"]), M=params.map(lambda p: int(p["m"])),
                      N=params.map(lambda p: int(p["n"])), K=params.map(lambda p: int(p["k"])),
-                     ratio=df["ratio_vs_baseline"])
+                     ratio=df["ratio_vs_baseline"],
+                     ratio_round_min=rounds.map(lambda r: min(r) if r else math.nan),
+                     ratio_round_max=rounds.map(lambda r: max(r) if r else math.nan),
+                     round_range_coverage_pct=rounds.map(min_max_coverage_pct))
+
+
+def min_max_coverage_pct(rounds: list[float]) -> float:
+    """How often min..max of n independent rounds holds their median: 100 x (1 - 2 / 2^n) (93.75% at 5 rounds,
+    where the 95% interval of ratio_ci_low/high does not exist yet)."""
+    return 100.0 * (1.0 - 2.0 / 2.0 ** len(rounds)) if len(rounds) >= 2 else math.nan
 
 
 def shape_summary(df, impl: str = "triton"):

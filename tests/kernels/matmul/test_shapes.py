@@ -7,7 +7,7 @@ import pytest
 
 from profkit.bench.compare import case_rows
 from profkit.bench.timing import Timing
-from profkit.kernels.matmul.benchmark import SHAPE_GOALS, _make_case, shape_cases, shape_summary, with_shape_columns
+from profkit.kernels.matmul.benchmark import SHAPE_GOALS, _make_case, shape_cases, min_max_coverage_pct, shape_summary, with_shape_columns
 from profkit.kernels.matmul.__main__ import main
 
 
@@ -57,3 +57,10 @@ def test_shape_rows_carry_dtype_m_n_k_and_ratio():
     assert list(triton["dtype"]) == ["fp32-ieee", "fp32-ieee"]
     assert list(zip(triton["M"], triton["N"], triton["K"])) == [(1, 8, 8), (2, 8, 8)]
     assert list(triton["ratio"]) == pytest.approx([0.5, 2.0])
+
+
+def test_shape_rows_carry_the_round_range_and_its_coverage():
+    assert min_max_coverage_pct([1.0] * 5) == pytest.approx(93.75)
+    assert min_max_coverage_pct([1.0] * 6) == pytest.approx(96.875)
+    ranged = with_shape_columns(pd.DataFrame(_rows("bf16", [0.5])).assign(ratio_rounds="[0.8, 1.6, 0.9]"))
+    assert list(ranged["ratio_round_min"]) == [0.8, 0.8] and list(ranged["ratio_round_max"]) == [1.6, 1.6]
