@@ -36,8 +36,14 @@ def build(source: str, arch: str | None, out_dir: str | None, as_json: bool) -> 
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 @click.option("--clean", is_flag=True, help="Delete the hidden folders failed or interrupted captures left "
                                             "(.NAME.incomplete-*), after listing them.")
-def sessions(sessions_dir: str | None, clean: bool) -> None:
+@click.option("--wide", is_flag=True, help="Every column and the whole kernel list, whatever the width. Without it "
+                                           "the table fits the terminal ($COLUMNS, else the terminal's width; piped "
+                                           "output: every column unless COLUMNS is set), the kernel list cut at its "
+                                           "end with '…' and the least important columns left out first.")
+def sessions(sessions_dir: str | None, clean: bool, wide: bool) -> None:
     """List the sessions: GPU, date, kernels."""
+    from profkit.render.fit import wrap
+    from profkit.render.screen import display_for, painter
     from profkit.render.terminal import format_table
     from profkit.session.store import incomplete_sessions, list_sessions, remove, sessions_root, unreadable_sessions
     import pandas as pd
@@ -47,12 +53,15 @@ def sessions(sessions_dir: str | None, clean: bool) -> None:
         for partial in incomplete_sessions(root):
             remove(partial)
             click.echo(f"removed {partial}")
+    display = display_for(click.get_text_stream("stdout"), wide=wide)
     rows = [_session_row(session) for session in list_sessions(root)]
-    click.echo(format_table(pd.DataFrame(rows), f"sessions in {root}", max_text=90))
-    for partial in incomplete_sessions(root):
-        click.echo(f"incomplete (not listed above; `profkit sessions --clean` deletes it): {partial}")
-    for path, why in unreadable_sessions(root):
-        click.echo(f"unreadable (not listed above): {path}: {why}")
+    click.echo(format_table(pd.DataFrame(rows), f"sessions in {root}", max_text=None if wide else 90,
+                            width=display.width, table="sessions", paint=painter(display)))
+    notes = [f"incomplete (not listed above; `profkit sessions --clean` deletes it): {partial}"
+             for partial in incomplete_sessions(root)]
+    notes += [f"unreadable (not listed above): {path}: {why}" for path, why in unreadable_sessions(root)]
+    for note in notes:  # a path is not cut: wrapped at the width, it can still be copied
+        click.echo("\n".join(wrap(note, display.width) if display.width else [note]))
 
 
 def _session_row(session: Session) -> dict[str, object]:

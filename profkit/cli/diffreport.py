@@ -26,6 +26,11 @@ FAIL_IF_HELP = ("CI gate, repeatable: METRIC OP LIMIT with OP in > >= < <=; LIMI
                 "with it (duration, bytes, instructions): B's figure times A's work / B's work.")
 
 
+WIDE_HELP = ("Every column and whole lines, whatever the width. Without it the text fits the terminal ($COLUMNS, "
+             "else the terminal's width; piped output: every column unless COLUMNS is set): long names shortened, "
+             "the least important columns left out first and named under their table, other lines wrapped.")
+
+
 def _root(sessions_dir: str | None) -> Path | None:
     return Path(sessions_dir) if sessions_dir else None
 
@@ -47,9 +52,11 @@ def _root(sessions_dir: str | None) -> Path | None:
 @click.option("--markdown", type=click.Path(dir_okay=False), default=None,
               help="Write the --fail-if checks as a Markdown summary (e.g. for a pull-request comment).")
 @click.option("--step", default="", metavar="REGEX", help=STEP_HELP)
+@click.option("--wide", is_flag=True, help=WIDE_HELP)
 @click.option("--sessions-dir", type=click.Path(file_okay=False), default=None, help="Default: ./sessions.")
 def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json: bool, as_csv: bool, full: bool,
-                 summed: bool, junit: str | None, markdown: str | None, step: str, sessions_dir: str | None) -> None:
+                 summed: bool, junit: str | None, markdown: str | None, step: str, wide: bool,
+                 sessions_dir: str | None) -> None:
     """Compare kernel A with kernel B, or capture A with capture B.
 
     Two captures of a program (sessions or timelines) are compared first as programs: the step time A → B over
@@ -75,8 +82,10 @@ def diff_command(a: str, b: str, fail_if: tuple[str, ...], force: bool, as_json:
         click.echo(result.metrics_frame().to_csv(index=False), nl=False)
     else:
         from profkit.render.diff_text import format_diff
+        from profkit.render.screen import display_for, painter
 
-        click.echo(format_diff(result, full=full))
+        display = display_for(click.get_text_stream("stdout"), wide=wide)
+        click.echo(format_diff(result, full=full, width=display.width, paint=painter(display)))
     if junit or markdown:
         from profkit.render.gates import junit_xml, markdown_summary
         from profkit.render.output import write_text
@@ -177,9 +186,10 @@ def report(sessions: tuple[str, ...], output: str | None, diff_specs: tuple[str,
         _require_plotly()  # only once the inputs are known to be readable: their errors come first
         from profkit.render.html import render_html, write_html
 
-        stage(f"rendering {len(loaded)} input(s)" + (" and the diff" if result is not None else ""))
-        path = write_html(output, render_html(loaded, result, title=title, top_lines=top_lines,
-                                              source_roots=[Path(d) for d in source_dirs]))
+        page = render_html(loaded, result, title=title, top_lines=top_lines,
+                           source_roots=[Path(d) for d in source_dirs])  # says a stage per table (render.html)
+        stage(f"writing {output}")
+        path = write_html(output, page)
     for warning in dict.fromkeys(w for bundle in loaded for w in bundle.warnings()):
         click.echo(f"profkit: {warning}", err=True)  # as `show` says them; the page has them in its notes
     click.echo(f"wrote {path}")

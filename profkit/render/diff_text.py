@@ -1,14 +1,59 @@
 """The diff as terminal text: the program comparison (two sessions), identities, comparability, metric table(s),
-the explanation, gate results."""
+the explanation, gate results.
+
+Fitted to a screen's width the way `profkit show` is (render.fit, render.screen): each table by render.terminal
+(long names shortened in the middle, the least important columns left out and named under it), every other line
+wrapped, so that no line is wider than the screen and nothing is cut without a mark. Width None (piped output,
+--wide) prints every column and whole lines.
+"""
 
 from __future__ import annotations
 
+import textwrap
+from dataclasses import dataclass
+
 import pandas as pd
 
-from profkit.render.terminal import format_table
+from profkit.render.terminal import Paint, format_table
 from profkit.units import human
 
 SUMMARY_KEYS = ["duration", "achieved_tflops", "dram_bytes", "registers", "spill_bytes", "achieved_occupancy"]
+
+
+@dataclass(frozen=True)
+class Screen:
+    """What the diff is printed on: width None prints every column and whole lines; paint styles titles, headers
+    and rules (render.screen.painter)."""
+
+    width: int | None = None
+    paint: Paint | None = None
+
+    def lines(self, lines: list[str]) -> list[str]:
+        """Each line wrapped to the width, its continuation indented two spaces past the line's own indent."""
+        if self.width is None:
+            return lines
+        return [piece for line in lines for piece in wrap_line(line, self.width)]
+
+    def table(self, df: pd.DataFrame, title: str, table: str, max_text: int | None = None) -> str:
+        """A table fitted to the width (render.terminal.format_table; `table` names its IMPORTANCE in
+        render.fit), its title wrapped rather than cut."""
+        paint = self.paint or (lambda kind, text: text)
+        head = [paint("title", line) for line in self.lines([title])]
+        return "\n".join(head + [format_table(df, "", max_text=max_text, width=self.width, table=table,
+                                               paint=self.paint)])
+
+
+def wrap_line(line: str, width: int) -> list[str]:
+    """line in pieces of at most `width` characters: broken at spaces where it can be, the continuation indented
+    two spaces past the line's own indent (at most a third of the width)."""
+    if len(line) <= width:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip())][:width // 3]
+    more = indent + "  " if len(indent) + 2 <= width // 3 else indent
+    if line.startswith("== "):
+        more = "   "
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=more, break_long_words=True,
+                         break_on_hyphens=False, drop_whitespace=True) or [line[:width]]
 
 
 def _cell(value, unit: str = "", signed: bool = False) -> str:
@@ -99,26 +144,27 @@ def step_time_line(program) -> list[str]:
     return lines
 
 
-def program_tables(program) -> list[str]:
+def program_tables(program, screen: Screen = Screen()) -> list[str]:
     """The program comparison's tables: per-step figures, time by kernel family, kernels of one side only, what
     replaced what."""
     s = program.summary
-    out = [format_table(pd.DataFrame({
+    out = [screen.table(pd.DataFrame({
         "figure": [f"{label} ({unit})" for label, unit in zip(s["label"], s["unit"])],
         "A": [_figure(v, u) for v, u in zip(s["a"], s["unit"])],
         "B": [_figure(v, u) for v, u in zip(s["b"], s["unit"])],
         "change": [f"{c:+.1f}%" if c == c else "" for c in s["change_pct"]],
         "B − A mean (95 % interval)": [f"{_figure(d, u, True)} ({_figure(lo, u, True)} … {_figure(hi, u, True)})"
                                        for d, lo, hi, u in zip(s["delta"], s["low"], s["high"], s["unit"])],
-        "verdict": s["verdict"]}), "== per step (medians over the steady steps)", max_text=40), ""]
+        "verdict": s["verdict"]}), "== per step (medians over the steady steps)", "diff_steps", max_text=40), ""]
     f = program.families
     if not f.empty:
-        out += [format_table(pd.DataFrame({
+        out += [screen.table(pd.DataFrame({
             "family": f["family"], "A µs": f["a_us"].map("{:.1f}".format), "B µs": f["b_us"].map("{:.1f}".format),
             "delta µs": f["delta_us"].map("{:+.1f}".format),
             "share A → B": [f"{a:.1f} → {b:.1f} %" for a, b in zip(f["a_share_pct"], f["b_share_pct"])],
             "kernels A → B": [f"{a:.3g} → {b:.3g}" for a, b in zip(f["a_kernels"], f["b_kernels"])]}),
-            "== time per step by kernel family (docs/families.md; share: of the side's summed kernel time)"), ""]
+            "== time per step by kernel family (docs/families.md; share: of the side's summed kernel time)",
+            "diff_families", max_text=48), ""]
     for side, name in (("A", program.a.session), ("B", program.b.session)):
         only = program.only[program.only["side"] == side]
         if only.empty:
@@ -128,11 +174,11 @@ def program_tables(program) -> list[str]:
                               "µs/step": shown["us"].map("{:.1f}".format),
                               "kernels/step": shown["kernels"].map("{:.3g}".format),
                               "share": shown["share_pct"].map("{:.1f} %".format), "nvtx": shown["nvtx_path"]})
-        out.append(format_table(table, f"== kernels only in {side} ({name}): {only['us'].sum():.1f} µs, "
-                                       f"{only['kernels'].sum():.3g} kernels per step", max_text=60))
+        out.append(screen.table(table, f"== kernels only in {side} ({name}): {only['us'].sum():.1f} µs, "
+                                       f"{only['kernels'].sum():.3g} kernels per step", "diff_only", max_text=60))
         rest = only.iloc[ONLY_ROWS:]
         if not rest.empty:
-            out.append(f"  … and {len(rest)} more: {rest['us'].sum():.1f} µs per step")
+            out += screen.lines([f"  … and {len(rest)} more: {rest['us'].sum():.1f} µs per step"])
         out.append("")
     r = program.replaced
     if not r.empty:
@@ -141,45 +187,48 @@ def program_tables(program) -> list[str]:
                               "B kernels": shown["b_kernels"], "B µs": shown["b_us"].map("{:.1f}".format),
                               "delta µs": shown["delta_us"].map("{:+.1f}".format), "×": shown["occurrences"],
                               "after": shown["after"], "where in A": shown["a_nvtx"]})
-        out.append(format_table(table, "== what replaced what (median step: B's kernels in the gaps where A's "
+        out.append(screen.table(table, "== what replaced what (median step: B's kernels in the gaps where A's "
                                        "disappeared, between kernels both run equally often; × gaps alike)",
-                                max_text=48))
+                                "diff_replaced", max_text=48))
         if len(r) > REPLACED_ROWS:
-            out.append(f"  … and {len(r) - REPLACED_ROWS} more gaps: A {r['a_us'].iloc[REPLACED_ROWS:].sum():.1f} µs "
-                       f"→ B {r['b_us'].iloc[REPLACED_ROWS:].sum():.1f} µs")
+            out += screen.lines([f"  … and {len(r) - REPLACED_ROWS} more gaps: A "
+                                 f"{r['a_us'].iloc[REPLACED_ROWS:].sum():.1f} µs → B "
+                                 f"{r['b_us'].iloc[REPLACED_ROWS:].sum():.1f} µs"])
         out.append("")
     return out
 
 
-def format_diff(result, full: bool = False) -> str:
-    """The terminal form of a DiffResult: identities, comparability, metric table(s), the explanation."""
-
+def format_diff(result, full: bool = False, width: int | None = None, paint: Paint | None = None) -> str:
+    """The terminal form of a DiffResult: identities, comparability, metric table(s), the explanation; fitted to
+    `width` characters when given (module docstring), styled by paint."""
+    screen = Screen(width, paint)
     out = []
     program = getattr(result, "program", None)
     if program is not None and not program.summary.empty:
-        out += step_time_line(program) + [""]
+        out += screen.lines(step_time_line(program)) + [""]
+    head = []
     for pair in result.pairs[:1] if result.kind == "kernels" else []:
         for side, ks in (("A", pair.a), ("B", pair.b)):
             r = ks.row
-            out.append(f"{side}: {ks.name}  (capture {r.get('capture')} · grid {r.get('grid')} · block "
-                       f"{r.get('block')} · nvtx {r.get('nvtx_path') or '-'} · "
-                       f"{int(r.get('launches', 0))} launch(es))")
+            head.append(f"{side}: {ks.name}  (capture {r.get('capture')} · grid {r.get('grid')} · block "
+                        f"{r.get('block')} · nvtx {r.get('nvtx_path') or '-'} · "
+                        f"{int(r.get('launches', 0))} launch(es))")
             if ks.note:
-                out.append(f"   note: {ks.note}")
-        out.append(f"work: {pair.work.message}")
+                head.append(f"   note: {ks.note}")
+        head.append(f"work: {pair.work.message}")
     if result.kind == "sessions":
         kind_a, kind_b = (("session" if s.kind == "session" else "report") for s in (result.session_a, result.session_b))
-        out.append(f"A: {kind_a} {result.session_a.name}    B: {kind_b} {result.session_b.name}    "
-                   f"{len(result.pairs)} kernel pair(s), {len(result.unmatched)} unmatched")
+        head.append(f"A: {kind_a} {result.session_a.name}    B: {kind_b} {result.session_b.name}    "
+                    f"{len(result.pairs)} kernel pair(s), {len(result.unmatched)} unmatched")
     if result.comparability.empty:
-        out.append("comparable: no recorded difference in GPU, arch, ncu version, clock/cache control or program "
-                   "arguments")
+        head.append("comparable: no recorded difference in GPU, arch, ncu version, clock/cache control or program "
+                    "arguments")
     for row in result.comparability.itertuples():
         tag = "refused, forced" if row.severity == "refuse" else row.severity
-        out.append(f"{tag}: {row.message}")
-    out.append("")
+        head.append(f"{tag}: {row.message}")
+    out += screen.lines(head) + [""]
     if program is not None and not program.summary.empty:
-        out += program_tables(program)
+        out += program_tables(program, screen)
     if result.kind == "sessions" and result.pairs:
         rows = []
         for pair in result.pairs:
@@ -193,29 +242,32 @@ def format_diff(result, full: bool = False) -> str:
                     row[title] = f"{_cell(m.at[key, 'a'], unit)} → {_cell(m.at[key, 'b'], unit)}"
             row["duration change"] = _duration_change(m, pair.work)
             rows.append(row)
-        out.append(format_table(pd.DataFrame(rows), "== kernel pairs (ncu), by the time a launch moved",
+        out.append(screen.table(pd.DataFrame(rows), "== kernel pairs (ncu), by the time a launch moved", "diff_pairs",
                                 max_text=40))
         out.append("")
     for pair in result.pairs:
         if result.kind == "kernels" or full:
-            out.append(format_table(_metric_lines(pair.metrics), f"== {pair.name}", max_text=60))
+            out.append(screen.table(_metric_lines(pair.metrics), f"== {pair.name}", "diff_metrics", max_text=60))
             out.append("")
             if not pair.opcodes.empty:
-                out.append(format_table(pair.opcodes, f"== instruction mix (PC samples): {pair.name}", max_text=48))
+                out.append(screen.table(pair.opcodes, f"== instruction mix (PC samples): {pair.name}", "opcodes",
+                                        max_text=48))
                 out.append("")
-        out.append(f"== why: {pair.name}" if result.kind == "sessions" else "== why")
-        out += [f"  - {m}" for m in pair.explanation["message"]] or ["  (no rule fired)"]
+        why = [f"== why: {pair.name}" if result.kind == "sessions" else "== why"]
+        out += screen.lines(why + ([f"  - {m}" for m in pair.explanation["message"]] or ["  (no rule fired)"]))
         out.append("")
     if not result.unmatched.empty:
-        out.append(format_table(result.unmatched[["side", "capture", "kernel", "grid", "block", "nvtx_path"]],
-                                "== unmatched kernels", max_text=60))
+        out.append(screen.table(result.unmatched[["side", "capture", "kernel", "grid", "block", "nvtx_path"]],
+                                "== unmatched kernels", "diff_unmatched", max_text=60))
         out.append("")
     if result.thresholds:
         undecided = result.checks[result.checks["status"] == "undecided"] if "status" in result.checks else []
+        gates = []
         if result.violations.empty:
-            out.append(f"thresholds: all {len(result.thresholds)} passed ({', '.join(result.thresholds)})")
+            gates.append(f"thresholds: all {len(result.thresholds)} passed ({', '.join(result.thresholds)})")
         else:
-            out.append("== threshold violations")
-            out += [f"  FAIL {v.pair}: {v.message}" for v in result.violations.itertuples()]
-        out += [f"  CANNOT TELL {v.pair}: {v.message}" for v in getattr(undecided, "itertuples", lambda: [])()]
+            gates.append("== threshold violations")
+            gates += [f"  FAIL {v.pair}: {v.message}" for v in result.violations.itertuples()]
+        gates += [f"  CANNOT TELL {v.pair}: {v.message}" for v in getattr(undecided, "itertuples", lambda: [])()]
+        out += screen.lines(gates)
     return "\n".join(out).rstrip()

@@ -28,11 +28,14 @@ ELLIPSIS = "…"
 
 NAMES = frozenset({"kernel", "function", "label", "nvtx_path", "module", "mangled", "range", "before", "after",
                    "api_call", "source_line", "where", "generated_file", "aten_ops", "source_nodes", "sass", "source",
-                   "kind"})
+                   "kind", "metric", "figure", "A", "B", "A kernels", "B kernels", "where in A", "nvtx"})
 """Text columns that name a kernel, range, call, line or a row's kind ('GPU idle: after a sync'): kept at
 NAME_FLOOR characters at least."""
 SENTENCES = frozenset({"message", "title", "reasons", "evidence", "finding", "subject", "note", "kernels"})
 """Text columns of prose, and lists (`profkit sessions`' kernels): cut at their end, not in the middle."""
+WHOLE = frozenset({"session", "gpu", "created", "arch"})
+"""Short text columns never shortened, only left out: a cut session name, date or GPU name
+(`2026-1…:28:06+00:00`) reads wrong."""
 
 IMPORTANCE: dict[str, tuple[str, ...]] = {
     "hotspots": ("rank", "kernel", "span_pct", "saved_us", "bound", "kind", "time_us", "launches", "saved_pct",
@@ -74,6 +77,15 @@ IMPORTANCE: dict[str, tuple[str, ...]] = {
     "opcodes": ("opcode", "pct_of_samples", "pct_of_executed", "instructions_executed", "samples", "kernel"),
     "ptxas": ("kernel", "registers", "spill_store_bytes", "spill_load_bytes", "static_smem_bytes"),
     "notes": ("note",),
+    "sessions": ("session", "launches", "gpu", "created", "arch", "kernels"),
+    "diff_steps": ("figure", "change", "verdict", "A", "B", "B − A mean (95 % interval)"),
+    "diff_families": ("family", "delta µs", "A µs", "B µs", "share A → B", "kernels A → B"),
+    "diff_only": ("kernel", "µs/step", "share", "kernels/step", "family", "nvtx"),
+    "diff_replaced": ("A kernels", "B kernels", "delta µs", "A µs", "B µs", "×", "after", "where in A"),
+    "diff_pairs": ("A", "B", "duration change", "duration (µs)", "achieved_tflops (TFLOP/s)", "work (B/A)",
+                   "dram_bytes", "registers", "spill_bytes", "achieved_occupancy (%)", "match"),
+    "diff_metrics": ("metric", "A", "B", "change", "unit", "verdict", "per work", "delta", "ratio"),
+    "diff_unmatched": ("side", "kernel", "capture", "grid", "block", "nvtx_path"),
 }
 """Per table, its columns most important first (module docstring)."""
 
@@ -93,7 +105,7 @@ class Field:
     @property
     def floor(self) -> int:
         """The narrowest this column may become (its full width for numbers)."""
-        if self.numeric:
+        if self.numeric or self.name in WHOLE:
             return self.natural
         least = NAME_FLOOR if self.name in NAMES else TEXT_FLOOR
         return min(self.natural, max(len(self.name), least))
