@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from profkit import __version__
+from profkit import __version__, progress
 from profkit.analyse import registry, roofline
 from profkit.analyse.bundle import Bundle, as_bundle
 from profkit.analyse.source_lines import TOP_LINES, SourceLookup, hotspot_table, source_homes
@@ -286,7 +286,12 @@ def session_sections(source: Bundle, fig, *, top_lines: int = TOP_LINES, lookup:
     anchor = f"s-{source.name}"
     what = "Session" if source.kind == "session" else "Report"
     names = [n for n in registry.applicable(source) if n not in SKIPPED_SECTIONS]
-    tables = {name: registry.spec(name).build(source) for name in names}
+    progress.expect(len(names) + 1)  # each table, then drawing the sections
+    tables = {}
+    for name in names:
+        progress.stage(f"{source.name}: {registry.spec(name).title}")
+        tables[name] = registry.spec(name).build(source)
+    progress.stage(f"{source.name}: drawing {len(names)} sections")
     page = SessionPage(source, fig, lookup, top_lines)
     sections, toc = [], [(f"{anchor}-overview", "Overview")]
     for name, table in tables.items():
@@ -392,6 +397,7 @@ def render_html(sessions: list[Bundle] | tuple[Bundle, ...] = (), diff: DiffResu
     lookup = SourceLookup(source_roots, near=[home for s in inputs for home in source_homes(s.path, s.kind)])
     body, nav = [], []
     if diff is not None:
+        progress.stage(f"diff {diff.a_spec} → {diff.b_spec}: drawing the sections")
         body.append(diff_sections(diff, fig, top_lines=top_lines, lookup=lookup))
         nav.append(("diff", "diff"))
     for session in sessions:

@@ -27,22 +27,34 @@ def on_terminal(what: str, stream: IO[str] | None = None) -> Iterator[None]:
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.completed:.0f} done"),
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[dim]{task.fields[count]}"),
                TimeElapsedColumn())
     with Progress(*columns, console=Console(file=stream), transient=True) as bar:
-        with progress.listening(_Bar(bar, bar.add_task(what, total=None), what)):
+        with progress.listening(_Bar(bar, bar.add_task(what, total=None, count=""), what)):
             yield
 
 
 class _Bar:
-    """A profkit.progress listener drawing on a rich Progress task: the stage under way and how many are done."""
+    """A profkit.progress listener drawing on a rich Progress task: the stage under way, and how many are done: of
+    how many, once the work has said how many are to come (`expect`: a report's tables), else as a count."""
 
     def __init__(self, bar, task, what: str) -> None:
-        self.bar, self.task, self.what, self.started = bar, task, what, False
+        self.bar, self.task, self.what = bar, task, what
+        self.done, self.total = 0, 0  # stages finished; stages known (0: none said)
+        self.started = False
 
     def stage(self, label: str) -> None:
-        self.bar.update(self.task, description=f"{self.what}: {label}", advance=1 if self.started else 0)
+        self.done += self.started
         self.started = True
+        self.total = max(self.total, self.done + 1) if self.total else 0
+        # drawn now, not at rich's next refresh (a tenth of a second): a report's table stages are often shorter,
+        # and each is drawn once, so that a terminal's log holds every stage
+        self.bar.update(self.task, description=f"{self.what}: {label}", count=self.count(), refresh=True)
 
     def expect(self, more: int) -> None:
-        """Stages to come are not shown as a total: rebuild, import and report do not know theirs."""
+        """`more` stages beyond the one under way (and those known) are to come."""
+        self.total = max(self.total, self.done + self.started) + more
+        self.bar.update(self.task, count=self.count())
+
+    def count(self) -> str:
+        return f"[{self.done + self.started}/{self.total}]" if self.total else f"{self.done} done"
