@@ -92,18 +92,21 @@ def test_each_target_is_selected_at_a_steady_launch_of_its_own_configuration(pla
     for each nvjet 64x8 and cuDNN configuration, 49 for the 256x8 LM head), so a skip of 4 fits every one."""
     targets_ = plan.targets
     assert (targets_["work"] == 0).all()  # no instance of this program splits into duration classes
+    counts = []
     for run in plan.runs:
         chosen = ncu_selects(sequence, run["regex"], run["skip"])
         for row in targets_[targets_["ncu_run"] == run["run"]].itertuples():
             own = (sequence["function"] == row.function) & (sequence["grid"] == row.grid) \
                 & (sequence["block"] == row.block) & (sequence["dynamic_smem_bytes"] == row.dynamic_smem_bytes)
             assert own.sum() > run["skip"], row.kernel
+            counts.append(int(own.sum()))
             hit = chosen[(chosen["function"] == row.function) & (chosen["grid"] == row.grid)
                          & (chosen["block"] == row.block)
                          & (chosen["dynamic_smem_bytes"] == row.dynamic_smem_bytes)]
             assert len(hit) == 1, (row.kernel, row.grid)
             assert hit["start_ns"].iloc[0] == sequence.loc[own, "start_ns"].iloc[run["skip"]]
             assert hit["start_ns"].iloc[0] >= plan.steady_start_ns, (row.kernel, row.grid)
+    assert sorted(counts) == [49, 384, 384, 384, 384, 384, 769, 817]
 
 
 def ncu_profiled(report_xz: Path, tmp_path: Path) -> list[tuple[str, str]]:
