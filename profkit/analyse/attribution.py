@@ -11,7 +11,9 @@ when there is no timeline):
                                 (capture.inductor), else the generated file ncu's line info names
   aten_ops, source_nodes        what inductor's output code says the kernel computes: the ATen ops and the FX
                                 source nodes (the user's variables and calls) fused into it
-  source_line                   file:line of the hottest line (warp-stall samples, else instructions executed) of
+  source_line                   for an Inductor kernel whose records carry the user's source lines (captured with
+                                TORCH_COMPILE_DEBUG=1), file:line of the first of them in graph order; else
+                                file:line of the hottest line (warp-stall samples, else instructions executed) of
                                 its profiled launches: in its generated file for an Inductor kernel, where the
                                 Triton library's helpers would otherwise outrank the kernel's own lines
 """
@@ -22,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.analyse.hotspots import steady_window
-from profkit.parse.inductor import is_generated_file
+from profkit.parse.inductor import is_generated_file, user_file_line
 
 ATTRIBUTION_COLUMNS = ["capture", "kernel", "launches", "time_us", "time_pct", "module", "generated_file",
                        "aten_ops", "source_nodes", "source_line"]
@@ -108,6 +110,12 @@ def _records(inductor: pd.DataFrame | None, generated: dict) -> dict:
     return {(c, k): row for c, k, row in zip(frame["capture"], frame["kernel"], frame.to_dict("records"))}
 
 
+def _user_line(record: dict | None) -> str:
+    """"file:line" of the first user source line capture.inductor recorded for a kernel; "" when none was."""
+    lines = str((record or {}).get("source_lines") or "")
+    return user_file_line(lines.split("; ", 1)[0]) if lines else ""
+
+
 def attribution(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.DataFrame | None = None,
                 source: pd.DataFrame | None = None, inductor: pd.DataFrame | None = None) -> pd.DataFrame:
     """The table (ATTRIBUTION_COLUMNS), most time first; see the module docstring."""
@@ -129,7 +137,7 @@ def attribution(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.
     rows["aten_ops"] = [records[k]["aten_ops"] if k in records else "" for k in keys]
     rows["source_nodes"] = [records[k]["source_nodes"] if k in records else "" for k in keys]
     hottest = _hottest(lines, generated)
-    rows["source_line"] = [hottest.get(k, "") for k in keys]
+    rows["source_line"] = [_user_line(records.get(k)) or hottest.get(k, "") for k in keys]
     rows[TEXT] = rows[TEXT].astype(object).fillna("")
     rows = rows.sort_values("time_us", ascending=False, kind="stable").reset_index(drop=True)
     return rows[ATTRIBUTION_COLUMNS]

@@ -23,7 +23,9 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from profkit.parse.inductor import is_output_code, wrapper_kernels
+import hashlib
+
+from profkit.parse.inductor import graph_source_lines, is_output_code, kernel_source_lines, wrapper_kernels
 
 FORMAT = 1
 MAX_FILE_BYTES = 64 << 20
@@ -46,11 +48,31 @@ def cache_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     return [path for path in candidates if path.is_dir()]
 
 
-def kernel_records(dirs: Iterable[Path], kernels: Iterable[str]) -> list[dict]:
+def debug_graphs(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, dict[str, str]]:
+    """sha256 of an output code's text -> graph_source_lines of its post-grad graph, from the folders a program run
+    with TORCH_COMPILE_DEBUG=1 leaves (<TORCH_COMPILE_DEBUG_DIR or cwd>/torch_compile_debug/run_*/torchinductor/
+    <graph>/ holds output_code.py, the cache's output code verbatim, beside fx_graph_transformed.py): the only place
+    the user's file:line of each node is written; {} for a run without it."""
+    env = os.environ if env is None else env
+    root = Path(env.get("TORCH_COMPILE_DEBUG_DIR") or (cwd if cwd is not None else Path.cwd())) / "torch_compile_debug"
+    out = {}
+    for graph in sorted(root.glob("run_*/torchinductor/*/fx_graph_transformed.py")):
+        try:
+            code = (graph.parent / "output_code.py").read_bytes()
+            lines = graph_source_lines(graph.read_text(errors="replace"))
+        except OSError:  # a graph that failed to compile writes no output code
+            continue
+        if lines:
+            out[hashlib.sha256(code).hexdigest()] = lines
+    return out
+
+
+def kernel_records(dirs: Iterable[Path], kernels: Iterable[str], graphs: Mapping[str, dict] | None = None) -> list[dict]:
     """The parse.inductor records of the kernels named in `kernels`, from every output-code file in the cache
     folders (<cache>/<xx>/c<hash>.py), each with `output_code` (its path) and `output_code_mtime` (seconds since
-    the epoch); one record per distinct (kernel, kernel_path, source_nodes, aten_ops)."""
-    wanted = set(kernels)
+    the epoch), and `source_lines` (kernel_source_lines) where `graphs` (debug_graphs) holds its output code's
+    graph; one record per distinct (kernel, kernel_path, source_nodes, aten_ops)."""
+    wanted, graphs = set(kernels), graphs or {}
     out, seen = [], set()
     for folder in dirs:
         for path in sorted(Path(folder).glob("*/*.py")):
@@ -63,13 +85,16 @@ def kernel_records(dirs: Iterable[Path], kernels: Iterable[str]) -> list[dict]:
                 continue
             if not is_output_code(text):
                 continue
+            node_lines = graphs.get(hashlib.sha256(path.read_bytes()).hexdigest(), {}) if graphs else {}
             for record in wrapper_kernels(text):
                 key = (record["kernel"], record["kernel_path"], tuple(record["source_nodes"]),
                        tuple(record["aten_ops"]))
                 if record["kernel"] not in wanted or key in seen:
                     continue
                 seen.add(key)
-                out.append({**record, "output_code": str(path), "output_code_mtime": round(stat.st_mtime, 3)})
+                lines = kernel_source_lines(record["node_ops"], node_lines)
+                out.append({**record, "output_code": str(path), "output_code_mtime": round(stat.st_mtime, 3),
+                            **({"source_lines": lines} if lines else {})})
     return out
 
 
@@ -90,4 +115,4 @@ def record_kernels(path: Path, kernels: Iterable[str], env: Mapping[str, str] | 
     if not names:
         return None
     dirs = cache_dirs(env)
-    return write_records(path, kernel_records(dirs, names), dirs)
+    return write_records(path, kernel_records(dirs, names, debug_graphs(env)), dirs)

@@ -62,6 +62,40 @@ def wrapper_kernels(text: str) -> list[dict]:
     return out
 
 
+_FILE = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
+_NODE = re.compile(r"^\s*(?P<node>\w+)(?::\s*\"[^\"]*\")? = ")
+
+
+def graph_source_lines(text: str) -> dict[str, str]:
+    """Post-grad node name -> "file:line in function: code" of the user's code it came from, read from an FX graph's
+    readable code (TORCH_COMPILE_DEBUG's fx_graph_transformed.py): torch/fx/graph.py writes a node group's stack
+    trace as "# File: <file>:<line> in <function>, code: <code>" above the group, which a blank line or another
+    comment ends. The output code itself carries no such line (torch 2.13 writes only the source nodes' names)."""
+    out, current = {}, None
+    for line in text.splitlines():
+        found = _FILE.match(line)
+        if found:
+            current = f"{found['file']}:{found['line']} in {found['func']}: {found['code'].strip()}"
+        elif not line.strip() or line.lstrip().startswith("#"):
+            current = None
+        elif current and (node := _NODE.match(line)):
+            out.setdefault(node["node"], current)
+    return out
+
+
+def kernel_source_lines(node_ops: dict, node_lines: dict[str, str]) -> list[str]:
+    """The user's source lines a kernel fuses, in graph order without repeats: those of the post-grad nodes its
+    output code maps its source nodes to (`node_ops`, a wrapper_kernels record's), looked up in graph_source_lines."""
+    order = {node: i for i, node in enumerate(node_lines)}
+    nodes = sorted({n for ops in node_ops.values() for n in ops if n in node_lines}, key=order.__getitem__)
+    return list(dict.fromkeys(node_lines[n] for n in nodes))
+
+
+def user_file_line(source_line: str) -> str:
+    """"file:line" of a kernel_source_lines entry ("file:line in function: code")."""
+    return source_line.split(" in ", 1)[0]
+
+
 def is_output_code(text: str) -> bool:
     """Whether a cached file is an output-code module that defines Triton kernels (cheap: before wrapper_kernels)."""
     return "# kernel path: " in text and "async_compile.triton(" in text
@@ -72,7 +106,10 @@ def is_generated_file(path: str) -> bool:
     return bool(GENERATED_FILE.search(str(path)))
 
 
-RECORD_COLUMNS = ["kernel", "kernel_path", "source_nodes", "aten_ops", "output_code", "output_code_mtime"]
+RECORD_COLUMNS = ["kernel", "kernel_path", "source_nodes", "aten_ops", "output_code", "output_code_mtime",
+                  "source_lines"]
+"""source_lines: the user's lines the kernel fuses, "; "-joined (kernel_source_lines); "" in records written before
+it was captured."""
 
 
 def read_records(path) -> "pd.DataFrame":
@@ -90,7 +127,8 @@ def read_records(path) -> "pd.DataFrame":
     try:
         records = json.loads(Path(path).read_text(encoding="utf-8"))["kernels"]
         rows = [{**r, "source_nodes": ", ".join(r.get("source_nodes", [])),
-                 "aten_ops": ", ".join(r.get("aten_ops", []))} for r in records]
+                 "aten_ops": ", ".join(r.get("aten_ops", [])),
+                 "source_lines": "; ".join(r.get("source_lines", []))} for r in records]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ReportError(f"cannot read inductor's kernel records {path}: {exc}",
                           hint="capture again, or remove the file and its manifest entry") from exc

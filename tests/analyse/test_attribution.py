@@ -132,3 +132,24 @@ def test_every_profkit_built_cuda_kernel_gets_its_file_and_line():
         path, number = line.rsplit(":", 1)
         assert path.endswith(f"/cuda/{kernel}.cu") and int(number) > 0
     assert (table.loc[~table["kernel"].str.startswith("matmul_"), "source_line"] == "").all()
+
+
+def test_an_inductor_kernel_with_recorded_user_lines_points_at_the_users_code():
+    """capture.inductor's source_lines (from TORCH_COMPILE_DEBUG's graph) name the model's line; the generated file
+    stays in generated_file, and a record without them (sessions captured before) keeps ncu's hottest line."""
+    generated = "/tmp/torchinductor_u/ab/cab" + "x" * 49 + ".py"
+    source = pd.DataFrame({"capture": "c", "launch": [0, 1], "kernel": ["triton_poi_0", "triton_poi_1"],
+                           "file": generated, "line": [21, 30], "stall_samples": [40.0, 5.0],
+                           "instructions_executed": [1.0, 1.0]})
+    launches = pd.DataFrame({"capture": "c", "kernel": ["triton_poi_0", "triton_poi_1"], "duration_ns": [3e3, 1e3]})
+    records = pd.DataFrame({"capture": "c", "kernel": ["triton_poi_0", "triton_poi_1"], "kernel_path": generated,
+                            "source_nodes": "h_1", "aten_ops": "aten.gelu", "output_code": "/o.py",
+                            "output_code_mtime": 1.0,
+                            "source_lines": ["/m/model.py:16 in forward: h = gelu(h); /m/model.py:17 in forward: "
+                                             "return self.norm(h + x)", ""]})
+    table = attribution(pd.DataFrame(), launches, None, source, records).set_index("kernel")
+    assert table.loc["triton_poi_0", "source_line"] == "/m/model.py:16"
+    assert table.loc["triton_poi_0", "generated_file"] == generated
+    assert table.loc["triton_poi_1", "source_line"] == generated + ":30"
+    old = attribution(pd.DataFrame(), launches, None, source, records.drop(columns="source_lines"))
+    assert old.set_index("kernel").loc["triton_poi_0", "source_line"] == generated + ":21"

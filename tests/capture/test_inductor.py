@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -9,7 +10,8 @@ import tempfile
 from pathlib import Path
 
 from profkit.analyse.bundle import CaptureFiles, capture_tables
-from profkit.capture.inductor import cache_dirs, kernel_records, record_kernels
+from profkit.capture.inductor import cache_dirs, debug_graphs, kernel_records, record_kernels
+from profkit.parse.inductor import graph_source_lines
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "inductor"
 OUTPUT_CODE = DATA / "output_code_train_step.txt"
@@ -81,3 +83,40 @@ def test_the_session_file_becomes_the_inductor_table(tmp_path):
     assert dict(zip(table["kernel"], table["aten_ops"])) == {
         SOFTMAX: "aten._to_copy, aten._log_softmax",
         LAYER_NORM_BWD: "aten.view, aten.native_layer_norm_backward, aten._to_copy, aten.add"}
+
+
+def _debug_run(root: Path, output_code: bytes, graph: str) -> Path:
+    """What TORCH_COMPILE_DEBUG=1 leaves for one graph: its output code verbatim beside its post-grad graph."""
+    folder = root / "torch_compile_debug" / "run_2026_01_01-pid_1" / "torchinductor" / "model__0_forward_0.0"
+    folder.mkdir(parents=True)
+    (folder / "output_code.py").write_bytes(output_code)
+    (folder / "fx_graph_transformed.py").write_text(graph)
+    return folder
+
+
+def test_the_debug_graph_is_found_and_keyed_by_its_output_code(tmp_path):
+    graph = (DATA / "cpu_fx_graph_transformed.txt").read_text()
+    _debug_run(tmp_path, b"output code", graph)
+    (found,) = debug_graphs({"TORCH_COMPILE_DEBUG_DIR": str(tmp_path)}).items()
+    assert found == (hashlib.sha256(b"output code").hexdigest(), graph_source_lines(graph))
+    assert debug_graphs({}, cwd=tmp_path) == dict([found])
+    assert debug_graphs({}, cwd=tmp_path / "elsewhere") == {}
+
+
+def test_launched_kernels_get_the_user_lines_of_their_nodes(tmp_path):
+    """The softmax kernel's output code maps cross_entropy => log, prepare_softmax_online_default and float_1 =>
+    convert_element_type_60; a debug graph of that output code names those nodes' lines."""
+    cache = _cache(tmp_path)
+    graph = ("    def forward(self, a):\n        # File: /m/model.py:40 in forward, code: logits = x.float()\n"
+             "        convert_element_type_60: \"f32[8]\" = torch.ops.prims.convert_element_type.default(a)\n\n"
+             "        # File: /m/model.py:41 in forward, code: loss = F.cross_entropy(logits, y)\n"
+             "        prepare_softmax_online_default = torch.ops.prims.prepare_softmax_online.default(a, 1)\n"
+             "        log: \"f32[8]\" = torch.ops.aten.log.default(a)\n")
+    _debug_run(tmp_path / "run", OUTPUT_CODE.read_bytes(), graph)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCH_COMPILE_DEBUG_DIR": str(tmp_path / "run")}
+    stored = json.loads(record_kernels(tmp_path / "python3.inductor.json", [SOFTMAX, LAYER_NORM_BWD], env).read_text())
+    lines = {r["kernel"]: r.get("source_lines") for r in stored["kernels"]}
+    assert lines == {SOFTMAX: ["/m/model.py:40 in forward: logits = x.float()",
+                               "/m/model.py:41 in forward: loss = F.cross_entropy(logits, y)"],
+                     LAYER_NORM_BWD: None}  # no node mapping in its comments: no key, as before
+    assert "source_lines" not in kernel_records([cache], {SOFTMAX})[0]  # no debug run: records as before

@@ -18,9 +18,14 @@ from pathlib import Path
 import pytest
 
 from profkit.errors import ReportError
-from profkit.parse.inductor import is_generated_file, is_output_code, read_records, wrapper_kernels
+from profkit.parse.inductor import (graph_source_lines, is_generated_file, is_output_code, kernel_source_lines,
+                                    read_records, user_file_line, wrapper_kernels)
 
 OUTPUT_CODE = Path(__file__).resolve().parents[1] / "data" / "inductor" / "output_code_train_step.txt"
+CPU_MODEL = OUTPUT_CODE.parent / "cpu_model.py"
+CPU_GRAPH = OUTPUT_CODE.parent / "cpu_fx_graph_transformed.txt"
+"""The post-grad graph TORCH_COMPILE_DEBUG=1 wrote for cpu_model.py (torch 2.13, CPU), as recorded at
+/work/main/tests/data/inductor/cpu_model.py."""
 SOFTMAX = "triton_red_fused__log_softmax__to_copy_prepare_softmax_online_16"
 LAYER_NORM_BWD = "triton_per_fused__to_copy_add_native_layer_norm_backward_view_6"
 NLL_BWD = ("triton_red_fused__log_softmax__log_softmax_backward_data__to_copy_arange_eq_expand_nll_loss_backward_"
@@ -82,3 +87,57 @@ def test_records_read_back_as_a_table(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(ReportError, match="inductor's kernel records"):
         read_records(path)
+
+
+def _model_line(code: str) -> str:
+    """"file:line in forward: code" of `code` in cpu_model.py, its line number counted here from the source."""
+    (number,) = [i for i, line in enumerate(CPU_MODEL.read_text().splitlines(), 1) if line.strip() == code]
+    return f"/work/main/tests/data/inductor/cpu_model.py:{number} in forward: {code}"
+
+
+def test_each_post_grad_node_gets_the_user_line_it_came_from():
+    lines = graph_source_lines(CPU_GRAPH.read_text())
+    fc, gelu, norm = (_model_line(c) for c in ("h = self.fc(x)", "h = torch.nn.functional.gelu(h)",
+                                                "return self.norm(h + x)"))
+    assert {n: lines[n] for n in ("permute", "addmm")} == {"permute": fc, "addmm": fc}
+    assert {lines[n] for n in ("mul", "mul_1", "erf", "add", "mul_2")} == {gelu}
+    assert {lines[n] for n in ("add_1", "var_mean", "getitem", "getitem_1", "sub", "rsqrt", "mul_4", "add_3")} == {norm}
+    assert set(lines) == {"permute", "addmm", "mul", "mul_1", "erf", "add", "mul_2", "add_1", "var_mean", "getitem",
+                          "getitem_1", "sub", "add_2", "rsqrt", "mul_3", "mul_4", "add_3"}  # not the inputs, return
+
+
+def test_a_kernel_gets_the_user_lines_of_the_nodes_it_fuses_in_graph_order():
+    """CPU inductor fused gelu, the residual add and the LayerNorm into cpp_fused_add_gelu_native_layer_norm_0; its
+    C++ kernels carry no node mapping in the output code, so the mapping a Triton kernel's comments would give
+    ("layer_norm => ...") is written here from the graph's nodes."""
+    lines = graph_source_lines(CPU_GRAPH.read_text())
+    node_ops = {"layer_norm": ["add_3", "mul_3", "rsqrt", "sub", "var_mean"], "h_1": ["mul_2", "erf"],
+                "add": ["add_1"], "unknown": ["buf9"]}
+    gelu, norm = _model_line("h = torch.nn.functional.gelu(h)"), _model_line("return self.norm(h + x)")
+    assert kernel_source_lines(node_ops, lines) == [gelu, norm]
+    assert user_file_line(gelu) == f"/work/main/tests/data/inductor/cpu_model.py:{gelu.split(':')[1].split()[0]}"
+    assert kernel_source_lines(node_ops, {}) == [] and kernel_source_lines({}, lines) == []
+
+
+def test_a_node_group_without_a_stack_trace_gets_no_line():
+    text = ("    def forward(self, a):\n        # File: /m.py:3 in forward, code: b = a + 1\n"
+            "        add: \"f32[4]\" = torch.ops.aten.add.Tensor(a, 1)\n\n"
+            "        # No stacktrace found for following nodes\n"
+            "        mul: \"f32[4]\" = torch.ops.aten.mul.Tensor(add, 2)\n        return (mul,)\n")
+    assert graph_source_lines(text) == {"add": "/m.py:3 in forward: b = a + 1"}
+
+
+def test_source_lines_read_back_and_old_records_read_empty(tmp_path):
+    old, new = ({"kernel": k, "kernel_path": "/k.py", "source_nodes": [], "aten_ops": [], "output_code": "/o.py",
+                 "output_code_mtime": 1.0} for k in ("triton_a", "triton_b"))
+    new["source_lines"] = ["/m.py:3 in forward: b = a + 1", "/m.py:4 in forward: c = b * 2"]
+    path = tmp_path / "python3.inductor.json"
+    path.write_text(json.dumps({"format": 1, "kernels": [old, new]}))
+    assert read_records(path)["source_lines"].tolist() == ["", "/m.py:3 in forward: b = a + 1; "
+                                                               "/m.py:4 in forward: c = b * 2"]
+
+
+def test_the_committed_session_records_still_read():
+    session = Path(__file__).resolve().parents[2] / "sessions" / "train-step-compile-inductor" / "python3.inductor.json"
+    table = read_records(session)
+    assert len(table) == len(json.loads(session.read_text())["kernels"]) and set(table["source_lines"]) == {""}
