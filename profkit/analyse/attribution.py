@@ -112,8 +112,8 @@ def _records(inductor: pd.DataFrame | None, generated: dict) -> dict:
 
 def _user_line(record: dict | None) -> str:
     """"file:line" of the first user source line capture.inductor recorded for a kernel; "" when none was."""
-    lines = str((record or {}).get("source_lines") or "")
-    return user_file_line(lines.split("; ", 1)[0]) if lines else ""
+    lines = (record or {}).get("source_lines")
+    return user_file_line(lines.split("; ", 1)[0]) if isinstance(lines, str) and lines else ""  # NaN: older records
 
 
 def attribution(nsys_kernels: pd.DataFrame, launches: pd.DataFrame, targets: pd.DataFrame | None = None,

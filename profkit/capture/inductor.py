@@ -16,6 +16,7 @@ the parse side prefers the one whose kernel path ncu's line info names, then the
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import re
@@ -23,9 +24,12 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import hashlib
-
-from profkit.parse.inductor import graph_source_lines, is_output_code, kernel_source_lines, wrapper_kernels
+from profkit.parse.inductor import (
+    graph_source_lines,
+    is_output_code,
+    kernel_source_lines,
+    wrapper_kernels,
+)
 
 FORMAT = 1
 MAX_FILE_BYTES = 64 << 20
@@ -67,7 +71,8 @@ def debug_graphs(env: Mapping[str, str] | None = None, cwd: Path | None = None) 
     return out
 
 
-def kernel_records(dirs: Iterable[Path], kernels: Iterable[str], graphs: Mapping[str, dict] | None = None) -> list[dict]:
+def kernel_records(dirs: Iterable[Path], kernels: Iterable[str],
+                   graphs: Mapping[str, dict] | None = None) -> list[dict]:
     """The parse.inductor records of the kernels named in `kernels`, from every output-code file in the cache
     folders (<cache>/<xx>/c<hash>.py), each with `output_code` (its path) and `output_code_mtime` (seconds since
     the epoch), and `source_lines` (kernel_source_lines) where `graphs` (debug_graphs) holds its output code's

@@ -145,8 +145,8 @@ def test_an_inductor_kernel_with_recorded_user_lines_points_at_the_users_code():
     records = pd.DataFrame({"capture": "c", "kernel": ["triton_poi_0", "triton_poi_1"], "kernel_path": generated,
                             "source_nodes": "h_1", "aten_ops": "aten.gelu", "output_code": "/o.py",
                             "output_code_mtime": 1.0,
-                            "source_lines": ["/m/model.py:16 in forward: h = gelu(h); /m/model.py:17 in forward: "
-                                             "return self.norm(h + x)", ""]})
+                            "source_lines": [("/m/model.py:16 in forward: h = gelu(h); /m/model.py:17 in forward: "
+                                              "return self.norm(h + x)"), float("nan")]})
     table = attribution(pd.DataFrame(), launches, None, source, records).set_index("kernel")
     assert table.loc["triton_poi_0", "source_line"] == "/m/model.py:16"
     assert table.loc["triton_poi_0", "generated_file"] == generated

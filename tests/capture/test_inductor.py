@@ -10,7 +10,12 @@ import tempfile
 from pathlib import Path
 
 from profkit.analyse.bundle import CaptureFiles, capture_tables
-from profkit.capture.inductor import cache_dirs, debug_graphs, kernel_records, record_kernels
+from profkit.capture.inductor import (
+    cache_dirs,
+    debug_graphs,
+    kernel_records,
+    record_kernels,
+)
 from profkit.parse.inductor import graph_source_lines
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "inductor"

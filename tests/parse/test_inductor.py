@@ -18,8 +18,15 @@ from pathlib import Path
 import pytest
 
 from profkit.errors import ReportError
-from profkit.parse.inductor import (graph_source_lines, is_generated_file, is_output_code, kernel_source_lines,
-                                    read_records, user_file_line, wrapper_kernels)
+from profkit.parse.inductor import (
+    graph_source_lines,
+    is_generated_file,
+    is_output_code,
+    kernel_source_lines,
+    read_records,
+    user_file_line,
+    wrapper_kernels,
+)
 
 OUTPUT_CODE = Path(__file__).resolve().parents[1] / "data" / "inductor" / "output_code_train_step.txt"
 CPU_MODEL = OUTPUT_CODE.parent / "cpu_model.py"
@@ -133,8 +140,8 @@ def test_source_lines_read_back_and_old_records_read_empty(tmp_path):
     new["source_lines"] = ["/m.py:3 in forward: b = a + 1", "/m.py:4 in forward: c = b * 2"]
     path = tmp_path / "python3.inductor.json"
     path.write_text(json.dumps({"format": 1, "kernels": [old, new]}))
-    assert read_records(path)["source_lines"].tolist() == ["", "/m.py:3 in forward: b = a + 1; "
-                                                               "/m.py:4 in forward: c = b * 2"]
+    joined = "/m.py:3 in forward: b = a + 1; /m.py:4 in forward: c = b * 2"
+    assert read_records(path)["source_lines"].tolist() == ["", joined]
 
 
 def test_the_committed_session_records_still_read():
