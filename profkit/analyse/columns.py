@@ -59,9 +59,11 @@ COLUMNS: dict[str, Column] = {
     "source_nodes": Column("text", "the FX source nodes fused into the kernel: the graph's names for the program's "
                                    "variables and calls (a backward kernel's are the backward graph's own nodes)",
                            "output code's 'Source Nodes: [...]' (<capture>.inductor.json)"),
-    "source_line": Column("file:line", "the kernel's hottest source line over its profiled launches (warp-stall "
-                                       "samples, else instructions executed); in its generated file for a "
-                                       "torch.compile kernel", "ncu source counters"),
+    "source_line": Column("file:line", "for a torch.compile kernel with recorded `source_lines`, the first of them "
+                                       "(the user's model code); else the kernel's hottest source line over its "
+                                       "profiled launches (warp-stall samples, else instructions executed), in its "
+                                       "generated file for a torch.compile kernel",
+                          "<capture>.inductor.json / ncu source counters"),
     "grid": Column("x×y×z", "grid dimensions", "ncu launch__grid_dim_* / nsys gridX..Z"),
     "block": Column("x×y×z", "block dimensions", "ncu launch__block_dim_* / nsys blockX..Z"),
     "kind": Column("text", "hotspots: the row's kind (kernel, or GPU idle time); copies: the copy direction (HtoD, "
