@@ -71,7 +71,8 @@ def graph_source_lines(text: str) -> dict[str, str]:
     readable code (TORCH_COMPILE_DEBUG's fx_graph_transformed.py): torch/fx/graph.py writes a node group's stack
     trace as "# File: <file>:<line> in <function>, code: <code>" above the group, which a blank line or another
     comment ends. The output code itself carries no such line (torch 2.13 writes only the source nodes' names)."""
-    out, current = {}, None
+    out: dict[str, str] = {}
+    current: str | None = None
     for line in text.splitlines():
         found = _FILE.match(line)
         if found:
