@@ -85,12 +85,13 @@ def kernel_records(dirs: Iterable[Path], kernels: Iterable[str],
                 stat = path.stat()
                 if stat.st_size > MAX_FILE_BYTES:
                     continue
-                text = path.read_text(errors="replace")
+                data = path.read_bytes()  # read once: decoded for parsing, hashed to find its debug graph
             except OSError:  # removed or unreadable while we looked: another program's cache entry
                 continue
+            text = data.decode("utf-8", errors="replace")
             if not is_output_code(text):
                 continue
-            node_lines = graphs.get(hashlib.sha256(path.read_bytes()).hexdigest(), {}) if graphs else {}
+            node_lines = graphs.get(hashlib.sha256(data).hexdigest(), {}) if graphs else {}
             for record in wrapper_kernels(text):
                 key = (record["kernel"], record["kernel_path"], tuple(record["source_nodes"]),
                        tuple(record["aten_ops"]))

@@ -9,11 +9,11 @@ wrapped, so that no line is wider than the screen and nothing is cut without a m
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 
 import pandas as pd
 
+from profkit.render import fit
 from profkit.render.terminal import Paint, format_table
 from profkit.units import human
 
@@ -52,8 +52,7 @@ def wrap_line(line: str, width: int) -> list[str]:
     more = indent + "  " if len(indent) + 2 <= width // 3 else indent
     if line.startswith("== "):
         more = "   "
-    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=more, break_long_words=True,
-                         break_on_hyphens=False, drop_whitespace=True) or [line[:width]]
+    return fit.wrap(line, width, more)
 
 
 def _cell(value, unit: str = "", signed: bool = False) -> str:

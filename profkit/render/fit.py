@@ -224,6 +224,7 @@ def is_prose(text: str) -> bool:
     return text.count(" ") >= 4 and "<" not in text and "::" not in text
 
 
-def wrap(text: str, width: int) -> list[str]:
-    """A cell's text over as many lines as it needs at `width` (at least one line)."""
-    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+def wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """A cell's text over as many lines as it needs at `width` (at least one line); continuation lines start with
+    `indent`."""
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [""]

@@ -72,19 +72,9 @@ def test_nothing_is_drawn_or_listened_for_when_piped():
 
 def _import(tmp_path, stderr_on_terminal: bool) -> tuple[int, str, bytes]:
     """`profkit import` of a small nsys export: exit code, stdout, and what stderr got."""
-    args = [sys.executable, "-m", "profkit", "import", str(EXPORT), "--name", "probe", "--sessions-dir",
-            str(tmp_path / ("tty" if stderr_on_terminal else "piped"))]
-    env = {**os.environ, "PROFKIT_CACHE": str(tmp_path / "cache"), "TERM": "xterm"}
-    if not stderr_on_terminal:
-        done = subprocess.run(args, capture_output=True, timeout=120, cwd=REPO, env=env)
-        return done.returncode, done.stdout.decode(), done.stderr
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=follower, cwd=REPO, env=env)
-    os.close(follower)
-    drawn = _read_all(leader)
-    out, _ = proc.communicate(timeout=120)
-    os.close(leader)
-    return proc.returncode, out.decode(), drawn
+    folder = tmp_path / ("tty" if stderr_on_terminal else "piped")
+    return _profkit(["import", str(EXPORT), "--name", "probe", "--sessions-dir", str(folder)], tmp_path,
+                    stderr_on_terminal)
 
 
 def test_import_shows_progress_on_a_terminal_and_nothing_when_piped(tmp_path):
