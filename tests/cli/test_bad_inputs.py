@@ -378,7 +378,9 @@ def test_rebuilding_tables_on_a_read_only_disk_keeps_the_old_tables(fakes, monke
     def read_only(self, *args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", read_only)
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(pq, "write_table", read_only)
     result = CliRunner().invoke(main, ["show", "--rebuild", str(fakes.earlier)])
     assert_clear_failure(result, 1, "cannot write the tables", "Read-only file system")
     assert snapshot(fakes.earlier) == fakes.earlier_files

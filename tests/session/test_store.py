@@ -122,3 +122,32 @@ def test_has_rows_reads_the_footer_and_still_checks_the_bytes(tmp_path):
     stored.write_bytes(bytes(data))
     with pytest.raises(ReportError, match="damaged"):
         load_session(path).has_rows("launches")
+
+
+def test_tables_are_stored_compact_and_read_back_identical(tmp_path):
+    """A counters table is a few rows wide as hundreds of columns: write_table stores it without the doubled
+    schema and the statistics, well under pandas' default file, and it reads back equal, dtypes included."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from profkit.session.store import read_table, write_table
+
+    rng = np.random.default_rng()
+    wide = pd.DataFrame({f"sm__metric_{i}.avg.pct_of_peak_sustained_elapsed": rng.random(4) for i in range(300)})
+    wide["kernel"] = ["k0", "k1", None, "k3"]
+    wide["launches"] = pd.Series([1, 2, 3, 4], dtype="int64")
+    wide["hot"] = [True, False, True, False]
+    wide["captured"] = pd.to_datetime(["2026-12-05 10:00", "2026-12-05 11:00", None, "2026-12-05 12:00"], utc=True)
+    wide["grid"] = pd.Series(["8×8×1", "16×16×1", "1×1×1", "2×2×1"], dtype="category")
+    wide["mixed"] = [1, "two", 3.0, None]  # mixed objects: stored as text
+    path = write_table(tmp_path, "kernels", wide)
+    default = tmp_path / "default.parquet"
+    wide.astype({"mixed": "string"}).to_parquet(default, index=False)
+    assert path.stat().st_size < 0.6 * default.stat().st_size
+    assert b"ARROW:schema" not in (pq.read_metadata(path).metadata or {})
+    back = read_table(path)
+    expected = wide.drop(columns="mixed").astype({"grid": wide["grid"].cat.categories.dtype})
+    pd.testing.assert_frame_equal(back.drop(columns="mixed"), expected, check_exact=True)
+    assert back["mixed"].astype(object).where(back["mixed"].notna(), None).tolist() == ["1", "two", "3.0", None]
+    empty = write_table(tmp_path, "notes", pd.DataFrame())
+    assert read_table(empty).empty
