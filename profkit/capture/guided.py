@@ -1,6 +1,7 @@
 """Guided capture of a foreign program: nsys finds where the time goes, ncu profiles exactly those kernels.
 
-    plain run (wall time; fails fast)  →  nsys (+ NVTX per nn.Module with --torch-modules)  →  plan (targets.py)
+    plain run (wall time; fails fast)  →  nsys (+ NVTX per nn.Module with --torch-modules, torch.compile's debug
+      graphs unless --no-compile-lines)  →  plan (targets.py)
       →  one ncu run per group of targets (--kernel-name regex, --filter-mode per-launch-config, --launch-skip S,
          --launch-count 1)  →  a retry from the first launch for any target the planned skip did not reach
       →  the targets table: each instance's rank, time share, planned launch, ncu run and what was profiled
@@ -25,7 +26,7 @@ import pandas as pd
 from profkit import process, progress
 from profkit.analyse.instances import split_targets
 from profkit.capture import targets as plan_targets
-from profkit.capture.inductor import record_kernels
+from profkit.capture.inductor import debug_env, record_kernels
 from profkit.capture.ncu import NcuOptions, run_ncu
 from profkit.capture.nsys import TRACE, run_nsys
 from profkit.capture.settings import GuidedOptions
@@ -97,22 +98,25 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
     Raises CaptureError for a program that fails, launches no kernel or launches too many."""
     seconds: dict = {}
     commands: dict = {"ncu": []}
-    with tempfile.TemporaryDirectory(prefix="profkit-hooks-") as hooks:
+    with tempfile.TemporaryDirectory(prefix="profkit-hooks-") as hooks, \
+            tempfile.TemporaryDirectory(prefix="profkit-compile-debug-") as compile_debug:
         env = None
         if options.torch_modules:
             from profkit.capture.torch_modules import hook_dir
 
             env = hook_dir(hooks)
+        nsys_env = {**(env or {}), **({} if options.no_compile_lines else debug_env(Path(compile_debug)))}
         progress.stage(f"{name}: nsys")
-        log(f"[{name}] nsys profile {' '.join(TRACE)}" + (" with NVTX per nn.Module" if env else ""))
-        nsys_cmds, nsys_log = _timed(seconds, "nsys", lambda: run_nsys(out_dir(f"{name}.nsys-rep"), command, env=env,
-                                                                      timeout=timeout))
+        log(f"[{name}] nsys profile {' '.join(TRACE)}" + (" with NVTX per nn.Module" if env else "")
+            + ("" if options.no_compile_lines else " (torch.compile debug graphs on)"))
+        nsys_cmds, nsys_log = _timed(seconds, "nsys", lambda: run_nsys(out_dir(f"{name}.nsys-rep"), command,
+                                                                      env=nsys_env or None, timeout=timeout))
         out_dir(f"{name}.nsys.log").write_text(nsys_log)
         commands["nsys"] = [shlex.join(c) for c in nsys_cmds]
         sqlite = out_dir(f"{name}.sqlite")
         launches = plan_targets.read_launches(sqlite)
         inductor = record_kernels(out_dir(f"{name}.inductor.json"), launches["kernel"].unique(),
-                                  env={**os.environ, **(env or {})})
+                                  env={**os.environ, **nsys_env})
         if inductor is not None:
             log(f"[{name}] inductor's records of its generated kernels: {inductor.name}")
         if launches.empty:
@@ -176,7 +180,7 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
                      "steady_start_ns": plan.steady_start_ns, "launches": int(len(launches)),
                      "instances": int(len(plan.instances)), "targets": int(plan.instances["target"].sum()),
                      "planned_coverage_pct": round(plan.coverage, 2), "runs": plan.runs,
-                     "torch_modules": options.torch_modules},
+                     "torch_modules": options.torch_modules, "compile_lines": not options.no_compile_lines},
             "wall_seconds": seconds, "commands": commands}
 
 

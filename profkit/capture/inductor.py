@@ -52,6 +52,21 @@ def cache_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     return [path for path in candidates if path.is_dir()]
 
 
+def debug_env(folder: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment that makes a program's torch.compile write its debug graphs (read by debug_graphs) into
+    `folder`, or into the program's own TORCH_COMPILE_DEBUG_DIR when it sets one.
+
+    The FX-graph and AOT-autograd caches are turned off for that run: on a cache hit inductor reuses the output code
+    without lowering the graph again, and writes no debug graph at all (seen with torch 2.13 on CPU: a second
+    TORCH_COMPILE_DEBUG=1 run left only debug.log). Triton's own kernel cache is untouched, so nothing is
+    re-autotuned or recompiled to machine code."""
+    env = os.environ if env is None else env
+    out = {"TORCH_COMPILE_DEBUG": "1", "TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+    if not env.get("TORCH_COMPILE_DEBUG_DIR"):
+        out["TORCH_COMPILE_DEBUG_DIR"] = str(folder)
+    return out
+
+
 def debug_graphs(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, dict[str, str]]:
     """sha256 of an output code's text -> graph_source_lines of its post-grad graph, from the folders a program run
     with TORCH_COMPILE_DEBUG=1 leaves (<TORCH_COMPILE_DEBUG_DIR or cwd>/torch_compile_debug/run_*/torchinductor/

@@ -29,6 +29,13 @@ class GuidedOptions:
                                       "its module (show -t attribution). Off by default: on a training step the "
                                       "hooks cost +10.5% of the step under nsys (H100, interval +4.0 to +14.1%; "
                                       "goal <= 5%; reports/benchmarks/module_hooks_cost.json).")
+    no_compile_lines: bool = option("--no-compile-lines", is_flag=True,
+                                    help="Do not ask torch.compile for its debug graph in the nsys run. By default "
+                                         "that run sets TORCH_COMPILE_DEBUG=1 (into a temporary folder) and turns "
+                                         "inductor's FX-graph and AOT caches off, so every compiled graph is lowered "
+                                         "again and writes the model's file:line of each generated kernel "
+                                         "(show -t attribution, source_line). Triton's kernel cache stays on; only "
+                                         "compile time grows, the steady state is untouched.")
 
     def __post_init__(self) -> None:
         if not 0 < self.coverage <= 1:

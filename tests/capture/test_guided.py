@@ -119,6 +119,12 @@ if args[:1] == ["--version"]:
 out = args[args.index("-o") + 1]
 if args[0] == "profile":
     open(out + ".nsys-rep", "wb").write(b"fake")
+    if os.environ.get("FAKE_ENV_LOG"):
+        debug = os.environ.get("TORCH_COMPILE_DEBUG_DIR")
+        with open(os.environ["FAKE_ENV_LOG"], "a") as log:
+            log.write("nsys %s %s %s %s\\n" % (os.environ.get("TORCH_COMPILE_DEBUG"),
+                      os.environ.get("TORCHINDUCTOR_FX_GRAPH_CACHE"), os.environ.get("TORCHINDUCTOR_AUTOGRAD_CACHE"),
+                      debug if debug and os.path.isdir(debug) else "no-folder"))
 else:  # export --type sqlite -o X.sqlite REPORT
     with lzma.open(os.environ["FAKE_TIMELINE"]) as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -130,6 +136,9 @@ if args[:1] == ["--version"] or args[:1] == ["--list-sets"]:
     sys.exit(0)
 with open(os.environ["FAKE_NCU_ARGS"], "a") as log:
     log.write(" ".join(args) + "\\n")
+if os.environ.get("FAKE_ENV_LOG"):
+    with open(os.environ["FAKE_ENV_LOG"], "a") as log:
+        log.write("ncu %s\\n" % os.environ.get("TORCH_COMPILE_DEBUG"))
 export = args[args.index("--export") + 1]
 with lzma.open(os.environ["FAKE_NCU_REPORT"]) as src, open(export, "wb") as dst:
     shutil.copyfileobj(src, dst)
@@ -234,3 +243,30 @@ def test_each_kind_of_work_of_a_split_instance_gets_a_launch_of_its_own(sqlite, 
         members = split[split["ncu_run"] == run["run"]]
         assert (members["skip"] == run["skip"]).all()
         assert not members.duplicated(["function", "grid", "block", "dynamic_smem_bytes"]).any()
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-compile-lines"]])
+def test_the_nsys_run_alone_asks_torch_compile_for_its_debug_graphs(tmp_path, monkeypatch, flags):
+    """Inductor writes the model's file:line of a kernel only into TORCH_COMPILE_DEBUG's graph, and only when it
+    lowers the graph (a cache hit writes none): the nsys run gets the debug switch, a temporary folder and the
+    FX-graph/AOT caches off; the ncu runs get none of it; --no-compile-lines leaves the environment alone."""
+    pytest.importorskip("duckdb")
+    program = _replaying(tmp_path, monkeypatch, TIMELINE, "echo step")
+    for name in ("TORCH_COMPILE_DEBUG", "TORCH_COMPILE_DEBUG_DIR", "TORCHINDUCTOR_FX_GRAPH_CACHE",
+                 "TORCHINDUCTOR_AUTOGRAD_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    env_log = tmp_path / "env.txt"
+    monkeypatch.setenv("FAKE_ENV_LOG", str(env_log))
+    result = CliRunner().invoke(main, ["profile", "--sessions-dir", str(tmp_path / "sessions"), "--name", "g",
+                                       *flags, "--", str(program)])
+    assert result.exit_code == 0, result.output
+    nsys, *ncu = env_log.read_text().splitlines()
+    assert ncu and all(line == "ncu None" for line in ncu)
+    tool, debug, fx_cache, aot_cache, folder = nsys.split(" ")
+    if flags:
+        assert (debug, fx_cache, aot_cache, folder) == ("None", "None", "None", "no-folder")
+    else:
+        assert (debug, fx_cache, aot_cache) == ("1", "0", "0")
+        assert Path(folder).name.startswith("profkit-compile-debug-") and not Path(folder).exists()  # cleaned up
+    plan = json.loads((tmp_path / "sessions" / "g" / "manifest.json").read_text())["captures"][0]["guided"]
+    assert plan["compile_lines"] is not bool(flags)

@@ -9,9 +9,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from profkit.analyse.bundle import CaptureFiles, capture_tables
 from profkit.capture.inductor import (
     cache_dirs,
+    debug_env,
     debug_graphs,
     kernel_records,
     record_kernels,
@@ -125,3 +128,35 @@ def test_launched_kernels_get_the_user_lines_of_their_nodes(tmp_path):
                                "/m/model.py:41 in forward: loss = F.cross_entropy(logits, y)"],
                      LAYER_NORM_BWD: None}  # no node mapping in its comments: no key, as before
     assert "source_lines" not in kernel_records([cache], {SOFTMAX})[0]  # no debug run: records as before
+
+
+@pytest.mark.slow
+def test_a_warm_cache_needs_the_debug_env_to_write_the_graph(tmp_path):
+    """Real torch.compile on CPU (tests/data/inductor/cpu_model.py): once inductor's caches hold the graph, a second
+    run with TORCH_COMPILE_DEBUG=1 alone writes no debug graph; with debug_env (caches off) it writes one, and
+    debug_graphs reads the model's own lines out of it."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    base = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    for name in ("TORCH_COMPILE_DEBUG", "TORCH_COMPILE_DEBUG_DIR", "TORCHINDUCTOR_FX_GRAPH_CACHE",
+                 "TORCHINDUCTOR_AUTOGRAD_CACHE"):
+        base.pop(name, None)
+
+    def run(env: dict) -> None:
+        subprocess.run([sys.executable, str(DATA / "cpu_model.py")], env=env, check=True, capture_output=True,
+                       timeout=600)
+
+    debug_only = {"TORCH_COMPILE_DEBUG": "1", "TORCH_COMPILE_DEBUG_DIR": str(tmp_path / "first")}
+    run({**base, **debug_only})  # fills the caches (and writes a graph: nothing was cached)
+    assert debug_graphs(debug_only)
+    again = {**debug_only, "TORCH_COMPILE_DEBUG_DIR": str(tmp_path / "again")}
+    run({**base, **again})
+    assert debug_graphs(again) == {}  # a cache hit: no lowering, no graph
+    env = debug_env(tmp_path / "debug", {})
+    run({**base, **env})
+    (lines,) = debug_graphs(env).values()
+    model = (DATA / "cpu_model.py").read_text().splitlines()
+    fc_line = next(i for i, text in enumerate(model, 1) if "h = self.fc(x)" in text)
+    assert any(f"cpu_model.py:{fc_line} in forward: h = self.fc(x)" in line for line in lines.values())
