@@ -9,12 +9,22 @@
 //   128 FFMA per thread (vectorized: 4 per 64, i.e. 0.047 against 0.0625 LDS per FFMA);
 // * BK = 16: half as many barriers and prefetch round trips per FMA as BK = 8;
 // * the same zero-padded edges and float4 loads as vectorized; A transposed into shared memory
-//   (a_smem[k][m]) so a thread's 8 A values of one k are two LDS.128.
+//   (a_smem[k][m]) so a thread's 8 A values of one k are two LDS.128;
+// * that transposed store skewed (Config::a_col): a loading warp writes BK / 4 k-rows of 128 / BK consecutive
+//   m each, and a row stride of BM + 4 put two of those k-rows on the same 8 banks, so every scalar STS took
+//   two wavefronts (ncu on an H100: shared bank conflicts 28.6 k for vectorized, 16.8 M for this rung at 4096,
+//   exactly one extra wavefront per A store). Shifting row k by (k / 4) * (128 / BK) slots, with the stride
+//   widened to hold the shift, gives each k-row of a warp its own banks. A shift, not an XOR swizzle: a
+//   fragment read stays the thread's base address plus a compile-time offset (an XOR made ptxas keep one base
+//   per k group: 255 registers and a spill on sm_90). tests/build/test_warptile_banks.py counts the
+//   wavefronts of every store and read on the host with these index functions.
 // Counters that should prove it: smsp__sass_inst_executed_op_shared_ld.sum per FFMA falls from 0.0625 to
 // 0.047; barrier stalls (smsp__average_warp_latency_issue_stalled_barrier) fall with half the
 // __syncthreads per FMA; the FMA pipe (sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active) gets busier.
 // Other tile shapes compile from the same template (-DWARPTILE_CONFIG=N, see kConfig below) so that one
 // benchmark run can compare them side by side in ladder_bench.
+#include <tuple>
+
 #include "harness.cuh"
 
 namespace warptile {
@@ -30,31 +40,45 @@ struct Config {
     static constexpr int WSUBN = WN / WNITER;
     static constexpr int A_PASSES = BM * BK / 4 / THREADS;  // float4 loads of A per thread per K step
     static constexpr int B_PASSES = BK * BN / 4 / THREADS;
-    static constexpr int A_STRIDE = BM + 4;  // keeps transposed A stores at most 2-way conflicted, rows 16 B aligned
+    static constexpr int A_ROWS_PER_WARP = 128 / BK;  // m values one loading warp stores per k-row
+    static constexpr int A_STRIDE = BM + (BK / 4 - 1) * A_ROWS_PER_WARP;  // room for a_col's shift; 16 B rows
+    static constexpr int A_ROW_STEP = THREADS / (BK / 4);
+    static constexpr int B_ROW_STEP = THREADS / (BN / 4);
+
+    // The loaders: BK / 4 threads cover one A row's BK k-values; BN / 4 threads one B row (float4 each).
+    __host__ __device__ static constexpr int a_load_row(int tid) { return tid / (BK / 4); }
+    __host__ __device__ static constexpr int a_load_k(int tid) { return (tid % (BK / 4)) * 4; }
+    __host__ __device__ static constexpr int b_load_row(int tid) { return tid / (BN / 4); }
+    __host__ __device__ static constexpr int b_load_col(int tid) { return (tid % (BN / 4)) * 4; }
+    // Where A[m][k] of the tile sits in a_smem[.][k][.]: shifted by (k / 4) * A_ROWS_PER_WARP (see the header).
+    __host__ __device__ static constexpr int a_col(int k, int m) { return m + (k / 4) * A_ROWS_PER_WARP; }
+    // The compute mapping: warp -> its warp tile; lane -> its TM x TN patch of every warp sub-tile.
+    __host__ __device__ static constexpr int warp_row(int warp) { return (warp / (BN / WN)) * WM; }
+    __host__ __device__ static constexpr int warp_col(int warp) { return (warp % (BN / WN)) * WN; }
+    __host__ __device__ static constexpr int lane_row(int lane) { return (lane / (WSUBN / TN)) * TM; }
+    __host__ __device__ static constexpr int lane_col(int lane) { return (lane % (WSUBN / TN)) * TN; }
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles cover the block tile");
     static_assert(WMITER >= 1 && WM % WMITER == 0 && WN % WNITER == 0, "warp sub-tiles cover the warp tile");
     static_assert((WSUBN / TN) * (WSUBM / TM) == 32, "one warp's 32 lanes cover a warp sub-tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are read as float4");
     static_assert(A_PASSES * THREADS * 4 == BM * BK && B_PASSES * THREADS * 4 == BK * BN, "whole float4 loads");
     static_assert(THREADS % (BK / 4) == 0 && THREADS % (BN / 4) == 0, "load rows split evenly");
+    static_assert(A_ROWS_PER_WARP * (BK / 4) == 32 && A_ROWS_PER_WARP % 4 == 0,
+                  "a_col's shift spreads one loading warp's k-rows over the banks and keeps float4s aligned");
 };
+
+// Every tile configuration, so that host-side checks see all of them; WARPTILE_CONFIG picks the built one.
+using Configs = std::tuple<Config<128, 128, 16, 64, 64, 4, 8, 4>,      // 0: 128 threads
+                           Config<128, 128, 8, 64, 32, 2, 8, 4>,       // 1: 256 threads, BK 8
+                           Config<128, 256, 8, 64, 64, 4, 8, 4, 1>,    // 2: 256 threads, wider block tile, BK 8
+                           Config<64, 128, 16, 32, 64, 2, 8, 4>,       // 3: 128 threads, smaller tile, more blocks
+                           Config<128, 128, 16, 64, 32, 1, 8, 8, 1>>;  // 4: 256 threads, 8 x 8 per thread
 
 #ifndef WARPTILE_CONFIG
 #define WARPTILE_CONFIG 0
 #endif
-#if WARPTILE_CONFIG == 0
-using kConfig = Config<128, 128, 16, 64, 64, 4, 8, 4>;  // 128 threads
-#elif WARPTILE_CONFIG == 1
-using kConfig = Config<128, 128, 8, 64, 32, 2, 8, 4>;   // 256 threads, BK 8
-#elif WARPTILE_CONFIG == 2
-using kConfig = Config<128, 256, 8, 64, 64, 4, 8, 4, 1>;  // 256 threads, wider block tile, BK 8
-#elif WARPTILE_CONFIG == 3
-using kConfig = Config<64, 128, 16, 32, 64, 2, 8, 4>;   // 128 threads, smaller block tile for more blocks
-#elif WARPTILE_CONFIG == 4
-using kConfig = Config<128, 128, 16, 64, 32, 1, 8, 8, 1>;  // 256 threads, 8 x 8 outputs per thread, BK 16
-#else
-#error "WARPTILE_CONFIG must be 0..4"
-#endif
+static_assert(WARPTILE_CONFIG >= 0 && WARPTILE_CONFIG < std::tuple_size<Configs>::value, "WARPTILE_CONFIG: 0..4");
+using kConfig = std::tuple_element<WARPTILE_CONFIG, Configs>::type;
 
 // Loads m[row][col .. col+3] of an n x n row-major matrix; zeros outside it (as in matmul_vectorized).
 __device__ __forceinline__ float4 load4(const float* __restrict__ m, int n, int row, int col, bool aligned) {
@@ -96,18 +120,11 @@ __device__ __forceinline__ void warptiled_body(const float* __restrict__ a, cons
     const int block_col = blockIdx.x * C::BN;
     const bool aligned = (n % 4) == 0;
 
-    // Loaders: BK / 4 threads cover one A row's BK k-values; BN / 4 threads one B row.
-    const int a_row = tid / (C::BK / 4), a_k = (tid % (C::BK / 4)) * 4;
-    constexpr int A_ROW_STEP = C::THREADS / (C::BK / 4);
-    const int b_row = tid / (C::BN / 4), b_col = (tid % (C::BN / 4)) * 4;
-    constexpr int B_ROW_STEP = C::THREADS / (C::BN / 4);
-
-    // Compute mapping: warp -> its warp tile; lane -> its TM x TN patch of every warp sub-tile.
+    const int a_row = C::a_load_row(tid), a_k = C::a_load_k(tid);
+    const int b_row = C::b_load_row(tid), b_col = C::b_load_col(tid);
     const int warp = tid / 32, lane = tid % 32;
-    const int warp_row = (warp / (C::BN / C::WN)) * C::WM;
-    const int warp_col = (warp % (C::BN / C::WN)) * C::WN;
-    const int lane_row = (lane / (C::WSUBN / C::TN)) * C::TM;
-    const int lane_col = (lane % (C::WSUBN / C::TN)) * C::TN;
+    const int warp_row = C::warp_row(warp), warp_col = C::warp_col(warp);
+    const int lane_row = C::lane_row(lane), lane_col = C::lane_col(lane);
 
     float acc[C::WMITER * C::TM][C::WNITER * C::TN] = {};
     float4 a_next[C::A_PASSES], b_next[C::B_PASSES];
@@ -115,23 +132,23 @@ __device__ __forceinline__ void warptiled_body(const float* __restrict__ a, cons
     auto fetch = [&](int k0) {
 #pragma unroll
         for (int p = 0; p < C::A_PASSES; ++p)
-            a_next[p] = load4(a, n, block_row + a_row + p * A_ROW_STEP, k0 + a_k, aligned);
+            a_next[p] = load4(a, n, block_row + a_row + p * C::A_ROW_STEP, k0 + a_k, aligned);
 #pragma unroll
         for (int p = 0; p < C::B_PASSES; ++p)
-            b_next[p] = load4(b, n, k0 + b_row + p * B_ROW_STEP, block_col + b_col, aligned);
+            b_next[p] = load4(b, n, k0 + b_row + p * C::B_ROW_STEP, block_col + b_col, aligned);
     };
     auto store_tile = [&](int buf) {
 #pragma unroll
         for (int p = 0; p < C::A_PASSES; ++p) {
-            const int m = a_row + p * A_ROW_STEP;
-            a_smem[buf][a_k + 0][m] = a_next[p].x;
-            a_smem[buf][a_k + 1][m] = a_next[p].y;
-            a_smem[buf][a_k + 2][m] = a_next[p].z;
-            a_smem[buf][a_k + 3][m] = a_next[p].w;
+            const int m = a_row + p * C::A_ROW_STEP;
+            a_smem[buf][a_k + 0][C::a_col(a_k + 0, m)] = a_next[p].x;
+            a_smem[buf][a_k + 1][C::a_col(a_k + 1, m)] = a_next[p].y;
+            a_smem[buf][a_k + 2][C::a_col(a_k + 2, m)] = a_next[p].z;
+            a_smem[buf][a_k + 3][C::a_col(a_k + 3, m)] = a_next[p].w;
         }
 #pragma unroll
         for (int p = 0; p < C::B_PASSES; ++p)
-            *reinterpret_cast<float4*>(&b_smem[buf][b_row + p * B_ROW_STEP][b_col]) = b_next[p];
+            *reinterpret_cast<float4*>(&b_smem[buf][b_row + p * C::B_ROW_STEP][b_col]) = b_next[p];
     };
 
     const int num_k_tiles = (n + C::BK - 1) / C::BK;
@@ -152,7 +169,7 @@ __device__ __forceinline__ void warptiled_body(const float* __restrict__ a, cons
 #pragma unroll
                 for (int i = 0; i < C::TM; i += 4)
                     *reinterpret_cast<float4*>(&a_frag[wm * C::TM + i]) = *reinterpret_cast<const float4*>(
-                        &a_smem[cur][k][warp_row + wm * C::WSUBM + lane_row + i]);
+                        &a_smem[cur][k][C::a_col(k, warp_row + wm * C::WSUBM + lane_row + i)]);
 #pragma unroll
             for (int wn = 0; wn < C::WNITER; ++wn)
 #pragma unroll
