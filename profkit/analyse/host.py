@@ -256,10 +256,15 @@ def api_time_finding(calls: pd.DataFrame, steps: pd.DataFrame | None, origin: fl
     else:
         by_kind, count = us.groupby(kinds).sum(), calls["calls"].groupby(kinds).sum()
         scope = "whole capture (no repeated step found)"
-    parts = [f"{kind} {_us(by_kind[kind])} ({count[kind]:.4g} calls)"
-             for kind in by_kind.sort_values(ascending=False).index]
+    parts = [f"{kind} {_us(by_kind[kind])} ({_calls(count[kind])})" for kind in by_kind.sort_values(ascending=False).index]
     return [_row("CUDA API time", "", "all API calls", calls["calls"].sum(), us.sum(),
                  _per_step(us, calls["start_ns"], window), f"{scope}: " + ", ".join(parts))]
+
+
+def _calls(count: float) -> str:
+    """A call count as read: whole with thousands separators ("15,234 calls"), a per-step mean to one decimal
+    ("2.1 calls"), never in exponent notation."""
+    return f"{count:,.0f} calls" if abs(count - round(count)) < 0.05 else f"{count:,.1f} calls"
 
 
 def sync_findings(calls: pd.DataFrame, steps: pd.DataFrame | None, origin: float) -> list[dict]:

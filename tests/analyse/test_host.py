@@ -415,3 +415,13 @@ def test_committed_api_calls_are_what_the_export_gives_now(session):
         assert len(committed) > 0
         pd.testing.assert_frame_equal(again.reset_index(drop=True), committed.reset_index(drop=True),
                                       check_dtype=False)
+
+
+@pytest.mark.parametrize("count, text", [(15234.0, "15,234 calls"), (2.085, "2.1 calls"), (109.0, "109 calls"),
+                                         (2.0, "2 calls"), (0.5, "0.5 calls")])
+def test_call_counts_read_as_counts(count, text):
+    """Per-step means were printed with 4 significant digits ('2.085 calls' reads as two thousand) and whole-capture
+    sums in exponent notation ('1.523e+04 calls')."""
+    from profkit.analyse.host import _calls
+
+    assert _calls(count) == text
