@@ -20,8 +20,8 @@ import triton
 from ..common import balanced_grid, device_info, tma_workspace
 from ..launch import LaunchCache
 from . import ffma_order, sm90
-from .tiled import (CLUSTER_PATH, matmul, matmul_configs, matmul_kernel, matmul_kernel_tma_persistent, matmul_reference,
-                    select_path, tma_eligible, tolerance, transpose, tuned_config)
+from .tiled import (CLUSTER_PATH, choose_path, matmul, matmul_configs, matmul_kernel, matmul_kernel_tma_persistent,
+                    matmul_reference, tolerance, transpose, tuned_config)
 
 VARIANTS = {
     "fp32-ieee": (torch.float32, "ieee"),
@@ -122,7 +122,7 @@ def _checker(inputs: _Inputs, chosen: dict[str, str | None]):
         if sm90.eligible(a, b, a.new_empty((p["m"], p["n"]))):
             chosen[case.label] = f"{CLUSTER_PATH}: {sm90.CONFIG}"
         else:
-            path = select_path(p["m"], p["n"], a.element_size(), p["precision"], tma_eligible(a, b, None))
+            path = choose_path(a, b, None, p["precision"])
             chosen[case.label] = f"{path}: {tuned_config(path, p['m'], p['n'], p['k'], a.dtype)}"
         reference = matmul_reference(a, b)
         tol = tolerance(a.dtype, p["precision"], p["k"])
@@ -461,7 +461,7 @@ def profile_workload(n: int = 4096, dtype: str = "bf16", loop: int = 20) -> dict
             for _ in range(loop):
                 torch.matmul(a, b, out=c_cublas)
             torch.cuda.synchronize()
-    path = select_path(n, n, a.element_size(), precision, tma_eligible(a, b, c_triton))
+    path = choose_path(a, b, c_triton, precision)
     return {"variant": dtype, "n": n, "path": path, "triton_config": tuned_config(path, n, n, n, torch_dtype)}
 
 
@@ -485,7 +485,8 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
     options = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
     if path == "tma":
-        matmul_kernel_tma_persistent[(balanced_grid(tiles, num_sms),)](a, b, c, m, n, k, **meta, **options)
+        matmul_kernel_tma_persistent[(balanced_grid(tiles, num_sms),)](a, b, c, m, n, k, a.stride(0), b.stride(0),
+                                                                      c.stride(0), **meta, **options)
     else:
         a = transpose(a).t() if m_major else a
         matmul_kernel[(tiles,)](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),

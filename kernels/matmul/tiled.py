@@ -16,7 +16,9 @@ Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order (`
 * ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): at most one program per SM
   (the fewest for the same number of tile waves, ``common.balanced_grid``) looping over tiles, TMA tensor
   descriptors built on the device (``tl.make_tensor_descriptor``) and a flattened tile x K loop so
-  the next tile's loads overlap this tile's epilogue.
+  the next tile's loads overlap this tile's epilogue. Operands whose rows are not 16-byte aligned (an odd K
+  or N) are first copied into padded rows (``tma_operand``, the ``tma_padded`` path) instead of falling back
+  to the pointer kernel.
 
 With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles and 2^36 FLOPs go
 to a third kernel, ``matmul.sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
@@ -108,11 +110,14 @@ def matmul_kernel(
 def matmul_kernel_tma_persistent(
         a_ptr, b_ptr, c_ptr,
         M, N, K,
+        stride_am, stride_bk, stride_cm,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
         GROUP_M: tl.constexpr,
         EPILOGUE_SUBTILE: tl.constexpr,
+        C_POINTERS: tl.constexpr = False,
 ):
-    """Persistent TMA matmul for contiguous 16-bit a: (M, K), b: (K, N), c: (M, N).
+    """Persistent TMA matmul for 16-bit a: (M, K), b: (K, N), c: (M, N), rows contiguous; stride_am, stride_bk,
+    stride_cm are the row strides (elements).
 
     P programs (the grid, at most one per SM: ``balanced_grid``) each walk tiles tile_id = pid, pid + P, ...
     The TMA descriptors are built on the device (their 128-byte records live in a workspace from
@@ -120,7 +125,8 @@ def matmul_kernel_tma_persistent(
     are needed, but row strides must be multiples of 16 bytes (the host wrapper checks). The tile loop is
     flattened with the K loop so the software pipeline keeps loading across tile boundaries.
     EPILOGUE_SUBTILE stores the tile as two (BLOCK_M, BLOCK_N // 2) halves, halving the shared
-    memory the epilogue needs so more of it can go to pipeline stages.
+    memory the epilogue needs so more of it can go to pipeline stages. C_POINTERS stores C with masked pointer
+    stores instead of TMA, for a c whose rows are not 16-byte aligned (the "tma_padded" path).
     """
     dtype = c_ptr.dtype.element_ty
     start_pid = tl.program_id(axis=0)
@@ -130,12 +136,13 @@ def matmul_kernel_tma_persistent(
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
 
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1],
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
                                        block_shape=[BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1],
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
                                        block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1],
-                                       block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
+    if not C_POINTERS:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
 
     # The epilogue recomputes its tile from a separate counter, one tile behind the loads, so
     # the flattened pipeline does not tie the prologue of tile i+1 to the epilogue of tile i.
@@ -156,7 +163,12 @@ def matmul_kernel_tma_persistent(
         pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         offs_cm = pid_m * BLOCK_M
         offs_cn = pid_n * BLOCK_N
-        if EPILOGUE_SUBTILE:
+        if C_POINTERS:
+            rows = offs_cm + tl.arange(0, BLOCK_M)
+            cols = offs_cn + tl.arange(0, BLOCK_N)
+            tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], accumulator.to(dtype),
+                     mask=(rows[:, None] < M) & (cols[None, :] < N))
+        elif EPILOGUE_SUBTILE:
             acc = tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2))
             acc = tl.permute(acc, (0, 2, 1))
             acc0, acc1 = tl.split(acc)
@@ -181,8 +193,10 @@ def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, BLOCK_R: tl.const
 # Autotune configurations
 # ---------------------------------------------------------------------------------------------
 
-PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma")
-"""Autotuned launch paths; ``select_path`` picks one per call."""
+PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma", "tma_padded")
+"""Autotuned launch paths; ``select_path`` picks one per call. ``tma_padded``: the TMA kernel for 16-bit rows that
+are not 16-byte aligned (an odd K or N), each such operand first copied into rows padded to 16 bytes
+(``tma_operand``), C written with pointer stores."""
 
 CLUSTER_PATH = "cluster"
 """bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles and ``sm90.MIN_FLOPS``:
@@ -240,7 +254,7 @@ def matmul_configs(path: str) -> list[triton.Config]:
         return [_config(*c) for c in (
             (16, 32, 128, 4, 4), (16, 64, 128, 4, 4), (16, 64, 64, 5, 4), (16, 128, 64, 4, 4),
             (32, 32, 128, 4, 4), (32, 64, 64, 4, 4), (64, 16, 128, 4, 4))]
-    if path == "tma":
+    if path in ("tma", "tma_padded"):
         return [_config(*c, EPILOGUE_SUBTILE=s, GROUP_M=g) for *c, s, g in (
             (128, 256, 64, 3, 8, False, 8), (128, 256, 64, 3, 8, True, 8), (128, 256, 64, 4, 8, True, 8),
             (128, 256, 64, 3, 8, False, 16), (128, 256, 64, 3, 8, True, 16), (128, 256, 64, 3, 8, False, 4),
@@ -256,8 +270,9 @@ def _autotune(kernel, path: str, key: list[str]):
 
 # Autotuning keys: the shape plus the precision; triton appends every tensor argument's dtype.
 _AUTOTUNED = {path: _autotune(matmul_kernel, path, ["M", "N", "K", "INPUT_PRECISION"])
-              for path in PATHS if path != "tma"}
-_AUTOTUNED["tma"] = _autotune(matmul_kernel_tma_persistent, "tma", ["M", "N", "K"])
+              for path in PATHS if not path.startswith("tma")}
+_AUTOTUNED.update({path: _autotune(matmul_kernel_tma_persistent, path, ["M", "N", "K"])
+                   for path in ("tma", "tma_padded")})
 # Launches recorded per call signature (profkit.kernels.launch): a repeated call skips triton's per-launch
 # Python work, which costs more than the whole kernel at 1024^3 and on skinny shapes.
 _LAUNCHES = {path: LaunchCache(tuned, per_call=("a_ptr", "b_ptr", "c_ptr")) for path, tuned in _AUTOTUNED.items()}
@@ -287,13 +302,67 @@ def tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bo
     return aligned and (a.shape[1] * a.element_size()) % 16 == 0 and (b.shape[1] * b.element_size()) % 16 == 0
 
 
-def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool) -> str:
-    """The autotuned path for an (m, k) @ (k, n) problem; see PATHS and ``matmul_configs``."""
+TMA_PADDED_MIN_FLOPS = 2 * 1024 ** 3
+"""16-bit problems with unaligned rows use ``tma_padded`` from this many FLOPs (2MNK) up. The pointer kernel they
+ran on did 98.9 TFLOP/s at 4097^3 (H100, reports/matmul.md) where the TMA kernel reaches cuBLAS's rate at 4096^3;
+padding reads and writes 4(MK + KN) bytes more (16-bit operands), which that gap repays on a cube from about
+n = 160 at 3 TB/s; the two copies' launches (~5 µs each, eager) push that to about 1024^3. An estimate, to be
+checked by ``python -m profkit.kernels.matmul shapes`` on a GPU."""
+
+
+def rows_aligned(t: torch.Tensor) -> bool:
+    """t's rows are contiguous and start on 16-byte boundaries: what a TMA descriptor needs."""
+    return t.stride(-1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+
+def tma_operand(x: torch.Tensor) -> torch.Tensor:
+    """x itself when its rows are 16-byte aligned, else a copy of it whose rows are padded to a multiple of 16
+    bytes (the first x.shape[1] columns of a wider buffer, same values): what the TMA kernel can read."""
+    if rows_aligned(x):
+        return x
+    rows, cols = x.shape
+    per_row = 16 // x.element_size()
+    padded = torch.empty((rows, triton.cdiv(max(cols, 1), per_row) * per_row), device=x.device, dtype=x.dtype)
+    view = padded[:, :cols]
+    view.copy_(x)
+    return view
+
+
+def tma_padded_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
+    """The TMA kernel applies once unaligned operands are padded (``tma_operand``): 16-bit, a device with TMA,
+    compiled mode, a problem of at least ``TMA_PADDED_MIN_FLOPS``, and c's rows contiguous (it is written with
+    pointer stores; c None: a fresh output, which they are)."""
+    if interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    major, _ = device_info(device_index(a))
+    if major not in (9, 10) or not has_device_tma():
+        return False
+    return (c is None or c.stride(-1) == 1) and 2 * a.shape[0] * a.shape[1] * b.shape[1] >= TMA_PADDED_MIN_FLOPS
+
+
+def choose_path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, precision: str | None) -> str:
+    """The autotuned path ``matmul`` launches for these operands (c None: a fresh output); sm90's cluster kernel,
+    which ``matmul`` tries first, aside."""
+    tma = tma_eligible(a, b, c)
+    return select_path(a.shape[0], b.shape[1], a.element_size(), precision, tma,
+                       not tma and tma_padded_eligible(a, b, c))
+
+
+def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool, padded: bool = False) -> str:
+    """The autotuned path for an (m, k) @ (k, n) problem; see PATHS and ``matmul_configs``. tma: the operands
+    suit the TMA kernel as they are (``tma_eligible``); padded: they would after padding (``tma_padded_eligible``)."""
     if min(m, n) <= SKINNY_MAX:
         return "skinny16" if itemsize == 2 else "skinny32"
     if itemsize == 2:
-        return "tma" if tma else "mma16"
+        return "tma" if tma else ("tma_padded" if padded else "mma16")
     return "tf32" if precision == "tf32" else "fma"
+
+
+def tma_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, padded: bool) -> tuple:
+    """The TMA kernel's positional arguments: the operands (padded when ``padded``), M, N, K and the row strides."""
+    if padded:
+        a, b = tma_operand(a), tma_operand(b)
+    return a, b, c, a.shape[0], b.shape[1], a.shape[1], a.stride(0), b.stride(0), c.stride(0)
 
 
 def _validate(a, b, precision, out) -> str | None:
@@ -410,9 +479,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         launch = _LAUNCHES[path].get(key)
         if launch is not None and a.device.index == torch.cuda.current_device():
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
-            if path == "tma":
+            if path.startswith("tma"):
                 triton.set_allocator(tma_workspace)
-            launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision), c))
+                launch(tma_arguments(a, b, c, path == "tma_padded")[:3])
+            else:
+                launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision), c))
             return c
 
     precision = _validate(a, b, precision, out)
@@ -439,13 +510,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
             _READY[key] = CLUSTER_PATH
         return sm90.launch(a, b, c)
     device = device_index(a)
-    path = select_path(m, n, a.element_size(), precision, tma_eligible(a, b, c))
+    path = choose_path(a, b, c, precision)
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    if path == "tma":
+    if path.startswith("tma"):
         _, num_sms = device_info(device)
         triton.set_allocator(tma_workspace)
-        args, kwargs = (a, b, c, m, n, k), {}
+        args, kwargs = tma_arguments(a, b, c, path == "tma_padded"), {"C_POINTERS": path == "tma_padded"}
 
         def grid(meta):
             return (balanced_grid(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), num_sms),)

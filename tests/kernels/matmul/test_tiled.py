@@ -111,6 +111,51 @@ def test_select_path():
     assert mm.select_path(4096, 4096, 2, None, tma=False) == "mma16"
     assert mm.select_path(4096, 4096, 4, "ieee", tma=False) == "fma"
     assert mm.select_path(4096, 4096, 4, "tf32", tma=False) == "tf32"
+    assert mm.select_path(4097, 4097, 2, None, tma=False, padded=True) == "tma_padded"
+    assert mm.select_path(4096, 4096, 2, None, tma=True, padded=True) == "tma"
+    assert mm.select_path(16, 4097, 2, None, tma=False, padded=True) == "skinny16"
+
+
+@pytest.mark.parametrize("shape, dtype, padded_cols", [((5, 7), torch.float16, 8), ((3, 4097), torch.bfloat16, 4104),
+                                                       ((4, 8), torch.float16, None), ((2, 3), torch.float32, 4)])
+def test_tma_operand_pads_unaligned_rows_to_16_bytes(gen, shape, dtype, padded_cols):
+    """TMA reads rows that start on 16-byte boundaries: an operand whose row stride is not a multiple of 16 bytes
+    is copied into rows padded to one (same values, same shape); an aligned one is used as it is."""
+    x = torch.randn(*shape, generator=gen).to(dtype)
+    got = mm.tma_operand(x)
+    if padded_cols is None:
+        assert got is x
+        return
+    assert got.shape == x.shape and torch.equal(got, x) and got.stride() == (padded_cols, 1)
+    assert (got.stride(0) * got.element_size()) % 16 == 0 and got.data_ptr() % 16 == 0 and mm.rows_aligned(got)
+    assert not mm.rows_aligned(x)
+
+
+@pytest.mark.parametrize("m, n, k", [(67, 129, 33), (37, 41, 129), (64, 48, 32)], ids=lambda v: str(v))
+@pytest.mark.parametrize("c_pointers", [True, False], ids=["c-pointers", "c-tma"])
+def test_tma_kernel_on_padded_rows_matches_float64(device, gen, m, n, k, c_pointers):
+    """The persistent TMA kernel with explicit row strides, on operands padded by tma_operand (odd K and N: their
+    rows are not 16-byte aligned), C stored with pointers (the tma_padded path) or through a descriptor over a
+    padded C; 3 programs walk every tile. Without a GPU it runs in triton's interpreter, which executes tensor
+    descriptors (bounds, zero fill, strides) on the CPU; fp16, whose products the interpreter computes as the GPU
+    does."""
+    import triton
+
+    if device == "cuda" and not (common.device_info(0)[0] in (9, 10) and common.has_device_tma()):
+        pytest.skip("the TMA kernel needs a Hopper- or Blackwell-class GPU")
+    a, b = _operands(gen, m, n, k, torch.float16, device)
+    pa, pb = mm.tma_operand(a), mm.tma_operand(b)
+    full = torch.full((m, -(-n // 8) * 8), float("nan"), dtype=torch.float16, device=device)
+    c = torch.full((m, n), float("nan"), dtype=torch.float16, device=device) if c_pointers else full[:, :n]
+    triton.set_allocator(common.tma_workspace)
+    mm.matmul_kernel_tma_persistent[(3,)](pa, pb, c, m, n, k, pa.stride(0), pb.stride(0), c.stride(0),
+                                          BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=4, EPILOGUE_SUBTILE=False,
+                                          C_POINTERS=c_pointers)
+    reference = mm.matmul_reference(a, b)
+    assert torch.isfinite(c).all()
+    assert relative_error(c, reference) <= mm.tolerance(torch.float16, None, k)
+    if not c_pointers:
+        assert torch.isnan(full[:, n:]).all()  # the padding columns were not written
 
 
 def test_autotune_lists_are_modest_and_distinct():
