@@ -5,7 +5,8 @@ Variants (``precision`` for float32 inputs):
 * float32, ``precision="ieee"`` (the default): true fp32 products (``input_precision="ieee"``),
   TF32 really off. On Hopper this runs on the FMA units, like cuBLAS SGEMM with TF32 off; from 2048^3 up
   A is first copied M-major (``transpose_kernel``) and the FMAs are issued in serpentine order
-  (``matmul.ffma_order``), which is what brings it level with cuBLAS.
+  (``matmul.ffma_order``), which is what brings it level with cuBLAS. Operands reach the kernel in rows a
+  multiple of 16 elements apart (``ROW_MULTIPLE``), copied when they are not.
 * float32, ``precision="tf32"``: TF32 tensor cores, fp32 accumulate.
 * bfloat16 / float16: tensor cores, fp32 accumulate, output rounded to the input dtype.
 
@@ -179,14 +180,15 @@ def matmul_kernel_tma_persistent(
 
 
 @triton.jit
-def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """y = x^T: x (R, C) with any strides, y (C, R) contiguous; one (BLOCK_R, BLOCK_C) tile of x per program
-    (reads along x's rows, writes along y's rows: triton turns the tile around in shared memory)."""
+def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, stride_yc, BLOCK_R: tl.constexpr,
+                     BLOCK_C: tl.constexpr):
+    """y = x^T: x (R, C) with any strides, y (C, R) with rows stride_yc apart; one (BLOCK_R, BLOCK_C) tile of x per
+    program (reads along x's rows, writes along y's rows: triton turns the tile around in shared memory)."""
     offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (offs_r[:, None] < R) & (offs_c[None, :] < C)
     tile = tl.load(x_ptr + offs_r[:, None] * stride_xr + offs_c[None, :] * stride_xc, mask=mask)
-    tl.store(y_ptr + offs_c[:, None] * R + offs_r[None, :], tl.trans(tile), mask=tl.trans(mask))
+    tl.store(y_ptr + offs_c[:, None] * stride_yc + offs_r[None, :], tl.trans(tile), mask=tl.trans(mask))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,22 +312,29 @@ n = 160 at 3 TB/s; the two copies' launches (~5 µs each, eager) push that to ab
 checked by ``python -m profkit.kernels.matmul shapes`` on a GPU."""
 
 
-def rows_aligned(t: torch.Tensor) -> bool:
-    """t's rows are contiguous and start on 16-byte boundaries: what a TMA descriptor needs."""
-    return t.stride(-1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+def rows_aligned(t: torch.Tensor, multiple: int | None = None) -> bool:
+    """t's rows are contiguous, start on 16-byte boundaries and lie a multiple of `multiple` elements apart (None:
+    of 16 bytes, what a TMA descriptor needs)."""
+    multiple = 16 // t.element_size() if multiple is None else multiple
+    return t.stride(-1) == 1 and t.stride(0) % multiple == 0 and t.data_ptr() % 16 == 0
 
 
-def tma_operand(x: torch.Tensor) -> torch.Tensor:
-    """x itself when its rows are 16-byte aligned, else a copy of it whose rows are padded to a multiple of 16
-    bytes (the first x.shape[1] columns of a wider buffer, same values): what the TMA kernel can read."""
-    if rows_aligned(x):
+def pad_rows(x: torch.Tensor, multiple: int | None = None) -> torch.Tensor:
+    """x itself when ``rows_aligned(x, multiple)``, else a copy of it in rows padded to a multiple of `multiple`
+    elements (None: of 16 bytes): the first x.shape[1] columns of a wider buffer, same values, same shape."""
+    if rows_aligned(x, multiple):
         return x
+    multiple = 16 // x.element_size() if multiple is None else multiple
     rows, cols = x.shape
-    per_row = 16 // x.element_size()
-    padded = torch.empty((rows, triton.cdiv(max(cols, 1), per_row) * per_row), device=x.device, dtype=x.dtype)
+    padded = torch.empty((rows, triton.cdiv(max(cols, 1), multiple) * multiple), device=x.device, dtype=x.dtype)
     view = padded[:, :cols]
     view.copy_(x)
     return view
+
+
+def tma_operand(x: torch.Tensor) -> torch.Tensor:
+    """What the TMA kernel can read: x, or x in rows padded to 16 bytes (``pad_rows``)."""
+    return pad_rows(x)
 
 
 def tma_padded_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
@@ -402,14 +411,38 @@ def _validate(a, b, precision, out) -> str | None:
     return precision
 
 
-def _kernel_b(b: torch.Tensor, precision: str | None) -> torch.Tensor:
-    """B as the kernel reads it. For tf32, a row-major (N-major) B is copied K-major (b.t().contiguous().t(),
-    same values): the sm_90 tf32 wgmma reads B K-major from shared memory, and from an N-major B
+ROW_MULTIPLE = 16
+"""The fp32 paths read operands whose rows lie a multiple of this many elements apart (``_kernel_a``,
+``_kernel_b``): triton specialises an integer argument only for divisibility by 16, so a stride of 3000 gives
+the compiler no alignment at all and every tile load becomes 4-byte copies. On the H100 every fp32 square whose
+size is not a multiple of 16 ran at 0.43-0.51x cuBLAS (1000, 3000, 4097, 5000) and every one that is at
+0.89-1.06x (1024, 2000, 4096, 6000), ``python -m profkit.kernels.matmul shapes``."""
+
+FP32_PAD_MIN_FLOPS = 2 * 512 ** 3
+"""fp32 problems of at least this many FLOPs get operands padded to ``ROW_MULTIPLE`` (a copy of 4(MK + KN) bytes
+at most, a few µs at 512^3 against the kernel's tens); smaller ones read them as given."""
+
+
+def _padded_fp32(x: torch.Tensor, flops: int) -> torch.Tensor:
+    """x for an fp32 path: in rows ``ROW_MULTIPLE`` elements apart when its rows are contiguous but not so and the
+    problem has at least ``FP32_PAD_MIN_FLOPS``; else as given."""
+    if x.stride(-1) == 1 and x.shape[0] > 1 and flops >= FP32_PAD_MIN_FLOPS:
+        return pad_rows(x, ROW_MULTIPLE)
+    return x
+
+
+def _kernel_b(b: torch.Tensor, precision: str | None, m: int = 0) -> torch.Tensor:
+    """B as the kernel reads it (m: A's rows, for the problem size). For tf32, a row-major (N-major) B is copied
+    K-major (same values): the sm_90 tf32 wgmma reads B K-major from shared memory, and from an N-major B
     triton fills the tile with 4-byte cp.async copies instead of 16-byte ones (68 against 32 in the
     sm_90 PTX of the 128x128x32 config, triton 3.6). The copy moves 8*K*N bytes per call and is
-    part of the timed call. Other precisions read B as given."""
+    part of the timed call; its rows are ``ROW_MULTIPLE`` elements apart. fp32 ieee reads B in such rows too
+    (``_padded_fp32``); 16-bit precisions read B as given."""
+    k, n = b.shape
     if precision == "tf32" and b.dim() == 2 and b.stride(1) == 1 and b.shape[0] > 1:
-        return b.t().contiguous().t()
+        return pad_rows(b.t(), ROW_MULTIPLE).t()
+    if precision == "ieee":
+        return _padded_fp32(b, 2 * m * n * k)
     return b
 
 
@@ -421,16 +454,17 @@ TRANSPOSE_BLOCKS = {"BLOCK_R": 64, "BLOCK_C": 64}
 _TRANSPOSES = LaunchCache(transpose_kernel, per_call=("x_ptr", "y_ptr"))
 
 
-def transpose(x: torch.Tensor) -> torch.Tensor:
-    """x (R, C), any strides -> x^T as a new contiguous (C, R) tensor, by ``transpose_kernel`` (after the first call
-    of a layout, through its recorded launch)."""
+def transpose(x: torch.Tensor, row_multiple: int = 1) -> torch.Tensor:
+    """x (R, C), any strides -> x^T as a new (C, R) tensor whose rows lie a multiple of `row_multiple` elements apart
+    (1: contiguous; else the first R columns of a wider buffer), by ``transpose_kernel`` (after the first call of a
+    layout, through its recorded launch)."""
     r, c = x.shape
-    y = torch.empty((c, r), device=x.device, dtype=x.dtype)
+    y = torch.empty((c, triton.cdiv(max(r, 1), row_multiple) * row_multiple), device=x.device, dtype=x.dtype)[:, :r]
     if r and c:
         device = None if interpreting() else device_index(x)
         grid = (triton.cdiv(r, TRANSPOSE_BLOCKS["BLOCK_R"]), triton.cdiv(c, TRANSPOSE_BLOCKS["BLOCK_C"]))
-        _TRANSPOSES.launch((x.device, signature(x)), grid, (x, y, r, c, x.stride(0), x.stride(1)), device,
-                           **TRANSPOSE_BLOCKS)
+        _TRANSPOSES.launch((x.device, signature(x), row_multiple), grid,
+                           (x, y, r, c, x.stride(0), x.stride(1), y.stride(0)), device, **TRANSPOSE_BLOCKS)
     return y
 
 
@@ -440,10 +474,13 @@ def _kernel_a(a: torch.Tensor, n: int, path: str) -> torch.Tensor:
     then fetch four rows of one k, and ptxas issues each k step's FMAs as one outer product that accumulates in
     place (65% of FFMAs against 37% from a K-major A, 128x64x32 tile, sm_90 SASS of triton 3.9) with fewer
     registers (145 against 168), which ``profkit.kernels.matmul.ffma_order`` then walks in serpentine order (86%, 139). The copy moves 8*M*K bytes per
-    call and is part of the timed call. Other paths and smaller problems read A as given."""
+    call and is part of the timed call; the copy's rows are ``ROW_MULTIPLE`` elements apart. On the fp32 paths a
+    smaller problem reads A in such rows too (``_padded_fp32``); other paths read A as given."""
     m, k = a.shape
     if path == "fma" and a.stride(1) == 1 and a.stride(0) != 1 and 2 * m * n * k >= FMA_M_MAJOR_MIN_FLOPS:
-        return transpose(a).t()
+        return transpose(a, ROW_MULTIPLE).t()
+    if path in ("fma", "tf32"):
+        return _padded_fp32(a, 2 * m * n * k)
     return a
 
 
@@ -483,7 +520,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
                 triton.set_allocator(tma_workspace)
                 launch(tma_arguments(a, b, c, path == "tma_padded")[:3])
             else:
-                launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision), c))
+                launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision, a.shape[0]), c))
             return c
 
     precision = _validate(a, b, precision, out)
@@ -499,7 +536,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     if interpreting():
         blocks = INTERPRETER_BLOCKS
         blocks_grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
-        a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision)
+        a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision, m)
         matmul_kernel[blocks_grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                             c.stride(0), c.stride(1), INPUT_PRECISION=input_precision,
                             UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
@@ -521,7 +558,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         def grid(meta):
             return (balanced_grid(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), num_sms),)
     else:
-        a, b = _kernel_a(a, n, path), _kernel_b(b, precision)
+        a, b = _kernel_a(a, n, path), _kernel_b(b, precision, m)
         args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
         kwargs = {"INPUT_PRECISION": input_precision}
         if path == "fma":

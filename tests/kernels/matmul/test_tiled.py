@@ -282,9 +282,9 @@ def test_fma_path_reads_a_m_major_from_the_size_threshold_on(gen, device, monkey
     monkeypatch.setattr(LaunchCache, "enabled", False)
     copies = []
 
-    def counting_transpose(x):
+    def counting_transpose(x, *args):
         copies.append(tuple(x.shape))
-        return transpose(x)
+        return transpose(x, *args)
     transpose = mm.transpose
     monkeypatch.setattr(mm, "transpose", counting_transpose)
     a, b = _operands(gen, 67, 45, 33, torch.float32, device)
@@ -300,7 +300,7 @@ def test_fma_path_reads_a_m_major_from_the_size_threshold_on(gen, device, monkey
     mm.matmul(a.t().contiguous().t(), b)
     assert copies == [(67, 33)]
     kernel_a = mm._kernel_a(a, 45, "fma")
-    assert kernel_a.stride() == (1, 67) and torch.equal(kernel_a, a)
+    assert kernel_a.stride() == (1, 80) and torch.equal(kernel_a, a)  # rows padded to ROW_MULTIPLE (16) elements
 
 
 def test_profile_workload_rejects_bad_arguments():
@@ -320,10 +320,42 @@ def test_command_line_rejects_unknown_dtype(capsys):
 def test_tf32_reads_b_k_major_and_other_precisions_read_it_as_given():
     b = torch.randn(33, 17)
     kmajor = mm._kernel_b(b, "tf32")
-    assert kmajor.stride() == (1, 33) and torch.equal(kmajor, b)
+    assert kmajor.stride() == (1, 48) and torch.equal(kmajor, b)  # K-major, rows padded to 16 elements
     assert mm._kernel_b(b, "ieee") is b and mm._kernel_b(b, None) is b
     already = torch.randn(17, 33).t()  # K-major view: used as is
     assert mm._kernel_b(already, "tf32") is already
+
+
+@pytest.mark.parametrize("precision", ["ieee", "tf32"])
+@pytest.mark.parametrize("m, n, k", [(67, 45, 33), (50, 129, 71)], ids=lambda v: str(v))
+def test_fp32_paths_read_rows_a_multiple_of_16_elements_apart(gen, device, monkeypatch, precision, m, n, k):
+    """Triton learns a stride's alignment only from divisibility by 16: from FP32_PAD_MIN_FLOPS on, both fp32 paths
+    hand the kernel operands whose row strides are multiples of ROW_MULTIPLE (copies of the same values), and the
+    product still matches float64. Below it they read them as given."""
+    monkeypatch.setattr(LaunchCache, "enabled", False)
+    seen = []
+    kernel = mm.matmul_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(a_arg, b_arg, *rest, **kwargs):
+                seen.append((a_arg.stride(), b_arg.stride()))
+                return kernel[grid](a_arg, b_arg, *rest, **kwargs)
+            return launch
+    if not COMPILED:  # the interpreter launches matmul_kernel itself; compiled runs go through the autotuner
+        monkeypatch.setattr(mm, "matmul_kernel", Spy())
+    a, b = _operands(gen, m, n, k, torch.float32, device)
+    monkeypatch.setattr(mm, "FP32_PAD_MIN_FLOPS", 0)
+    padded = mm.matmul(a, b, precision=precision)
+    kernel_a, kernel_b = mm._kernel_a(a, n, "tf32" if precision == "tf32" else "fma"), mm._kernel_b(b, precision, m)
+    for operand, original in ((kernel_a, a), (kernel_b, b)):
+        assert torch.equal(operand, original)
+        assert max(operand.stride()) % mm.ROW_MULTIPLE == 0 and min(operand.stride()) == 1
+    if not COMPILED:
+        assert seen and all(max(sa) % 16 == 0 and max(sb) % 16 == 0 for sa, sb in seen)
+    assert relative_error(padded, mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, precision, k)
+    monkeypatch.setattr(mm, "FP32_PAD_MIN_FLOPS", 2 * m * n * k + 1)
+    assert mm._kernel_a(a, n, "fma") is a and mm._kernel_b(b, "ieee", m) is b
 
 
 def test_balanced_grid_keeps_the_waves_with_the_fewest_programs():
