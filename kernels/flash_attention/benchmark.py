@@ -4,8 +4,8 @@ power probe (GPU only).
 FLOPs (``profkit.bench.flops``): forward 4·B·H·N²·d, halved when causal; backward 2.5x the forward. Bytes:
 forward 4·B·H·N·d·itemsize (Q, K, V read, O written), backward 8x (Q, K, V, O, dO read, dQ, dK, dV written).
 Every case's outputs are checked against SDPA's default backend (``CHECK_TOL``) and ours are first run into
-NaN-poisoned buffers. Entries: ``bench``, ``profile_workload``, ``power_probe``
-(``python -m profkit.kernels.flash_attention bench|profile|power``).
+NaN-poisoned buffers. Entries: ``bench``, ``goals``, ``profile_workload``, ``power_probe``
+(``python -m profkit.kernels.flash_attention bench|goals|profile|power``).
 """
 
 from __future__ import annotations
@@ -41,24 +41,32 @@ TIMED = {
 }
 
 
-def bench_cases(quick: bool = False, seqs=None) -> list:
-    """The benchmark grid: causal fp16, d=64 (B=4, H=8) and d=128 (B=4, H=16), fwd and bwd,
-    N in seqs (default BENCH_SEQS, QUICK_SEQS when quick); FLOPs and bytes from profkit.bench.flops."""
+DTYPES = ("float16", "bfloat16")
+"""The dtypes the benchmark and the goals run; a bfloat16 case's label ends in " bf16" (float16 labels are bare)."""
+
+
+def _case(direction: str, batch: int, heads: int, seq: int, head_dim: int, dtype: str, seed: int, label: str):
+    """One causal attention case; FLOPs and bytes from profkit.bench.flops (both 16-bit dtypes: 2 bytes)."""
     from profkit.bench import flops
     from profkit.bench.compare import Case
 
-    cases: list[Case] = []
-    for head_dim, batch, heads in BENCH_SHAPES:
-        for seq in seqs or (QUICK_SEQS if quick else BENCH_SEQS):
-            for direction in ("fwd", "bwd"):
-                cases.append(Case(
-                    workload=WORKLOAD,
-                    label=f"{direction} d={head_dim} N={seq}",
-                    params=dict(direction=direction, batch=batch, heads=heads, seq=seq,
-                                head_dim=head_dim, causal=True, dtype="float16",
-                                seed=len(cases)),
-                    flops=flops.attention_flops(batch, heads, seq, head_dim, True, direction),
-                    bytes=flops.attention_bytes(batch, heads, seq, head_dim, 2, direction)))
+    return Case(workload=WORKLOAD, label=label + ("" if dtype == "float16" else " bf16"),
+                params=dict(direction=direction, batch=batch, heads=heads, seq=seq, head_dim=head_dim, causal=True,
+                            dtype=dtype, seed=seed),
+                flops=flops.attention_flops(batch, heads, seq, head_dim, True, direction),
+                bytes=flops.attention_bytes(batch, heads, seq, head_dim, 2, direction))
+
+
+def bench_cases(quick: bool = False, seqs=None, dtypes=("float16",)) -> list:
+    """The benchmark grid: causal, d=64 (B=4, H=8) and d=128 (B=4, H=16), fwd and bwd, N in seqs (default
+    BENCH_SEQS, QUICK_SEQS when quick), per dtype in dtypes."""
+    cases: list = []
+    for dtype in dtypes:
+        for head_dim, batch, heads in BENCH_SHAPES:
+            for seq in seqs or (QUICK_SEQS if quick else BENCH_SEQS):
+                for direction in ("fwd", "bwd"):
+                    cases.append(_case(direction, batch, heads, seq, head_dim, dtype, len(cases),
+                                       f"{direction} d={head_dim} N={seq}"))
     return cases
 
 
@@ -119,15 +127,15 @@ def sdpa_backend(kernel_names) -> str:
     return "unknown"
 
 
-def _shape_key(batch: int, heads: int, seq: int, head_dim: int) -> str:
-    return f"B={batch} H={heads} N={seq} d={head_dim}"
+def _shape_key(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "float16") -> str:
+    return f"B={batch} H={heads} N={seq} d={head_dim}" + ("" if dtype == "float16" else f" {dtype}")
 
 
 def sdpa_backends_ran(shapes=((1, 8, 1024, 64),)) -> dict:
     """{shape key: {sdpa impl: {direction: backend, direction_kernels: names}}}: each SDPA baseline called once per
-    (batch, heads, seq, head_dim) shape (forward, then forward + backward) under torch.profiler on this GPU; SDPA
-    picks its backend per shape, so each benchmarked shape is asked. A pinned backend that ran something else
-    raises CheckFailed."""
+    (batch, heads, seq, head_dim[, dtype]) shape (forward, then forward + backward) under torch.profiler on this GPU;
+    SDPA picks its backend per shape and dtype, so each benchmarked one is asked (dtype float16 when not given). A
+    pinned backend that ran something else raises CheckFailed."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -135,9 +143,11 @@ def sdpa_backends_ran(shapes=((1, 8, 1024, 64),)) -> dict:
 
     impls = {name: fn for name, fn in attention_impls().items() if name.startswith("sdpa_")}
     out = {}
-    for batch, heads, seq, head_dim in shapes:
-        q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.float16, requires_grad=True)
-                   for _ in range(3))
+    for shape in shapes:
+        batch, heads, seq, head_dim = shape[:4]
+        dtype = shape[4] if len(shape) > 4 else "float16"
+        q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=getattr(torch, dtype),
+                               requires_grad=True) for _ in range(3))
         per_impl = {}
         for name, attention in impls.items():
             row: dict[str, Any] = {}
@@ -153,10 +163,11 @@ def sdpa_backends_ran(shapes=((1, 8, 1024, 64),)) -> dict:
                 pinned = {"sdpa_cudnn": "cudnn", "sdpa_flash": "flash"}.get(name)
                 if pinned and row[direction] != pinned:
                     raise CheckFailed(
-                        f"{name} pins {pinned} but its {direction} kernels at {_shape_key(batch, heads, seq, head_dim)}"
+                        f"{name} pins {pinned} but its {direction} kernels at "
+                        f"{_shape_key(batch, heads, seq, head_dim, dtype)}"
                         f" say {row[direction]}: {', '.join(kernels[:4])}")
             per_impl[name] = row
-        out[_shape_key(batch, heads, seq, head_dim)] = per_impl
+        out[_shape_key(batch, heads, seq, head_dim, dtype)] = per_impl
         del q, k, v
     return out
 
@@ -170,7 +181,8 @@ def label_sdpa_rows(df, backends: dict):
         if not impl.startswith("sdpa_"):
             return ""
         p = json.loads(row["params"]) if isinstance(row["params"], str) else row["params"]
-        ran = backends.get(_shape_key(p["batch"], p["heads"], p["seq"], p["head_dim"]), {}).get(impl, {})
+        key = _shape_key(p["batch"], p["heads"], p["seq"], p["head_dim"], p.get("dtype", "float16"))
+        ran = backends.get(key, {}).get(impl, {})
         return ran.get(p["direction"], "unknown")
 
     return df.assign(sdpa_backend=df.apply(backend, axis=1) if len(df) else [])
@@ -268,26 +280,27 @@ def _graph_factory(factory):
     return graph_factory
 
 
-def check_outputs(case, outputs: dict, tol: float = CHECK_TOL) -> None:
+def check_outputs(case, outputs: dict, tol: float = CHECK_TOL, baseline: str = BASELINE) -> None:
     """Raise checks.CheckFailed unless every implementation's o (fwd) or dq, dk, dv (bwd) is
     within tol of the baseline's in relative Frobenius norm.
 
     Two fp16 implementations with fp32 accumulation differ by a few units of fp16 roundoff
-    (4.9e-4) in this norm; 1e-2 still catches a wrong mask, scale or block.
+    (4.9e-4) in this norm; 1e-2 still catches a wrong mask, scale or block. bf16 keeps 3 fewer mantissa bits
+    (roundoff 3.9e-3), so two bf16 implementations differ by a few of its units, still below 1e-2.
     """
     from profkit.bench.checks import require_close
 
-    reference = outputs.get(BASELINE)
+    reference = outputs.get(baseline)
     if reference is None:
         return
     ref_parts = reference if isinstance(reference, tuple) else (reference,)
     names = ("dq", "dk", "dv") if len(ref_parts) == 3 else ("o",)
     for impl, out in outputs.items():
-        if impl == BASELINE or out is None:
+        if impl == baseline or out is None:
             continue
         parts = out if isinstance(out, tuple) else (out,)
         for label, got, ref in zip(names, parts, ref_parts):
-            require_close(got, ref, tol, f"{case.label}: {impl} {label} vs {BASELINE}")
+            require_close(got, ref, tol, f"{case.label}: {impl} {label} vs {baseline}")
 
 
 def add_ratio_vs(df, impl: str):
@@ -370,7 +383,7 @@ def memory_table(seqs=BENCH_SEQS, shapes=BENCH_SHAPES):
     return pd.DataFrame(rows)
 
 
-def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=None):
+def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=None, dtypes=DTYPES):
     """Time ours vs SDPA (default, flash pinned, cuDNN pinned), fwd and bwd; measure peak memory.
 
     Writes <out_dir>/flash_attention.json|csv (timings, with ratio_vs_baseline against SDPA's
@@ -378,7 +391,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
     and returns the timing table. The memory table is measured first, before the harness
     allocates its L2-flush buffer. Our kernels are first run once into NaN-poisoned outputs,
     and every case's outputs are checked against SDPA's default (CHECK_TOL). seqs: the lengths to run (default
-    BENCH_SEQS, QUICK_SEQS when quick).
+    BENCH_SEQS, QUICK_SEQS when quick); dtypes: float16 and/or bfloat16 (the memory table is float16's).
     """
     import pandas as pd
 
@@ -391,12 +404,12 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
     require_cuda("profkit.kernels.flash_attention.bench")
     seqs = tuple(seqs or (QUICK_SEQS if quick else BENCH_SEQS))
     # What each baseline really runs here, per benchmarked shape, from its kernels' names.
-    backends = sdpa_backends_ran([(b, h, n, d) for d, b, h in BENCH_SHAPES for n in seqs])
+    backends = sdpa_backends_ran([(b, h, n, d, t) for t in dtypes for d, b, h in BENCH_SHAPES for n in seqs])
     memory = memory_table(seqs)
 
     inputs = _CaseInputs()
     impls = {name: _impl_factory(name, fn, inputs) for name, fn in attention_impls().items()}
-    cases = bench_cases(seqs=seqs)
+    cases = bench_cases(seqs=seqs, dtypes=dtypes)
     rounds = 2 if quick else 3
     df = compare(cases, impls, BASELINE, check=check_outputs, rounds=rounds)
     # Short sequences again with every call replayed from a CUDA graph: the kernels alone, so
@@ -424,7 +437,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
                     "sdpa_flash and sdpa_cudnn pin SDPBackend.FLASH_ATTENTION / CUDNN_ATTENTION",
         "sdpa_backends_ran": backends,
         "shapes": [dict(head_dim=d, batch=b, heads=h) for d, b, h in BENCH_SHAPES],
-        "seqs": list(seqs), "dtype": "float16", "causal": True,
+        "seqs": list(seqs), "dtypes": list(dtypes), "causal": True,
         "check": f"relative Frobenius error vs {BASELINE} <= {CHECK_TOL}; ours also run once "
                  "into NaN-poisoned outputs",
         "triton_configs": tuned_configs(),
@@ -441,6 +454,88 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False, seqs=
                  + write_results(memory, memory_meta, Path(out_dir) / f"{WORKLOAD}_memory")):
         print(f"wrote {path}")
     return df
+
+
+GOAL_BASELINE = "sdpa_cudnn"
+"""The goals hold ours against SDPA with the cuDNN backend pinned: the issue's bar is cuDNN's level."""
+GOAL_SEQS = (4096, 8192, 16384)
+GOAL_SHORT = (16, 16, 512, 64)
+"""(batch, heads, seq, head_dim) of the short-sequence forward goal: B*H = 256, N = 512."""
+GOAL_ROUNDS = 11
+"""Interleaved rounds per goal case: 11 put the median's 95% interval at the 2nd and 10th of them."""
+
+
+def goal_table(dtypes=DTYPES) -> dict[str, float]:
+    """case label -> least fa2_triton / cuDNN speed ratio: the backward at d=64 (>= 1.0) and d=128 (>= 0.9) for every
+    N in GOAL_SEQS, and the forward on short sequences with many heads (>= 1.0), in every dtype."""
+    goals = {}
+    for dtype in dtypes:
+        tag = "" if dtype == "float16" else " bf16"
+        for head_dim, least in ((64, 1.0), (128, 0.9)):
+            for seq in GOAL_SEQS:
+                goals[f"bwd d={head_dim} N={seq}{tag}"] = least
+        batch, heads, seq, head_dim = GOAL_SHORT
+        goals[f"fwd d={head_dim} N={seq} B*H={batch * heads}{tag}"] = 1.0
+    return goals
+
+
+def goal_cases(dtypes=DTYPES) -> list:
+    """One case per goal of goal_table, labelled as there: the backward shapes of BENCH_SHAPES, and GOAL_SHORT."""
+    heads_of = {head_dim: (batch, heads) for head_dim, batch, heads in BENCH_SHAPES}
+    cases: list = []
+    for dtype in dtypes:
+        for head_dim in (64, 128):
+            batch, heads = heads_of[head_dim]
+            for seq in GOAL_SEQS:
+                cases.append(_case("bwd", batch, heads, seq, head_dim, dtype, len(cases), f"bwd d={head_dim} N={seq}"))
+        batch, heads, seq, head_dim = GOAL_SHORT
+        cases.append(_case("fwd", batch, heads, seq, head_dim, dtype, len(cases),
+                           f"fwd d={head_dim} N={seq} B*H={batch * heads}"))
+    return cases
+
+
+def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS, dtypes=DTYPES):
+    """The issue's goals measured with enough rounds to tell: ours (fa2_triton) against SDPA with cuDNN pinned,
+    ``rounds`` interleaved rounds per case (eager calls, L2 flushed; ours first run into NaN-poisoned outputs and
+    both checked against each other), a verdict per goal from the 95% interval of the per-round ratio's median
+    (``compare.goal_verdicts``). Prints both tables, writes flash_attention_goals.json|csv; returns the verdicts."""
+    from profkit.bench import flops
+    from profkit.bench.compare import compare, goal_verdicts
+    from profkit.bench.device import require_cuda
+    from profkit.bench.results import environment, format_table, write_results
+
+    require_cuda("profkit.kernels.flash_attention.goals")
+    cases = goal_cases(dtypes)
+    shapes = sorted({tuple(c.params[k] for k in ("batch", "heads", "seq", "head_dim", "dtype")) for c in cases})
+    backends = sdpa_backends_ran(shapes)
+    impls = attention_impls()
+    inputs = _CaseInputs()
+    factories = {name: _impl_factory(name, impls[name], inputs) for name in ("fa2_triton", GOAL_BASELINE)}
+    df = compare(cases, factories, GOAL_BASELINE, rounds=rounds,
+                 check=lambda case, outputs: check_outputs(case, outputs, baseline=GOAL_BASELINE))
+    inputs.clear()
+    df = label_sdpa_rows(df, backends)
+    table = goal_table(dtypes)
+    verdicts = goal_verdicts(df, table, "fa2_triton")
+    meta = {
+        "workload": f"{WORKLOAD}_goals",
+        "environment": environment(),
+        "formulas": {"flops": flops.FORMULAS["attention_flops"], "bytes": flops.FORMULAS["attention_bytes"]},
+        "timed": dict(TIMED, method="timing.time_fn: CUDA events per call, L2 flushed before each call, eager "
+                                    f"launches, {rounds} interleaved rounds; each round's ratio kept (ratio_rounds), "
+                                    "the 95% interval of their median in ratio_ci_low/high"),
+        "baseline": "torch SDPA with SDPBackend.CUDNN_ATTENTION pinned (sdpa_backend says what its kernels were)",
+        "sdpa_backends_ran": backends,
+        "goals": table,
+        "verdicts": verdicts.to_dict("records"),
+        "dtypes": list(dtypes), "causal": True,
+        "triton_configs": tuned_configs(),
+    }
+    print(format_table(df, meta))
+    print(verdicts.to_string(index=False))
+    for path in write_results(df, meta, Path(out_dir) / f"{WORKLOAD}_goals"):
+        print(f"wrote {path}")
+    return verdicts
 
 
 def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int = 20) -> dict:

@@ -916,6 +916,58 @@ def test_each_sdpa_row_carries_the_backend_its_shape_ran():
     assert labelled["sdpa_backend"].tolist() == ["", "cudnn", "efficient", "unknown", "flash"]
 
 
+def test_bf16_rows_read_the_backend_asked_in_bf16():
+    """SDPA picks its backend per dtype too: a bf16 row reads the answer asked with bf16 inputs, never fp16's."""
+    def params(dtype):
+        return json.dumps(dict(batch=4, heads=8, seq=512, head_dim=64, direction="bwd", dtype=dtype))
+
+    df = pd.DataFrame({"impl": ["sdpa_cudnn", "sdpa_cudnn", "sdpa_default"],
+                       "params": [params("float16"), params("bfloat16"), params("bfloat16")]})
+    backends = {"B=4 H=8 N=512 d=64": {"sdpa_cudnn": {"bwd": "cudnn"}, "sdpa_default": {"bwd": "flash"}},
+                "B=4 H=8 N=512 d=64 bfloat16": {"sdpa_cudnn": {"bwd": "cudnn"}}}
+    assert fa_bench.label_sdpa_rows(df, backends)["sdpa_backend"].tolist() == ["cudnn", "cudnn", "unknown"]
+
+
+def test_bench_cases_in_bf16_are_labelled_apart():
+    both = fa_bench.bench_cases(seqs=(512, 4096), dtypes=("float16", "bfloat16"))
+    fp16 = [c for c in both if c.params["dtype"] == "float16"]
+    bf16 = [c for c in both if c.params["dtype"] == "bfloat16"]
+    assert len(fp16) == len(bf16) == len(both) // 2 and len({c.label for c in both}) == len(both)
+    assert [c.label + " bf16" for c in fp16] == [c.label for c in bf16]
+    assert [c.flops for c in fp16] == [c.flops for c in bf16] and [c.bytes for c in fp16] == [c.bytes for c in bf16]
+
+
+def test_goals_are_the_issues_bars_with_one_case_each():
+    """Backward >= 1.0x cuDNN at d=64 and >= 0.9x at d=128 for N of 4K and up, forward >= 1.0x with B*H >= 256 at
+    N = 512, in fp16 and bf16; one causal case per goal, labelled as the goal, on the benchmark's own shapes."""
+    table = fa_bench.goal_table()
+    cases = fa_bench.goal_cases()
+    assert [c.label for c in cases] == list(table)
+    assert len(table) == 2 * (2 * len(fa_bench.GOAL_SEQS) + 1)
+    for case in cases:
+        p = case.params
+        assert p["dtype"] == ("bfloat16" if case.label.endswith(" bf16") else "float16") and p["causal"]
+        if p["direction"] == "bwd":
+            assert p["seq"] >= 4096 and table[case.label] == {64: 1.0, 128: 0.9}[p["head_dim"]]
+            assert p["batch"] * p["heads"] == {64: 32, 128: 64}[p["head_dim"]]
+        else:
+            assert p["seq"] == 512 and p["batch"] * p["heads"] >= 256 and table[case.label] == 1.0
+        causal_fwd = 4.0 * p["batch"] * p["heads"] * p["seq"] ** 2 * p["head_dim"] / 2
+        assert case.flops == causal_fwd * (2.5 if p["direction"] == "bwd" else 1.0)
+    assert all(c.params["dtype"] == "float16" for c in fa_bench.goal_cases(("float16",)))
+
+
+@pytest.mark.parametrize("argv, message", [(["goals", "--rounds", "0"], "--rounds must be at least 1"),
+                                           (["goals", "--dtypes", "float32"], "invalid choice"),
+                                           (["bench", "--dtypes", "int8"], "invalid choice")])
+def test_goals_and_bench_command_lines_reject_bad_arguments(capsys, argv, message):
+    from profkit.kernels.flash_attention.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
 @pytest.mark.gpu
 def test_sdpa_backends_ran_names_the_pinned_backends_from_their_kernels():
     """On a GPU: the flash- and cuDNN-pinned baselines show their own kernels (else CheckFailed), and the default
