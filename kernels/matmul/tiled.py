@@ -63,6 +63,8 @@ def matmul_kernel(
         INPUT_PRECISION: tl.constexpr,
         UPCAST_INPUTS: tl.constexpr = False,
         FFMA_ORDER: tl.constexpr = "",
+        M_VEC: tl.constexpr = 1,
+        N_VEC: tl.constexpr = 1,
 ):
     """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
 
@@ -83,6 +85,13 @@ def matmul_kernel(
     # an M/N mask, and the wrapped values only reach outputs that the final store masks off.
     offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    # The wrap hides from triton that the rows stay contiguous in runs of M_VEC (N_VEC) starting at multiples of it,
+    # which holds when M_VEC divides M (the host passes 1 otherwise); without it an M-major A or a row-major B whose
+    # M or N is not a multiple of 16 is loaded 4 bytes at a time.
+    if M_VEC > 1:
+        offs_am = tl.max_contiguous(tl.multiple_of(offs_am, M_VEC), M_VEC)
+    if N_VEC > 1:
+        offs_bn = tl.max_contiguous(tl.multiple_of(offs_bn, N_VEC), N_VEC)
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
@@ -485,6 +494,14 @@ def _kernel_a(a: torch.Tensor, n: int, path: str) -> torch.Tensor:
     return a
 
 
+def vector_hints(m: int, n: int, itemsize: int) -> dict[str, int]:
+    """matmul_kernel's M_VEC / N_VEC: 16 bytes of elements where that divides M (N), else 1 (no hint). Triton learns
+    nothing about ``offs % M`` unless M is a multiple of 16, so without the hint the odd fp32 squares (1000, 3000,
+    5000) loaded their M-major A and row-major B 4 bytes at a time even in rows padded to 16 elements."""
+    width = 16 // itemsize
+    return {"M_VEC": width if m % width == 0 else 1, "N_VEC": width if n % width == 0 else 1}
+
+
 def _launch_key(a, b, precision, out) -> tuple:
     """Everything that fixes a launch except the data: operand dtypes, shapes, strides and
     alignment, the device, the precision argument and whether ``out`` was given (and its layout)."""
@@ -540,7 +557,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision, m)
         matmul_kernel[blocks_grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                             c.stride(0), c.stride(1), INPUT_PRECISION=input_precision,
-                            UPCAST_INPUTS=a.dtype == torch.bfloat16, **blocks)
+                            UPCAST_INPUTS=a.dtype == torch.bfloat16, **vector_hints(m, n, a.element_size()), **blocks)
         return c
 
     if sm90.eligible(a, b, c):
@@ -561,7 +578,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     else:
         a, b = _kernel_a(a, n, path), _kernel_b(b, precision, m)
         args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-        kwargs = {"INPUT_PRECISION": input_precision}
+        kwargs = {"INPUT_PRECISION": input_precision, **vector_hints(m, n, a.element_size())}
         if path == "fma":
             kwargs["FFMA_ORDER"] = ffma_order.SERPENTINE
 
