@@ -91,9 +91,11 @@ def kernel_records(dirs: Iterable[Path], kernels: Iterable[str],
     """The parse.inductor records of the kernels named in `kernels`, from every output-code file in the cache
     folders (<cache>/<xx>/c<hash>.py), each with `output_code` (its path) and `output_code_mtime` (seconds since
     the epoch), and `source_lines` (kernel_source_lines) where `graphs` (debug_graphs) holds its output code's
-    graph; one record per distinct (kernel, kernel_path, source_nodes, aten_ops)."""
+    graph; one record per distinct (kernel, kernel_path, source_nodes, aten_ops), from a file with a debug graph
+    where one has it."""
     wanted, graphs = set(kernels), graphs or {}
-    out, seen = [], set()
+    out: list[dict] = []
+    seen: dict[tuple, int] = {}  # record key -> its index in out
     for folder in dirs:
         for path in sorted(Path(folder).glob("*/*.py")):
             try:
@@ -110,12 +112,18 @@ def kernel_records(dirs: Iterable[Path], kernels: Iterable[str],
             for record in wrapper_kernels(text):
                 key = (record["kernel"], record["kernel_path"], tuple(record["source_nodes"]),
                        tuple(record["aten_ops"]))
-                if record["kernel"] not in wanted or key in seen:
+                if record["kernel"] not in wanted:
                     continue
-                seen.add(key)
                 lines = kernel_source_lines(record["node_ops"], node_lines)
-                out.append({**record, "output_code": str(path), "output_code_mtime": round(stat.st_mtime, 3),
-                            **({"source_lines": lines} if lines else {})})
+                entry = {**record, "output_code": str(path), "output_code_mtime": round(stat.st_mtime, 3),
+                         **({"source_lines": lines} if lines else {})}
+                if key not in seen:
+                    seen[key] = len(out)
+                    out.append(entry)
+                elif lines and "source_lines" not in out[seen[key]]:
+                    # The same kernel from another output-code file: an earlier run's (no debug graph) and the
+                    # debug run's (with one) differ in text, not in records; keep the one that names the lines.
+                    out[seen[key]] = entry
     return out
 
 

@@ -130,6 +130,30 @@ def test_launched_kernels_get_the_user_lines_of_their_nodes(tmp_path):
     assert "source_lines" not in kernel_records([cache], {SOFTMAX})[0]  # no debug run: records as before
 
 
+def test_the_debug_runs_copy_of_a_kernel_wins_over_an_earlier_runs(tmp_path):
+    """A cache holds the earlier run's output code and the debug run's, whose text differs (the debug run adds its
+    own comments) but whose records are the same: the record kept is the one whose file has a debug graph, wherever
+    it sorts (in an H100 capture 18 of 32 kernels kept an earlier run's record, without lines)."""
+    cache = _cache(tmp_path)
+    debug_text = OUTPUT_CODE.read_text() + "\n# written by the debug run\n"
+    debug_file = cache / "00" / "c00debugrunoutputcode.py"  # sorts before WRAPPER's "ab/"
+    debug_file.parent.mkdir()
+    debug_file.write_text(debug_text)
+    graph = ("    def forward(self, a):\n        # File: /m/model.py:41 in forward, code: loss = F.cross_entropy(logits, y)\n"
+             "        log: \"f32[8]\" = torch.ops.aten.log.default(a)\n")
+    _debug_run(tmp_path / "run", debug_text.encode(), graph)
+    graphs = debug_graphs({"TORCH_COMPILE_DEBUG_DIR": str(tmp_path / "run")})
+    for order in (lambda d: d, lambda d: list(reversed(d))):
+        (record,) = kernel_records(order([cache]), {SOFTMAX}, graphs)
+        assert record["output_code"] == str(debug_file)
+        assert record["source_lines"] == ["/m/model.py:41 in forward: loss = F.cross_entropy(logits, y)"]
+    debug_file.rename(cache / "zz.py")  # now sorting after the earlier run's file
+    (cache / "zz").mkdir()
+    (cache / "zz.py").rename(cache / "zz" / "czzdebug.py")
+    (record,) = kernel_records([cache], {SOFTMAX}, graphs)
+    assert record["output_code"].endswith("czzdebug.py") and "source_lines" in record
+
+
 @pytest.mark.slow
 def test_a_warm_cache_needs_the_debug_env_to_write_the_graph(tmp_path):
     """Real torch.compile on CPU (tests/data/inductor/cpu_model.py): once inductor's caches hold the graph, a second
