@@ -34,8 +34,10 @@ class GuidedOptions:
                                          "that run sets TORCH_COMPILE_DEBUG=1 (into a temporary folder) and turns "
                                          "inductor's FX-graph and AOT caches off, so every compiled graph is lowered "
                                          "again and writes the model's file:line of each generated kernel "
-                                         "(show -t attribution, source_line). Triton's kernel cache stays on; only "
-                                         "compile time grows, the steady state is untouched.")
+                                         "(show -t attribution, source_line). Triton's kernel cache stays on: on a "
+                                         "118.5 M-parameter compiled training step the first step took 6.33 s "
+                                         "instead of 1.36 s, the program 14.4 s instead of 13.0 s, the steady step "
+                                         "10.97 ms either way (H100, reports/benchmarks/compile_lines_cost.json).")
 
     def __post_init__(self) -> None:
         if not 0 < self.coverage <= 1:
