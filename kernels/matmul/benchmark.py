@@ -375,7 +375,8 @@ def shapes(out_dir: Path = Path("reports/benchmarks"), rounds: int = SHAPE_ROUND
     """Triton vs cuBLAS on every shape of ``shape_cases`` (eager calls, L2 flushed, outputs poisoned and checked
     against float64 first, TF32 off for fp32), ``rounds`` interleaved rounds each with the per-round ratio and
     its interval; prints the table and the per-dtype worst / geomean against ``SHAPE_GOALS``; writes
-    matmul_shapes.json|csv."""
+    matmul_shapes.json|csv, or matmul_shapes_<dtype>.json|csv for one dtype (a run of one never overwrites the
+    other's figures)."""
     from profkit.bench.compare import compare
     from profkit.bench.device import require_cuda
     from profkit.bench.results import format_table, write_results
@@ -404,7 +405,8 @@ def shapes(out_dir: Path = Path("reports/benchmarks"), rounds: int = SHAPE_ROUND
     }
     print(format_table(df, meta))
     print(summary.to_string(index=False))
-    for path in write_results(df, meta, Path(out_dir) / "matmul_shapes"):
+    stem = "matmul_shapes" if len(variants) != 1 else f"matmul_shapes_{variants[0].split('-')[0]}"
+    for path in write_results(df, meta, Path(out_dir) / stem):
         print(f"wrote {path}")
     return summary
 
