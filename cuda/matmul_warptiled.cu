@@ -17,7 +17,9 @@
 //   widened to hold the shift, gives each k-row of a warp its own banks. A shift, not an XOR swizzle: a
 //   fragment read stays the thread's base address plus a compile-time offset (an XOR made ptxas keep one base
 //   per k group: 255 registers and a spill on sm_90). tests/build/test_warptile_banks.py counts the
-//   wavefronts of every store and read on the host with these index functions.
+//   wavefronts of every store and read on the host with these index functions. Timed on an H100 it changed
+//   nothing (0.875x / 0.880x cuBLAS at 4096 / 8192 against 0.876x / 0.874x): the conflicts were 4.3 % of the
+//   shared wavefronts; kept because it costs nothing and the counters read clean.
 // Counters that should prove it: smsp__sass_inst_executed_op_shared_ld.sum per FFMA falls from 0.0625 to
 // 0.047; barrier stalls (smsp__average_warp_latency_issue_stalled_barrier) fall with half the
 // __syncthreads per FMA; the FMA pipe (sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active) gets busier.

@@ -318,8 +318,9 @@ TMA_PADDED_MIN_FLOPS = 2 * 1024 ** 3
 """16-bit problems with unaligned rows use ``tma_padded`` from this many FLOPs (2MNK) up. The pointer kernel they
 ran on did 98.9 TFLOP/s at 4097^3 (H100, reports/matmul.md) where the TMA kernel reaches cuBLAS's rate at 4096^3;
 padding reads and writes 4(MK + KN) bytes more (16-bit operands), which that gap repays on a cube from about
-n = 160 at 3 TB/s; the two copies' launches (~5 µs each, eager) push that to about 1024^3. An estimate, to be
-checked by ``python -m profkit.kernels.matmul shapes`` on a GPU."""
+n = 160 at 3 TB/s; the two copies' launches (~5 µs each, eager) push that to about 1024^3. At 4097^3 the path
+ran 2.50x cuBLAS where the pointer kernel had run 0.685x (H100, reports/matmul.md); the threshold itself is that
+estimate, no size near it has been timed."""
 
 
 def rows_aligned(t: torch.Tensor, multiple: int | None = None) -> bool:
@@ -423,10 +424,10 @@ def _validate(a, b, precision, out) -> str | None:
 
 ROW_MULTIPLE = 16
 """The fp32 paths read operands whose rows lie a multiple of this many elements apart (``_kernel_a``,
-``_kernel_b``): triton specialises an integer argument only for divisibility by 16, so a stride of 3000 gives
-the compiler no alignment at all and every tile load becomes 4-byte copies. On the H100 every fp32 square whose
-size is not a multiple of 16 ran at 0.43-0.51x cuBLAS (1000, 3000, 4097, 5000) and every one that is at
-0.89-1.06x (1024, 2000, 4096, 6000), ``python -m profkit.kernels.matmul shapes``."""
+``_kernel_b``): triton specialises an integer argument only for divisibility by 16, so a stride of 3000 proves no
+alignment and every tile load becomes 4-byte copies. The padded stride gives the alignment, ``vector_hints`` the
+contiguity past the offsets' wrap; on the H100 the odd fp32 squares went from 0.42-0.51x cuBLAS to 0.74-1.02x
+with both, and stayed put with the padding alone (reports/matmul.md, ``python -m profkit.kernels.matmul shapes``)."""
 
 FP32_PAD_MIN_FLOPS = 2 * 512 ** 3
 """fp32 problems of at least this many FLOPs get operands padded to ``ROW_MULTIPLE`` (a copy of 4(MK + KN) bytes
