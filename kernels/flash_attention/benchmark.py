@@ -465,18 +465,16 @@ GOAL_ROUNDS = 11
 """Interleaved rounds per goal case: 11 put the median's 95% interval at the 2nd and 10th of them."""
 
 
+BACKWARD_GOALS = {64: 1.0, 128: 0.9}
+"""head_dim -> least fa2_triton / cuDNN backward ratio at N in GOAL_SEQS; the short forward's is 1.0."""
+
+
 def goal_table(dtypes=DTYPES) -> dict[str, float]:
     """case label -> least fa2_triton / cuDNN speed ratio: the backward at d=64 (>= 1.0) and d=128 (>= 0.9) for every
-    N in GOAL_SEQS, and the forward on short sequences with many heads (>= 1.0), in every dtype."""
-    goals = {}
-    for dtype in dtypes:
-        tag = "" if dtype == "float16" else " bf16"
-        for head_dim, least in ((64, 1.0), (128, 0.9)):
-            for seq in GOAL_SEQS:
-                goals[f"bwd d={head_dim} N={seq}{tag}"] = least
-        batch, heads, seq, head_dim = GOAL_SHORT
-        goals[f"fwd d={head_dim} N={seq} B*H={batch * heads}{tag}"] = 1.0
-    return goals
+    N in GOAL_SEQS, and the forward on short sequences with many heads (>= 1.0), in every dtype; one per
+    goal_cases case."""
+    return {c.label: BACKWARD_GOALS[c.params["head_dim"]] if c.params["direction"] == "bwd" else 1.0
+            for c in goal_cases(dtypes)}
 
 
 def goal_cases(dtypes=DTYPES) -> list:
@@ -484,7 +482,7 @@ def goal_cases(dtypes=DTYPES) -> list:
     heads_of = {head_dim: (batch, heads) for head_dim, batch, heads in BENCH_SHAPES}
     cases: list = []
     for dtype in dtypes:
-        for head_dim in (64, 128):
+        for head_dim in BACKWARD_GOALS:
             batch, heads = heads_of[head_dim]
             for seq in GOAL_SEQS:
                 cases.append(_case("bwd", batch, heads, seq, head_dim, dtype, len(cases), f"bwd d={head_dim} N={seq}"))

@@ -301,14 +301,18 @@ PRECISIONS = ("ieee", "tf32")
 _MAX_ELEMENTS = 2 ** 31 - 1  # kernel offsets are 32-bit
 
 
-def tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
-    """The persistent TMA kernel applies: 16-bit, Hopper/Blackwell-class device, compiled mode,
-    contiguous operands whose row strides and base addresses are 16-byte aligned (c None: a
-    fresh output, which always is)."""
+def _tma_capable(a: torch.Tensor) -> bool:
+    """16-bit operands on a Hopper/Blackwell-class device with device-built TMA descriptors, in compiled mode."""
     if interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
         return False
     major, _ = device_info(device_index(a))
-    if major not in (9, 10) or not has_device_tma():
+    return major in (9, 10) and has_device_tma()
+
+
+def tma_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
+    """The persistent TMA kernel applies: ``_tma_capable``, and contiguous operands whose row strides and base
+    addresses are 16-byte aligned (c None: a fresh output, which always is)."""
+    if not _tma_capable(a):
         return False
     aligned = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (a, b, c) if t is not None)
     return aligned and (a.shape[1] * a.element_size()) % 16 == 0 and (b.shape[1] * b.element_size()) % 16 == 0
@@ -349,13 +353,9 @@ def tma_operand(x: torch.Tensor) -> torch.Tensor:
 
 
 def tma_padded_eligible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None) -> bool:
-    """The TMA kernel applies once unaligned operands are padded (``tma_operand``): 16-bit, a device with TMA,
-    compiled mode, a problem of at least ``TMA_PADDED_MIN_FLOPS``, and c's rows contiguous (it is written with
+    """The TMA kernel applies once unaligned operands are padded (``tma_operand``): ``_tma_capable``, a problem of at least ``TMA_PADDED_MIN_FLOPS``, and c's rows contiguous (it is written with
     pointer stores; c None: a fresh output, which they are)."""
-    if interpreting() or a.device.type != "cuda" or a.dtype not in (torch.bfloat16, torch.float16):
-        return False
-    major, _ = device_info(device_index(a))
-    if major not in (9, 10) or not has_device_tma():
+    if not _tma_capable(a):
         return False
     return (c is None or c.stride(-1) == 1) and 2 * a.shape[0] * a.shape[1] * b.shape[1] >= TMA_PADDED_MIN_FLOPS
 
