@@ -153,3 +153,30 @@ def test_an_inductor_kernel_with_recorded_user_lines_points_at_the_users_code():
     assert table.loc["triton_poi_1", "source_line"] == generated + ":30"
     old = attribution(pd.DataFrame(), launches, None, source, records.drop(columns="source_lines"))
     assert old.set_index("kernel").loc["triton_poi_0", "source_line"] == generated + ":21"
+
+
+def _line_holding(path: Path, text: str) -> int:
+    """The 1-based number of the one line of `path` that contains `text`."""
+    hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+def test_every_compiled_kernel_of_the_default_capture_names_the_models_line():
+    """train-step-compile-lines (the guided default, debug graphs on, after a cold run that left its own output code
+    in the same cache): every Triton kernel names a line of benchmarks/train_step.py, and the lines are the ones
+    whose code the kernel's ATen ops compute, found here by reading the model file (cross-entropy, GELU, the
+    token embedding)."""
+    table = profkit.load(REPO_SESSIONS / "train-step-compile-lines").table("attribution")
+    triton = table[table["kernel"].str.startswith("triton_")]
+    assert len(triton) == 32
+    model = Path(__file__).resolve().parents[2] / "benchmarks" / "train_step.py"
+    files = triton["source_line"].str.rsplit(":", n=1).str[0]
+    assert files.str.endswith("/benchmarks/train_step.py").all(), triton.loc[~files.str.endswith("train_step.py")]
+    line_of = dict(zip(triton["kernel"], triton["source_line"].str.rsplit(":", n=1).str[1].astype(int)))
+    loss = _line_holding(model, "F.cross_entropy(")
+    assert line_of[SOFTMAX] == line_of[NLL_BWD] == loss
+    gelu = [k for k in line_of if "gelu" in k]
+    assert gelu and {line_of[k] for k in gelu} == {_line_holding(model, "F.gelu(")}
+    assert line_of["triton_poi_fused_embedding_1"] == _line_holding(model, "self.tok(tokens)")
+    assert all(line_of[k] != loss for k in line_of if "layer_norm" in k and "nll" not in k)

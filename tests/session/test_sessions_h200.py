@@ -30,7 +30,7 @@ def _by_capture(df: pd.DataFrame) -> pd.DataFrame:
 
 
 H100_SESSIONS = {"decode-eager-guided", "decode-graphs-guided", "ladder6-n4096", "matmul-worst-shapes",
-                 "train-step-compile-inductor", "train-step-compile-lines"}
+                 "train-step-compile-inductor"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 
