@@ -129,7 +129,8 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
                                     "filter: profile --kernel-name regex:NAME --launch-skip N --launch-count 1")
         plan = plan_targets.plan(launches, plan_targets.read_top_ranges(sqlite), coverage=options.coverage,
                                  top=options.top)
-        plan.instances = split_targets(plan.instances, launches, plan.steady_start_ns)  # a launch per kind of work
+        plan.instances = plan_targets.separate_signatures(  # a launch per kind of work, a run per kind of name
+            split_targets(plan.instances, launches, plan.steady_start_ns))
         plan.runs = plan_targets.runs(plan.instances)
         log(f"[{name}] {len(launches)} launches, {len(plan.instances)} kernel instances; steady state from "
             f"{plan.steady_how}; {int(plan.instances['target'].sum())} targets hold {plan.coverage:.1f}% of "
@@ -151,13 +152,16 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
                 run_ids.append(run["run"])
         profiled = _profiled(reports, run_ids)
         missing = _missing_targets(plan.instances, profiled)
-        if missing:
-            run_id = len(plan.runs)
-            regex = plan_targets.name_filter(m[0] for m in missing)
+        retry_groups = [group for group in (
+            [m for m in missing if not plan_targets.is_signature(m[0])],
+            [m for m in missing if plan_targets.is_signature(m[0])]) if group]
+        progress.expect(len(retry_groups))
+        for group in retry_groups:  # plain names and C++ signatures apart, as in the plan
+            run_id = len(commands["ncu"])  # the planned runs, then the retries so far
+            regex = plan_targets.name_filter(m[0] for m in group)
             report = out_dir(f"{name}.ncu{run_id}.ncu-rep")
-            progress.expect(1)
             progress.stage(f"{name}: ncu run {run_id} (targets missed)")
-            log(f"[{name}] ncu run {run_id}: {len(missing)} target(s) the planned launch did not reach, from their "
+            log(f"[{name}] ncu run {run_id}: {len(group)} target(s) the planned launch did not reach, from their "
                 "first launch")
             cmd, ncu_log = _timed(seconds, f"ncu{run_id}", lambda: run_ncu(
                 report, command, _run_options(ncu, regex, 0), env=env, timeout=timeout, on_line=on_line,
@@ -167,8 +171,9 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             if report.exists():
                 reports.append(report)
                 run_ids.append(run_id)
-                retried = set(missing)
-                profiled = _profiled(reports, run_ids)
+                retried |= set(group)
+        if retried:
+            profiled = _profiled(reports, run_ids)
     if not reports:
         raise CaptureError(f"ncu profiled none of {name}'s {int(plan.instances['target'].sum())} target kernels",
                            hint="see the ncu logs in the session's incomplete folder")

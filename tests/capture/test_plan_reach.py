@@ -153,3 +153,28 @@ def test_ncu_counted_the_library_kernels_launches_unlike_the_timeline(plan, sequ
     assert profiled_again == sorted(missed + [(GEMM, "4×4×1"),
                                               (GEMM, "4×12×1"),
                                               (LM_HEAD, "2×64×1")])
+
+
+PROBE = REPO / "reports" / "benchmarks" / "ncu_filter_probe" / "ncu_regex.csv"
+
+
+def test_the_plan_keeps_plain_names_apart_from_cpp_signatures(plan):
+    """On the H200 probe (ncu_regex.csv, `--launch-skip 4` per launch configuration, decode_loop --new-tokens 8) the
+    plan's mixed regex reached none of the TNT 4×12/4×16, cuDNN sdpa or 256x8 configurations, the four plain names
+    alone reached all of them, and TNT with the layer-norm signature reached no TNT launch. So the plan puts the
+    plain names and the signatures in runs of their own, each with the same skip as before."""
+    probe = pd.read_csv(PROBE)
+    reached = {r: set(zip(g["mangled"], g["launch__grid_dim_x"].astype(str) + "×" + g["launch__grid_dim_y"].astype(str)))
+               for r, g in probe.groupby("report")}
+    plain = {(CUDNN, "1×16"), (LM_HEAD, "2×64"), (GEMM, "4×12"), (GEMM, "4×16")}
+    assert plain <= reached["r_short4.ncu-rep"]
+    assert not plain & reached["r_full_again.ncu-rep"]
+    assert not {k for k in reached["r_tnt_ln.ncu-rep"] if k[0] == GEMM}
+    separated = targets.separate_signatures(plan.instances)
+    runs = targets.runs(separated)
+    assert [r["skip"] for r in runs] == [4, 4]
+    kinds = [{targets.is_signature(f) for f in separated.loc[separated["ncu_run"] == r["run"], "function"]}
+             for r in runs]
+    assert kinds == [{False}, {True}]
+    assert set(runs[0]["kernels"]) == {CUDNN, LM_HEAD, GEMM, "nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_splitK_TNT"}
+    assert len(runs[1]["kernels"]) == 2 and all(k.endswith("_kernel") for k in runs[1]["kernels"])
