@@ -136,20 +136,27 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
             f"{plan.steady_how}; {int(plan.instances['target'].sum())} targets hold {plan.coverage:.1f}% of "
             f"steady-state GPU time; {len(plan.runs)} ncu run(s)")
         reports, run_ids, retried = [], [], set()
-        progress.expect(len(plan.runs))
-        for run in plan.runs:
-            report = out_dir(f"{name}.ncu{run['run']}.ncu-rep")
-            run_options = _run_options(ncu, run["regex"], run["skip"])
-            progress.stage(f"{name}: ncu run {run['run']}")
-            log(f"[{name}] ncu run {run['run']}: {len(run['kernels'])} kernel name(s), launch {run['skip'] + 1} of "
-                f"each configuration ({run['time_pct']:.1f}% of GPU time)")
-            cmd, ncu_log = _timed(seconds, f"ncu{run['run']}", lambda: run_ncu(
-                report, command, run_options, env=env, timeout=timeout, on_line=on_line, allow_empty=True))
-            out_dir(f"{name}.ncu{run['run']}.ncu.log").write_text(ncu_log)
+
+        def ncu_run(run_id: int, regex: str, skip: int, stage: str, message: str) -> bool:
+            """One ncu run of the plan or of its retry: keeps its log, command and report; False if none came."""
+            report = out_dir(f"{name}.ncu{run_id}.ncu-rep")
+            progress.stage(f"{name}: {stage}")
+            log(f"[{name}] {message}")
+            cmd, ncu_log = _timed(seconds, f"ncu{run_id}", lambda: run_ncu(
+                report, command, _run_options(ncu, regex, skip), env=env, timeout=timeout, on_line=on_line,
+                allow_empty=True))
+            out_dir(f"{name}.ncu{run_id}.ncu.log").write_text(ncu_log)
             commands["ncu"].append(shlex.join(cmd))
             if report.exists():
                 reports.append(report)
-                run_ids.append(run["run"])
+                run_ids.append(run_id)
+            return report.exists()
+
+        progress.expect(len(plan.runs))
+        for run in plan.runs:
+            ncu_run(run["run"], run["regex"], run["skip"], f"ncu run {run['run']}",
+                    f"ncu run {run['run']}: {len(run['kernels'])} kernel name(s), launch {run['skip'] + 1} of each "
+                    f"configuration ({run['time_pct']:.1f}% of GPU time)")
         profiled = _profiled(reports, run_ids)
         missing = _missing_targets(plan.instances, profiled)
         retry_groups = [group for group in (
@@ -158,19 +165,9 @@ def capture_guided(command: list[str], out_dir: Callable[[str], Path], name: str
         progress.expect(len(retry_groups))
         for group in retry_groups:  # plain names and C++ signatures apart, as in the plan
             run_id = len(commands["ncu"])  # the planned runs, then the retries so far
-            regex = plan_targets.name_filter(m[0] for m in group)
-            report = out_dir(f"{name}.ncu{run_id}.ncu-rep")
-            progress.stage(f"{name}: ncu run {run_id} (targets missed)")
-            log(f"[{name}] ncu run {run_id}: {len(group)} target(s) the planned launch did not reach, from their "
-                "first launch")
-            cmd, ncu_log = _timed(seconds, f"ncu{run_id}", lambda: run_ncu(
-                report, command, _run_options(ncu, regex, 0), env=env, timeout=timeout, on_line=on_line,
-                allow_empty=True))
-            out_dir(f"{name}.ncu{run_id}.ncu.log").write_text(ncu_log)
-            commands["ncu"].append(shlex.join(cmd))
-            if report.exists():
-                reports.append(report)
-                run_ids.append(run_id)
+            if ncu_run(run_id, plan_targets.name_filter(m[0] for m in group), 0, f"ncu run {run_id} (targets missed)",
+                       f"ncu run {run_id}: {len(group)} target(s) the planned launch did not reach, from their "
+                       "first launch"):
                 retried |= set(group)
         if retried:
             profiled = _profiled(reports, run_ids)
