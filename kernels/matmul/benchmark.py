@@ -20,7 +20,7 @@ import triton
 from ..common import balanced_grid, device_info, tma_workspace
 from ..launch import LaunchCache
 from . import ffma_order, sm90
-from .tiled import (CLUSTER_PATH, ROW_MULTIPLE, choose_path, matmul, matmul_configs, matmul_kernel,
+from .tiled import (CLUSTER_PATH, ROW_MULTIPLE, choose_path, load_extents, matmul, matmul_configs, matmul_kernel,
                     matmul_kernel_tma_persistent, matmul_reference, tolerance, transpose, tuned_config,
                     vector_hints)
 
@@ -491,10 +491,11 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
         matmul_kernel_tma_persistent[(balanced_grid(tiles, num_sms),)](a, b, c, m, n, k, a.stride(0), b.stride(0),
                                                                       c.stride(0), **meta, **options)
     else:
-        a = transpose(a, ROW_MULTIPLE).t() if m_major else a
-        matmul_kernel[(tiles,)](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                                c.stride(1), **meta, INPUT_PRECISION="ieee", FFMA_ORDER=order,
-                                **vector_hints(m, n, a.element_size()), **options)
+        ka = transpose(a, ROW_MULTIPLE).t() if m_major else a
+        extents = load_extents(a, b, ka, b)
+        matmul_kernel[(tiles,)](ka, b, c, m, n, k, *extents, ka.stride(0), ka.stride(1), b.stride(0), b.stride(1),
+                                c.stride(0), c.stride(1), **meta, INPUT_PRECISION="ieee", FFMA_ORDER=order,
+                                **vector_hints(*extents, a.element_size()), **options)
 
 
 def _sweep_label(cfg: triton.Config, group_m: int, m_major: bool = False, order: str = "", dtype: str = "bf16") -> str:

@@ -55,6 +55,7 @@ ffma_order.install()
 def matmul_kernel(
         a_ptr, b_ptr, c_ptr,
         M, N, K,
+        M_LOAD, N_LOAD,
         stride_am, stride_ak,
         stride_bk, stride_bn,
         stride_cm, stride_cn,
@@ -65,8 +66,15 @@ def matmul_kernel(
         FFMA_ORDER: tl.constexpr = "",
         M_VEC: tl.constexpr = 1,
         N_VEC: tl.constexpr = 1,
+        SPLIT_K: tl.constexpr = 1,
 ):
     """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
+
+    M_LOAD (N_LOAD) >= M (N): rows of A (columns of B) that may be read, so the tile loads wrap at them; the host
+    passes more than M (N) only for its own padded copies, whose extra rows (columns) reach only outputs the store
+    masks off. SPLIT_K > 1: program (tile, s) of a (tiles, SPLIT_K) grid sums only the s-th of SPLIT_K equal runs
+    of K steps and stores that partial sum in slice s of c, an fp32 (SPLIT_K, M, N) workspace whose slices lie
+    M * N elements apart (``split_k_reduce`` adds them in order into the output).
 
     INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
     FFMA_ORDER=ffma_order.SERPENTINE compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
@@ -81,23 +89,33 @@ def matmul_kernel(
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = tile_coords(pid, num_pid_m, num_pid_n, GROUP_M)
 
-    # Rows and columns past the edge wrap around (% M, % N): every load stays in bounds without
+    # Rows and columns past the edge wrap around (% M_LOAD, % N_LOAD): every load stays in bounds without
     # an M/N mask, and the wrapped values only reach outputs that the final store masks off.
-    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M_LOAD
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N_LOAD
     # The wrap hides from triton that the rows stay contiguous in runs of M_VEC (N_VEC) starting at multiples of it,
-    # which holds when M_VEC divides M (the host passes 1 otherwise); without it an M-major A or a row-major B whose
-    # M or N is not a multiple of 16 is loaded 4 bytes at a time.
+    # which holds when M_VEC divides M_LOAD (N_LOAD; the host passes 1 otherwise); without it an M-major A or a
+    # row-major B whose M or N is not a multiple of 16 is loaded 4 bytes at a time.
     if M_VEC > 1:
         offs_am = tl.max_contiguous(tl.multiple_of(offs_am, M_VEC), M_VEC)
     if N_VEC > 1:
         offs_bn = tl.max_contiguous(tl.multiple_of(offs_bn, N_VEC), N_VEC)
-    offs_k = tl.arange(0, BLOCK_K)
+    k_steps = tl.cdiv(K, BLOCK_K)
+    k_first = 0
+    k_last = k_steps
+    if SPLIT_K > 1:
+        split = tl.program_id(axis=1)
+        per_split = tl.cdiv(k_steps, SPLIT_K)
+        k_first = split * per_split
+        k_last = tl.minimum(k_first + per_split, k_steps)
+        c_ptr += split.to(tl.int64) * M * N
+    offs_k = k_first * BLOCK_K + tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    offs_k = tl.arange(0, BLOCK_K)
 
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(k_first, k_last):
         k_remaining = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
@@ -189,6 +207,20 @@ def matmul_kernel_tma_persistent(
 
 
 @triton.jit
+def split_k_reduce(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    """c = the sum over s of ws[s] (fp32 (SPLIT_K, M, N) workspace, contiguous), added in order s = 0, 1, ... so the
+    result does not depend on the order in which ``matmul_kernel``'s split programs ran; rounded to c's dtype."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < M * N
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        total += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0)
+    rows = offs // N
+    cols = offs % N
+    tl.store(c_ptr + rows * stride_cm + cols * stride_cn, total.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, stride_yc, BLOCK_R: tl.constexpr,
                      BLOCK_C: tl.constexpr):
     """y = x^T: x (R, C) with any strides, y (C, R) with rows stride_yc apart; one (BLOCK_R, BLOCK_C) tile of x per
@@ -218,6 +250,8 @@ SKINNY_MAX = 32
 
 INTERPRETER_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4}
 """Fixed tile for TRITON_INTERPRET=1 runs (no autotuning there: every config would be interpreted)."""
+INTERPRETER_SMS = 1
+"""The SM count ``split_k`` is given under the interpreter (only a one-tile skinny product with K >= 512 splits)."""
 
 
 def _config(bm: int, bn: int, bk: int, stages: int, warps: int, **extra) -> triton.Config:
@@ -281,7 +315,7 @@ def _autotune(kernel, path: str, key: list[str]):
 
 
 # Autotuning keys: the shape plus the precision; triton appends every tensor argument's dtype.
-_AUTOTUNED = {path: _autotune(matmul_kernel, path, ["M", "N", "K", "INPUT_PRECISION"])
+_AUTOTUNED = {path: _autotune(matmul_kernel, path, ["M", "N", "K", "INPUT_PRECISION", "SPLIT_K"])
               for path in PATHS if not path.startswith("tma")}
 _AUTOTUNED.update({path: _autotune(matmul_kernel_tma_persistent, path, ["M", "N", "K"])
                    for path in ("tma", "tma_padded")})
@@ -503,6 +537,64 @@ def vector_hints(m: int, n: int, itemsize: int) -> dict[str, int]:
     return {"M_VEC": width if m % width == 0 else 1, "N_VEC": width if n % width == 0 else 1}
 
 
+def load_extents(a: torch.Tensor, b: torch.Tensor, kernel_a: torch.Tensor, kernel_b: torch.Tensor) -> tuple[int, int]:
+    """matmul_kernel's M_LOAD, N_LOAD for the operands it reads (``_kernel_a``, ``_kernel_b``): the padded width of
+    a copy the wrapper made (an M-major A copy holds stride(1) >= M rows of every k, a row-major B copy stride(0)
+    >= N columns), else M and N. Wrapping at the padded width keeps M_VEC / N_VEC at 4 where M or N is odd: at
+    4097^3 fp32 the M-major A (4097 not a multiple of 4) was read 4 bytes at a time, 0.478x cuBLAS on the H100."""
+    m, n = a.shape[0], b.shape[1]
+    m_load = kernel_a.stride(1) if kernel_a is not a and kernel_a.stride(0) == 1 and kernel_a.stride(1) > m else m
+    n_load = kernel_b.stride(0) if kernel_b is not b and kernel_b.stride(1) == 1 and kernel_b.stride(0) > n else n
+    return m_load, n_load
+
+
+SPLIT_K_RULES = {"fma": (128, 128, 1, 512), "skinny32": (16, 64, 2, 256), "skinny16": (16, 64, 2, 256)}
+"""Pointer paths that split K when the output has too few tiles to fill the GPU: (tile rows, tile columns the count
+is taken at, waves of programs wanted, fewest K elements a split keeps). fma (FMA-bound): one wave at its 128 x 128
+tile, so 128 x 4096 x 4096 (32 tiles for 132 SMs, 0.733x cuBLAS on the H100) runs in 8 splits of 512; skinny
+(memory-bound, M or N <= 32): two waves at 16 x 64, so a 1 x 4096 x 4096 product (64 tiles, one 4-warp program per SM,
+fp32 0.70x) has enough loads in flight. The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB)."""
+MAX_SPLIT_K = 16
+
+
+def split_k(m: int, n: int, k: int, path: str, num_sms: int) -> int:
+    """How many runs of K ``matmul_kernel`` splits an (m, k) @ (k, n) product on ``path`` into (``SPLIT_K_RULES``):
+    the smallest power of two that gives the wanted waves of programs, within MAX_SPLIT_K and the K per split;
+    1 for paths without a rule."""
+    rule = SPLIT_K_RULES.get(path)
+    if rule is None:
+        return 1
+    rows, cols, waves, min_k = rule
+    tiles = triton.cdiv(m, rows) * triton.cdiv(n, cols)
+    split = 1
+    while tiles * split < waves * num_sms and split * 2 <= MAX_SPLIT_K and k // (split * 2) >= min_k:
+        split *= 2
+    return split
+
+
+REDUCE_BLOCK = 1024
+_REDUCES = LaunchCache(split_k_reduce, per_call=("ws_ptr", "c_ptr"))
+_SPLITS: dict = {}
+"""Call signature -> SPLIT_K of its recorded pointer-path launch (absent: 1)."""
+
+
+def _pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: str, precision: str | None,
+                      split: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What matmul_kernel reads and writes: A and B as ``_kernel_a`` / ``_kernel_b`` give them, and c itself or, when
+    K is split, a fresh fp32 (split, M, N) workspace for the partial sums."""
+    m, n = a.shape[0], b.shape[1]
+    target = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
+    return _kernel_a(a, n, path), _kernel_b(b, precision, m), target
+
+
+def _reduce_splits(ws: torch.Tensor, c: torch.Tensor, device: int | None) -> None:
+    """c = sum of the workspace's slices (``split_k_reduce``), through its recorded launch after the first."""
+    split, m, n = ws.shape
+    grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
+    _REDUCES.launch((c.device, signature(ws, c)), grid, (ws, c, m, n, c.stride(0), c.stride(1)), device,
+                    SPLIT_K=split, BLOCK=REDUCE_BLOCK)
+
+
 def _launch_key(a, b, precision, out) -> tuple:
     """Everything that fixes a launch except the data: operand dtypes, shapes, strides and
     alignment, the device, the precision argument and whether ``out`` was given (and its layout)."""
@@ -539,7 +631,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
                 triton.set_allocator(tma_workspace)
                 launch(tma_arguments(a, b, c, path == "tma_padded")[:3])
             else:
-                launch((_kernel_a(a, b.shape[1], path), _kernel_b(b, precision, a.shape[0]), c))
+                split = _SPLITS.get(key, 1)
+                operands = _pointer_operands(a, b, c, path, precision, split)
+                launch(operands)
+                if split > 1:
+                    _reduce_splits(operands[2], c, a.device.index)
             return c
 
     precision = _validate(a, b, precision, out)
@@ -554,11 +650,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
 
     if interpreting():
         blocks = INTERPRETER_BLOCKS
-        blocks_grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]),)
-        a, b = _kernel_a(a, n, select_path(m, n, a.element_size(), precision, False)), _kernel_b(b, precision, m)
-        matmul_kernel[blocks_grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                            c.stride(0), c.stride(1), INPUT_PRECISION=input_precision,
-                            UPCAST_INPUTS=a.dtype == torch.bfloat16, **vector_hints(m, n, a.element_size()), **blocks)
+        path = select_path(m, n, a.element_size(), precision, False)
+        split = split_k(m, n, k, path, INTERPRETER_SMS)
+        ka, kb, target = _pointer_operands(a, b, c, path, precision, split)
+        extents = load_extents(a, b, ka, kb)
+        blocks_grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]), split)
+        matmul_kernel[blocks_grid](ka, kb, target, m, n, k, *extents, ka.stride(0), ka.stride(1), kb.stride(0),
+                                   kb.stride(1), target.stride(-2), target.stride(-1), INPUT_PRECISION=input_precision,
+                                   UPCAST_INPUTS=a.dtype == torch.bfloat16, SPLIT_K=split,
+                                   **vector_hints(*extents, a.element_size()), **blocks)
+        if split > 1:
+            _reduce_splits(target, c, None)
         return c
 
     if sm90.eligible(a, b, c):
@@ -567,6 +669,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         return sm90.launch(a, b, c)
     device = device_index(a)
     path = choose_path(a, b, c, precision)
+    split = 1
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     if path.startswith("tma"):
@@ -577,19 +680,26 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         def grid(meta):
             return (balanced_grid(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), num_sms),)
     else:
-        a, b = _kernel_a(a, n, path), _kernel_b(b, precision, m)
-        args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-        kwargs = {"INPUT_PRECISION": input_precision, **vector_hints(m, n, a.element_size())}
+        split = split_k(m, n, k, path, device_info(device)[1])
+        ka, kb, target = _pointer_operands(a, b, c, path, precision, split)
+        extents = load_extents(a, b, ka, kb)
+        args = (ka, kb, target, m, n, k, *extents, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1),
+                target.stride(-2), target.stride(-1))
+        kwargs = {"INPUT_PRECISION": input_precision, "SPLIT_K": split, **vector_hints(*extents, a.element_size())}
         if path == "fma":
             kwargs["FFMA_ORDER"] = ffma_order.SERPENTINE
 
         def grid(meta):
-            return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+            return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), split)
 
     with torch.cuda.device(device):
         launch = _LAUNCHES[path].launch(key, grid, args, device, **kwargs)
+        if split > 1:
+            _reduce_splits(target, c, device)
     if launch is not None and key is not None:
         _READY[key] = path
+        if not path.startswith("tma"):
+            _SPLITS[key] = split
     return c
 
 

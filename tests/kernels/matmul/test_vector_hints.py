@@ -25,13 +25,14 @@ fn = mm.matmul_kernel
 out = {}
 for vec in (1, 4):
     sig = {n: "*fp32" for n in ("a_ptr", "b_ptr", "c_ptr")}
-    sig.update({n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
-                                   "stride_cm", "stride_cn")})
+    sig.update({n: "i32" for n in ("M", "N", "K", "M_LOAD", "N_LOAD", "stride_am", "stride_ak", "stride_bk",
+                                   "stride_bn", "stride_cm", "stride_cn")})
     consts = {"stride_am": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 16,
               "GROUP_M": 8, "INPUT_PRECISION": "ieee", "UPCAST_INPUTS": False, "FFMA_ORDER": "",
-              "M_VEC": vec, "N_VEC": vec}
+              "M_VEC": vec, "N_VEC": vec, "SPLIT_K": 1}
     sig.update({k: "constexpr" for k in consts})
-    # Pointers and the row strides 16-aligned (rows padded to 16 elements); M, N, K carry no divisibility.
+    # Pointers and the row strides 16-aligned (rows padded to 16 elements); M, N, K and the load extents
+    # M_LOAD, N_LOAD (M and N themselves, as for an unpadded operand) carry no divisibility.
     aligned = [i for i, n in enumerate(fn.arg_names) if n in ("a_ptr", "b_ptr", "c_ptr", "stride_ak", "stride_bk",
                                                               "stride_cm")]
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},

@@ -1,0 +1,137 @@
+"""matmul_kernel's split K (``split_k``, ``split_k_reduce``) and its load extents (``load_extents``, M_LOAD/N_LOAD).
+
+Compiled on a GPU, else in triton's interpreter on the CPU (the ``device`` fixture), against the float64
+reference on fresh random inputs with poisoned outputs.
+"""
+
+import os
+import random
+import zlib
+
+import pytest
+import torch
+
+from profkit.bench.checks import relative_error
+from profkit.kernels.launch import LaunchCache
+from profkit.kernels.matmul import tiled as mm
+from tests.triton_mode import COMPILED
+
+BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
+
+
+@pytest.fixture
+def gen(request):
+    seed = (BASE_SEED + zlib.crc32(request.node.nodeid.encode())) % 2 ** 31
+    print(f"PROFKIT_TEST_SEED={BASE_SEED} (this test: torch seed {seed})")
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture(autouse=True)
+def first_configs(monkeypatch):
+    """Compiled: each autotuned path launches its first config untuned; the recorded fast path is off so every
+    call goes through the code under test."""
+    monkeypatch.setattr(LaunchCache, "enabled", False)
+    if COMPILED:
+        for tuner in mm._AUTOTUNED.values():
+            monkeypatch.setattr(tuner, "configs", tuner.configs[:1])
+
+
+@pytest.mark.parametrize("m, n, k, path, expected", [
+    (128, 4096, 4096, "fma", 8),      # 32 tiles of 128 x 128: 4 splits make 128 < 132 programs, 8 make 256
+    (128, 4096, 14336, "fma", 8),
+    (128, 14336, 4096, "fma", 2),     # 112 tiles: 2 splits already give 224
+    (1000, 1000, 1000, "fma", 1),     # 64 tiles, but 2 splits would keep 500 < 512 of K each
+    (4096, 4096, 4096, "fma", 1),     # 1024 tiles: a full wave without splitting
+    (1, 4096, 4096, "skinny32", 8),   # 64 tiles of 16 x 64; two waves are 264 programs: 4 splits give 256
+    (1, 14336, 4096, "skinny16", 2),  # 224 tiles: 448 >= 264
+    (1, 64, 10 ** 6, "skinny32", 16),  # one tile: capped at MAX_SPLIT_K
+    (1, 64, 600, "skinny32", 2),      # one tile: 4 splits would keep 150 < 256 of K each
+    (1, 4096, 4096, "tma", 1), (128, 4096, 4096, "tf32", 1),
+])
+def test_split_k_counts_worked_by_hand(m, n, k, path, expected):
+    assert mm.split_k(m, n, k, path, 132) == expected
+
+
+def test_split_k_is_the_smallest_power_of_two_that_fills_the_gpu():
+    """Over many shapes: a power of two within MAX_SPLIT_K that keeps the K floor, and one split fewer would leave
+    fewer programs than the rule wants (no split beyond need)."""
+    rng = random.Random(BASE_SEED)
+    for _ in range(500):
+        m, n, k = rng.randint(1, 300), rng.randint(1, 20000), rng.randint(1, 40000)
+        path = rng.choice(sorted(mm.SPLIT_K_RULES))
+        rows, cols, waves, min_k = mm.SPLIT_K_RULES[path]
+        sms = rng.choice((66, 114, 132))
+        split = mm.split_k(m, n, k, path, sms)
+        tiles = -(-m // rows) * -(-n // cols)
+        assert split & (split - 1) == 0 and 1 <= split <= mm.MAX_SPLIT_K
+        assert split == 1 or k // split >= min_k
+        assert split == 1 or tiles * (split // 2) < waves * sms
+        enough = tiles * split >= waves * sms
+        assert enough or split == mm.MAX_SPLIT_K or k // (2 * split) < min_k, (m, n, k, path, sms, split)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("m, n, k, split", [(1, 37, 301, 3), (20, 45, 130, 4), (33, 17, 20, 3), (5, 70, 1000, 16)],
+                         ids=lambda v: str(v))
+def test_split_programs_and_their_reduction_equal_the_product(gen, device, monkeypatch, dtype, m, n, k, split):
+    """K cut into `split` runs (uneven ones; (33, 17, 20) has 2 steps of 16 for 3 splits, so one split sums
+    nothing), partial sums added by split_k_reduce into a NaN-poisoned output: equal to float64 within the
+    kernel's tolerance."""
+    monkeypatch.setattr(mm, "split_k", lambda *args: split)
+    a = torch.randn(m, k, generator=gen).to(device, dtype)
+    b = torch.randn(k, n, generator=gen).to(device, dtype)
+    out = torch.full((m, n), float("nan"), device=device, dtype=dtype)
+    mm.matmul(a, b, out=out)
+    assert torch.isfinite(out).all()
+    precision = "ieee" if dtype == torch.float32 else None
+    assert relative_error(out, mm.matmul_reference(a, b)) <= mm.tolerance(dtype, precision, k)
+
+
+def test_split_k_reduce_adds_the_slices_in_order(gen, device):
+    """The reduction alone: c = ws[0] + ws[1] + ... (fp32, in that order), written through c's strides."""
+    ws = torch.randn(5, 7, 9, generator=gen).to(device)
+    c = torch.full((9, 7), float("nan"), device=device).t()  # a column-major (7, 9) view
+    mm._reduce_splits(ws, c, None if device == "cpu" else torch.device(device).index or 0)
+    expected = ws[0] + ws[1] + ws[2] + ws[3] + ws[4]
+    assert torch.equal(c.cpu(), expected.cpu())
+
+
+def test_load_extents_are_the_padded_widths_of_the_wrappers_own_copies(gen, monkeypatch):
+    """An M-major A copy and a padded B copy may be read to their padded widths; operands passed through as given
+    (even an M-major view with a wide stride: its storage may end at row M) only to M and N."""
+    monkeypatch.setattr(mm, "FP32_PAD_MIN_FLOPS", 0)
+    monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 0)
+    a = torch.randn(37, 20, generator=gen)
+    b = torch.randn(20, 45, generator=gen)
+    ka, kb = mm._kernel_a(a, 45, "fma"), mm._kernel_b(b, "ieee", 37)
+    assert ka.stride() == (1, 48) and kb.stride() == (48, 1)
+    assert mm.load_extents(a, b, ka, kb) == (48, 48)
+    assert mm.vector_hints(48, 48, 4) == {"M_VEC": 4, "N_VEC": 4}  # 37 and 45 alone would give no hint
+    user_a = torch.randn(20, 48, generator=gen)[:, :37].t()  # M-major, stride (1, 48), not the wrapper's copy
+    user_b = torch.randn(20, 48, generator=gen)[:, :45]
+    assert mm.load_extents(user_a, user_b, user_a, user_b) == (37, 45)
+
+
+def test_rows_past_m_in_a_padded_copy_never_reach_the_output(gen, device):
+    """matmul_kernel wrapping at M_LOAD = N_LOAD = 48 for M = 37, N = 45 reads the copies' padding, here NaN: the
+    stored outputs stay finite and equal the product, and nothing past (M, N) is written."""
+    m, n, k = 37, 45, 40
+    a = torch.randn(m, k, generator=gen)
+    b = torch.randn(k, n, generator=gen)
+    a_buf = torch.full((k, 48), float("nan"))
+    a_buf[:, :m] = a.t()
+    b_buf = torch.full((k, 48), float("nan"))
+    b_buf[:, :n] = b
+    a_buf, b_buf = a_buf.to(device), b_buf.to(device)
+    ka, kb = a_buf[:, :m].t(), b_buf[:, :n]
+    c_buf = torch.full((m + 3, 48), -7.0, device=device)
+    c = c_buf[:m, :n]
+    blocks = mm.INTERPRETER_BLOCKS
+    grid = (-(-m // blocks["BLOCK_M"]) * -(-n // blocks["BLOCK_N"]), 1)
+    mm.matmul_kernel[grid](ka, kb, c, m, n, k, 48, 48, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1),
+                           c.stride(0), c.stride(1), INPUT_PRECISION="ieee", M_VEC=4, N_VEC=4, **blocks)
+    assert torch.isfinite(c).all()
+    assert relative_error(c.cpu(), mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", k)
+    untouched = torch.ones_like(c_buf, dtype=torch.bool)
+    untouched[:m, :n] = False
+    assert (c_buf[untouched] == -7.0).all()
