@@ -21,8 +21,8 @@ from ..common import balanced_grid, device_info, tma_workspace
 from ..launch import LaunchCache
 from . import ffma_order, sm90
 from .tiled import (CLUSTER_PATH, ROW_MULTIPLE, choose_path, load_extents, matmul, matmul_configs, matmul_kernel,
-                    matmul_kernel_tma_persistent, matmul_reference, tolerance, transpose, tuned_config,
-                    vector_hints)
+                    matmul_kernel_tma_persistent, matmul_reference, stream_k_plan, tma_arguments, tolerance,
+                    transpose, tuned_config, vector_hints)
 
 VARIANTS = {
     "fp32-ieee": (torch.float32, "ieee"),
@@ -488,8 +488,10 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
     options = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
     if path == "tma":
-        matmul_kernel_tma_persistent[(balanced_grid(tiles, num_sms),)](a, b, c, m, n, k, a.stride(0), b.stride(0),
-                                                                      c.stride(0), **meta, **options)
+        programs = (stream_k_plan(tiles, triton.cdiv(k, meta["BLOCK_K"]), num_sms)[0] if meta.get("STREAM_K")
+                    else balanced_grid(tiles, num_sms))
+        args = tma_arguments(a, b, c, False, num_sms)
+        matmul_kernel_tma_persistent[(programs,)](*args, **meta, **options)
     else:
         ka = transpose(a, ROW_MULTIPLE).t() if m_major else a
         extents = load_extents(a, b, ka, b)

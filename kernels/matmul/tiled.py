@@ -50,6 +50,9 @@ from . import ffma_order, sm90
 
 ffma_order.install()
 
+MAX_TAIL_SPLIT: tl.constexpr = tl.constexpr(8)
+"""Most pieces a stream-K tail tile is cut into (``stream_k_plan``)."""
+
 
 @triton.jit(repr=ffma_order.specialization_name("matmul_kernel"))
 def matmul_kernel(
@@ -135,14 +138,47 @@ def matmul_kernel(
 
 
 @triton.jit
+def _store_c(c_desc, c_ptr, accumulator, offs_cm, offs_cn, M, N, stride_cm, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, C_POINTERS: tl.constexpr):
+    """Store one (BLOCK_M, BLOCK_N) fp32 tile of C at (offs_cm, offs_cn) in C's dtype: masked pointer stores
+    (C_POINTERS), or through c_desc whole or as two column halves (EPILOGUE_SUBTILE); TMA clips the edges."""
+    dtype = c_ptr.dtype.element_ty
+    if C_POINTERS:
+        rows = offs_cm + tl.arange(0, BLOCK_M)
+        cols = offs_cn + tl.arange(0, BLOCK_N)
+        tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], accumulator.to(dtype),
+                 mask=(rows[:, None] < M) & (cols[None, :] < N))
+    elif EPILOGUE_SUBTILE:
+        acc = tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2))
+        acc = tl.permute(acc, (0, 2, 1))
+        acc0, acc1 = tl.split(acc)
+        c_desc.store([offs_cm, offs_cn], acc0.to(dtype))
+        c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(dtype))
+    else:
+        c_desc.store([offs_cm, offs_cn], accumulator.to(dtype))
+
+
+@triton.jit
+def tail_split(num_tiles, k_tiles, NUM_SMS, MAX_SPLIT: tl.constexpr):
+    """Stream-K tail plan (``stream_k_plan`` on the host computes the same): the tiles left after the full waves
+    of NUM_SMS, and how many pieces of K each of them is cut into; 1 (no tail phase) when that tail is empty or
+    would not fit twice into one wave."""
+    tail = num_tiles % NUM_SMS
+    split = tl.minimum(tl.minimum(NUM_SMS // tl.maximum(tail, 1), k_tiles), MAX_SPLIT)
+    return tail, tl.where(tail == 0, 1, split)
+
+
+@triton.jit
 def matmul_kernel_tma_persistent(
         a_ptr, b_ptr, c_ptr,
         M, N, K,
         stride_am, stride_bk, stride_cm,
+        ws_ptr, lock_ptr, NUM_SMS,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
         GROUP_M: tl.constexpr,
         EPILOGUE_SUBTILE: tl.constexpr,
         C_POINTERS: tl.constexpr = False,
+        STREAM_K: tl.constexpr = False,
 ):
     """Persistent TMA matmul for 16-bit a: (M, K), b: (K, N), c: (M, N), rows contiguous; stride_am, stride_bk,
     stride_cm are the row strides (elements).
@@ -155,8 +191,13 @@ def matmul_kernel_tma_persistent(
     EPILOGUE_SUBTILE stores the tile as two (BLOCK_M, BLOCK_N // 2) halves, halving the shared
     memory the epilogue needs so more of it can go to pipeline stages. C_POINTERS stores C with masked pointer
     stores instead of TMA, for a c whose rows are not 16-byte aligned (the "tma_padded" path).
+
+    STREAM_K (grid from ``stream_k_plan``): the tiles of the full waves of NUM_SMS run as above; each of the
+    ``tail_split`` tail tiles is cut into `split` runs of K steps, one per program. A piece stores its fp32
+    partial sum in its slot of ws_ptr (BLOCK_M * BLOCK_N floats per program) and counts itself in lock_ptr[tail
+    tile]; the last piece to arrive adds the slots in piece order (the result does not depend on which arrives
+    last), resets the count to 0 for the next call and stores the tile. No program waits for another.
     """
-    dtype = c_ptr.dtype.element_ty
     start_pid = tl.program_id(axis=0)
     num_programs = tl.num_programs(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -168,14 +209,22 @@ def matmul_kernel_tma_persistent(
                                        block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
                                        block_shape=[BLOCK_K, BLOCK_N])
-    if not C_POINTERS:
+    if C_POINTERS:
+        c_desc = c_ptr  # C goes out through pointer stores
+    else:
         c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
                                            block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
+
+    full_tiles = num_tiles
+    if STREAM_K:
+        tail, split = tail_split(num_tiles, k_tiles, NUM_SMS, MAX_TAIL_SPLIT)
+        if split > 1:
+            full_tiles = num_tiles - tail
 
     # The epilogue recomputes its tile from a separate counter, one tile behind the loads, so
     # the flattened pipeline does not tie the prologue of tile i+1 to the epilogue of tile i.
     tile_id_c = start_pid - num_programs
-    for tile_id in tl.range(start_pid, num_tiles, num_programs, flatten=True):
+    for tile_id in tl.range(start_pid, full_tiles, num_programs, flatten=True):
         pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         offs_am = pid_m * BLOCK_M
         offs_bn = pid_n * BLOCK_N
@@ -189,21 +238,34 @@ def matmul_kernel_tma_persistent(
 
         tile_id_c += num_programs
         pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        offs_cm = pid_m * BLOCK_M
-        offs_cn = pid_n * BLOCK_N
-        if C_POINTERS:
-            rows = offs_cm + tl.arange(0, BLOCK_M)
-            cols = offs_cn + tl.arange(0, BLOCK_N)
-            tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], accumulator.to(dtype),
-                     mask=(rows[:, None] < M) & (cols[None, :] < N))
-        elif EPILOGUE_SUBTILE:
-            acc = tl.reshape(accumulator, (BLOCK_M, 2, BLOCK_N // 2))
-            acc = tl.permute(acc, (0, 2, 1))
-            acc0, acc1 = tl.split(acc)
-            c_desc.store([offs_cm, offs_cn], acc0.to(dtype))
-            c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], acc1.to(dtype))
-        else:
-            c_desc.store([offs_cm, offs_cn], accumulator.to(dtype))
+        _store_c(c_desc, c_ptr, accumulator, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
+                 EPILOGUE_SUBTILE, C_POINTERS)
+
+    if STREAM_K:
+        if split > 1:
+            if start_pid < tail * split:
+                t = start_pid // split
+                piece = start_pid % split
+                pid_m, pid_n = tile_coords(full_tiles + t, num_pid_m, num_pid_n, GROUP_M)
+                per_piece = tl.cdiv(k_tiles, split)
+                k_first = piece * per_piece
+                k_last = tl.minimum(k_first + per_piece, k_tiles)
+                accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for ki in range(k_first, k_last):
+                    a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+                    b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+                    accumulator = tl.dot(a, b, accumulator)
+                tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+                slots = ws_ptr + (t * split).to(tl.int64) * (BLOCK_M * BLOCK_N)
+                tl.store(slots + piece * (BLOCK_M * BLOCK_N) + tile, accumulator)
+                tl.debug_barrier()  # every thread's part of the slot is written before the count says so
+                if tl.atomic_add(lock_ptr + t, 1, sem="acq_rel") == split - 1:
+                    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                    for j in range(split):
+                        total += tl.load(slots + j * (BLOCK_M * BLOCK_N) + tile, cache_modifier=".cg")
+                    tl.atomic_xchg(lock_ptr + t, 0)
+                    _store_c(c_desc, c_ptr, total, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M,
+                             BLOCK_N, EPILOGUE_SUBTILE, C_POINTERS)
 
 
 @triton.jit
@@ -274,9 +336,10 @@ def matmul_configs(path: str) -> list[triton.Config]:
     full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128, 64x128 and 64x64
     tiles so sizes near 1024-2048 and M = 128 rows still give every SM a tile (128 x 4096 x 4096 made 64 tiles of
-    128 x 256 for 132 SMs and ran 0.715x cuBLAS on the H100; 64 x 64 tiles make 128). The 3-stage 128x256 tiles also
-    come in GROUP_M=16 order (16 tile-rows share each B panel), worth at most ~1% (``sweep`` on
-    graph replays: 0.973x vs 0.969x cuBLAS at 4096^3, 1.018x vs 1.012x at 8192^3).
+    128 x 256 for 132 SMs and ran 0.715x cuBLAS on the H100; 64 x 64 tiles make 128). The 3-stage 128x256 tiles and
+    the 4-warp 128x128 tiles also come with STREAM_K (``stream_k_plan``: a last wave that would leave SMs idle is
+    cut into pieces of K); they took the places of GROUP_M=16 variants of the 128x256 tiles, worth at most ~1%
+    (``sweep`` on graph replays: 0.973x vs 0.969x cuBLAS at 4096^3, 1.018x vs 1.012x at 8192^3).
     """
     if path == "fma":
         return [_config(*c) for c in (
@@ -301,17 +364,25 @@ def matmul_configs(path: str) -> list[triton.Config]:
             (16, 32, 128, 4, 4), (16, 64, 128, 4, 4), (16, 64, 64, 5, 4), (16, 128, 64, 4, 4),
             (32, 32, 128, 4, 4), (32, 64, 64, 4, 4), (64, 16, 128, 4, 4))]
     if path in ("tma", "tma_padded"):
-        return [_config(*c, EPILOGUE_SUBTILE=s, GROUP_M=g) for *c, s, g in (
-            (128, 256, 64, 3, 8, False, 8), (128, 256, 64, 3, 8, True, 8), (128, 256, 64, 4, 8, True, 8),
-            (128, 256, 64, 3, 8, False, 16), (128, 256, 64, 3, 8, True, 16), (128, 256, 64, 3, 8, False, 4),
-            (256, 128, 64, 3, 8, False, 8), (256, 128, 64, 4, 8, True, 8), (128, 128, 64, 4, 8, False, 8),
-            (128, 128, 64, 5, 8, True, 8), (128, 128, 64, 4, 4, False, 8), (128, 128, 128, 3, 8, True, 8),
-            (64, 256, 64, 4, 4, True, 8), (64, 128, 64, 5, 4, False, 8), (64, 64, 64, 6, 4, False, 8))]
+        return [_config(*c, EPILOGUE_SUBTILE=s, GROUP_M=g, STREAM_K=k) for *c, s, g, k in (
+            (128, 256, 64, 3, 8, False, 8, False), (128, 256, 64, 3, 8, True, 8, False),
+            (128, 256, 64, 4, 8, True, 8, False), (128, 256, 64, 3, 8, False, 8, True),
+            (128, 256, 64, 3, 8, True, 8, True), (128, 256, 64, 3, 8, False, 4, False),
+            (256, 128, 64, 3, 8, False, 8, False), (256, 128, 64, 4, 8, True, 8, False),
+            (128, 128, 64, 4, 8, False, 8, False), (128, 128, 64, 5, 8, True, 8, False),
+            (128, 128, 64, 4, 4, False, 8, False), (128, 128, 64, 4, 4, False, 8, True),
+            (128, 128, 128, 3, 8, True, 8, False), (64, 256, 64, 4, 4, True, 8, False),
+            (64, 128, 64, 5, 4, False, 8, False), (64, 64, 64, 6, 4, False, 8, False))]
     raise ValueError(f"unknown matmul path {path!r}; expected one of {PATHS}")
 
 
 def _autotune(kernel, path: str, key: list[str]):
     return autotune(matmul_configs(path), key)(kernel)
+
+
+TMA_PER_CALL = ("a_ptr", "b_ptr", "c_ptr", "ws_ptr", "lock_ptr")
+_TMA_PER_CALL_INDEX = (0, 1, 2, 9, 10)
+"""Positions of TMA_PER_CALL in ``tma_arguments``."""
 
 
 # Autotuning keys: the shape plus the precision; triton appends every tensor argument's dtype.
@@ -321,7 +392,8 @@ _AUTOTUNED.update({path: _autotune(matmul_kernel_tma_persistent, path, ["M", "N"
                    for path in ("tma", "tma_padded")})
 # Launches recorded per call signature (profkit.kernels.launch): a repeated call skips triton's per-launch
 # Python work, which costs more than the whole kernel at 1024^3 and on skinny shapes.
-_LAUNCHES = {path: LaunchCache(tuned, per_call=("a_ptr", "b_ptr", "c_ptr")) for path, tuned in _AUTOTUNED.items()}
+_LAUNCHES = {path: LaunchCache(tuned, per_call=TMA_PER_CALL if path.startswith("tma") else ("a_ptr", "b_ptr", "c_ptr"))
+             for path, tuned in _AUTOTUNED.items()}
 _READY: dict = {}
 """Call signature (see ``_launch_key``) -> the path whose LaunchCache recorded it (the fast path of
 ``matmul`` skips validation and path selection for these)."""
@@ -412,11 +484,45 @@ def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool,
     return "tf32" if precision == "tf32" else "fma"
 
 
-def tma_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, padded: bool) -> tuple:
-    """The TMA kernel's positional arguments: the operands (padded when ``padded``), M, N, K and the row strides."""
+STREAM_K_TILE = 256 * 128
+"""Largest tile (BLOCK_M * BLOCK_N) of the stream-K configs: a program's slot in the tail workspace."""
+
+
+def stream_k_plan(tiles: int, k_tiles: int, num_sms: int) -> tuple[int, int]:
+    """(programs, split) of a STREAM_K launch, as the kernel's ``tail_split`` computes it: the tiles past the full
+    waves of num_sms are each cut into split = min(num_sms // tail, k_tiles, MAX_TAIL_SPLIT) pieces of K, one per
+    program, so the last wave takes about a split-th of a tile's time instead of a whole tile's. split 1 (a tail
+    of more than half a wave, or none): an ordinary persistent grid (``balanced_grid``). bf16 3000^3 in 128 x 256
+    tiles: 288 tiles, 2 full waves of 132 and 24 tail tiles in 5 pieces, where the persistent grid ran 96
+    programs of 3 tiles each (36 SMs idle, 0.689x cuBLAS on the H100)."""
+    tail = tiles % num_sms
+    split = min(num_sms // tail, k_tiles, MAX_TAIL_SPLIT.value) if tail else 1
+    if split <= 1:
+        return balanced_grid(tiles, num_sms), 1
+    return (num_sms if tiles >= num_sms else tail * split), split
+
+
+_TAIL_LOCKS: dict = {}
+
+
+def _tail_locks(device: torch.device, num_sms: int) -> torch.Tensor:
+    """The stream-K arrival counts of one device and stream (zeros; each launch leaves them at zero), so launches
+    that may overlap, on different streams, never share a count."""
+    stream = None if device.type != "cuda" else torch.cuda.current_stream(device).cuda_stream
+    locks = _TAIL_LOCKS.get((device, stream))
+    if locks is None or locks.numel() < num_sms:
+        locks = _TAIL_LOCKS[(device, stream)] = torch.zeros(num_sms, device=device, dtype=torch.int32)
+    return locks
+
+
+def tma_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, padded: bool, num_sms: int) -> tuple:
+    """The TMA kernel's positional arguments: the operands (padded when ``padded``), M, N, K, the row strides, a
+    fresh stream-K workspace (a slot of STREAM_K_TILE floats per SM), the stream's arrival counts and num_sms."""
     if padded:
         a, b = tma_operand(a), tma_operand(b)
-    return a, b, c, a.shape[0], b.shape[1], a.shape[1], a.stride(0), b.stride(0), c.stride(0)
+    ws = torch.empty(num_sms * STREAM_K_TILE, device=a.device, dtype=torch.float32)
+    return (a, b, c, a.shape[0], b.shape[1], a.shape[1], a.stride(0), b.stride(0), c.stride(0), ws,
+            _tail_locks(a.device, num_sms), num_sms)
 
 
 def _validate(a, b, precision, out) -> str | None:
@@ -629,7 +735,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
             if path.startswith("tma"):
                 triton.set_allocator(tma_workspace)
-                launch(tma_arguments(a, b, c, path == "tma_padded")[:3])
+                args = tma_arguments(a, b, c, path == "tma_padded", device_info(a.device.index)[1])
+                launch([args[i] for i in _TMA_PER_CALL_INDEX])
             else:
                 split = _SPLITS.get(key, 1)
                 operands = _pointer_operands(a, b, c, path, precision, split)
@@ -675,10 +782,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     if path.startswith("tma"):
         _, num_sms = device_info(device)
         triton.set_allocator(tma_workspace)
-        args, kwargs = tma_arguments(a, b, c, path == "tma_padded"), {"C_POINTERS": path == "tma_padded"}
+        args, kwargs = tma_arguments(a, b, c, path == "tma_padded", num_sms), {"C_POINTERS": path == "tma_padded"}
 
         def grid(meta):
-            return (balanced_grid(triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), num_sms),)
+            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            if meta.get("STREAM_K"):
+                return (stream_k_plan(tiles, triton.cdiv(k, meta["BLOCK_K"]), num_sms)[0],)
+            return (balanced_grid(tiles, num_sms),)
     else:
         split = split_k(m, n, k, path, device_info(device)[1])
         ka, kb, target = _pointer_operands(a, b, c, path, precision, split)

@@ -148,7 +148,7 @@ def test_tma_kernel_on_padded_rows_matches_float64(device, gen, m, n, k, c_point
     full = torch.full((m, -(-n // 8) * 8), float("nan"), dtype=torch.float16, device=device)
     c = torch.full((m, n), float("nan"), dtype=torch.float16, device=device) if c_pointers else full[:, :n]
     triton.set_allocator(common.tma_workspace)
-    mm.matmul_kernel_tma_persistent[(3,)](pa, pb, c, m, n, k, pa.stride(0), pb.stride(0), c.stride(0),
+    mm.matmul_kernel_tma_persistent[(3,)](pa, pb, c, m, n, k, pa.stride(0), pb.stride(0), c.stride(0), None, None, 1,
                                           BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=4, EPILOGUE_SUBTILE=False,
                                           C_POINTERS=c_pointers)
     reference = mm.matmul_reference(a, b)
