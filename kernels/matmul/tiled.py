@@ -735,8 +735,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
             if path.startswith("tma"):
                 triton.set_allocator(tma_workspace)
-                args = tma_arguments(a, b, c, path == "tma_padded", device_info(a.device.index)[1])
-                launch([args[i] for i in _TMA_PER_CALL_INDEX])
+                values = tma_arguments(a, b, c, path == "tma_padded", device_info(a.device.index)[1])
+                launch([values[i] for i in _TMA_PER_CALL_INDEX])
             else:
                 split = _SPLITS.get(key, 1)
                 operands = _pointer_operands(a, b, c, path, precision, split)
