@@ -7,8 +7,15 @@ import pytest
 
 from profkit.bench.compare import case_rows
 from profkit.bench.timing import Timing
-from profkit.kernels.matmul.benchmark import SHAPE_GOALS, _make_case, shape_cases, min_max_coverage_pct, shape_summary, with_shape_columns
 from profkit.kernels.matmul.__main__ import main
+from profkit.kernels.matmul.benchmark import (
+    SHAPE_GOALS,
+    _make_case,
+    min_max_coverage_pct,
+    shape_cases,
+    shape_summary,
+    with_shape_columns,
+)
 
 
 def test_each_dtype_has_24_distinct_shapes_named_by_the_issue():

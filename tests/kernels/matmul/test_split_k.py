@@ -4,9 +4,7 @@ Compiled on a GPU, else in triton's interpreter on the CPU (the ``device`` fixtu
 reference on fresh random inputs with poisoned outputs.
 """
 
-import os
 import random
-import zlib
 
 import pytest
 import torch
@@ -14,16 +12,8 @@ import torch
 from profkit.bench.checks import relative_error
 from profkit.kernels.launch import LaunchCache
 from profkit.kernels.matmul import tiled as mm
+from tests.kernels.matmul.conftest import BASE_SEED
 from tests.triton_mode import COMPILED
-
-BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
-
-
-@pytest.fixture
-def gen(request):
-    seed = (BASE_SEED + zlib.crc32(request.node.nodeid.encode())) % 2 ** 31
-    print(f"PROFKIT_TEST_SEED={BASE_SEED} (this test: torch seed {seed})")
-    return torch.Generator().manual_seed(seed)
 
 
 @pytest.fixture(autouse=True)

@@ -6,9 +6,7 @@ against the float64 reference on fresh random fp16 inputs (the interpreter compu
 does), outputs poisoned with NaN.
 """
 
-import os
 import random
-import zlib
 
 import pytest
 import torch
@@ -17,15 +15,7 @@ import triton
 from profkit.bench.checks import relative_error
 from profkit.kernels import common
 from profkit.kernels.matmul import tiled as mm
-
-BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
-
-
-@pytest.fixture
-def gen(request):
-    seed = (BASE_SEED + zlib.crc32(request.node.nodeid.encode())) % 2 ** 31
-    print(f"PROFKIT_TEST_SEED={BASE_SEED} (this test: torch seed {seed})")
-    return torch.Generator().manual_seed(seed)
+from tests.kernels.matmul.conftest import BASE_SEED
 
 
 @pytest.mark.parametrize("tiles, k_tiles, sms, expected", [

@@ -7,9 +7,6 @@ what the tuner picks. Inputs are fresh random normals per test, drawn on the CPU
 with each test (set PROFKIT_TEST_SEED to replay one) and then moved to the device.
 """
 
-import os
-import random
-import zlib
 
 import pytest
 import torch
@@ -22,8 +19,6 @@ from profkit.kernels.matmul import tiled as mm
 from profkit.kernels.matmul.__main__ import main
 from tests.triton_mode import COMPILED
 
-BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
-
 VARIANTS = [
     pytest.param(torch.float32, "ieee", id="fp32-ieee"),
     pytest.param(torch.float32, "tf32", id="tf32"),
@@ -31,14 +26,6 @@ VARIANTS = [
     pytest.param(torch.float16, None, id="fp16"),
 ]
 SHAPES = [(67, 129, 33), (1, 1, 1), (128, 64, 256), (33, 200, 17)]
-
-
-@pytest.fixture
-def gen(request):
-    """A generator seeded from BASE_SEED and the test id; the seed is printed for replay."""
-    seed = (BASE_SEED + zlib.crc32(request.node.nodeid.encode())) % 2 ** 31
-    print(f"PROFKIT_TEST_SEED={BASE_SEED} (this test: torch seed {seed})")
-    return torch.Generator().manual_seed(seed)
 
 
 @pytest.fixture(autouse=True)
