@@ -13,13 +13,16 @@ Variants (``precision`` for float32 inputs):
 Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order (``common.tile_coords``):
 
 * ``matmul_kernel``: one program per output tile, pointer loads, a K loop, any M, N, K and
-  strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter.
+  strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter. Where the output has too few
+  tiles to fill the GPU (M = 1 to 128 rows of Llama-class layers) it splits K (``split_k``): each program sums one
+  run of K into an fp32 workspace and ``split_k_reduce`` adds the runs in order.
 * ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): at most one program per SM
   (the fewest for the same number of tile waves, ``common.balanced_grid``) looping over tiles, TMA tensor
   descriptors built on the device (``tl.make_tensor_descriptor``) and a flattened tile x K loop so
   the next tile's loads overlap this tile's epilogue. Operands whose rows are not 16-byte aligned (an odd K
   or N) are first copied into padded rows (``tma_operand``, the ``tma_padded`` path) instead of falling back
-  to the pointer kernel.
+  to the pointer kernel. Its STREAM_K configs cut a last wave that would leave SMs idle into pieces of K
+  (``stream_k_plan``).
 
 With triton >= 3.9 on sm_90, bfloat16/float16 problems of at least one wave of 256 x 256 tiles and 2^36 FLOPs go
 to a third kernel, ``matmul.sm90`` (Gluon: 2-CTA clusters that TMA-multicast the shared B tile, which plain
