@@ -657,12 +657,14 @@ def load_extents(a: torch.Tensor, b: torch.Tensor, kernel_a: torch.Tensor, kerne
     return m_load, n_load
 
 
-SPLIT_K_RULES = {"fma": (128, 128, 1, 512), "skinny32": (16, 64, 2, 256), "skinny16": (16, 64, 2, 256)}
+SPLIT_K_RULES = {"fma": (128, 128, 1, 512), "skinny32": (16, 64, 2, 256)}
 """Pointer paths that split K when the output has too few tiles to fill the GPU: (tile rows, tile columns the count
 is taken at, waves of programs wanted, fewest K elements a split keeps). fma (FMA-bound): one wave at its 128 x 128
 tile, so 128 x 4096 x 4096 (32 tiles for 132 SMs, 0.733x cuBLAS on the H100) runs in 8 splits of 512; skinny
 (memory-bound, M or N <= 32): two waves at 16 x 64, so a 1 x 4096 x 4096 product (64 tiles, one 4-warp program per SM,
-fp32 0.70x) has enough loads in flight. The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB)."""
+fp32 0.70x) has enough loads in flight. The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB).
+bf16 skinny shapes are not split: the same rule made them slower on the H100 (1 x 4096 x 4096 0.92 -> 0.85x,
+16 x 4096 x 4096 1.06 -> 0.92x cuBLAS, ``shapes --dtype bf16`` of 12-06 04:20)."""
 MAX_SPLIT_K = 16
 
 
