@@ -178,3 +178,49 @@ def test_the_plan_keeps_plain_names_apart_from_cpp_signatures(plan):
     assert kinds == [{False}, {True}]
     assert set(runs[0]["kernels"]) == {CUDNN, LM_HEAD, GEMM, "nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_splitK_TNT"}
     assert len(runs[1]["kernels"]) == 2 and all(k.endswith("_kernel") for k in runs[1]["kernels"])
+
+
+SEPARATED = REPO / "sessions" / "decode-eager-separated"
+
+
+def test_a_fresh_capture_with_the_separated_plan_profiles_every_target_at_its_planned_launch(tmp_path):
+    """sessions/decode-eager-separated: the same program captured with the guided default after the fix (H100,
+    12-06 04:15). Its plan has two runs, the four plain cuBLAS/cuDNN names and the two C++ signatures, both with
+    skip 4; ncu's reports hold the launches the documented per-launch-config rule picks on the session's own nsys
+    timeline (every configuration of the matched functions, its 5th launch; one of them twice), among them every
+    one of the 8 targets at a steady-state launch, so no target needed the first-launch retry. The same program's
+    capture with the mixed regex (decode-eager-guided) reached 4 of the 8."""
+    manifest = json.loads((SEPARATED / "manifest.json").read_text())["captures"][0]
+    guided_ = manifest["guided"]
+    assert [r["skip"] for r in guided_["runs"]] == [4, 4] and len(manifest["ncu_commands"]) == 2
+    target = tmp_path / "python3.sqlite"
+    with lzma.open(SEPARATED / "python3.sqlite.xz") as src, target.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(target) as conn:
+        rows = conn.execute(
+            "select s.value, d.value, k.gridX || '×' || k.gridY || '×' || k.gridZ, "
+            "k.blockX || '×' || k.blockY || '×' || k.blockZ, k.dynamicSharedMemory, k.start "
+            "from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds d on d.id = k.demangledName "
+            "join StringIds s on s.id = k.shortName order by k.start").fetchall()
+    sequence = pd.DataFrame(rows, columns=["kernel", *CONFIG, "start_ns"])
+    short = dict(zip(sequence["function"], sequence["kernel"]))
+    table = pd.read_csv(SEPARATED / "python3.targets.csv")
+    wanted = table[table["target"]]
+    assert len(wanted) == 8 and (wanted["status"] == "planned steady-state launch").all()
+    assert [{targets.is_signature(f) for f in wanted.loc[wanted["ncu_run"] == r["run"], "function"]}
+            for r in guided_["runs"]] == [{False}, {True}]
+    twice = []
+    for run in guided_["runs"]:
+        chosen = ncu_selects(sequence, run["regex"], run["skip"])
+        profiled = sorted(ncu_profiled(SEPARATED / f"python3.ncu{run['run']}.ncu-rep.xz", tmp_path))
+        replayed = sorted((short[f], g) for f, g in zip(chosen["function"], chosen["grid"]))
+        assert set(profiled) == set(replayed)
+        twice += [launch for launch in set(profiled) if profiled.count(launch) > 1]
+        mine = wanted[wanted["ncu_run"] == run["run"]]
+        assert set(zip(mine["kernel"], mine["grid"])) <= set(profiled)
+        steady = chosen[chosen["function"].isin(mine["function"]) & chosen["grid"].isin(mine["grid"])]
+        assert (steady["start_ns"] >= guided_["steady_start_ns"]).all()
+    assert sorted(wanted["ncu_run"]) == [0] * 6 + [1] * 2
+    # As in decode-eager-guided's retry, ncu splits the one timeline configuration of nvjet TNT 4×12×1 (384
+    # launches, same grid, block and shared memory) in two and profiles the 5th launch of each.
+    assert twice == [(GEMM, "4×12×1")]

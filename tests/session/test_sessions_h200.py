@@ -29,8 +29,8 @@ def _by_capture(df: pd.DataFrame) -> pd.DataFrame:
     return df.set_index("capture")
 
 
-H100_SESSIONS = {"decode-eager-guided", "decode-graphs-guided", "ladder6-n4096", "matmul-worst-shapes",
-                 "train-step-compile-inductor"}
+H100_SESSIONS = {"decode-eager-guided", "decode-eager-separated", "decode-graphs-guided", "ladder6-n4096",
+                 "matmul-worst-shapes", "train-step-compile-inductor"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 

@@ -1,4 +1,4 @@
-"""Fixtures of the matmul kernel tests: fresh random inputs whose seed is printed for replay."""
+"""What the matmul kernel tests share: fresh random inputs whose seed is printed for replay, and the GPU TMA-store note."""
 
 import os
 import random
@@ -9,6 +9,10 @@ import torch
 
 BASE_SEED = int(os.environ.get("PROFKIT_TEST_SEED", random.SystemRandom().randrange(2 ** 31)))
 """One base seed per run (PROFKIT_TEST_SEED replays one); each test derives its own from it and its id."""
+
+TMA_STORE_NOTE = ("on the GPU a TMA store of rows of N * 2 bytes, not a multiple of 16, also writes the rows' padding "
+                  "(H100, triton 3.6, 12-06 04:20); the wrapper stores C through TMA only when its rows are 16-byte "
+                  "aligned (tma_eligible) and uses pointer stores otherwise")
 
 
 @pytest.fixture

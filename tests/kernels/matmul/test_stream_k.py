@@ -15,7 +15,7 @@ import triton
 from profkit.bench.checks import relative_error
 from profkit.kernels import common
 from profkit.kernels.matmul import tiled as mm
-from tests.kernels.matmul.conftest import BASE_SEED
+from tests.kernels.matmul.conftest import BASE_SEED, TMA_STORE_NOTE
 
 
 @pytest.mark.parametrize("tiles, k_tiles, sms, expected", [
@@ -46,19 +46,22 @@ def test_stream_k_plan_gives_every_tail_piece_a_program():
             assert programs == common.balanced_grid(tiles, sms)
 
 
-@pytest.mark.parametrize("m, n, k, sms", [(67, 129, 33, 4), (67, 129, 33, 64), (37, 41, 129, 5), (16, 32, 129, 8)],
-                         ids=lambda v: str(v))
+@pytest.mark.parametrize("m, n, k, sms", [(67, 129, 33, 4), (67, 129, 33, 64), (37, 41, 129, 5), (16, 32, 129, 8),
+                                          (67, 136, 33, 4)], ids=lambda v: str(v))
 @pytest.mark.parametrize("c_pointers", [True, False], ids=["c-pointers", "c-tma"])
 @pytest.mark.parametrize("inputs", ["normal", "integers"])
 def test_stream_k_tail_matches_float64(device, gen, m, n, k, sms, c_pointers, inputs):
     """16 x 32 x 16 tiles with NUM_SMS = sms: (67, 129, 33) on 4 makes 24 full-wave tiles and one tail tile in 3
     pieces, on 64 every tile in 2 pieces; (37, 41, 129) on 5 one tail tile in 5 pieces of 2, 2, 2, 2, 1 K steps;
-    (16, 32, 129) on 8 one tile in 8 pieces, three of them empty. Normal inputs: every output equals float64's
+    (16, 32, 129) on 8 one tile in 8 pieces, three of them empty; (67, 136, 33) on 4 as the first with 16-byte C
+    rows (what the GPU's TMA store clips exactly: ``TMA_STORE_NOTE``). Normal inputs: every output equals float64's
     within the fp16 tolerance. Random integers in [-3, 3]: every partial sum is exact in fp32 and every result in
     fp16, so the output must equal the reference exactly (a piece lost or added twice shows). The arrival counts
     are back at zero and nothing past (M, N) is written."""
     if device == "cuda" and not (common.device_info(0)[0] in (9, 10) and common.has_device_tma()):
         pytest.skip("the TMA kernel needs a Hopper- or Blackwell-class GPU")
+    if device == "cuda" and not c_pointers and n % 8:
+        pytest.skip(TMA_STORE_NOTE)
     if inputs == "normal":
         a = torch.randn(m, k, generator=gen).to(device, torch.float16)
         b = torch.randn(k, n, generator=gen).to(device, torch.float16)
