@@ -47,9 +47,8 @@ def guided() -> dict:
     return json.loads((SESSION / "manifest.json").read_text())["captures"][0]["guided"]
 
 
-@pytest.fixture(scope="module")
-def sequence(sqlite: Path) -> pd.DataFrame:
-    """Every launch of the export in start order, read with sqlite3 (not profkit's reader)."""
+def read_sequence(sqlite: Path) -> pd.DataFrame:
+    """Every launch of an nsys export in start order, read with sqlite3 (not profkit's reader)."""
     with sqlite3.connect(sqlite) as conn:
         rows = conn.execute(
             "select s.value, d.value, k.gridX || '×' || k.gridY || '×' || k.gridZ, "
@@ -57,6 +56,11 @@ def sequence(sqlite: Path) -> pd.DataFrame:
             "from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds d on d.id = k.demangledName "
             "join StringIds s on s.id = k.shortName order by k.start").fetchall()
     return pd.DataFrame(rows, columns=["kernel", *CONFIG, "start_ns", "duration_ns"])
+
+
+@pytest.fixture(scope="module")
+def sequence(sqlite: Path) -> pd.DataFrame:
+    return read_sequence(sqlite)
 
 
 @pytest.fixture(scope="module")
@@ -196,13 +200,7 @@ def test_a_fresh_capture_with_the_separated_plan_profiles_every_target_at_its_pl
     target = tmp_path / "python3.sqlite"
     with lzma.open(SEPARATED / "python3.sqlite.xz") as src, target.open("wb") as dst:
         shutil.copyfileobj(src, dst)
-    with sqlite3.connect(target) as conn:
-        rows = conn.execute(
-            "select s.value, d.value, k.gridX || '×' || k.gridY || '×' || k.gridZ, "
-            "k.blockX || '×' || k.blockY || '×' || k.blockZ, k.dynamicSharedMemory, k.start "
-            "from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds d on d.id = k.demangledName "
-            "join StringIds s on s.id = k.shortName order by k.start").fetchall()
-    sequence = pd.DataFrame(rows, columns=["kernel", *CONFIG, "start_ns"])
+    sequence = read_sequence(target)
     short = dict(zip(sequence["function"], sequence["kernel"]))
     table = pd.read_csv(SEPARATED / "python3.targets.csv")
     wanted = table[table["target"]]
