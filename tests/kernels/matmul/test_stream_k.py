@@ -90,3 +90,22 @@ def test_stream_k_tail_matches_float64(device, gen, m, n, k, sms, c_pointers, in
     assert not locks.any()
     if not c_pointers:
         assert torch.isnan(full[:, n:]).all()
+
+
+def test_the_recorded_launch_fills_the_kernels_per_call_slots(gen):
+    """The fast path replays a recorded TMA launch with ``tma_arguments`` picked at _TMA_PER_CALL_INDEX: those
+    positions are the kernel's TMA_PER_CALL parameters (operands, C, the fresh workspace, the stream's counts), the
+    workspace holds a slot of STREAM_K_TILE floats per SM and the counts start at zero."""
+    names = mm.matmul_kernel_tma_persistent.arg_names
+    assert tuple(names.index(n) for n in mm.TMA_PER_CALL) == mm._TMA_PER_CALL_INDEX
+    assert mm._LAUNCHES["tma"].per_call == mm.TMA_PER_CALL == mm._LAUNCHES["tma_padded"].per_call
+    a = torch.randn(5, 8, generator=gen).half()
+    b = torch.randn(8, 16, generator=gen).half()
+    c = torch.empty(5, 16, dtype=torch.float16)
+    args = mm.tma_arguments(a, b, c, False, 7)
+    assert len(args) == names.index("BLOCK_M")  # every runtime parameter, in the kernel's order
+    picked = [args[i] for i in mm._TMA_PER_CALL_INDEX]
+    assert picked[0] is a and picked[1] is b and picked[2] is c
+    assert picked[3].dtype == torch.float32 and picked[3].numel() == 7 * mm.STREAM_K_TILE
+    assert picked[4].dtype == torch.int32 and picked[4].numel() >= 7 and not picked[4].any()
+    assert args[11] == 7 and mm._tail_locks(a.device, 7) is picked[4]  # one set of counts per device and stream
