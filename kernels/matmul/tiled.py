@@ -698,6 +698,19 @@ def _pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: s
     return _kernel_a(a, n, path), _kernel_b(b, precision, m), target
 
 
+def pointer_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: str, precision: str | None,
+                      split: int) -> tuple[tuple, dict[str, int]]:
+    """matmul_kernel's positional arguments (``_pointer_operands``, M, N, K, the load extents, the strides) and its
+    vector hints, for ``path`` with K in ``split`` runs."""
+    m, k = a.shape
+    n = b.shape[1]
+    ka, kb, target = _pointer_operands(a, b, c, path, precision, split)
+    extents = load_extents(a, b, ka, kb)
+    args = (ka, kb, target, m, n, k, *extents, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1),
+            target.stride(-2), target.stride(-1))
+    return args, vector_hints(*extents, a.element_size())
+
+
 def _reduce_splits(ws: torch.Tensor, c: torch.Tensor, device: int | None) -> None:
     """c = sum of the workspace's slices (``split_k_reduce``), through its recorded launch after the first."""
     split, m, n = ws.shape
@@ -764,15 +777,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         blocks = INTERPRETER_BLOCKS
         path = select_path(m, n, a.element_size(), precision, False)
         split = split_k(m, n, k, path, INTERPRETER_SMS)
-        ka, kb, target = _pointer_operands(a, b, c, path, precision, split)
-        extents = load_extents(a, b, ka, kb)
+        interpreted, hints = pointer_arguments(a, b, c, path, precision, split)
         blocks_grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]), split)
-        matmul_kernel[blocks_grid](ka, kb, target, m, n, k, *extents, ka.stride(0), ka.stride(1), kb.stride(0),
-                                   kb.stride(1), target.stride(-2), target.stride(-1), INPUT_PRECISION=input_precision,
-                                   UPCAST_INPUTS=a.dtype == torch.bfloat16, SPLIT_K=split,
-                                   **vector_hints(*extents, a.element_size()), **blocks)
+        matmul_kernel[blocks_grid](*interpreted, INPUT_PRECISION=input_precision,
+                                   UPCAST_INPUTS=a.dtype == torch.bfloat16, SPLIT_K=split, **hints, **blocks)
         if split > 1:
-            _reduce_splits(target, c, None)
+            _reduce_splits(interpreted[2], c, None)
         return c
 
     if sm90.eligible(a, b, c):
@@ -796,11 +806,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
             return (balanced_grid(tiles, num_sms),)
     else:
         split = split_k(m, n, k, path, device_info(device)[1])
-        ka, kb, target = _pointer_operands(a, b, c, path, precision, split)
-        extents = load_extents(a, b, ka, kb)
-        args = (ka, kb, target, m, n, k, *extents, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1),
-                target.stride(-2), target.stride(-1))
-        kwargs = {"INPUT_PRECISION": input_precision, "SPLIT_K": split, **vector_hints(*extents, a.element_size())}
+        args, hints = pointer_arguments(a, b, c, path, precision, split)
+        kwargs = {"INPUT_PRECISION": input_precision, "SPLIT_K": split, **hints}
         if path == "fma":
             kwargs["FFMA_ORDER"] = ffma_order.SERPENTINE
 
@@ -810,7 +817,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     with torch.cuda.device(device):
         launch = _LAUNCHES[path].launch(key, grid, args, device, **kwargs)
         if split > 1:
-            _reduce_splits(target, c, device)
+            _reduce_splits(args[2], c, device)
     if launch is not None and key is not None:
         _READY[key] = path
         if not path.startswith("tma"):
