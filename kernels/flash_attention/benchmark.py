@@ -34,7 +34,7 @@ TIMED = {
     "bwd": "torch.autograd.grad(o, (q, k, v), do, retain_graph=True) on a graph built by one "
            "forward outside the timed region: the backward kernels plus dq/dk/dv allocation, "
            "identical for every implementation",
-    "method": "timing.time_fn: CUDA events per call, L2 flushed before each call, eager launches, "
+    "method": "timing.time_fn: CUDA events per call, L2 flush + GPU lead before each call, eager launches, "
               "3 interleaved rounds, median of all runs; cases with N <= GRAPH_MAX_SEQ are "
               "timed again as CUDA-graph replays (impl names ending in _graph: kernels only; a backward's "
               "forward runs on a side stream, so its backward can join the capture)",
@@ -519,7 +519,7 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
         "workload": f"{WORKLOAD}_goals",
         "environment": environment(),
         "formulas": {"flops": flops.FORMULAS["attention_flops"], "bytes": flops.FORMULAS["attention_bytes"]},
-        "timed": dict(TIMED, method="timing.time_fn: CUDA events per call, L2 flushed before each call, eager "
+        "timed": dict(TIMED, method="timing.time_fn: CUDA events per call, L2 flush + GPU lead before each call, eager "
                                     f"launches, {rounds} interleaved rounds; each round's ratio kept (ratio_rounds), "
                                     "the 95% interval of their median in ratio_ci_low/high"),
         "baseline": "torch SDPA with SDPBackend.CUDNN_ATTENTION pinned (sdpa_backend says what its kernels were)",

@@ -365,7 +365,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
         "ceiling_clocks": ceiling_clocks,
         "int8_ceiling": "no int8 compute ceiling is measured by profkit.bench.ceilings; int_mm_ceiling "
                         "(cuBLAS int8 via torch._int_mm) is the GEMM reference",
-        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all "
+        "timing": {"method": "CUDA events per call, L2 flush + GPU lead before each call, median of all "
                              "runs; *_graph rows replay a CUDA graph", "rounds": rounds,
                    "stable_spread": STABLE_SPREAD},
         "checkpoint": None if ckpt is None else str(ckpt),

@@ -226,7 +226,7 @@ def evaluate(text_path: str | Path, ckpt_dir: str | Path,
                       "seq_len tokens of the evaluation split (books: "
                       + ", ".join(details["data"]["books"]["evaluation"]) + ")",
         "footprint": "static_bytes = parameters + buffers, each storage once (tied embedding)",
-        "latency": "timing.time_fn: CUDA events, L2 flushed before each call, median",
+        "latency": "timing.time_fn: CUDA events, L2 flush + GPU lead before each call, median",
         **details,
     }
     print(format_model_table(table))

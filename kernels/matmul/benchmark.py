@@ -217,7 +217,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False):
         "ceilings": ceilings,
         "ceiling_methods": CEILING_METHODS,
         "ceiling_clocks": ceiling_clocks,
-        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; SM clock, "
+        "timing": {"method": "CUDA events per call, L2 flush + GPU lead before each call, median of all runs; "
+                             "SM clock, "
                              "power and throttle reasons sampled by nvidia-smi every 50 ms meanwhile",
                    "rounds": rounds, "stable_spread": STABLE_SPREAD},
         "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee, on for tf32",
@@ -270,7 +271,8 @@ def _rounds_meta(rounds: int) -> dict:
     return {
         "environment": environment(),
         "formulas": {"flops": flops.FORMULAS["matmul_flops"], "bytes": flops.FORMULAS["matmul_bytes"]},
-        "timing": {"method": "CUDA events per call, L2 flushed before each call, median of all runs; each round's "
+        "timing": {"method": "CUDA events per call, L2 flush + GPU lead before each call, median of all runs; "
+                             "each round's "
                              "ratio kept (ratio_rounds), the 95% interval of their median in ratio_ci_low/high",
                    "rounds": rounds, "stable_spread": STABLE_SPREAD},
         "baseline": "cuBLAS via torch.matmul(out=); TF32 off for fp32-ieee",
@@ -503,6 +505,7 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
 def _sweep_label(cfg: triton.Config, group_m: int, m_major: bool = False, order: str = "", dtype: str = "bf16") -> str:
     kw = cfg.kwargs
     sub = f" sub{int(kw['EPILOGUE_SUBTILE'])}" if "EPILOGUE_SUBTILE" in kw else ""
+    sub += " sk" if kw.get("STREAM_K") else ""  # without it a STREAM_K config took its plain twin's place
     operands = f" a{'M' if m_major else 'K'}{' serp' if order else ''}" if dtype == "fp32" else ""
     return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}{operands}"
 

@@ -73,6 +73,7 @@ def matmul_kernel(
         M_VEC: tl.constexpr = 1,
         N_VEC: tl.constexpr = 1,
         SPLIT_K: tl.constexpr = 1,
+        ROW_PRODUCT: tl.constexpr = False,
 ):
     """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
 
@@ -85,6 +86,9 @@ def matmul_kernel(
     INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
     FFMA_ORDER=ffma_order.SERPENTINE compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
     dot in serpentine order (``profkit.kernels.matmul.ffma_order``); it changes no result.
+    ROW_PRODUCT (BLOCK_M == 1, the ``row`` path of single-row products): no tl.dot, whose tiles are at least 16 rows
+    tall (15 of 16 rows' products wasted on a row vector); each step adds the fp32 products a[k] * b[k, n] into a
+    (BLOCK_K, BLOCK_N) register tile, summed over k once at the end.
     UPCAST_INPUTS converts the loaded tiles to float32 before the dot. Only the interpreter path
     sets it, for bfloat16: triton's interpreter (3.6 to 3.9) multiplies bfloat16 tiles as their
     raw uint16 bits. A bfloat16 x bfloat16 product is exact in float32, so the upcast dot with
@@ -121,16 +125,22 @@ def matmul_kernel(
     offs_k = tl.arange(0, BLOCK_K)
 
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    products = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
     for k in range(k_first, k_last):
         k_remaining = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
-        if UPCAST_INPUTS:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
+        if ROW_PRODUCT:
+            products += tl.reshape(a, (BLOCK_K, 1)).to(tl.float32) * b.to(tl.float32)
+        else:
+            if UPCAST_INPUTS:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            accumulator = tl.dot(a, b, accumulator, input_precision=INPUT_PRECISION)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    if ROW_PRODUCT:
+        accumulator = tl.reshape(tl.sum(products, axis=0), (BLOCK_M, BLOCK_N))
     c = accumulator.to(c_ptr.dtype.element_ty)
 
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -301,10 +311,12 @@ def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, stride_yc, BLOCK_
 # Autotune configurations
 # ---------------------------------------------------------------------------------------------
 
-PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "tma", "tma_padded")
+PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "row", "tma", "tma_padded")
 """Autotuned launch paths; ``select_path`` picks one per call. ``tma_padded``: the TMA kernel for 16-bit rows that
 are not 16-byte aligned (an odd K or N), each such operand first copied into rows padded to 16 bytes
-(``tma_operand``), C written with pointer stores."""
+(``tma_operand``), C written with pointer stores. ``row``: a float32 single-row A (M = 1), ``matmul_kernel`` with
+ROW_PRODUCT: 1 x 4096 x 4096 0.693 -> 0.776x cuBLAS, 1 x 14336 x 4096 0.835 -> 0.959x against skinny32's 16-row
+dots on the H100; bf16 rows stay on skinny16, where the same kernel lost (1 x 4096 x 4096 0.937 -> 0.859x)."""
 
 CLUSTER_PATH = "cluster"
 """bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles and ``sm90.MIN_FLOPS``:
@@ -315,6 +327,8 @@ SKINNY_MAX = 32
 
 INTERPRETER_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4}
 """Fixed tile for TRITON_INTERPRET=1 runs (no autotuning there: every config would be interpreted)."""
+INTERPRETER_ROW_BLOCKS = {"BLOCK_M": 1, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 1}
+"""The same for the ``row`` path."""
 INTERPRETER_SMS = 1
 """The SM count ``split_k`` is given under the interpreter (only a one-tile skinny product with K >= 512 splits)."""
 
@@ -362,6 +376,10 @@ def matmul_configs(path: str) -> list[triton.Config]:
         return [_config(*c) for c in (
             (16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 64, 128, 5, 4), (16, 128, 128, 4, 4),
             (32, 32, 256, 4, 4), (32, 64, 128, 4, 4), (16, 32, 512, 3, 4), (64, 16, 256, 4, 4))]
+    if path == "row":
+        return [_config(*c, GROUP_M=1) for c in (
+            (1, 128, 64, 4, 4), (1, 128, 128, 3, 4), (1, 256, 64, 4, 8), (1, 64, 128, 4, 4),
+            (1, 128, 32, 5, 4), (1, 256, 32, 4, 4), (1, 64, 64, 5, 2), (1, 512, 32, 3, 8))]
     if path == "skinny32":
         return [_config(*c) for c in (
             (16, 32, 128, 4, 4), (16, 64, 128, 4, 4), (16, 64, 64, 5, 4), (16, 128, 64, 4, 4),
@@ -480,6 +498,8 @@ def choose_path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, precis
 def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool, padded: bool = False) -> str:
     """The autotuned path for an (m, k) @ (k, n) problem; see PATHS and ``matmul_configs``. tma: the operands
     suit the TMA kernel as they are (``tma_eligible``); padded: they would after padding (``tma_padded_eligible``)."""
+    if m == 1 and itemsize == 4:
+        return "row"
     if min(m, n) <= SKINNY_MAX:
         return "skinny16" if itemsize == 2 else "skinny32"
     if itemsize == 2:
@@ -657,12 +677,13 @@ def load_extents(a: torch.Tensor, b: torch.Tensor, kernel_a: torch.Tensor, kerne
     return m_load, n_load
 
 
-SPLIT_K_RULES = {"fma": (128, 128, 1, 512), "skinny32": (16, 64, 2, 256)}
+SPLIT_K_RULES = {"fma": (128, 128, 1, 512), "skinny32": (16, 64, 2, 256), "row": (1, 128, 4, 256)}
 """Pointer paths that split K when the output has too few tiles to fill the GPU: (tile rows, tile columns the count
 is taken at, waves of programs wanted, fewest K elements a split keeps). fma (FMA-bound): one wave at its 128 x 128
 tile, so 128 x 4096 x 4096 (32 tiles for 132 SMs, 0.733x cuBLAS on the H100) runs in 8 splits of 512; skinny
 (memory-bound, M or N <= 32): two waves at 16 x 64, so a 1 x 4096 x 4096 product (64 tiles, one 4-warp program per SM,
-fp32 0.70x) has enough loads in flight. The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB).
+fp32 0.70x) has enough loads in flight; row (float32 M = 1, no dot, so the programs are short): four waves at 1 x 128.
+The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB).
 bf16 skinny shapes are not split: the same rule made them slower on the H100 (1 x 4096 x 4096 0.92 -> 0.85x,
 16 x 4096 x 4096 1.06 -> 0.92x cuBLAS, ``shapes --dtype bf16`` of 12-06 04:20)."""
 MAX_SPLIT_K = 16
@@ -695,7 +716,7 @@ def _pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: s
     K is split, a fresh fp32 (split, M, N) workspace for the partial sums."""
     m, n = a.shape[0], b.shape[1]
     target = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
-    return _kernel_a(a, n, path), _kernel_b(b, precision, m), target
+    return _kernel_a(a, n, path), b if path == "row" else _kernel_b(b, precision, m), target
 
 
 def pointer_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: str, precision: str | None,
@@ -774,13 +795,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     input_precision = precision or "ieee"  # ignored by tl.dot for 16-bit operands
 
     if interpreting():
-        blocks = INTERPRETER_BLOCKS
         path = select_path(m, n, a.element_size(), precision, False)
+        blocks = INTERPRETER_ROW_BLOCKS if path == "row" else INTERPRETER_BLOCKS
         split = split_k(m, n, k, path, INTERPRETER_SMS)
         interpreted, hints = pointer_arguments(a, b, c, path, precision, split)
         blocks_grid = (triton.cdiv(m, blocks["BLOCK_M"]) * triton.cdiv(n, blocks["BLOCK_N"]), split)
         matmul_kernel[blocks_grid](*interpreted, INPUT_PRECISION=input_precision,
-                                   UPCAST_INPUTS=a.dtype == torch.bfloat16, SPLIT_K=split, **hints, **blocks)
+                                   UPCAST_INPUTS=a.dtype == torch.bfloat16, SPLIT_K=split,
+                                   ROW_PRODUCT=path == "row", **hints, **blocks)
         if split > 1:
             _reduce_splits(interpreted[2], c, None)
         return c
@@ -807,7 +829,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     else:
         split = split_k(m, n, k, path, device_info(device)[1])
         args, hints = pointer_arguments(a, b, c, path, precision, split)
-        kwargs = {"INPUT_PRECISION": input_precision, "SPLIT_K": split, **hints}
+        kwargs = {"INPUT_PRECISION": input_precision, "SPLIT_K": split, "ROW_PRODUCT": path == "row", **hints}
         if path == "fma":
             kwargs["FFMA_ORDER"] = ffma_order.SERPENTINE
 

@@ -21,6 +21,13 @@ STABLE_SPREAD = 0.05
 DEFAULT_L2_BYTES = 256 * 1024 * 1024
 """L2 size assumed when the device does not report one (larger than any current GPU's L2)."""
 
+HOST_LEAD_CYCLES = 100_000
+"""GPU clock cycles of ``torch.cuda._sleep`` queued after each flush (tens of microseconds at Hopper's clocks), so the
+host has queued the call and its end event before the GPU reaches the start event, and a call whose host side takes
+longer than the flush is still timed on the GPU alone. Without it the flush was the only lead, and on a slower host
+the small matmuls were timed at their Python (ours) and C++ (cuBLAS) launch cost instead of their kernels
+(reports/code_measurements.md, ``timing.HOST_LEAD_CYCLES``)."""
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -152,7 +159,7 @@ def capture_graph(fn: Callable[[], Any]) -> Callable[[], None]:
 
 def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
             flush_l2: bool = True, cuda_graph: bool = False, min_runs: int = 10,
-            max_runs: int = 5000) -> Timing:
+            max_runs: int = 5000, host_lead_cycles: int = HOST_LEAD_CYCLES) -> Timing:
     """GPU time of one call of fn, from CUDA events around each call.
 
     Before every timed call the L2 is flushed (a buffer of twice the L2 is written), so inputs
@@ -160,7 +167,8 @@ def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 1
     chosen from a five-call estimate so that they take about ``warmup_ms`` and ``rep_ms`` of GPU
     time (flushes included), with at least ``min_runs`` timed calls. With ``cuda_graph=True`` fn
     is captured once into a CUDA graph and the graph is replayed, which removes the CPU launch
-    cost that dominates small problems.
+    cost that dominates small problems. After each flush the GPU idles ``host_lead_cycles``
+    (``HOST_LEAD_CYCLES``) before the start event, so the host's launch cost stays out of the time.
     """
     torch = require_cuda("time_fn")
     if warmup_ms < 0 or rep_ms <= 0:
@@ -168,7 +176,12 @@ def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 1
     if min_runs < 1 or max_runs < min_runs:
         raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs}, {max_runs}")
     call = _capture_graph(torch, fn) if cuda_graph else fn
-    flush = _l2_flusher(torch) if flush_l2 else (lambda: None)
+    flush_only = _l2_flusher(torch) if flush_l2 else (lambda: None)
+
+    def flush() -> None:
+        flush_only()
+        if host_lead_cycles > 0:
+            torch.cuda._sleep(host_lead_cycles)
 
     call()
     torch.cuda.synchronize()

@@ -67,3 +67,26 @@ def test_l2_flush_buffer_is_twice_l2_or_default():
 def test_time_fn_raises_runtime_error_without_cuda():
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         time_fn(lambda: None)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not COMPILED, reason="times a kernel on the GPU")
+def test_a_slow_host_side_stays_out_of_the_gpu_time():
+    """A callable that spends 300 µs on the host before a tiny kernel: with a GPU lead longer than that it times
+    the kernel alone (the GPU reaches the start event after the host queued the call); without a lead, where the
+    flush is shorter than the host's time, it times the host."""
+    import time
+
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+
+    def host_bound():
+        deadline = time.perf_counter() + 300e-6
+        while time.perf_counter() < deadline:
+            pass
+        x.add_(1)
+
+    led = time_fn(host_bound, rep_ms=20, host_lead_cycles=4_000_000)  # ~2 ms at 2 GHz
+    bare = time_fn(host_bound, rep_ms=20, host_lead_cycles=0)
+    assert led.median_ms < 0.1 < 0.2 < bare.median_ms, (led.median_ms, bare.median_ms)

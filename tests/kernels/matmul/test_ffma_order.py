@@ -131,7 +131,7 @@ for a_major in ("k", "m"):
                                        "stride_bn", "stride_cm", "stride_cn")})
         consts = {unit: 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32,
                   "GROUP_M": 8, "INPUT_PRECISION": "ieee", "UPCAST_INPUTS": False, "FFMA_ORDER": order,
-                  "M_VEC": 1, "N_VEC": 1, "SPLIT_K": 1}
+                  "M_VEC": 1, "N_VEC": 1, "SPLIT_K": 1, "ROW_PRODUCT": False}
         sig.update({k: "constexpr" for k in consts})
         aligned = [i for i, n in enumerate(fn.arg_names) if n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "M_LOAD",
                    "N_LOAD", "stride_am", "stride_ak", "stride_bk", "stride_cm") and n != unit]

@@ -32,11 +32,14 @@ def first_configs(monkeypatch):
     (128, 14336, 4096, "fma", 2),     # 112 tiles: 2 splits already give 224
     (1000, 1000, 1000, "fma", 1),     # 64 tiles, but 2 splits would keep 500 < 512 of K each
     (4096, 4096, 4096, "fma", 1),     # 1024 tiles: a full wave without splitting
-    (1, 4096, 4096, "skinny32", 8),   # 64 tiles of 16 x 64; two waves are 264 programs: 4 splits give 256
-    (1, 14336, 4096, "skinny32", 2),  # 224 tiles: 448 >= 264
-    (1, 4096, 4096, "skinny16", 1),   # bf16 skinny shapes are never split
-    (1, 64, 10 ** 6, "skinny32", 16),  # one tile: capped at MAX_SPLIT_K
-    (1, 64, 600, "skinny32", 2),      # one tile: 4 splits would keep 150 < 256 of K each
+    (8, 4096, 4096, "skinny32", 8),   # 64 tiles of 16 x 64; two waves are 264 programs: 4 splits give 256
+    (8, 14336, 4096, "skinny32", 2),  # 224 tiles: 448 >= 264
+    (8, 4096, 4096, "skinny16", 1),   # bf16 skinny shapes are never split
+    (8, 64, 10 ** 6, "skinny32", 16),  # one tile: capped at MAX_SPLIT_K
+    (8, 64, 600, "skinny32", 2),      # one tile: 4 splits would keep 150 < 256 of K each
+    (1, 4096, 4096, "row", 16),       # 32 tiles of 1 x 128; four waves are 528 programs: capped at 16 (256 of K)
+    (1, 14336, 4096, "row", 8),       # 112 tiles: 896 >= 528
+    (1, 4096, 600, "row", 2),         # 4 splits would keep 150 < 256 of K each
     (1, 4096, 4096, "tma", 1), (128, 4096, 4096, "tf32", 1),
 ])
 def test_split_k_counts_worked_by_hand(m, n, k, path, expected):

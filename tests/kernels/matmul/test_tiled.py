@@ -102,6 +102,27 @@ def test_select_path():
     assert mm.select_path(4097, 4097, 2, None, tma=False, padded=True) == "tma_padded"
     assert mm.select_path(4096, 4096, 2, None, tma=True, padded=True) == "tma"
     assert mm.select_path(16, 4097, 2, None, tma=False, padded=True) == "skinny16"
+    assert mm.select_path(1, 4096, 4, "ieee", tma=False) == mm.select_path(1, 8, 4, "tf32", tma=False) == "row"
+    assert mm.select_path(1, 4096, 2, None, tma=True) == "skinny16"
+
+
+@pytest.mark.parametrize("dtype, precision", VARIANTS[:2])
+@pytest.mark.parametrize("n, k, layout", [(45, 37, "row-major"), (129, 1100, "row-major"), (77, 1500, "column-major"),
+                                          (3, 2049, "strided")], ids=lambda v: str(v))
+def test_single_row_products_match_float64(gen, device, dtype, precision, n, k, layout):
+    """The row path (float32 with M = 1, no tl.dot) on odd widths, with B row-major, column-major or a strided view, K long
+    enough to be split (``split_k`` with the ``row`` rule) or not, into a NaN-poisoned output."""
+    a = torch.randn(3, k, generator=gen).to(device, dtype)[1:2]
+    b = torch.randn(k, n, generator=gen).to(device, dtype)
+    if layout == "column-major":
+        b = b.t().contiguous().t()
+    elif layout == "strided":
+        b = torch.randn(k, 2 * n, generator=gen).to(device, dtype)[:, ::2]
+    out = torch.full((1, n), float("nan"), dtype=dtype, device=device)
+    mm.matmul(a, b, precision=precision, out=out)
+    assert torch.isfinite(out).all()
+    assert relative_error(out, mm.matmul_reference(a, b)) <= mm.tolerance(dtype, precision, k)
+    assert mm.choose_path(a, b, out, precision) == "row"
 
 
 @pytest.mark.parametrize("shape, dtype, padded_cols", [((5, 7), torch.float16, 8), ((3, 4097), torch.bfloat16, 4104),
@@ -254,6 +275,18 @@ def test_sweep_launch_of_an_fma_tile_matches_float64(gen, device):
     assert benchmark._sweep_label(cfg, 2, True, ffma_order.SERPENTINE, "fp32") == "32x16x16 s2 w1 g2 aM serp"
     assert benchmark._sweep_label(cfg, 2, False, "", "fp32") == "32x16x16 s2 w1 g2 aK"
     assert benchmark._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
+
+
+def test_sweep_labels_name_every_tma_config_apart():
+    # The sweep keys its timings by label and sets GROUP_M itself: two launches that differ in anything else
+    # but share a label would time only the second.
+    for path in ("tma", "fma"):
+        launches = {benchmark._sweep_label(cfg, 8): set() for cfg in mm.matmul_configs(path)}
+        for cfg in mm.matmul_configs(path):
+            rest = {k: v for k, v in cfg.kwargs.items() if k != "GROUP_M"}
+            launches[benchmark._sweep_label(cfg, 8)].add((tuple(sorted(rest.items())), cfg.num_stages, cfg.num_warps))
+        assert all(len(v) == 1 for v in launches.values()), path
+    assert benchmark._sweep_label(mm.matmul_configs("tma")[3], 8) == "128x256x64 s3 w8 sub0 sk g8"
 
 
 @pytest.mark.parametrize("r, c", [(1, 1), (67, 129), (130, 64), (5, 300)])
