@@ -167,6 +167,9 @@ COLUMNS: dict[str, Column] = {
                                                 "for float4)", "ncu l1tex__t_sectors / t_requests, global loads"),
     "st_sectors_per_request": Column("sectors", "global store sectors per request",
                                      "ncu l1tex__t_sectors / t_requests, global stores"),
+    "l2_ld_sectors_per_request": Column("sectors", "L2 read sectors per request from the SMs, TMA's included (4 for a "
+                                                   "128-byte line read whole; rows only 16-byte aligned split lines)",
+                                        "ncu lts__t_sectors / t_requests, srcunit tex, op read"),
     "excessive_sectors_pct": Column("%", "L2 sectors beyond the ideal for the access pattern (uncoalesced)",
                                     "ncu derived__memory_l2_theoretical_sectors_global_excessive / "
                                     "memory_l2_theoretical_sectors_global"),

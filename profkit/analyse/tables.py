@@ -8,6 +8,7 @@
   occupancy_limiter      resource with the fewest blocks per SM (registers, shared_mem, warps, blocks, barriers)
   dram_bytes, dram_gbps  DRAM read + write bytes and achieved rate; dram_pct_of_peak against the report's peak
   ld_sectors_per_request global load sectors per request (4 = ideal for 32 fp32 lanes, 16 for float4)
+  l2_ld_sectors_per_request  L2 read sectors per request from the SMs, TMA loads included (4 = whole 128-byte lines)
   excessive_sectors_pct  L2 sectors beyond the ideal for the access pattern (uncoalesced access)
   shared_excessive_pct   shared-memory wavefronts beyond the ideal (bank conflicts)
   fp32/fp64/fp16/tensor_flops  floating-point operations from the instruction counters (FMA = 2)
@@ -41,7 +42,8 @@ VIEWS: dict[str, list[str]] = {
     "throughput": ["kernel", "duration_us", "sm_throughput_pct", "memory_throughput_pct", "l1_throughput_pct",
                    "l2_throughput_pct", "dram_throughput_pct", "dram_bytes", "dram_gbps", "dram_pct_of_peak",
                    "l1_hit_pct", "l2_hit_pct", "fma_pipe_pct", "tensor_pipe_pct"],
-    "coalescing": ["kernel", "ld_sectors_per_request", "st_sectors_per_request", "excessive_sectors_pct",
+    "coalescing": ["kernel", "ld_sectors_per_request", "st_sectors_per_request", "l2_ld_sectors_per_request",
+                   "excessive_sectors_pct",
                    "bank_conflicts", "shared_excessive_pct", "ldg128_fraction", "lds128_fraction"],
     "stalls": ["kernel", "stall_1", "stall_1_cycles", "stall_2", "stall_2_cycles", "stall_3", "stall_3_cycles"],
     "roofline": ["kernel", "total_flops", "achieved_tflops", "peak_fp32_tflops", "fp32_pct_of_peak",
@@ -170,6 +172,7 @@ def launch_table(raw: pd.DataFrame) -> pd.DataFrame:
     df["dram_pct_of_peak"] = 100 * _ratio(df["dram_gbps"], df["peak_dram_gbps"])
     df["ld_sectors_per_request"] = _ratio(_col(df, "global_load_sectors"), _col(df, "global_load_requests"))
     df["st_sectors_per_request"] = _ratio(_col(df, "global_store_sectors"), _col(df, "global_store_requests"))
+    df["l2_ld_sectors_per_request"] = _ratio(_col(df, "l2_read_sectors"), _col(df, "l2_read_requests"))
     df["excessive_sectors_pct"] = 100 * _ratio(_col(df, "l2_global_sectors_excessive"), _col(df, "l2_global_sectors"))
     df["bank_conflicts"] = _col(df, "bank_conflicts_load") + _col(df, "bank_conflicts_store")
     df["shared_excessive_pct"] = 100 * _ratio(_col(df, "shared_wavefronts_excessive"), _col(df, "shared_wavefronts"))

@@ -68,6 +68,8 @@ RAW_METRICS: dict[str, list[str]] = {
     "dram_write_bytes": ["dram__bytes_write.sum"],
     "dram_bytes_per_second": ["dram__bytes.sum.per_second"],
     "l2_sectors": ["lts__t_sectors.sum"],
+    "l2_read_requests": ["lts__t_requests_srcunit_tex_op_read.sum"],
+    "l2_read_sectors": ["lts__t_sectors_srcunit_tex_op_read.sum"],
     "l1_hit_pct": ["l1tex__t_sector_hit_rate.pct"],
     "l2_hit_pct": ["lts__t_sector_hit_rate.pct"],
     "global_load_requests": ["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"],

@@ -30,7 +30,7 @@ def _by_capture(df: pd.DataFrame) -> pd.DataFrame:
 
 
 H100_SESSIONS = {"decode-eager-guided", "decode-eager-separated", "decode-graphs-guided", "ladder6-n4096",
-                 "matmul-worst-shapes", "train-step-compile-inductor"}
+                 "matmul-worst-shapes", "train-step-compile-inductor", "matmul-bf16-3000-stream-k"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 
@@ -399,3 +399,22 @@ def test_cuda_graph_replays_are_ranked_and_profiled():
     in_graphs = [key in graph_instances for key in zip(profiled["function"], profiled["grid"], profiled["block"])]
     assert sum(in_graphs) >= 10 and profiled.loc[in_graphs, "time_pct"].sum() > 60
     assert profiled["time_pct"].sum() >= 80  # the coverage goal of the guided capture
+
+
+def test_rows_only_16_byte_aligned_double_the_l2_requests_of_the_tma_matmul():
+    """bf16 3000^3 (rows of 6000 bytes: 16-byte aligned, not 32) against 4096^3 (8192-byte rows): every L2 read
+    request of the TMA kernel carries 1.6-1.8 sectors instead of ~4.2, and cuBLAS's kernel ~1.9 at 3000^3
+    (matmul-worst-shapes); the stream-K launch (132 programs, 254 registers) is slower than the 96-program
+    persistent one and no less L2-bound (reports/matmul.md)."""
+    odd = load_session(SESSIONS / "matmul-bf16-3000-stream-k").table("launches").sort_values("launch")
+    aligned = load_session(SESSIONS / "triton-matmul-bf16-n4096").table("launches").set_index("nvtx_path")
+    worst = load_session(SESSIONS / "matmul-worst-shapes").table("launches").set_index("kernel")
+    assert odd["l2_ld_sectors_per_request"].between(1.6, 1.8).all()
+    assert aligned.loc["triton_matmul", "l2_ld_sectors_per_request"] > 4.0
+    assert aligned.loc["cublas_matmul", "l2_ld_sectors_per_request"] > 4.0
+    assert 1.8 < worst.loc["nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NNN", "l2_ld_sectors_per_request"] < 2.0
+    plain, stream_k = odd.iloc[0], odd.iloc[1]
+    assert (plain["grid"], plain["registers_per_thread"]) == ("96×1×1", 160)
+    assert (stream_k["grid"], stream_k["registers_per_thread"]) == ("132×1×1", 254)
+    assert stream_k["duration_us"] > plain["duration_us"]
+    assert stream_k["l2_throughput_pct"] > plain["l2_throughput_pct"] > 70
