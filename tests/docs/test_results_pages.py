@@ -343,6 +343,10 @@ BACKWARD = ("N | ours µs | ours TFLOP/s | cuDNN µs | ours vs cuDNN | ours vs S
 MEMORY = "head dim | N | inputs MiB | ours | single | split | fused | cuDNN | SDPA flash"
 RERUN = "rows | 02:05 | 18:47"
 GRAPHS = "**From CUDA-graph replays"
+FA_H200 = "flash_attention_h200"
+"""The H200 run of 12-01 02:05 the page's first tables hold (flash_attention.json until the H100 run replaced it)."""
+DTYPE_TABLE = ("N | forward: ours µs | cuDNN µs | ours vs cuDNN (rounds) | backward: ours µs | cuDNN µs | "
+               "ours vs cuDNN (rounds)")
 MEMORY_IMPLS = ["fa2_triton", "fa2_bwd_single", "fa2_bwd_split", "fa2_bwd_fused", "sdpa_default", "sdpa_flash"]
 """The memory table's columns after inputs MiB, in order ("cuDNN" is SDPA's default backend)."""
 
@@ -353,14 +357,14 @@ def fa_case(direction: str, d: int, n: int) -> str:
 
 def fa_lengths(d: int, graph: bool = False) -> list[int]:
     """The sequence lengths of head dim d in flash_attention.json (with graph, those also timed as graphs)."""
-    rows = by_case("flash_attention")
-    return [int(case.split("N=")[1]) for case in cases("flash_attention")
+    rows = by_case(FA_H200)
+    return [int(case.split("N=")[1]) for case in cases(FA_H200)
             if case.startswith(f"fwd d={d} ") and (not graph or (case, "fa2_triton_graph") in rows)]
 
 
 def fa_head_dims() -> list[int]:
     """The head dims of flash_attention.json ("fwd d=64 N=512" -> 64)."""
-    return sorted({int(case.split()[1].removeprefix("d=")) for case in cases("flash_attention")})
+    return sorted({int(case.split()[1].removeprefix("d=")) for case in cases(FA_H200)})
 
 
 def variant(row: dict) -> str:
@@ -371,7 +375,7 @@ def variant(row: dict) -> str:
 def flash_rows(direction: str, d: int, graph: bool = False) -> Expected:
     """Per N: our time and rate, cuDNN's (SDPA's default) time, ours vs cuDNN (marked when either is unstable)
     and vs SDPA flash, then the Triton forward, or each backward variant, vs cuDNN."""
-    rows, tail = by_case("flash_attention"), "_graph" if graph else ""
+    rows, tail = by_case(FA_H200), "_graph" if graph else ""
     out = []
     for n in fa_lengths(d, graph):
         case = fa_case(direction, d, n)
@@ -388,7 +392,7 @@ def flash_rows(direction: str, d: int, graph: bool = False) -> Expected:
 
 def memory_rows() -> Expected:
     """Per head dim and N: the inputs and each side's peak of forward + backward above them, MiB."""
-    rows = {(r["impl"], r["head_dim"], r["seq"]): r for r in result("flash_attention_memory")["rows"]
+    rows = {(r["impl"], r["head_dim"], r["seq"]): r for r in result(FA_H200.replace("_h200", "_memory_h200"))["rows"]
             if r["direction"] == "fwd+bwd"}
     shapes = dict.fromkeys((d, n) for _, d, n in rows)
     return keyed([[f"d={d}", str(n), one(rows["fa2_triton", d, n]["inputs_mib"]),
@@ -397,10 +401,10 @@ def memory_rows() -> Expected:
 
 
 def rerun_rows() -> Expected:
-    """Ours vs cuDNN in the 02:05 run (flash_attention.json) and the 18:47 re-run
+    """Ours vs cuDNN in the 02:05 run (flash_attention_h200.json) and the 18:47 re-run
     (flash_attention_sdpa_backends.json): at the lengths timed eagerly only, then the range over the CUDA-graph
     rows and how far apart the two runs' graph rows lie at most (rounded up)."""
-    runs = [by_case(name) for name in ("flash_attention", "flash_attention_sdpa_backends")]
+    runs = [by_case(name) for name in (FA_H200, "flash_attention_sdpa_backends")]
     out = []
     for direction in ("fwd", "bwd"):
         for d in fa_head_dims():
@@ -417,9 +421,29 @@ def rerun_rows() -> Expected:
     return keyed(out)
 
 
+def dtype_rows(dtype: str, d: int) -> Expected:
+    """flash_attention.json (the H100 run of both dtypes), one head dim and dtype: per N, forward then backward, our
+    time, cuDNN's (SDPA's default, which ran cuDNN everywhere) and ours vs cuDNN with its rounds' range."""
+    rows, label = by_case("flash_attention"), "" if dtype == "fp16" else " bf16"
+    out = []
+    for n in sorted({int(c.split("N=")[1].split()[0]) for c in cases("flash_attention") if c.startswith(f"fwd d={d} ")}):
+        cells = [str(n)]
+        for direction in ("fwd", "bwd"):
+            case = fa_case(direction, d, n) + label
+            ours, cudnn = rows[case, "fa2_triton"], rows[case, "sdpa_default"]
+            assert cudnn["sdpa_backend"] == "cudnn", case
+            rounds = json.loads(ours["ratio_rounds"])
+            cells += [us(ours["median_ms"]), us(cudnn["median_ms"]),
+                      marked(f"{ratio(ours['ratio_vs_baseline'])} ({min(rounds):.3f}–{max(rounds):.3f})", ours, cudnn)]
+        out.append(cells)
+    return keyed(out)
+
+
 def test_flash_attention_page():
     name = "flash_attention.md"
-    problems = [*check(name, FORWARD, flash_rows("fwd", 64), after="**Forward, d = 64**"),
+    problems = [*(problem for dtype in ("fp16", "bf16") for d in (64, 128)
+                  for problem in check(name, DTYPE_TABLE, dtype_rows(dtype, d), after=f"**H100, {dtype}, d = {d}**")),
+                *check(name, FORWARD, flash_rows("fwd", 64), after="**Forward, d = 64**"),
                 *check(name, FORWARD, flash_rows("fwd", 128), after="**Forward, d = 128**"),
                 *check(name, BACKWARD, flash_rows("bwd", 64), after="**Backward, d = 64**"),
                 *check(name, BACKWARD, flash_rows("bwd", 128), after="**Backward, d = 128**"),
