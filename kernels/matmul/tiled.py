@@ -13,7 +13,8 @@ Variants (``precision`` for float32 inputs):
 Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order (``common.tile_coords``):
 
 * ``matmul_kernel``: one program per output tile, pointer loads, a K loop, any M, N, K and
-  strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter. Where the output has too few
+  strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter. A float32 A of one row takes its
+  ROW_PRODUCT form (the ``row`` path: plain fp32 multiply-adds, no 16-row dot). Where the output has too few
   tiles to fill the GPU (M = 1 to 128 rows of Llama-class layers) it splits K (``split_k``): each program sums one
   run of K into an fp32 workspace and ``split_k_reduce`` adds the runs in order.
 * ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): at most one program per SM
@@ -315,8 +316,9 @@ PATHS = ("fma", "tf32", "mma16", "skinny16", "skinny32", "row", "tma", "tma_padd
 """Autotuned launch paths; ``select_path`` picks one per call. ``tma_padded``: the TMA kernel for 16-bit rows that
 are not 16-byte aligned (an odd K or N), each such operand first copied into rows padded to 16 bytes
 (``tma_operand``), C written with pointer stores. ``row``: a float32 single-row A (M = 1), ``matmul_kernel`` with
-ROW_PRODUCT: 1 x 4096 x 4096 0.693 -> 0.776x cuBLAS, 1 x 14336 x 4096 0.835 -> 0.959x against skinny32's 16-row
-dots on the H100; bf16 rows stay on skinny16, where the same kernel lost (1 x 4096 x 4096 0.937 -> 0.859x)."""
+ROW_PRODUCT, for either precision (its products are exact fp32): 1 x 4096 x 4096 0.693 -> 0.781x cuBLAS,
+1 x 14336 x 4096 0.835 -> 0.958x against skinny32's 16-row dots on the H100; bf16 rows stay on skinny16, where the
+same kernel lost (1 x 4096 x 4096 0.937 -> 0.859x)."""
 
 CLUSTER_PATH = "cluster"
 """bf16/fp16 on sm_90 with triton >= 3.9, at least a wave of 256 x 256 tiles and ``sm90.MIN_FLOPS``:
