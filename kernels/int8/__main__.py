@@ -1,6 +1,6 @@
 """Command line: ``python -m profkit.kernels.int8 {train,evaluate,bench,all,profile}``.
 
-    train     --text PATH --out DIR          train the KJV decoder, save the checkpoint in DIR
+    train     --text PATH --out DIR [--size base|large]   train the KJV decoder, save the checkpoint in DIR
     evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json]
     bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH]
     all       --text PATH --workdir DIR [--out-dir reports/benchmarks] [--quick]
@@ -21,9 +21,12 @@ from pathlib import Path
 def _train(args) -> None:
     from .train import TrainConfig, run_training
 
+    from .model import MODEL_SIZES
+
     cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
                       seed=args.seed)
-    log = run_training(args.text, args.out, cfg, max_vocab=args.max_vocab, device=args.device)
+    log = run_training(args.text, args.out, cfg, model_overrides=MODEL_SIZES[args.size], max_vocab=args.max_vocab,
+                       device=args.device)
     print(f"trained {log['train_seconds']:.1f} s ({log['tokens_per_second']:.0f} tokens/s), "
           f"kept step {log['selected_step']} (calibration loss "
           f"{log['selected_calibration_loss']:.4f}); checkpoint in {args.out}")
@@ -45,12 +48,13 @@ def _bench(args) -> None:
 def _all(args) -> None:
     from .benchmark import bench
     from .evaluate import evaluate
+    from .model import MODEL_SIZES
     from .train import TrainConfig, run_training
 
     ckpt = Path(args.workdir) / "checkpoint"
     phases = {}
     start = time.perf_counter()
-    run_training(args.text, ckpt, TrainConfig(steps=args.steps))
+    run_training(args.text, ckpt, TrainConfig(steps=args.steps), model_overrides=MODEL_SIZES[args.size])
     phases["train_s"] = time.perf_counter() - start
     start = time.perf_counter()
     evaluate(args.text, ckpt, Path(args.out_dir) / "int8_model.json")
@@ -69,6 +73,7 @@ def _profile(args) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from .evaluate import VARIANTS
+    from .model import MODEL_SIZES
     from .train import TrainConfig
 
     defaults = TrainConfig()
@@ -84,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=defaults.seq_len)
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--max-vocab", type=int, default=16384)
+    p.add_argument("--size", choices=sorted(MODEL_SIZES), default="base", help="model size (model.MODEL_SIZES)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available)")
     p.set_defaults(run=_train)
 
@@ -107,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", required=True, type=Path, help="the checkpoint goes to WORKDIR/checkpoint")
     p.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     p.add_argument("--steps", type=int, default=defaults.steps)
+    p.add_argument("--size", choices=sorted(MODEL_SIZES), default="base", help="model size (model.MODEL_SIZES)")
     p.add_argument("--quick", action="store_true", help="quick layer benchmark")
     p.set_defaults(run=_all)
 

@@ -7,7 +7,7 @@ import torch
 
 from profkit.kernels.int8.__main__ import main
 from profkit.kernels.int8.data import load_splits
-from profkit.kernels.int8.model import DecoderLM, ModelConfig, sinusoidal_positions
+from profkit.kernels.int8.model import MODEL_SIZES, DecoderLM, ModelConfig, parameter_count, sinusoidal_positions
 from profkit.kernels.int8.train import TrainConfig, learning_rate, load_checkpoint, run_training, train_model
 
 TINY = {"d_model": 32, "n_heads": 4, "n_layers": 1, "d_ff": 64, "dropout": 0.1}
@@ -96,3 +96,29 @@ def test_cli_rejects_missing_corpus(tmp_path, capsys):
     code = main(["evaluate", "--text", str(tmp_path / "nope.data"), "--ckpt", str(tmp_path)])
     assert code == 2
     assert "model.pt" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("size", sorted(MODEL_SIZES))
+def test_parameter_count_matches_the_built_model(size):
+    """parameter_count against the parameters of the model itself (built on the meta device: no memory), for every
+    named size with the KJV vocabulary (12928 words); ``large`` is the >= 100M-parameter model of issue 47."""
+    cfg = ModelConfig(vocab_size=12928, **MODEL_SIZES[size])
+    with torch.device("meta"):
+        model = DecoderLM(cfg)
+    assert parameter_count(cfg) == sum(p.numel() for p in model.parameters())
+    assert (parameter_count(cfg) >= 100_000_000) == (size == "large")
+
+
+def test_train_command_takes_a_size(tmp_path, monkeypatch):
+    """--size hands MODEL_SIZES[size] to run_training as the model's overrides."""
+    import profkit.kernels.int8.train as train
+
+    seen = {}
+
+    def fake_run_training(text, out, cfg, model_overrides=None, **kwargs):
+        seen["overrides"] = model_overrides
+        return {"train_seconds": 1.0, "tokens_per_second": 1.0, "selected_step": 1, "selected_calibration_loss": 1.0}
+
+    monkeypatch.setattr(train, "run_training", fake_run_training)
+    assert main(["train", "--text", str(tmp_path / "t"), "--out", str(tmp_path / "o"), "--size", "large"]) == 0
+    assert seen["overrides"] == MODEL_SIZES["large"]
