@@ -2,7 +2,7 @@
 
     train     --text PATH --out DIR [--size base|large]   train the KJV decoder, save the checkpoint in DIR
     evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json]
-    bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH]
+    bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH] [--rule fixed|stat]
     all       --text PATH --workdir DIR [--out-dir reports/benchmarks] [--quick]
     profile   [--m 2048 --k 4096 --n 4096] [--no-bnb]
 
@@ -42,7 +42,7 @@ def _evaluate(args) -> None:
 def _bench(args) -> None:
     from .benchmark import bench
 
-    bench(out_dir=args.out_dir, quick=args.quick, ckpt=args.ckpt, text=args.text)
+    bench(out_dir=args.out_dir, quick=args.quick, ckpt=args.ckpt, text=args.text, rule=args.rule)
 
 
 def _all(args) -> None:
@@ -60,7 +60,7 @@ def _all(args) -> None:
     evaluate(args.text, ckpt, Path(args.out_dir) / "int8_model.json")
     phases["evaluate_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    bench(out_dir=args.out_dir, quick=args.quick, ckpt=ckpt, text=args.text)
+    bench(out_dir=args.out_dir, quick=args.quick, ckpt=ckpt, text=args.text, rule=args.rule)
     phases["bench_s"] = time.perf_counter() - start
     print("phases: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
 
@@ -72,6 +72,7 @@ def _profile(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .calibrate import RULES
     from .evaluate import VARIANTS
     from .model import MODEL_SIZES
     from .train import TrainConfig
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, default=Path("reports/benchmarks"))
     p.add_argument("--ckpt", type=Path, default=None, help="take input profiles from this model")
     p.add_argument("--text", type=Path, default=None, help="corpus, needed with --ckpt")
+    p.add_argument("--rule", choices=RULES, default="fixed", help="outlier rule of the custom int8 layers")
     p.set_defaults(run=_bench)
 
     p = sub.add_parser("all", help="train + evaluate + bench in one process")
@@ -115,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=defaults.steps)
     p.add_argument("--size", choices=sorted(MODEL_SIZES), default="base", help="model size (model.MODEL_SIZES)")
     p.add_argument("--quick", action="store_true", help="quick layer benchmark")
+    p.add_argument("--rule", choices=RULES, default="fixed", help="outlier rule of the custom int8 layers")
     p.set_defaults(run=_all)
 
     p = sub.add_parser("profile", help="one custom and one bitsandbytes call in NVTX ranges")

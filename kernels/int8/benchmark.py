@@ -52,6 +52,11 @@ eager name's). fp16 accumulates in fp32 and rounds the output: ~1e-3. int8 per-t
 absmax quantization gives ~1-3 % on these inputs (the measured errors are in the results'
 meta); a broken kernel gives O(1), hence 0.1. The int8 GEMM alone is exact integer math."""
 
+RULE_TEXT = {"fixed": f"fixed, calibration absmax >= {THRESHOLD}",
+             "stat": "stat, calibration absmax > mean + 3 std of the layer's channel absmax"}
+"""What each outlier rule (``calibrate.outlier_columns``) keeps in fp16, as the result file names it. The layers of one
+benchmark all use one rule (``bench(rule=...)``); bitsandbytes always takes its own per-call threshold."""
+
 
 @dataclass
 class LayerSource:
@@ -98,11 +103,11 @@ def square_source(sigma: torch.Tensor, n: int, rows: int, profile: str, device) 
 
 
 @torch.no_grad()
-def model_sources(ckpt_dir, text_path, rows: int, device) -> tuple[list[LayerSource], LayerSource]:
+def model_sources(ckpt_dir, text_path, rows: int, device, rule: str = "fixed") -> tuple[list[LayerSource], LayerSource]:
     """The model's own layers (one per distinct (K, N)) with real weights and activations.
 
     Inputs are captured on the first ``rows`` tokens of the calibration split. Per shape, the
-    instance with the most fixed-rule outlier channels (then the largest absmax) is kept.
+    instance with the most outlier channels under ``rule`` (then the largest absmax) is kept.
     Also returns the layer whose profile seeds the square benchmark: the most outliers overall.
     """
     from .data import fixed_windows, load_splits
@@ -128,7 +133,7 @@ def model_sources(ckpt_dir, text_path, rows: int, device) -> tuple[list[LayerSou
     for name, module in linears.items():
         x = torch.cat(captured[name])[:rows].contiguous()
         absmax = x.abs().amax(dim=0).float()
-        score = (int(outlier_columns(absmax, "fixed", THRESHOLD).numel()), float(absmax.max()))
+        score = (int(outlier_columns(absmax, rule, THRESHOLD).numel()), float(absmax.max()))
         shape = (module.in_features, module.out_features)
         if shape not in best or score > best[shape][0]:
             bias = None if module.bias is None else module.bias.detach()
@@ -150,24 +155,26 @@ def layer_bytes(m: int, k: int, n: int) -> float:
     return flops.matmul_bytes(m, n, k, 1, 2) + float(m * k)
 
 
-def bench_case(src: LayerSource, m: int):
+def bench_case(src: LayerSource, m: int, rule: str = "fixed"):
     from profkit.bench import flops
     from profkit.bench.compare import Case
 
     n, k = src.weight.shape
-    n_out = int(outlier_columns(src.calib_absmax, "fixed", THRESHOLD).numel())
+    n_out = int(outlier_columns(src.calib_absmax, rule, THRESHOLD).numel())
     return Case(
         workload=WORKLOAD, label=f"{src.name} M={m} K={k} N={n}",
         params={"m": m, "k": k, "n": n, "layer": src.name, "profile": src.profile,
-                "n_outliers": n_out, "dtype": "int8+fp16", "threshold": THRESHOLD},
+                "n_outliers": n_out, "dtype": "int8+fp16", "rule": rule,
+                "threshold": THRESHOLD if rule == "fixed" else None},
         flops=flops.linear_flops(m, k, n), bytes=layer_bytes(m, k, n))
 
 
 class LayerImpls:
     """Per benchmarked layer, the implementations built once and shared by its cases."""
 
-    def __init__(self, sources: dict[str, tuple[LayerSource, int]]):
+    def __init__(self, sources: dict[str, tuple[LayerSource, int]], rule: str = "fixed"):
         self.sources = sources
+        self.rule = rule
         self._built: dict[tuple[str, str], object] = {}
 
     def source(self, case) -> tuple[LayerSource, torch.Tensor]:
@@ -185,7 +192,7 @@ class LayerImpls:
             linear = _as_linear(src)
             return bnb_linear(import_bitsandbytes(), linear, THRESHOLD, src.weight.device)
         backend = "torch" if kind == "custom_torch" else "triton"
-        outliers = outlier_columns(src.calib_absmax, "fixed", THRESHOLD)
+        outliers = outlier_columns(src.calib_absmax, self.rule, THRESHOLD)
         return QuantizedLinear.from_linear(_as_linear(src), outliers, backend=backend)
 
 
@@ -306,8 +313,11 @@ def goal_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
-          ckpt: str | Path | None = None, text: str | Path | None = None) -> pd.DataFrame:
+          ckpt: str | Path | None = None, text: str | Path | None = None, rule: str = "fixed") -> pd.DataFrame:
     """Benchmark every implementation on every case; print the table; write int8_linear.json|csv.
+
+    ``rule``: the outlier rule of every custom int8 layer (``RULE_TEXT``), so one run's speed goals and the model's
+    size and perplexity goals can share one configuration.
 
     ``ckpt`` and ``text`` (both or neither) take the input profile and the extra layer shapes
     from the trained model; without them the square layers use the synthetic profile.
@@ -319,6 +329,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     from profkit.bench.results import environment, format_table, write_results
     from profkit.bench.timing import STABLE_SPREAD
 
+    if rule not in RULE_TEXT:
+        raise ValueError(f"rule must be one of {sorted(RULE_TEXT)}, got {rule!r}")
     require_cuda("profkit.kernels.int8.bench")
     if (ckpt is None) != (text is None):
         raise ValueError("pass both --ckpt and --text (the model's activations need the corpus), "
@@ -326,7 +338,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     device = torch.device("cuda")
     square_m = QUICK_SQUARE_M if quick else SQUARE_M
     if ckpt is not None:
-        model_layers, profile_layer = model_sources(ckpt, text, max(MODEL_M), device)
+        model_layers, profile_layer = model_sources(ckpt, text, max(MODEL_M), device, rule)
         sigma = tiled_sigma(profile_layer.calib_absmax, SQUARE_SIZE)
         profile = (f"absmax profile of the model's {profile_layer.name} input (calibration split), "
                    f"tiled to {SQUARE_SIZE} channels, sigma = absmax / 4")
@@ -338,8 +350,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     square = square_source(sigma, SQUARE_SIZE, max(square_m), profile, device)
     entries = [(square, m) for m in square_m]
     entries += [(src, m) for src in model_layers for m in (QUICK_MODEL_M if quick else MODEL_M)]
-    cases = [bench_case(src, m) for src, m in entries]
-    layers = LayerImpls({case.label: entry for case, entry in zip(cases, entries)})
+    cases = [bench_case(src, m, rule) for src, m in entries]
+    layers = LayerImpls({case.label: entry for case, entry in zip(cases, entries)}, rule)
     errors: dict[str, dict[str, float]] = {}  # case label -> impl -> relative error
     configs: dict[str, str | None] = {}  # case label -> the int8 GEMM's config
     check = output_checker(layers, errors, configs)
@@ -370,8 +382,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
                    "stable_spread": STABLE_SPREAD},
         "checkpoint": None if ckpt is None else str(ckpt),
         "input_profile": profile,
-        "outlier_rule": f"fixed, calibration absmax >= {THRESHOLD} (bitsandbytes: threshold "
-                        f"{THRESHOLD} per call)",
+        "outlier_rule": f"{RULE_TEXT[rule]} (bitsandbytes: threshold {THRESHOLD} per call)",
         "tolerances": TOLERANCES,
         "relative_errors": errors,
         "triton_config": configs,

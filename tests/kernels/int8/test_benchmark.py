@@ -6,6 +6,8 @@ process's device (CUDA with a GPU, else the CPU and triton's interpreter: the ``
 """
 import json
 
+import pytest
+
 import torch
 
 from profkit.bench.compare import compare
@@ -99,3 +101,22 @@ def test_model_sources_capture_real_activations(tmp_path):
         assert src.inputs.shape == (64, src.weight.shape[1]) and src.inputs.dtype == torch.float16
         torch.testing.assert_close(src.calib_absmax, src.inputs.abs().amax(0).float())
     assert profile_layer in sources
+
+
+def test_one_outlier_rule_for_every_custom_layer_of_a_run():
+    """bench(rule=...) reaches the case's outlier count and the built layers: the stat rule (mean + 3 std of the
+    layer's channel absmax) keeps channels of a profile where the fixed threshold keeps none."""
+    sigma = benchmark.synthetic_sigma(256, n_large=3, large_sigma=1.3)  # 4096 draws: absmax ~5, below 6
+    src = benchmark.square_source(sigma, 64, 32, "synthetic", "cpu")
+    fixed = outlier_columns(src.calib_absmax, "fixed", benchmark.THRESHOLD)
+    stat = outlier_columns(src.calib_absmax, "stat", benchmark.THRESHOLD)
+    assert fixed.numel() == 0 < stat.numel()
+    for rule, expected in (("fixed", fixed), ("stat", stat)):
+        case = benchmark.bench_case(src, 16, rule)
+        params = case.params
+        assert params["rule"] == rule and params["n_outliers"] == expected.numel()
+        assert (params["threshold"] is None) == (rule == "stat")
+        layer = benchmark.LayerImpls({case.label: (src, 16)}, rule).get(src, "custom_torch")
+        assert layer.n_outliers == expected.numel()
+    with pytest.raises(ValueError, match="rule must be one of"):
+        benchmark.bench(rule="absmax")
