@@ -84,8 +84,8 @@ LAUNCH_VIEW_TEXT = {
                 "achieved FLOP/s and DRAM bandwidth."),
     "occupancy": ("Occupancy", "Warp slots in use, theoretical and achieved, and the resource that limits them."),
     "throughput": ("Throughput", "Speed of light per unit (% of its peak), DRAM traffic and hit rates."),
-    "coalescing": ("Memory access", "Global sectors per request, excessive (uncoalesced) sectors, bank conflicts and "
-                   "128-bit load shares."),
+    "coalescing": ("Memory access", "Global and L2 (TMA included) sectors per request, excessive (uncoalesced) "
+                   "sectors, bank conflicts and 128-bit load shares."),
     "stalls": ("Warp stalls", "The three largest stall reasons, in cycles per issued instruction."),
     "roofline": ("Roofline figures", "FLOPs, achieved rate, the report's own fp32 peak and arithmetic intensity."),
     "roofs": ("Compute roofs", "Each launch's compute roof (a tensor type at the dense, or sparse where used, peak of "
