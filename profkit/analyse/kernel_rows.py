@@ -75,6 +75,9 @@ def kernel_rows(launches: pd.DataFrame, extra_keys: tuple[str, ...] = (), labell
     df = launches.copy()
     for key in keys:
         df[key] = df[key].fillna("").astype(str) if key in df else ""
+    # A session stored before a derived column existed (l2_ld_sectors_per_request, say) reads it as unknown.
+    for column in sorted(_derived_columns() - set(df.columns) - set(_DIFF_COLUMNS)):
+        df[column] = np.nan
     rows = _with_diff_columns(kernel_table(df, tuple(keys)))
     if labelled:
         rows["label"] = kernel_labels(rows)

@@ -461,3 +461,13 @@ def test_a_gate_fails_only_beyond_the_measured_spread():
     calm = evaluate([gate], [("p", a, _row(duration_us=101.0), {"duration_us": (99.5, 100.5)},
                               {"duration_us": (100.5, 101.5)})])
     assert list(calm["status"]) == ["pass"]
+
+
+def test_l2_sectors_per_request_rule_names_the_split_requests():
+    """TMA kernels have no global-load requests; their L2 read sectors per request say when rows stop starting on
+    32-byte boundaries (4.23 at bf16 4096^3, 1.67 at 3000^3 in the committed sessions)."""
+    said = _messages(_row(l2_ld_sectors_per_request=4.23), _row(l2_ld_sectors_per_request=1.67))
+    assert said["l2_sectors_per_request"] == ("L2 read sectors per request 4.23 → 1.67: the same bytes in more, "
+                                              "smaller requests")
+    quiet = _messages(_row(l2_ld_sectors_per_request=4.0), _row(l2_ld_sectors_per_request=3.6))
+    assert "l2_sectors_per_request" not in quiet

@@ -55,6 +55,8 @@ METRICS: list[Metric] = [
     Metric("global_load_requests", "global_load_requests", "global load requests", "", "lower", "access",
            extensive=True),
     Metric("ld_sectors_per_request", "ld_sectors_per_request", "global load sectors/request", "", "", "access"),
+    Metric("l2_ld_sectors_per_request", "l2_ld_sectors_per_request", "L2 read sectors/request (TMA included)", "", "",
+           "access"),
     Metric("excessive_sectors", "excessive_sectors_pct", "excessive global sectors (uncoalesced)", "%", "lower",
            "access", abs_tol=0.5),
     Metric("ldg128_fraction", "ldg128_fraction", "128-bit global loads (fraction)", "", "higher", "access",

@@ -88,6 +88,15 @@ def _rule_sectors_per_request(a, b):
         return None
     return f"global load sectors per request {sa:.1f} → {sb:.1f}"
 
+def _rule_l2_sectors_per_request(a, b):
+    """Fewer sectors per L2 read request: the same bytes in more, smaller requests, as when rows stop starting on
+    32-byte boundaries (TMA boxes then split at sectors and lines)."""
+    sa, sb = _num(a.get("l2_ld_sectors_per_request")), _num(b.get("l2_ld_sectors_per_request"))
+    if math.isnan(sa) or math.isnan(sb) or sa <= 0 or abs(sb - sa) / sa < 0.25:
+        return None
+    how = "fewer, fuller" if sb > sa else "more, smaller"
+    return f"L2 read sectors per request {sa:.2f} → {sb:.2f}: the same bytes in {how} requests"
+
 def _rule_excessive(a, b):
     ea, eb = _num(a.get("excessive_sectors_pct")), _num(b.get("excessive_sectors_pct"))
     if math.isnan(ea) or math.isnan(eb) or abs(eb - ea) < 5:
@@ -237,6 +246,7 @@ RULES = [
     ("bound", _rule_bound),
     ("global_loads", _rule_global_loads),
     ("sectors_per_request", _rule_sectors_per_request),
+    ("l2_sectors_per_request", _rule_l2_sectors_per_request),
     ("coalescing", _rule_excessive),
     ("vector_loads", _rule_vector_loads),
     ("dram_traffic", _rule_dram),
