@@ -345,6 +345,8 @@ RERUN = "rows | 02:05 | 18:47"
 GRAPHS = "**From CUDA-graph replays"
 FA_H200 = "flash_attention_h200"
 """The H200 run of 12-01 02:05 the page's first tables hold (flash_attention.json until the H100 run replaced it)."""
+FA_MEMORY_H200 = "flash_attention_memory_h200"
+"""Its peak-memory file."""
 DTYPE_TABLE = ("N | forward: ours µs | cuDNN µs | ours vs cuDNN (rounds) | backward: ours µs | cuDNN µs | "
                "ours vs cuDNN (rounds)")
 MEMORY_IMPLS = ["fa2_triton", "fa2_bwd_single", "fa2_bwd_split", "fa2_bwd_fused", "sdpa_default", "sdpa_flash"]
@@ -392,7 +394,7 @@ def flash_rows(direction: str, d: int, graph: bool = False) -> Expected:
 
 def memory_rows() -> Expected:
     """Per head dim and N: the inputs and each side's peak of forward + backward above them, MiB."""
-    rows = {(r["impl"], r["head_dim"], r["seq"]): r for r in result(FA_H200.replace("_h200", "_memory_h200"))["rows"]
+    rows = {(r["impl"], r["head_dim"], r["seq"]): r for r in result(FA_MEMORY_H200)["rows"]
             if r["direction"] == "fwd+bwd"}
     shapes = dict.fromkeys((d, n) for _, d, n in rows)
     return keyed([[f"d={d}", str(n), one(rows["fa2_triton", d, n]["inputs_mib"]),

@@ -82,18 +82,24 @@ def _rule_global_loads(a, b):
         text += f", while shared-memory loads rose {human(sa)} → {human(sb)}: operands are reused from shared memory"
     return text
 
-def _rule_sectors_per_request(a, b):
-    sa, sb = _num(a.get("ld_sectors_per_request")), _num(b.get("ld_sectors_per_request"))
+def _moved_a_quarter(a, b, column: str) -> tuple[float, float] | None:
+    """(A's, B's) value of a per-request ratio when both are known and B's differs from A's by a quarter or more."""
+    sa, sb = _num(a.get(column)), _num(b.get(column))
     if math.isnan(sa) or math.isnan(sb) or sa <= 0 or abs(sb - sa) / sa < 0.25:
         return None
-    return f"global load sectors per request {sa:.1f} → {sb:.1f}"
+    return sa, sb
+
+def _rule_sectors_per_request(a, b):
+    moved = _moved_a_quarter(a, b, "ld_sectors_per_request")
+    return None if moved is None else f"global load sectors per request {moved[0]:.1f} → {moved[1]:.1f}"
 
 def _rule_l2_sectors_per_request(a, b):
     """Fewer sectors per L2 read request: the same bytes in more, smaller requests, as when rows stop starting on
     32-byte boundaries (TMA boxes then split at sectors and lines)."""
-    sa, sb = _num(a.get("l2_ld_sectors_per_request")), _num(b.get("l2_ld_sectors_per_request"))
-    if math.isnan(sa) or math.isnan(sb) or sa <= 0 or abs(sb - sa) / sa < 0.25:
+    moved = _moved_a_quarter(a, b, "l2_ld_sectors_per_request")
+    if moved is None:
         return None
+    sa, sb = moved
     how = "fewer, fuller" if sb > sa else "more, smaller"
     return f"L2 read sectors per request {sa:.2f} → {sb:.2f}: the same bytes in {how} requests"
 
