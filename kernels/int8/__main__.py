@@ -1,9 +1,10 @@
-"""Command line: ``python -m profkit.kernels.int8 {train,evaluate,bench,all,profile}``.
+"""Command line: ``python -m profkit.kernels.int8 {train,evaluate,bench,all,forward,profile}``.
 
     train     --text PATH --out DIR [--size base|large]   train the KJV decoder, save the checkpoint in DIR
     evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json]
-    bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH] [--rule fixed|stat]
+    bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH] [--rule fixed|stat] [--rounds N]
     all       --text PATH --workdir DIR [--out-dir reports/benchmarks] [--quick]
+    forward   --text PATH --ckpt DIR [--variant int8_stat] [--batch 8] [--steps 30]   a program to profile
     profile   [--m 2048 --k 4096 --n 4096] [--no-bnb]
 
 PATH is ``usr/lib/bible.data`` under the folder where ``dpkg -x bible-kjv-text_4.38_all.deb``
@@ -42,7 +43,7 @@ def _evaluate(args) -> None:
 def _bench(args) -> None:
     from .benchmark import bench
 
-    bench(out_dir=args.out_dir, quick=args.quick, ckpt=args.ckpt, text=args.text, rule=args.rule)
+    bench(out_dir=args.out_dir, quick=args.quick, ckpt=args.ckpt, text=args.text, rule=args.rule, rounds=args.rounds)
 
 
 def _all(args) -> None:
@@ -65,10 +66,25 @@ def _all(args) -> None:
     print("phases: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
 
 
+def _forward(args) -> None:
+    from .evaluate import forward_loop
+
+    result = forward_loop(args.ckpt, args.text, variant=args.variant, batch=args.batch, steps=args.steps)
+    print(f"{result['variant']}: forward of {result['input']} tokens, median {result['median_ms']:.3f} ms over "
+          f"{result['steps']} steps (first call {result['first_ms']:.1f} ms)")
+
+
 def _profile(args) -> None:
     from .benchmark import profile_workload
 
     print(profile_workload(m=args.m, k=args.k, n=args.n, include_bnb=not args.no_bnb))
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ckpt", type=Path, default=None, help="take input profiles from this model")
     p.add_argument("--text", type=Path, default=None, help="corpus, needed with --ckpt")
     p.add_argument("--rule", choices=RULES, default="fixed", help="outlier rule of the custom int8 layers")
+    p.add_argument("--rounds", type=_positive, default=None,
+                   help="interleaved timing rounds (default 6, 2 with --quick; 6 or more give each goal an interval)")
     p.set_defaults(run=_bench)
 
     p = sub.add_parser("all", help="train + evaluate + bench in one process")
@@ -119,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="quick layer benchmark")
     p.add_argument("--rule", choices=RULES, default="fixed", help="outlier rule of the custom int8 layers")
     p.set_defaults(run=_all)
+
+    p = sub.add_parser("forward", help="the model's forward in a loop: a program for profkit profile")
+    p.add_argument("--text", required=True, type=Path)
+    p.add_argument("--ckpt", required=True, type=Path)
+    p.add_argument("--variant", choices=VARIANTS, default="int8_stat")
+    p.add_argument("--batch", type=_positive, default=8)
+    p.add_argument("--steps", type=_positive, default=30)
+    p.set_defaults(run=_forward)
 
     p = sub.add_parser("profile", help="one custom and one bitsandbytes call in NVTX ranges")
     p.add_argument("--m", type=int, default=2048)

@@ -13,7 +13,8 @@ Columns of the result table (one row per variant):
     static_bytes (parameters + buffers, tied storage counted once), static_ratio_vs_fp16,
     peak_bytes (torch.cuda.max_memory_allocated during the perplexity pass, model included, after
     one warm-up forward so compilation and autotuning are not counted),
-    latency_ms_b<B>, latency_stable_b<B> (one forward of B x seq_len tokens; timing.time_fn),
+    latency_ms_b<B>, latency_stable_b<B> (one forward of B x seq_len tokens, called eagerly; timing.time_fn),
+    latency_graph_ms_b<B>, latency_graph_stable_b<B> (the same forward replayed from a CUDA graph),
     layers_int8 (Linear layers running int8), note
 Perplexity is exp(mean NLL) over fixed non-overlapping windows of the evaluation split.
 """
@@ -81,7 +82,9 @@ def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
 
 
 def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple[int, ...],
-             device: torch.device) -> dict:
+             device: torch.device, notes: list[str]) -> dict:
+    """Per batch size, one forward's time called eagerly and replayed from a CUDA graph (host launch cost
+    removed). A forward that cannot be captured leaves its graph column NaN and says why in ``notes``."""
     from profkit.bench.timing import time_fn
 
     out = {}
@@ -90,8 +93,16 @@ def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple
         ids = torch.randint(0, vocab_size, (b, seq_len), generator=gen).to(device)
         with torch.inference_mode():
             timing = time_fn(lambda: model(ids))
-        out[f"latency_ms_b{b}"] = timing.median_ms
-        out[f"latency_stable_b{b}"] = timing.stable
+            out[f"latency_ms_b{b}"] = timing.median_ms
+            out[f"latency_stable_b{b}"] = timing.stable
+            try:
+                graph = time_fn(lambda: model(ids), cuda_graph=True)
+            except RuntimeError as exc:
+                notes.append(f"batch {b}: CUDA graph capture failed: {type(exc).__name__}: {exc}")
+                out[f"latency_graph_ms_b{b}"], out[f"latency_graph_stable_b{b}"] = math.nan, False
+            else:
+                out[f"latency_graph_ms_b{b}"] = graph.median_ms
+                out[f"latency_graph_stable_b{b}"] = graph.stable
     return out
 
 
@@ -168,7 +179,7 @@ def _evaluate_one(variant, base, calib, splits, vocab_size, seq_len, dev, eval_b
     if dev.type == "cuda":
         torch.cuda.synchronize()
         row["peak_bytes"] = torch.cuda.max_memory_allocated()
-        row.update(_latency(model, vocab_size, seq_len, latency_batch_sizes, dev))
+        row.update(_latency(model, vocab_size, seq_len, latency_batch_sizes, dev, note))
     else:
         row["peak_bytes"] = float("nan")
         note.append("no CUDA device: peak memory and latency not measured")
@@ -193,7 +204,7 @@ def add_relative_columns(table: pd.DataFrame) -> pd.DataFrame:
 
 def format_model_table(table: pd.DataFrame) -> str:
     """Terminal summary: perplexity, change vs fp16, footprint ratio, peak MiB, latencies."""
-    lat_cols = [c for c in table.columns if c.startswith("latency_ms_b")]
+    lat_cols = [c for c in table.columns if c.startswith(("latency_ms_b", "latency_graph_ms_b"))]
     header = ["variant", "ppl", "d_ppl_vs_fp16", "bytes_vs_fp16", "peak_MiB"] + lat_cols
     lines = ["  ".join(f"{h:>14}" for h in header)]
     for r in table.to_dict("records"):
@@ -206,6 +217,38 @@ def format_model_table(table: pd.DataFrame) -> str:
     notes = [f"note: {r['variant']}: {r['note']}" for r in table.to_dict("records")
              if isinstance(r.get("note"), str) and r["note"]]
     return "\n".join(lines + notes)
+
+
+def forward_loop(ckpt_dir: str | Path, text_path: str | Path, variant: str = "int8_stat", batch: int = 8,
+                 steps: int = 30, device: str | None = None) -> dict:
+    """Run the model's forward ``steps`` times on evaluation windows, as a program to profile (``profkit profile
+    -- python -m profkit.kernels.int8 forward ...``): build the variant (calibrating it as ``evaluate`` does), one
+    forward to compile and autotune, then the timed loop, each forward synchronised. Returns the variant, the
+    input shape and the per-forward wall times (ms): their median and the steps after the first."""
+    import time
+
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if batch < 1 or steps < 1:
+        raise ValueError(f"batch and steps must be >= 1, got {batch}, {steps}")
+    base, vocab, _ = load_checkpoint(ckpt_dir, device="cpu")
+    seq_len = base.cfg.max_seq_len
+    splits = load_splits(text_path, vocab=vocab)
+    calib = calibration_batches(splits.calibration, seq_len, 16, 8)
+    with _tf32_off():
+        model, _ = build_variant(variant, base, calib, dev)
+        inputs, _ = fixed_windows(splits.evaluation, seq_len, max_windows=batch)
+        ids = inputs[:batch].to(dev)
+        times = []
+        with torch.inference_mode():
+            for _ in range(steps + 1):
+                start = time.perf_counter()
+                model(ids)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(1e3 * (time.perf_counter() - start))
+    steady = sorted(times[1:])
+    return {"variant": variant, "input": tuple(ids.shape), "steps": steps,
+            "median_ms": steady[len(steady) // 2], "first_ms": times[0]}
 
 
 def evaluate(text_path: str | Path, ckpt_dir: str | Path,
@@ -226,7 +269,8 @@ def evaluate(text_path: str | Path, ckpt_dir: str | Path,
                       "seq_len tokens of the evaluation split (books: "
                       + ", ".join(details["data"]["books"]["evaluation"]) + ")",
         "footprint": "static_bytes = parameters + buffers, each storage once (tied embedding)",
-        "latency": "timing.time_fn: CUDA events, L2 flush + GPU lead before each call, median",
+        "latency": "timing.time_fn: CUDA events, L2 flush + GPU lead before each call, median; "
+                   "latency_graph_*: the forward captured once into a CUDA graph and replayed",
         **details,
     }
     print(format_model_table(table))

@@ -7,7 +7,6 @@ process's device (CUDA with a GPU, else the CPU and triton's interpreter: the ``
 import json
 
 import pytest
-
 import torch
 
 from profkit.bench.compare import compare
@@ -70,18 +69,46 @@ def test_every_implementation_runs_and_is_checked(device):
         2 * 16 * 128 + 128 * 64 + 2 * 16 * 64)
 
 
-def test_goal_summary_reads_the_square_cases():
+def _goal_rows(case, m, layer, times, rounds):
+    """compare-like rows of one case: impl -> median ms; per-round ratios vs fp16 from ``rounds`` (impl -> list)."""
     rows = []
-    for m, custom, bnb, fp16 in ((16, 0.01, 0.05, 0.012), (2048, 0.09, 0.3, 0.093)):
-        for impl, ms in (("int8_custom", custom), ("bnb_int8", bnb), ("fp16_linear", fp16)):
-            rows.append({"case": f"square M={m}", "impl": impl, "median_ms": ms,
-                         "params": json.dumps({"m": m, "layer": "square 4096x4096"})})
-    rows.append({"case": "blocks.0.fc1 M=2048", "impl": "int8_custom", "median_ms": 1.0,
-                 "params": json.dumps({"m": 2048, "layer": "blocks.0.fc1"})})
-    goals = benchmark.goal_summary(__import__("pandas").DataFrame(rows))
-    assert goals["m"].tolist() == [16, 2048]
-    assert goals["meets_bnb_goal"].tolist() == [True, True]
-    assert goals["meets_fp16_goal"].tolist() == [None, True]
+    for impl, ms in times.items():
+        baseline = "fp16_linear_graph" if impl.endswith("_graph") else "fp16_linear"
+        rows.append({"case": case, "impl": impl, "median_ms": ms, "baseline": baseline,
+                     "ratio_rounds": json.dumps(rounds.get(impl, [1.0] * 6)),
+                     "params": json.dumps({"m": m, "layer": layer})})
+    return rows
+
+
+def test_goal_table_applies_each_goal_where_the_issue_says():
+    import pandas as pd
+
+    rows = _goal_rows("square M=16", 16, "square 4096x4096",
+                      {"fp16_linear": 0.020, "int8_custom": 0.010, "bnb_int8": 0.1, "fp16_linear_graph": 0.018,
+                       "int8_custom_graph": 0.015},
+                      {"int8_custom": [2.1, 1.9, 2.0, 2.2, 1.95, 2.05], "bnb_int8": [0.2] * 6,
+                       "int8_custom_graph": [1.3, 1.2, 1.25, 1.1, 1.2, 1.22]})
+    rows += _goal_rows("blocks.0.fc1 M=2048", 2048, "blocks.0.fc1",
+                       {"fp16_linear": 0.030, "int8_custom": 0.031, "bnb_int8": 0.05},
+                       {"int8_custom": [0.9, 1.1, 0.95, 1.05, 0.97, 1.02], "bnb_int8": [0.6] * 6})
+    rows += _goal_rows("square M=2048", 2048, "square 4096x4096",
+                       {"fp16_linear": 0.1, "int8_custom": 0.09}, {"int8_custom": [1.1] * 6})
+    goals = benchmark.goal_table(pd.DataFrame(rows))
+    by = {(g.goal, g.case): g for g in goals.itertuples()}
+    decode = by[("decode: vs fp16, M <= 16", "square M=16")]
+    assert decode.ratio == pytest.approx(2.0) and decode.verdict == "met" and decode.rounds == 6
+    graph = by[("decode: vs fp16, M <= 16, CUDA graphs", "square M=16")]
+    assert graph.ratio == pytest.approx(1.2) and graph.verdict == "missed"
+    # bitsandbytes: each round's ratio is ours over theirs, both against that round's fp16 time
+    bnb = by[("vs bitsandbytes, every case", "square M=16")]
+    assert bnb.ratio == pytest.approx(10.0) and bnb.verdict == "met"
+    assert bnb.ci_low == pytest.approx(1.9 / 0.2) and bnb.ci_high == pytest.approx(2.2 / 0.2)
+    model = by[("vs fp16, M >= 256, model's own layers", "blocks.0.fc1 M=2048")]
+    assert model.verdict == "not resolved"  # the rounds straddle 1.0
+    # the model-layer goal skips the square layer, the decode goals skip M = 2048, a missing side is "no timing"
+    assert ("vs fp16, M >= 256, model's own layers", "square M=2048") not in by
+    assert ("decode: vs fp16, M <= 16", "blocks.0.fc1 M=2048") not in by
+    assert by[("vs bitsandbytes, every case", "square M=2048")].verdict == "no timing"
 
 
 def test_model_sources_capture_real_activations(tmp_path):

@@ -7,6 +7,7 @@ import torch
 
 from profkit.kernels.int8.__main__ import main
 from profkit.kernels.int8.data import load_splits
+from profkit.kernels.int8.evaluate import forward_loop
 from profkit.kernels.int8.model import MODEL_SIZES, DecoderLM, ModelConfig, parameter_count, sinusoidal_positions
 from profkit.kernels.int8.train import TrainConfig, learning_rate, load_checkpoint, run_training, train_model
 
@@ -90,6 +91,19 @@ def test_checkpoint_round_trip_and_evaluate_command(tmp_path):
     assert payload["meta"]["data"]["books"]["evaluation"] == ["Bkg"]
     layers = payload["meta"]["variants"]["int8_stat"]["layers"]
     assert {r["layer"] for r in layers} >= {"lm_head", "embed"}
+
+
+def test_forward_command_runs_the_quantized_model(tmp_path, capsys):
+    text = corpus_file(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    run_training(text, ckpt, TINY_TRAIN, model_overrides=TINY, device="cpu")
+    result = forward_loop(ckpt, text, variant="int8_stat", batch=2, steps=3, device="cpu")
+    assert result["input"] == (2, TINY_TRAIN.seq_len) and result["steps"] == 3
+    assert 0 < result["median_ms"] and result["variant"] == "int8_stat"
+    assert main(["forward", "--text", str(text), "--ckpt", str(ckpt), "--batch", "1", "--steps", "2"]) == 0
+    assert "int8_stat: forward of (1, " in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["forward", "--text", str(text), "--ckpt", str(ckpt), "--steps", "0"])
 
 
 def test_cli_rejects_missing_corpus(tmp_path, capsys):
