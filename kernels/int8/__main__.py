@@ -4,7 +4,7 @@
     evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json]
     bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH] [--rule fixed|stat] [--rounds N]
     all       --text PATH --workdir DIR [--out-dir reports/benchmarks] [--quick]
-    forward   --text PATH --ckpt DIR [--variant int8_stat] [--batch 8] [--steps 30]   a program to profile
+    forward   --text PATH --ckpt DIR [--variant int8_stat] [--batch 8] [--steps 30] [--graphs]   a program to profile
     profile   [--m 2048 --k 4096 --n 4096] [--no-bnb]
 
 PATH is ``usr/lib/bible.data`` under the folder where ``dpkg -x bible-kjv-text_4.38_all.deb``
@@ -69,9 +69,11 @@ def _all(args) -> None:
 def _forward(args) -> None:
     from .evaluate import forward_loop
 
-    result = forward_loop(args.ckpt, args.text, variant=args.variant, batch=args.batch, steps=args.steps)
-    print(f"{result['variant']}: forward of {result['input']} tokens, median {result['median_ms']:.3f} ms over "
-          f"{result['steps']} steps (first call {result['first_ms']:.1f} ms)")
+    result = forward_loop(args.ckpt, args.text, variant=args.variant, batch=args.batch, steps=args.steps,
+                          graphs=args.graphs)
+    how = "CUDA graph replays" if result["graphs"] else "eager forwards"
+    print(f"{result['variant']}: {result['steps']} {how} of {result['input']} tokens, median {result['median_ms']:.3f} ms "
+          f"(first call {result['first_ms']:.1f} ms)")
 
 
 def _profile(args) -> None:
@@ -144,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=VARIANTS, default="int8_stat")
     p.add_argument("--batch", type=_positive, default=8)
     p.add_argument("--steps", type=_positive, default=30)
+    p.add_argument("--graphs", action="store_true", help="capture the forward once as a CUDA graph and replay it")
     p.set_defaults(run=_forward)
 
     p = sub.add_parser("profile", help="one custom and one bitsandbytes call in NVTX ranges")

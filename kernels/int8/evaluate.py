@@ -220,16 +220,20 @@ def format_model_table(table: pd.DataFrame) -> str:
 
 
 def forward_loop(ckpt_dir: str | Path, text_path: str | Path, variant: str = "int8_stat", batch: int = 8,
-                 steps: int = 30, device: str | None = None) -> dict:
+                 steps: int = 30, graphs: bool = False, device: str | None = None) -> dict:
     """Run the model's forward ``steps`` times on evaluation windows, as a program to profile (``profkit profile
     -- python -m profkit.kernels.int8 forward ...``): build the variant (calibrating it as ``evaluate`` does), one
-    forward to compile and autotune, then the timed loop, each forward synchronised. Returns the variant, the
-    input shape and the per-forward wall times (ms): their median and the steps after the first."""
+    forward to compile and autotune, then the loop, each forward in an NVTX range "forward" (on CUDA) and
+    synchronised. ``graphs``: the forward is captured once into a CUDA graph and the loop replays it (CUDA only).
+    Returns the variant, the input shape and the per-forward wall times (ms): their median over the loop and the
+    first call's."""
     import time
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if batch < 1 or steps < 1:
         raise ValueError(f"batch and steps must be >= 1, got {batch}, {steps}")
+    if graphs and dev.type != "cuda":
+        raise ValueError("graphs=True replays a CUDA graph: it needs a CUDA device")
     base, vocab, _ = load_checkpoint(ckpt_dir, device="cpu")
     seq_len = base.cfg.max_seq_len
     splits = load_splits(text_path, vocab=vocab)
@@ -240,15 +244,30 @@ def forward_loop(ckpt_dir: str | Path, text_path: str | Path, variant: str = "in
         ids = inputs[:batch].to(dev)
         times = []
         with torch.inference_mode():
-            for _ in range(steps + 1):
+            start = time.perf_counter()
+            if graphs:
+                from profkit.bench.timing import capture_graph
+
+                forward = capture_graph(lambda: model(ids))  # three eager calls first, then the capture
+            else:
+                def forward():
+                    return model(ids)
+                forward()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            first_ms = 1e3 * (time.perf_counter() - start)
+            for _ in range(steps):
                 start = time.perf_counter()
-                model(ids)
                 if dev.type == "cuda":
+                    torch.cuda.nvtx.range_push("forward")
+                forward()
+                if dev.type == "cuda":
+                    torch.cuda.nvtx.range_pop()
                     torch.cuda.synchronize()
                 times.append(1e3 * (time.perf_counter() - start))
-    steady = sorted(times[1:])
-    return {"variant": variant, "input": tuple(ids.shape), "steps": steps,
-            "median_ms": steady[len(steady) // 2], "first_ms": times[0]}
+    ordered = sorted(times)
+    return {"variant": variant, "input": tuple(ids.shape), "steps": steps, "graphs": graphs,
+            "median_ms": ordered[len(ordered) // 2], "first_ms": first_ms}
 
 
 def evaluate(text_path: str | Path, ckpt_dir: str | Path,

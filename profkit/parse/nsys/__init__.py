@@ -33,7 +33,7 @@ from profkit import process
 from profkit.build.ptxas import kernel_base_name
 from profkit.errors import ReportError
 from profkit.parse.nsys.export import SQLITE_MAGIC  # noqa: F401 - re-exported
-from profkit.parse.nsys.export import NULL_SENTINEL, Export, read_only_uri
+from profkit.parse.nsys.export import LIBRARY_NVTX_DOMAINS, NULL_SENTINEL, NVTX_DOMAIN_CREATE, Export, read_only_uri
 from profkit.parse.nsys.joins import attribute
 from profkit.parse.nsys.parquet import columnar_reader
 
@@ -256,14 +256,25 @@ def _ordered(export: Export, table: str, columns: list[str]) -> pa.Table:
     return export.integers(f"select {export.select_list(table, columns)}, rowid from {table}", [*columns, "ord"])
 
 
+def _library_domains(export: Export) -> list[int]:
+    """The domainIds of the export's library NVTX domains (``LIBRARY_NVTX_DOMAINS``), whose ranges are not the
+    program's; empty when the export does not name its domains."""
+    if not {"domainId", "text", "eventType"} <= export.columns("NVTX_EVENTS"):
+        return []
+    rows = export.rows(f"select domainId, text from NVTX_EVENTS where eventType = {NVTX_DOMAIN_CREATE}")
+    return sorted({int(domain) for domain, name in rows if domain is not None and name in LIBRARY_NVTX_DOMAINS})
+
+
 def _nvtx_rows(export: Export) -> pa.Table:
     """Closed push/pop and start/end ranges (kind 0 / 1) with `ord`, their rowid, and their text apart from
-    their ids."""
+    their ids; ranges of library domains left out (``_library_domains``)."""
     columns = ["start", "end", "globalTid", "textId", "kind"]
     if "NVTX_EVENTS" not in export.tables:
         return pa.table({**{c: pa.array([], pa.int64()) for c in [*columns, "ord"]}, "text": pa.array([], pa.string())})
     types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
-    where = f"from NVTX_EVENTS where eventType in ({types}) and \"end\" is not null order by rowid"
+    library = _library_domains(export)
+    skip = f" and (domainId is null or domainId not in ({','.join(map(str, library))}))" if library else ""
+    where = f"from NVTX_EVENTS where eventType in ({types}) and \"end\" is not null{skip} order by rowid"
     kind = f"case when eventType in ({','.join(str(t) for t in START_END_TYPES)}) then 1 else 0 end"
     select = export.select_list("NVTX_EVENTS", ["start", "end", "globalTid", "textId"])
     rows = export.integers(f"select {select}, {kind}, rowid {where}", [*columns, "ord"])

@@ -42,6 +42,12 @@ NSYS_TABLES = {"StringIds", "META_DATA_EXPORT", "TARGET_INFO_GPU", "CUPTI_ACTIVI
                "CUPTI_ACTIVITY_KIND_RUNTIME"}
 """Tables every nsys export has at least one of; an SQLite file with none of them is something else."""
 NULL_SENTINEL = -(2 ** 63)
+NVTX_DOMAIN_CREATE = 75
+"""NVTX_EVENTS.eventType of a domain's creation: its text is the domain's name, its domainId the id its ranges carry."""
+LIBRARY_NVTX_DOMAINS = frozenset({"CCCL", "NCCL", "cuBLAS", "cuBLASLt", "cuDNN", "cuFFT", "cuSPARSE", "TensorRT"})
+"""NVTX domains that libraries open for their own calls, not the program's steps: CUB (CCCL) marks every device-wide
+algorithm, so a PyTorch program that calls torch.nonzero in a loop shows hundreds of 'cub::DeviceSelect::Flagged'
+ranges, more than it has steps. Step finding and guided capture leave these domains' ranges out."""
 BATCH_ROWS = 20_000
 """Rows fetched at a time: bounds the Python tuples alive at once (a 10^6-row fetchall of 18 columns holds most
 of a GiB of them), and a batch's numpy block (2.9 MB at 18 columns) stays in cache while it is turned into

@@ -101,9 +101,11 @@ def test_forward_command_runs_the_quantized_model(tmp_path, capsys):
     assert result["input"] == (2, TINY_TRAIN.seq_len) and result["steps"] == 3
     assert 0 < result["median_ms"] and result["variant"] == "int8_stat"
     assert main(["forward", "--text", str(text), "--ckpt", str(ckpt), "--batch", "1", "--steps", "2"]) == 0
-    assert "int8_stat: forward of (1, " in capsys.readouterr().out
+    assert "int8_stat: 2 eager forwards of (1, " in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["forward", "--text", str(text), "--ckpt", str(ckpt), "--steps", "0"])
+    with pytest.raises(ValueError, match="CUDA graph"):
+        forward_loop(ckpt, text, graphs=True, device="cpu")
 
 
 def test_cli_rejects_missing_corpus(tmp_path, capsys):
