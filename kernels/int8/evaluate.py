@@ -98,7 +98,8 @@ def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple
             try:
                 graph = time_fn(lambda: model(ids), cuda_graph=True)
             except RuntimeError as exc:
-                notes.append(f"batch {b}: CUDA graph capture failed: {type(exc).__name__}: {exc}")
+                first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                notes.append(f"batch {b}: CUDA graph capture failed: {type(exc).__name__}: {first_line}")
                 out[f"latency_graph_ms_b{b}"], out[f"latency_graph_stable_b{b}"] = math.nan, False
             else:
                 out[f"latency_graph_ms_b{b}"] = graph.median_ms

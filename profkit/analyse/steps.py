@@ -30,7 +30,7 @@ find_steps gives one row per step (STEP_COLUMNS), per capture (each program on i
   how                           how the step was found: "nvtx:<range name>" (a repeated NVTX range starts each step),
                                 "kernel:<regex>" (--step naming a kernel) or "sequence" (the kernel sequence repeats)
 
-Detection (first that gives MIN_REPEATS steps of MIN_STEP_LAUNCHES launches or more): step_regex (an NVTX range
+Detection (first that gives MIN_REPEATS steps of MIN_STEP_KERNELS kernels or more): step_regex (an NVTX range
 name, else a kernel name, that starts each step); the NVTX range name repeated most often at the outermost level of
 one thread; the period of the launched kernel-name sequence. Initialisation is everything before the first steady
 step (steady_window).
@@ -55,9 +55,10 @@ STEP_COLUMNS = ["capture", "step", "start_ns", "end_ns", "wall_us", "kernel_us",
                 "idle_host_us", "idle_sync_us", "idle_copy_us", "idle_other_us", "part", "steady", "how"]
 MIN_REPEATS = 3
 """A step is something the program does at least this often: two occurrences cannot tell warm-up from steady."""
-MIN_STEP_LAUNCHES = 2
-"""... and it launches at least this many times (median over its steps): a loop of one kernel (a benchmark's timed
-launches) is the launch table's loop, not a program's step."""
+MIN_STEP_KERNELS = 2
+"""... and it runs at least this many kernels (median over its steps): a loop of one kernel (a benchmark's timed
+launches) is the launch table's loop, not a program's step. Kernels, not launch calls: a step replayed as one CUDA
+graph is one launch call of many kernels."""
 WARMUP_MAD_Z = 3.5
 """A leading step is warm-up when its wall time's modified z-score (0.6745 × |x - median| / MAD, Iglewicz and
 Hoaglin's outlier cut of 3.5) against the later half of the steps exceeds this: a median and a MAD are not moved by
@@ -106,7 +107,7 @@ def find_steps(kernels: pd.DataFrame, nvtx: pd.DataFrame | None, memcpy: pd.Data
             frames.append(frame)
     if pattern is not None and not frames:
         raise UsageError(f"--step {step_regex!r} starts no repeated step: it matches no NVTX range and no kernel "
-                         f"that starts {MIN_REPEATS} or more steps of {MIN_STEP_LAUNCHES} or more launches",
+                         f"that starts {MIN_REPEATS} or more steps of {MIN_STEP_KERNELS} or more kernels",
                          hint="`profkit show PATH -t nvtx` lists the ranges, `-t timeline` the kernels")
     if not frames:
         return pd.DataFrame(columns=STEP_COLUMNS)
@@ -412,7 +413,7 @@ def _capture_steps(kernels: pd.DataFrame, nvtx: pd.DataFrame, copies: pd.DataFra
             continue
         starts, stop, how = item
         steps = measure_steps(acts, starts, stop, calls)
-        if len(steps) >= MIN_REPEATS and steps["launches"].median() >= MIN_STEP_LAUNCHES:
+        if len(steps) >= MIN_REPEATS and steps["kernels"].median() >= MIN_STEP_KERNELS:
             whole = steps["part"] != "last"
             early = warm_up(steps.loc[whole, "wall_us"].to_numpy())
             steps.loc[steps.index[whole.to_numpy()][early], "part"] = "warm-up"

@@ -349,3 +349,39 @@ def test_a_run_without_a_repeated_step_is_shown_whole():
     idle = profile.table("idle")
     assert set(idle["part"]) == {"whole run"} and idle["capture"].nunique() == 6
     assert set(profile.table("gaps")["part"]) == {"whole run"}
+
+
+@pytest.fixture(scope="module")
+def graph_export(tmp_path_factory):
+    """int8-model-forward-graphs-guided's nsys SQLite export (H100): 20 replays of one CUDA graph, each in an NVTX
+    range 'forward', and CUB's own 'cub::Device...' ranges (NVTX domain CCCL) from the model's quantization."""
+    target = tmp_path_factory.mktemp("graphs") / "python3.sqlite"
+    with lzma.open(SESSIONS / "int8-model-forward-graphs-guided" / "python3.sqlite.xz") as src, \
+            target.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return target
+
+
+def test_graph_replays_are_steps_and_library_ranges_are_not(graph_export):
+    from profkit.capture import targets
+    from profkit.parse.nsys import read_nsys
+
+    conn = sqlite3.connect(graph_export)
+    texts = [row[0] for row in conn.execute(
+        "select coalesce(e.text, s.value) from NVTX_EVENTS e left join StringIds s on s.id = e.textId "
+        "where e.eventType = 59")]
+    conn.close()
+    cub = sum(t.startswith("cub::") for t in texts)
+    assert cub > texts.count("forward") == 20  # the library's ranges outnumber the program's steps
+    capture = read_nsys(graph_export)
+    assert "forward" in set(capture.nvtx["text"]) and not capture.nvtx["text"].str.startswith("cub::").any()
+    ranges = targets.read_top_ranges(graph_export)
+    assert set(ranges["text"]) == {"forward"}
+    start, how = targets.steady_start(targets.read_launches(graph_export), ranges)
+    assert start == ranges["start_ns"].iloc[1] and "'forward'" in how
+    kernels = capture.kernels.assign(capture="python3")
+    steps = find_steps(kernels, capture.nvtx.assign(capture="python3"))
+    assert set(steps["how"]) == {"nvtx:forward"} and len(steps) == 20
+    # one cudaGraphLaunch per step, the graph's kernels counted as the step's
+    whole = steps[steps["part"] != "last"]
+    assert (whole["launches"] == 1).all() and whole["kernels"].min() > 100

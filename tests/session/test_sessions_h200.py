@@ -30,7 +30,8 @@ def _by_capture(df: pd.DataFrame) -> pd.DataFrame:
 
 
 H100_SESSIONS = {"decode-eager-guided", "decode-eager-separated", "decode-graphs-guided", "ladder6-n4096",
-                 "matmul-worst-shapes", "train-step-compile-inductor", "matmul-bf16-3000-stream-k"}
+                 "matmul-worst-shapes", "train-step-compile-inductor", "matmul-bf16-3000-stream-k",
+                 "int8-model-forward-guided", "int8-model-forward-graphs-guided", "int8-linear-m16"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 
@@ -418,3 +419,32 @@ def test_rows_only_16_byte_aligned_double_the_l2_requests_of_the_tma_matmul():
     assert (stream_k["grid"], stream_k["registers_per_thread"]) == ("132×1×1", 254)
     assert stream_k["duration_us"] > plain["duration_us"]
     assert stream_k["l2_throughput_pct"] > plain["l2_throughput_pct"] > 70
+
+
+def test_int8_model_forward_is_host_bound_eager_and_its_gemms_hold_the_replayed_graph():
+    """The 114M-parameter INT8 model's forward at batch 8 (reports/int8.md), two guided captures on the H100: eager,
+    the GPU waits for the host most of the step; replayed from a CUDA graph, the int8 GEMMs hold the most GPU time
+    of any kernel and the row quantizer comes next (issue 47, item 3)."""
+    import profkit
+
+    eager = profkit.load(SESSIONS / "int8-model-forward-guided").table("hotspots")
+    assert eager.iloc[0]["kind"] == "GPU idle: host-bound" and eager.iloc[0]["span_pct"] > 50
+    graphs = profkit.load(SESSIONS / "int8-model-forward-graphs-guided")
+    hot = graphs.table("hotspots")
+    assert not (hot["kind"] == "GPU idle: host-bound").any()
+    per_kernel = hot[hot["kind"] == "kernel"].groupby("kernel")["span_pct"].sum().sort_values(ascending=False)
+    assert list(per_kernel.index[:2]) == ["_int8_gemm_tma_kernel", "_quantize_rows_kernel"]
+    assert per_kernel.iloc[0] > 40 and per_kernel.iloc[0] > 2 * per_kernel.iloc[1]
+    assert hot[hot["kind"] == "kernel"]["profiled"].head(5).all()
+    steps = graphs.table("steps")
+    steady = steps[steps["part"] == "steady"]
+    assert len(steady) >= 15 and set(steady["how"]) == {"nvtx:forward"} and (steady["launches"] == 1).all()
+
+
+def test_int8_decode_layer_is_two_short_kernels():
+    """int8-linear-m16: one M = 16, K = N = 4096 layer call under ncu (H100): the row quantizer is a 16-program
+    kernel of a few µs, the GEMM streams the 16 MB of int8 weights at under half the DRAM peak."""
+    launches = load_session(SESSIONS / "int8-linear-m16").table("launches").set_index("kernel")
+    quantize, gemm = launches.loc["_quantize_rows_kernel"], launches.loc["_int8_gemm_kernel"]
+    assert quantize["grid"] == "16×1×1" and quantize["duration_us"] < 6
+    assert gemm["grid"] == "128×1×1" and 8 < gemm["duration_us"] < 15 and 1000 < gemm["dram_gbps"] < 1700
