@@ -258,12 +258,14 @@ def outermost(nvtx: pd.DataFrame) -> pd.DataFrame:
 
 
 def nvtx_starts(nvtx: pd.DataFrame, pattern: re.Pattern | None = None) -> tuple[np.ndarray, str] | None:
-    """Step starts (ns, host clock) from NVTX ranges and their `how`: with a pattern, the outermost ranges matching it
-    (ranges of other names may enclose them) on the thread with the most; else the name repeated most often at the
-    outermost level of one thread (at least MIN_REPEATS times; a tie goes to the name that starts first: the forward
-    range of a training step before its "[bwd]" range)."""
+    """Step starts (ns, host clock) from NVTX ranges (not a library domain's) and their `how`: with a pattern, the
+    outermost ranges matching it (ranges of other names may enclose them) on the thread with the most; else the name
+    repeated most often at the outermost level of one thread (at least MIN_REPEATS times; a tie goes to the name that
+    starts first: the forward range of a training step before its "[bwd]" range)."""
     if nvtx is None or nvtx.empty or "text" not in nvtx:
         return None
+    if "library" in nvtx:  # a library's own ranges (CUB's around torch.nonzero) are not the program's steps
+        nvtx = nvtx[~nvtx["library"].fillna(False).astype(bool)]
     if pattern is not None:
         named = nvtx[nvtx["text"].astype(str).map(lambda t: bool(pattern.search(t)))]
         top = outermost(named)

@@ -22,7 +22,7 @@ from profkit.parse import cache_space, catalog
 # cache_enabled is re-exported: the readers ask this module
 from profkit.parse.files import cache_dir, cache_enabled, file_digest, remembered_digest  # noqa: F401
 
-CACHE_VERSION = "10"
+CACHE_VERSION = "11"
 FRAMES = ("launches", "rules", "source", "instructions", "opcodes")
 
 

@@ -529,6 +529,88 @@ def int8_graph_rows() -> Expected:
     return keyed(out)
 
 
+# the 114M-parameter model (H100): int8_model_large.json and int8_linear_large.json, one outlier rule (stat)
+
+LARGE = "## The 114M-parameter model"
+MODEL_LARGE = ("variant | perplexity | Δ vs fp16 | weights+buffers vs fp16 | peak MiB (eval) | eager ms, batch 1 | "
+               "batch 8 | batch 32 | graph ms, batch 1 | batch 8 | batch 32")
+GOALS_LARGE = "goal | least ratio | cases | met | missed | not resolved | worst ratio | best ratio"
+LAYERS_LARGE = ("layer | M | K × N | ours µs | fp16 µs | torch._int_mm µs | bitsandbytes µs | "
+                "ours vs fp16 [95% interval] | ours vs bitsandbytes")
+GRAPH_LARGE = "layer | M | ours µs (CUDA graph) | fp16 µs (CUDA graph) | ours vs fp16 [95% interval]"
+
+
+def large_model_rows() -> Expected:
+    """Per variant: perplexity, its change, weights+buffers vs fp16, peak MiB, eager and CUDA-graph latency (ms) at
+    batch 1 / 8 / 32 ("—" where the forward could not be captured)."""
+    def ms(value) -> str:
+        return "—" if value is None or value != value else f"{value:.2f}"
+
+    return keyed([[VARIANTS[row["variant"]], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}",
+                   f"{row['static_ratio_vs_fp16']:.3f}", one(row["peak_bytes"] / 2**20),
+                   *(ms(row[f"latency_ms_b{batch}"]) for batch in (1, 8, 32)),
+                   *(ms(row.get(f"latency_graph_ms_b{batch}")) for batch in (1, 8, 32))]
+                  for row in result("int8_model_large")["rows"]])
+
+
+def large_goal_rows() -> Expected:
+    """Per layer goal of the result file's verdicts: how many cases, met / missed / not resolved, the worst and
+    best ratio."""
+    out = {}
+    for goal in result("int8_linear_large")["meta"]["goals"]:
+        out.setdefault(goal["goal"], []).append(goal)
+    rows = []
+    for name, goals in out.items():
+        verdicts = [g["verdict"] for g in goals]
+        ratios = [g["ratio"] for g in goals]
+        rows.append([name, ratio(goals[0]["goal_ratio"], 1), str(len(goals)), str(verdicts.count("met")),
+                     str(verdicts.count("missed")), str(verdicts.count("not resolved")),
+                     ratio(min(ratios)), ratio(max(ratios))])
+    return keyed(rows)
+
+
+def _large_case(case: str) -> tuple[str, str, str]:
+    """(layer, M, "K × N") of an int8_linear_large case label."""
+    match = re.fullmatch(r"(.+) M=(\d+) K=(\d+) N=(\d+)", case)
+    return match.group(1), match.group(2), f"{match.group(3)} × {match.group(4)}"
+
+
+def large_layer_rows() -> Expected:
+    """Every case: our layer, fp16, torch._int_mm (the GEMM alone; "—" at M <= 16) and bitsandbytes in µs, ours vs
+    fp16 with its 95% interval over the rounds, ours vs bitsandbytes."""
+    rows = by_case("int8_linear_large")
+    out = []
+    for case in cases("int8_linear_large"):
+        ours, fp16, bnb = rows[case, "int8_custom"], rows[case, "fp16_linear"], rows[case, "bnb_int8"]
+        int_mm = rows.get((case, "int_mm_ceiling"))
+        int_mm_us = "—" if int_mm is None or int_mm["median_ms"] is None else us(int_mm["median_ms"])
+        out.append([*_large_case(case), us(ours["median_ms"]), us(fp16["median_ms"]), int_mm_us,
+                    us(bnb["median_ms"]),
+                    interval(ours["ratio_vs_baseline"], ours["ratio_ci_low"], ours["ratio_ci_high"]),
+                    ratio(bnb["median_ms"] / ours["median_ms"], 1)])
+    return keyed(out, key_cells=2)
+
+
+def large_graph_rows() -> Expected:
+    """The cases also replayed from CUDA graphs (M <= 64): ours and fp16 in µs, ours vs fp16 with its interval."""
+    rows = by_case("int8_linear_large")
+    out = []
+    for case in (c for c in cases("int8_linear_large") if (c, "int8_custom_graph") in rows):
+        ours, fp16 = rows[case, "int8_custom_graph"], rows[case, "fp16_linear_graph"]
+        layer, m, _ = _large_case(case)
+        out.append([layer, m, us(ours["median_ms"]), us(fp16["median_ms"]),
+                    interval(ours["ratio_vs_baseline"], ours["ratio_ci_low"], ours["ratio_ci_high"])])
+    return keyed(out, key_cells=2)
+
+
+def test_int8_page_large_model():
+    problems = [*check("int8.md", MODEL_LARGE, large_model_rows(), after=LARGE),
+                *check("int8.md", GOALS_LARGE, large_goal_rows(), after=LARGE),
+                *check("int8.md", LAYERS_LARGE, large_layer_rows(), after=LARGE, key_cells=2),
+                *check("int8.md", GRAPH_LARGE, large_graph_rows(), after=LARGE, key_cells=2)]
+    assert not problems, "\n".join(problems)
+
+
 def test_int8_page():
     problems = [*check("int8.md", MODEL, model_rows()),
                 *check("int8.md", SQUARE, square_rows()),

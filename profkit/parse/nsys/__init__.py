@@ -9,7 +9,8 @@ NVTX ranges behind it (DuckDB). Tables of an NsysCapture:
   launch_start_ns, launch_end_ns: the host-side CUDA API call that launched it; device; thread: the calling
   thread's globalTid, its process in the bits above 24); a CUDA graph launch nsys traced as a whole is one row
   "CUDA graph N" with no grid or block (joins.WHOLE_GRAPH)
-- nvtx: push/pop and start/end ranges (text, start_ns, end_ns, duration_ns, thread, kind)
+- nvtx: push/pop and start/end ranges (text, start_ns, end_ns, duration_ns, thread, kind, library: a library's
+  own NVTX domain, such as CUB's "CCCL")
 - memcpy: one row per copy (copy_kind: HtoD, DtoH, ...; start_ns, end_ns, duration_ns, bytes, device, stream,
   nvtx_path, launch_start_ns, launch_end_ns, thread); memset: the same with value in place of copy_kind
 - gpu: one row per GPU (name, sm_count, cc, memory bandwidth, l2 bytes) and the nsys version.
@@ -258,7 +259,7 @@ def _ordered(export: Export, table: str, columns: list[str]) -> pa.Table:
 
 def _library_domains(export: Export) -> list[int]:
     """The domainIds of the export's library NVTX domains (``LIBRARY_NVTX_DOMAINS``), whose ranges are not the
-    program's; empty when the export does not name its domains."""
+    program's steps; empty when the export does not name its domains."""
     if not {"domainId", "text", "eventType"} <= export.columns("NVTX_EVENTS"):
         return []
     rows = export.rows(f"select domainId, text from NVTX_EVENTS where eventType = {NVTX_DOMAIN_CREATE}")
@@ -266,18 +267,19 @@ def _library_domains(export: Export) -> list[int]:
 
 
 def _nvtx_rows(export: Export) -> pa.Table:
-    """Closed push/pop and start/end ranges (kind 0 / 1) with `ord`, their rowid, and their text apart from
-    their ids; ranges of library domains left out (``_library_domains``)."""
-    columns = ["start", "end", "globalTid", "textId", "kind"]
+    """Closed push/pop and start/end ranges (kind 0 / 1) with `ord`, their rowid, `library` (1 for a range of a
+    library's NVTX domain, ``_library_domains``: kept for the kernels' paths, which ncu names too, but never a step)
+    and their text apart from their ids."""
+    columns = ["start", "end", "globalTid", "textId", "kind", "library"]
     if "NVTX_EVENTS" not in export.tables:
         return pa.table({**{c: pa.array([], pa.int64()) for c in [*columns, "ord"]}, "text": pa.array([], pa.string())})
     types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
-    library = _library_domains(export)
-    skip = f" and (domainId is null or domainId not in ({','.join(map(str, library))}))" if library else ""
-    where = f"from NVTX_EVENTS where eventType in ({types}) and \"end\" is not null{skip} order by rowid"
+    where = f"from NVTX_EVENTS where eventType in ({types}) and \"end\" is not null order by rowid"
     kind = f"case when eventType in ({','.join(str(t) for t in START_END_TYPES)}) then 1 else 0 end"
+    library_ids = _library_domains(export)
+    library = f"case when domainId in ({','.join(map(str, library_ids))}) then 1 else 0 end" if library_ids else "0"
     select = export.select_list("NVTX_EVENTS", ["start", "end", "globalTid", "textId"])
-    rows = export.integers(f"select {select}, {kind}, rowid {where}", [*columns, "ord"])
+    rows = export.integers(f"select {select}, {kind}, {library}, rowid {where}", [*columns, "ord"])
     text = export.texts("text" if "text" in export.columns("NVTX_EVENTS") else "NULL", where)
     return rows.append_column("text", text)
 

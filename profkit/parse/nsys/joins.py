@@ -97,7 +97,7 @@ order by c.start, c.ord
 NVTX = """
 select coalesce(n.text, s.value, '') as text, n.start as start_ns, n."end" as end_ns,
        n."end" - n.start as duration_ns, n.globalTid as thread,
-       case when n.kind = 1 then 'start_end' else 'push_pop' end as kind
+       case when n.kind = 1 then 'start_end' else 'push_pop' end as kind, n.library = 1 as library
 from nvtx_raw n left join strings s on s.id = n.textId
 order by n.start, n.ord
 """
@@ -107,7 +107,8 @@ def attribute(conn, tables: dict[str, pa.Table], kernel_name) -> dict[str, pa.Ta
     """kernels, nvtx, memcpy and memset as Arrow tables, from the raw export tables registered in `conn`.
 
     tables: kernels_raw, graphs_raw, calls_raw (correlationId, start, end, globalTid, src: 0 runtime / 1 driver, ord),
-    nvtx_raw (start, end, globalTid, kind: 0 push/pop / 1 start/end, textId, text, ord), memcpy_raw,
+    nvtx_raw (start, end, globalTid, kind: 0 push/pop / 1 start/end, library: 1 for a library domain's range,
+    textId, text, ord), memcpy_raw,
     memset_raw, strings (id, value); kernel_name(short, demangled) -> the kernel column."""
     for name, table in tables.items():
         conn.register(name, table)
