@@ -1,7 +1,7 @@
 """Command line: ``python -m profkit.kernels.int8 {train,evaluate,bench,all,forward,profile}``.
 
     train     --text PATH --out DIR [--size base|large]   train the KJV decoder, save the checkpoint in DIR
-    evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json]
+    evaluate  --text PATH --ckpt DIR [--out reports/benchmarks/int8_model.json] [--variants ...] [--latency-batches 1,8,32]
     bench     [--quick] [--out-dir reports/benchmarks] [--ckpt DIR --text PATH] [--rule fixed|stat] [--rounds N]
     all       --text PATH --workdir DIR [--out-dir reports/benchmarks] [--quick]
     forward   --text PATH --ckpt DIR [--variant int8_stat] [--batch 8] [--steps 30] [--graphs]   a program to profile
@@ -37,7 +37,9 @@ def _evaluate(args) -> None:
     from .evaluate import evaluate
 
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
-    evaluate(args.text, args.ckpt, args.out, variants=variants, eval_batch=args.eval_batch)
+    batches = tuple(int(b) for b in args.latency_batches.split(",") if b.strip())
+    evaluate(args.text, args.ckpt, args.out, variants=variants, eval_batch=args.eval_batch,
+             latency_batch_sizes=batches)
 
 
 def _bench(args) -> None:
@@ -116,8 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True, type=Path)
     p.add_argument("--ckpt", required=True, type=Path)
     p.add_argument("--out", type=Path, default=Path("reports/benchmarks/int8_model.json"))
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help="comma-separated; int8_fixed@T and int8_stat@S set the rule's threshold or sigmas")
     p.add_argument("--eval-batch", type=int, default=16)
+    p.add_argument("--latency-batches", default="1,8,32",
+                   help="batch sizes whose forward is timed, comma-separated; empty: perplexity and memory only")
     p.set_defaults(run=_evaluate)
 
     p = sub.add_parser("bench", help="layer-speed benchmark through profkit's harness")

@@ -6,13 +6,15 @@ Variants, built one at a time from the fp32 checkpoint (only one model is reside
     int8_fixed  QuantizedLinear everywhere, outlier rule "fixed" (absmax >= 6.0)
     int8_stat   QuantizedLinear everywhere, outlier rule "stat" (absmax > mean + 3 sigma)
     bnb_int8    bitsandbytes Linear8bitLt(has_fp16_weights=False, threshold=6.0)
+    int8_fixed@T, int8_stat@S   the INT8 variants with threshold T or S sigma (a rule's sensitivity)
 
 Columns of the result table (one row per variant):
     variant, perplexity, nll_nats (mean per token), eval_tokens,
     ppl_rel_change_vs_fp16 (perplexity / fp16 perplexity - 1),
     static_bytes (parameters + buffers, tied storage counted once), static_ratio_vs_fp16,
     peak_bytes (torch.cuda.max_memory_allocated during the perplexity pass, model included, after
-    one warm-up forward so compilation and autotuning are not counted),
+    one warm-up forward so compilation and autotuning are not counted, less what was allocated before
+    the variant was built),
     latency_ms_b<B>, latency_stable_b<B> (one forward of B x seq_len tokens, called eagerly; timing.time_fn),
     latency_graph_ms_b<B>, latency_graph_stable_b<B> (the same forward replayed from a CUDA graph),
     layers_int8 (Linear layers running int8), note
@@ -64,11 +66,31 @@ def count_int8_layers(model: nn.Module) -> int:
                if isinstance(m, QuantizedLinear) or type(m).__name__ == "Linear8bitLt")
 
 
+RULE_DEFAULTS = {"fixed": 6.0, "stat": 3.0}
+"""The INT8 variants' outlier rule parameters: the absmax threshold of "fixed", the sigmas of "stat"."""
+
+
+def int8_rule(variant: str) -> tuple[str, float] | None:
+    """(rule, its parameter) of an INT8 variant name ("int8_stat", "int8_fixed@4.5"); None for the other variants.
+    Raises ValueError for a name that is neither a variant nor an INT8 rule with a positive parameter."""
+    if variant in VARIANTS and not variant.startswith("int8_"):
+        return None
+    rule, at, value = variant.removeprefix("int8_").partition("@")
+    if not variant.startswith("int8_") or rule not in RULE_DEFAULTS:
+        raise ValueError(f"variant must be one of {VARIANTS} or int8_fixed@T / int8_stat@S, got {variant!r}")
+    try:
+        param = float(value) if at else RULE_DEFAULTS[rule]
+    except ValueError:
+        param = math.nan
+    if not param > 0:
+        raise ValueError(f"{variant!r}: the rule's parameter must be a positive number")
+    return rule, param
+
+
 def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
                   device: torch.device) -> tuple[nn.Module, pd.DataFrame | None]:
     """A copy of the fp32 ``base`` model in the given precision on ``device``, and its layer report."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    rule = int8_rule(variant)
     model = copy.deepcopy(base)
     if variant == "fp32":
         return model.float().to(device).eval(), None
@@ -77,8 +99,9 @@ def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
         return model, None
     if variant == "bnb_int8":
         return model, quantize_model_bnb(model, threshold=6.0)
-    rule = variant.removeprefix("int8_")
-    return model, quantize_model(model, calib, rule=rule, threshold=6.0, n_sigma=3.0)
+    name, param = rule
+    return model, quantize_model(model, calib, rule=name, threshold=param if name == "fixed" else 6.0,
+                                 n_sigma=param if name == "stat" else 3.0)
 
 
 def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple[int, ...],
@@ -149,8 +172,12 @@ def _evaluate_one(variant, base, calib, splits, vocab_size, seq_len, dev, eval_b
     """Build one variant, measure it, free it; returns its table row."""
     note = []
     gc.collect()
+    resident = 0
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+        # What earlier variants left allocated (the L2-flush buffer of the latency timing, CUDA graph pools) is not
+        # this variant's peak (reports/code_measurements.md).
+        resident = torch.cuda.memory_allocated()
     try:
         model, report = build_variant(variant, base, calib, dev)
     except ImportError as exc:
@@ -179,7 +206,7 @@ def _evaluate_one(variant, base, calib, splits, vocab_size, seq_len, dev, eval_b
                           max_windows=max_eval_windows))
     if dev.type == "cuda":
         torch.cuda.synchronize()
-        row["peak_bytes"] = torch.cuda.max_memory_allocated()
+        row["peak_bytes"] = torch.cuda.max_memory_allocated() - resident
         row.update(_latency(model, vocab_size, seq_len, latency_batch_sizes, dev, note))
     else:
         row["peak_bytes"] = float("nan")

@@ -603,11 +603,30 @@ def large_graph_rows() -> Expected:
     return keyed(out, key_cells=2)
 
 
+SWEEP_LARGE = ("variant | outlier channels | perplexity | Δ vs fp16 | weights+buffers vs fp16 | "
+               "peak MiB (eval)")
+
+
+def large_sweep_rows() -> Expected:
+    """int8_rule_sweep.json per variant: the outlier input channels of its linear layers (summed), perplexity, its
+    change, weights+buffers vs fp16 and peak MiB."""
+    payload = result("int8_rule_sweep")
+    rows = []
+    for row in payload["rows"]:
+        layers = payload["meta"]["variants"][row["variant"]]["layers"] or []
+        channels = sum(layer["n_outliers"] for layer in layers if layer["kind"] == "linear")
+        rows.append([row["variant"], f"{channels:,}" if layers else "—", f"{row['perplexity']:.4f}",
+                     f"{row['ppl_rel_change_vs_fp16']:+.3%}", f"{row['static_ratio_vs_fp16']:.3f}",
+                     one(row["peak_bytes"] / 2**20)])
+    return keyed(rows)
+
+
 def test_int8_page_large_model():
     problems = [*check("int8.md", MODEL_LARGE, large_model_rows(), after=LARGE),
                 *check("int8.md", GOALS_LARGE, large_goal_rows(), after=LARGE),
                 *check("int8.md", LAYERS_LARGE, large_layer_rows(), after=LARGE, key_cells=2),
-                *check("int8.md", GRAPH_LARGE, large_graph_rows(), after=LARGE, key_cells=2)]
+                *check("int8.md", GRAPH_LARGE, large_graph_rows(), after=LARGE, key_cells=2),
+                *check("int8.md", SWEEP_LARGE, large_sweep_rows(), after=LARGE)]
     assert not problems, "\n".join(problems)
 
 

@@ -108,6 +108,29 @@ def test_forward_command_runs_the_quantized_model(tmp_path, capsys):
         forward_loop(ckpt, text, graphs=True, device="cpu")
 
 
+def test_rule_variants_set_the_outlier_rule_and_latency_can_be_left_out(tmp_path):
+    from profkit.kernels.int8.evaluate import int8_rule
+
+    assert int8_rule("int8_stat") == ("stat", 3.0) and int8_rule("int8_fixed@4.5") == ("fixed", 4.5)
+    assert int8_rule("fp16") is None and int8_rule("bnb_int8") is None
+    for bad in ("int8_stat@-1", "int8_stat@x", "int8_median", "fp8"):
+        with pytest.raises(ValueError):
+            int8_rule(bad)
+    text = corpus_file(tmp_path)
+    ckpt = tmp_path / "ckpt"
+    run_training(text, ckpt, TINY_TRAIN, model_overrides=TINY, device="cpu")
+    out = tmp_path / "sweep.json"
+    assert main(["evaluate", "--text", str(text), "--ckpt", str(ckpt), "--out", str(out), "--eval-batch", "4",
+                 "--variants", "fp16,int8_stat@0.5,int8_stat@3,int8_fixed@1e9", "--latency-batches", ""]) == 0
+    payload = json.loads(out.read_text())
+    rows = {r["variant"]: r for r in payload["rows"]}
+    outliers = {v: sum(layer["n_outliers"] for layer in payload["meta"]["variants"][v]["layers"])
+                for v in ("int8_stat@0.5", "int8_stat@3", "int8_fixed@1e9")}
+    assert outliers["int8_stat@0.5"] > outliers["int8_stat@3"] and outliers["int8_fixed@1e9"] == 0
+    assert rows["int8_stat@0.5"]["static_bytes"] > rows["int8_stat@3"]["static_bytes"]  # fp16 columns cost more
+    assert not any(k.startswith("latency") for k in rows["fp16"])
+
+
 def test_cli_rejects_missing_corpus(tmp_path, capsys):
     code = main(["evaluate", "--text", str(tmp_path / "nope.data"), "--ckpt", str(tmp_path)])
     assert code == 2
