@@ -113,10 +113,7 @@ def _findings(r) -> list[dict]:
         _row("median kernel", r.kernel_median_us, "µs", f"against a median GPU gap of {r.gap_median_us:.1f} µs "
                                                          "between consecutive kernels"),
         _row("median gap", r.gap_median_us, "µs", "GPU idle between consecutive kernels (back to back: 0)"),
-        _row("host time per launch", r.launch_interval_us, "µs",
-             f"median between one thread's consecutive launch calls, against a {r.kernel_median_us:.1f} µs median "
-             "kernel: " + ("the host launches slower than the GPU runs them" if r.launch_interval_us >
-                           r.kernel_median_us else "the host launches faster than the GPU runs them")),
+        _launch_row(r, ms, graphs),
         _row("GPU waits for the host", r.host_wait_pct, "% of the step",
              f"{r.host_wait_us / 1e3:.2f} ms per step idle until the host's next launch call"),
     ]
@@ -127,6 +124,26 @@ def _findings(r) -> list[dict]:
                     f"{r.host_wait_pct:.1f} % of the step (host-bound from {HOST_BOUND_PCT:.0f} %, partly from "
                     f"{NOTABLE_PCT:.0f} %)"))
     return out + _remedies(r, ms, graphs)
+
+
+def _launch_row(r, ms: float, graphs: bool) -> dict:
+    """Host time per launch call against the GPU work one call starts: a median kernel, or, where the calls replay
+    CUDA graphs, the kernel time of the step per call (a graph launch starts many kernels)."""
+    if graphs and r.launches_per_step > 0:
+        work = r.gpu_busy_pct * ms * 1e3 / 100 / r.launches_per_step
+        against = (f"against {work:.1f} µs of kernels per launch call (CUDA graphs of "
+                   f"{r.kernels_per_step / r.launches_per_step:.0f} kernels)")
+    else:
+        work = r.kernel_median_us
+        against = f"against a {work:.1f} µs median kernel"
+    if r.launch_interval_us <= work:
+        reading = "the host launches faster than the GPU runs them"
+    elif r.host_wait_pct < NOTABLE_PCT:  # the interval holds the host's own waits for the GPU
+        reading = "longer, yet the GPU seldom waits for the host: the interval includes the host's waits for the GPU"
+    else:
+        reading = "the host launches slower than the GPU runs them"
+    return _row("host time per launch", r.launch_interval_us, "µs",
+                f"median between one thread's consecutive launch calls, {against}: {reading}")
 
 
 def _remedies(r, ms: float, graphs: bool) -> list[dict]:
