@@ -318,10 +318,11 @@ def goal_table(df: pd.DataFrame) -> pd.DataFrame:
 
     ratio = the other impl's median time / ours. Each round timed every impl of a case once, so the round's ratio is
     ours over the other's ``ratio_rounds`` entry of that round (both against the frame's baseline, fp16). verdict
-    as ``compare.goal_verdicts``: "met" / "missed" when the 95% interval of the per-round median lies at or above /
+    as ``compare.goal_verdict`` gives it: "met" / "missed" when the 95% interval of the per-round median lies at or above /
     below the goal, "not resolved" when it straddles it, "(no interval)" below 6 rounds, "no timing" where a side
     has no time (bitsandbytes failed or absent). Columns: goal, case, m, impl, against, goal_ratio, ratio,
     ci_low, ci_high, rounds, verdict."""
+    from profkit.bench.compare import goal_verdict
     from profkit.bench.timing import median_interval
 
     rows = []
@@ -339,15 +340,9 @@ def goal_table(df: pd.DataFrame) -> pd.DataFrame:
             else:
                 rounds = [a / b for a, b in zip(_per_round(mine), _per_round(theirs)) if b > 0]
             low, high = median_interval(rounds) if ratio == ratio else (math.nan, math.nan)
-            if ratio != ratio:
-                verdict = "no timing"
-            elif low == low and high == high:
-                verdict = "met" if low >= least else "missed" if high < least else "not resolved"
-            else:
-                verdict = "met (no interval)" if ratio >= least else "missed (no interval)"
             rows.append({"goal": goal, "case": case, "m": params["m"], "impl": ours, "against": against,
                          "goal_ratio": least, "ratio": ratio, "ci_low": low, "ci_high": high,
-                         "rounds": len(rounds), "verdict": verdict})
+                         "rounds": len(rounds), "verdict": goal_verdict(ratio, low, high, least)})
     return pd.DataFrame(rows, columns=["goal", "case", "m", "impl", "against", "goal_ratio", "ratio", "ci_low",
                                        "ci_high", "rounds", "verdict"])
 

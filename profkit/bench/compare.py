@@ -188,6 +188,16 @@ def case_rows(case: Case, impl_names: list[str], timings: Mapping[str, Timing],
     return rows
 
 
+def goal_verdict(ratio: float, low: float, high: float, goal: float) -> str:
+    """One goal's verdict (see goal_verdicts) from a ratio and the 95% interval of its per-round median (NaN when
+    there are too few rounds for one)."""
+    if ratio != ratio:
+        return "no timing"
+    if low == low and high == high:
+        return "met" if low >= goal else "missed" if high < goal else "not resolved"
+    return "met (no interval)" if ratio >= goal else "missed (no interval)"
+
+
 def goal_verdicts(df: pd.DataFrame, goals: Mapping[str, float], impl: str) -> pd.DataFrame:
     """Each goal (case label -> least ratio_vs_baseline for ``impl``) against the rows of ``compare``.
 
@@ -203,12 +213,6 @@ def goal_verdicts(df: pd.DataFrame, goals: Mapping[str, float], impl: str) -> pd
         low = float(r.get("ratio_ci_low", math.nan)) if r is not None else math.nan
         high = float(r.get("ratio_ci_high", math.nan)) if r is not None else math.nan
         rounds = len(json.loads(r["ratio_rounds"])) if r is not None and isinstance(r.get("ratio_rounds"), str) else 0
-        if ratio != ratio:
-            verdict = "no timing"
-        elif low == low and high == high:
-            verdict = "met" if low >= goal else "missed" if high < goal else "not resolved"
-        else:
-            verdict = "met (no interval)" if ratio >= goal else "missed (no interval)"
         rows.append({"case": case, "goal": float(goal), "ratio": ratio, "ci_low": low, "ci_high": high,
-                     "rounds": rounds, "verdict": verdict})
+                     "rounds": rounds, "verdict": goal_verdict(ratio, low, high, goal)})
     return pd.DataFrame(rows, columns=["case", "goal", "ratio", "ci_low", "ci_high", "rounds", "verdict"])
