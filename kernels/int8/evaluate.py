@@ -95,10 +95,8 @@ def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
     if variant == "fp32":
         return model.float().to(device).eval(), None
     model = model.half().to(device).eval()
-    if variant == "fp16":
-        return model, None
-    if variant == "bnb_int8":
-        return model, quantize_model_bnb(model, threshold=6.0)
+    if rule is None:
+        return model, (None if variant == "fp16" else quantize_model_bnb(model, threshold=6.0))
     name, param = rule
     return model, quantize_model(model, calib, rule=name, threshold=param if name == "fixed" else 6.0,
                                  n_sigma=param if name == "stat" else 3.0)
