@@ -39,6 +39,8 @@ from .layers import QuantizedLinear
 from .train import load_checkpoint
 
 VARIANTS = ("fp32", "fp16", "int8_fixed", "int8_stat", "bnb_int8")
+CALIB_BATCHES, CALIB_BATCH_SIZE = 8, 16
+"""Calibration input of the INT8 variants: this many batches of this many seq_len windows of the calibration split."""
 
 
 @torch.no_grad()
@@ -131,7 +133,7 @@ def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple
 def evaluate_variants(ckpt_dir: str | Path, text_path: str | Path,
                       variants: tuple[str, ...] = VARIANTS, eval_batch: int = 16,
                       latency_batch_sizes: tuple[int, ...] = (1, 8, 32),
-                      calib_batches: int = 8, calib_batch_size: int = 16,
+                      calib_batches: int = CALIB_BATCHES, calib_batch_size: int = CALIB_BATCH_SIZE,
                       max_eval_windows: int | None = None,
                       device: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Evaluate every variant; returns the table (see module docstring) and per-variant details.
@@ -263,7 +265,7 @@ def forward_loop(ckpt_dir: str | Path, text_path: str | Path, variant: str = "in
     base, vocab, _ = load_checkpoint(ckpt_dir, device="cpu")
     seq_len = base.cfg.max_seq_len
     splits = load_splits(text_path, vocab=vocab)
-    calib = calibration_batches(splits.calibration, seq_len, 16, 8)
+    calib = calibration_batches(splits.calibration, seq_len, CALIB_BATCH_SIZE, CALIB_BATCHES)
     with _tf32_off():
         model, _ = build_variant(variant, base, calib, dev)
         inputs, _ = fixed_windows(splits.evaluation, seq_len, max_windows=batch)

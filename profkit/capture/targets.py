@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from profkit.errors import ReportError
-from profkit.parse.nsys.export import LIBRARY_NVTX_DOMAINS, NVTX_DOMAIN_CREATE, read_only_uri
+from profkit.parse.nsys.export import NVTX_DOMAINS_SQL, library_domain_ids, read_only_uri
 
 INSTANCE = ["function", "grid", "block", "dynamic_smem_bytes"]
 """What ncu's per-launch-config filter counts launches by: the function (template instantiations of one kernel name,
@@ -71,12 +71,9 @@ def read_launches(sqlite: Path) -> pd.DataFrame:
     return frame[LAUNCH_COLUMNS]
 
 
-NVTX_PUSH_POP_RANGE = 59
-
-
 def read_top_ranges(sqlite: Path) -> pd.DataFrame:
     """Push/pop NVTX ranges that are outermost on their thread (text, start_ns, end_ns), leaving out the ranges of
-    library domains (``LIBRARY_NVTX_DOMAINS``)."""
+    library domains (``export.LIBRARY_NVTX_DOMAINS``)."""
     conn = sqlite3.connect(read_only_uri(sqlite), uri=True)
     try:
         tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
@@ -85,19 +82,15 @@ def read_top_ranges(sqlite: Path) -> pd.DataFrame:
         columns = {row[1] for row in conn.execute("pragma table_info(NVTX_EVENTS)")}
         text = "coalesce(e.text, s.value)" if "textId" in columns else "e.text"
         join = "left join StringIds s on s.id = e.textId" if "textId" in columns else ""
-        domain = "e.domainId" if "domainId" in columns else "null"
-        rows = conn.execute(f"select {text}, e.start, e.end, e.globalTid, {domain}, e.eventType from NVTX_EVENTS e "
-                            f"{join} where e.eventType = {NVTX_DOMAIN_CREATE} or (e.eventType = {NVTX_PUSH_POP_RANGE}"
-                            " and e.end is not null) order by e.start").fetchall()
+        library = library_domain_ids(conn.execute(NVTX_DOMAINS_SQL)) if {"domainId", "text"} <= columns else []
+        skip = f" and (e.domainId is null or e.domainId not in ({','.join(map(str, library))}))" if library else ""
+        rows = conn.execute(f"select {text}, e.start, e.end, e.globalTid from NVTX_EVENTS e {join} "
+                            f"where e.eventType = 59 and e.end is not null{skip} order by e.start").fetchall()
     except sqlite3.Error:
         return pd.DataFrame(columns=["text", "start_ns", "end_ns"])
     finally:
         conn.close()
-    events = pd.DataFrame(rows, columns=["text", "start_ns", "end_ns", "thread", "domain", "event"])
-    created = events["event"] == NVTX_DOMAIN_CREATE  # its text is the domain's name, its domainId the id
-    library = {d for d, name in zip(events.loc[created, "domain"], events.loc[created, "text"])
-               if name in LIBRARY_NVTX_DOMAINS}
-    ranges = events[~created & ~events["domain"].isin(library)]
+    ranges = pd.DataFrame(rows, columns=["text", "start_ns", "end_ns", "thread"])
     outer = []
     for _, group in ranges.groupby("thread", sort=False):
         open_until = -1

@@ -34,7 +34,7 @@ from profkit import process
 from profkit.build.ptxas import kernel_base_name
 from profkit.errors import ReportError
 from profkit.parse.nsys.export import SQLITE_MAGIC  # noqa: F401 - re-exported
-from profkit.parse.nsys.export import LIBRARY_NVTX_DOMAINS, NULL_SENTINEL, NVTX_DOMAIN_CREATE, Export, read_only_uri
+from profkit.parse.nsys.export import NULL_SENTINEL, NVTX_DOMAINS_SQL, Export, library_domain_ids, read_only_uri
 from profkit.parse.nsys.joins import attribute
 from profkit.parse.nsys.parquet import columnar_reader
 
@@ -258,12 +258,11 @@ def _ordered(export: Export, table: str, columns: list[str]) -> pa.Table:
 
 
 def _library_domains(export: Export) -> list[int]:
-    """The domainIds of the export's library NVTX domains (``LIBRARY_NVTX_DOMAINS``), whose ranges are not the
-    program's steps; empty when the export does not name its domains."""
+    """The domainIds of the export's library NVTX domains (``export.LIBRARY_NVTX_DOMAINS``), whose ranges are not
+    the program's steps; empty when the export does not name its domains."""
     if not {"domainId", "text", "eventType"} <= export.columns("NVTX_EVENTS"):
         return []
-    rows = export.rows(f"select domainId, text from NVTX_EVENTS where eventType = {NVTX_DOMAIN_CREATE}")
-    return sorted({int(domain) for domain, name in rows if domain is not None and name in LIBRARY_NVTX_DOMAINS})
+    return library_domain_ids(export.rows(NVTX_DOMAINS_SQL))
 
 
 def _nvtx_rows(export: Export) -> pa.Table:

@@ -48,6 +48,14 @@ LIBRARY_NVTX_DOMAINS = frozenset({"CCCL", "NCCL", "cuBLAS", "cuBLASLt", "cuDNN",
 """NVTX domains that libraries open for their own calls, not the program's steps: CUB (CCCL) marks every device-wide
 algorithm, so a PyTorch program that calls torch.nonzero in a loop shows hundreds of 'cub::DeviceSelect::Flagged'
 ranges, more than it has steps. Step finding and guided capture leave these domains' ranges out."""
+NVTX_DOMAINS_SQL = f"select domainId, text from NVTX_EVENTS where eventType = {NVTX_DOMAIN_CREATE}"
+"""The (domainId, name) of every NVTX domain an export names (needs NVTX_EVENTS' domainId and text columns)."""
+
+
+def library_domain_ids(domains) -> list[int]:
+    """The ids among (domainId, name) pairs (NVTX_DOMAINS_SQL's rows) that name a library domain
+    (LIBRARY_NVTX_DOMAINS), sorted."""
+    return sorted({int(domain) for domain, name in domains if domain is not None and name in LIBRARY_NVTX_DOMAINS})
 BATCH_ROWS = 20_000
 """Rows fetched at a time: bounds the Python tuples alive at once (a 10^6-row fetchall of 18 columns holds most
 of a GiB of them), and a batch's numpy block (2.9 MB at 18 columns) stays in cache while it is turned into
