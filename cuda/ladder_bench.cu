@@ -9,7 +9,7 @@
 // Each timed launch sits alone in an NVTX range named after its rung, as in the rung's own program, so one
 // ncu process can capture the whole ladder (`--nvtx-include matmul_naive/ ...`).
 // One JSON line per (kernel, N) on stdout: median/p20/p80/min/max ms over the R runs, GFLOP/s
-// from the harness's single matmul_flops(n) = 2n^3, and the ratio to cuBLAS's median.
+// from the harness's single matmul_flops(n) = 2n^3, the ratio to cuBLAS's median and every run's time in round order.
 #define PROFKIT_NO_MAIN
 #include "harness.cuh"
 
@@ -51,6 +51,13 @@ const KernelDescriptor kRungs[] = {
 };
 constexpr int kRungCount = sizeof(kRungs) / sizeof(kRungs[0]);
 constexpr int kBaseline = kRungCount - 1;  // cuBLAS
+
+// Every run in round order (entry r of each kernel is round r), so that ratios can be taken round by round.
+std::string json_list(const std::vector<double>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + profkit::json_number(v[i]);
+    return out;
+}
 
 double quantile(std::vector<double> v, double q) {
     std::sort(v.begin(), v.end());
@@ -131,13 +138,13 @@ int main(int argc, char** argv) {
                 const double median = quantile(times[k], 0.5);
                 std::printf("{\"profkit_bench\": 1, \"kernel\": \"%s\", \"n\": %d, \"runs\": %d, \"median_ms\": %s, "
                             "\"p20_ms\": %s, \"p80_ms\": %s, \"min_ms\": %s, \"max_ms\": %s, \"gflops\": %s, "
-                            "\"ratio_vs_cublas\": %s, \"rel_err\": %s, \"check\": \"%s\"}\n",
+                            "\"ratio_vs_cublas\": %s, \"rel_err\": %s, \"check\": \"%s\", \"times_ms\": [%s]}\n",
                             kRungs[k].name, n, opt.reps, json_number(median).c_str(),
                             json_number(quantile(times[k], 0.2)).c_str(), json_number(quantile(times[k], 0.8)).c_str(),
                             json_number(quantile(times[k], 0.0)).c_str(), json_number(quantile(times[k], 1.0)).c_str(),
                             json_number(matmul_flops(n) / (median * 1e-3) / 1e9).c_str(),
                             json_number(baseline_ms / median).c_str(), json_number(rel_err[k]).c_str(),
-                            ref.method.c_str());
+                            ref.method.c_str(), json_list(times[k]).c_str());
             }
             std::fflush(stdout);
         }

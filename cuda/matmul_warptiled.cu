@@ -1,5 +1,6 @@
 // Rung 6 — warp-tiled: each warp owns a 64 x 64 sub-tile of the block tile, computed as a grid of warp
-// sub-tiles; shared memory double-buffered behind a register prefetch; BK = 16.
+// sub-tiles; BK = 16. Blocks inside the matrix copy their tiles with cp.async, three K steps in flight; blocks on
+// its edge (and rows not 16-byte aligned) run a bounds-checked body, double-buffered behind a register prefetch.
 //
 // Mechanism added over vectorized (128 x 128 block tile, 8x8 outputs per thread, BK = 8, 256 threads):
 // * a warp tile: the 128 x 128 block tile is split into 64 x 64 warp tiles (4 warps, 128 threads); a warp
@@ -20,6 +21,12 @@
 //   wavefronts of every store and read on the host with these index functions. Timed on an H100 it changed
 //   nothing (0.875x / 0.880x cuBLAS at 4096 / 8192 against 0.876x / 0.874x): the conflicts were 4.3 % of the
 //   shared wavefronts; kept because it costs nothing and the counters read clean.
+// * the interior body (warptiled_body_async): the checked body spends 445 of its 2493 sm_90 SASS instructions per
+//   K step on bounds checks, zero fills and the unaligned fallback (82 % FFMA). Dropping them from the register
+//   prefetch (2210 instructions, 93 % FFMA) did not pay: at 255 registers ptxas then sank the next step's eight
+//   LDG.128 to just before their shared stores, so every step waited out a global load (long_scoreboard 0.006 ->
+//   0.302 cycles per issue on an H100). Interior blocks therefore copy their tiles with cp.async (LDGSTS: no
+//   register holds the data, nothing to sink) one step ahead and transpose A shared-to-shared.
 // Counters that should prove it: smsp__sass_inst_executed_op_shared_ld.sum per FFMA falls from 0.0625 to
 // 0.047; barrier stalls (smsp__average_warp_latency_issue_stalled_barrier) fall with half the
 // __syncthreads per FMA; the FMA pipe (sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active) gets busier.
@@ -111,11 +118,20 @@ __device__ __forceinline__ void store4(float* __restrict__ m, int n, int row, in
     }
 }
 
-// The kernel body for one tile configuration; matmul_warptiled below instantiates the chosen one.
+// The checked body's shared tiles: A transposed (a[.][k][m], skewed by a_col), both double-buffered.
 template <typename C>
-__device__ __forceinline__ void warptiled_body(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int n) {
-    __shared__ __align__(16) float a_smem[2][C::BK][C::A_STRIDE];  // transposed: a_smem[.][k][m]
-    __shared__ __align__(16) float b_smem[2][C::BK][C::BN];
+struct CheckedTiles {
+    float a[2][C::BK][C::A_STRIDE];
+    float b[2][C::BK][C::BN];
+};
+
+// The checked body, for blocks on the matrix edge or rows not 16-byte aligned: bounds-checked float4 loads into
+// registers one K step ahead, stored transposed into shared memory after the step's FMAs.
+template <typename C>
+__device__ __forceinline__ void warptiled_body(const float* __restrict__ a, const float* __restrict__ b,
+                                               float* __restrict__ c, int n, CheckedTiles<C>& tiles) {
+    auto& a_smem = tiles.a;
+    auto& b_smem = tiles.b;
 
     const int tid = threadIdx.x;
     const int block_row = blockIdx.y * C::BM;
@@ -205,22 +221,174 @@ __device__ __forceinline__ void warptiled_body(const float* __restrict__ a, cons
         }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The interior body: blocks whose tile and every K step lie inside the matrix, rows 16-byte aligned.
+
+constexpr int kStages = 3;  // K steps of the copied tiles in shared memory: computed, transposed next, arriving
+
+// 16 bytes global -> shared without registers (sm_80+). .cg: through L2 only, as the tiles are read once per block.
+__device__ __forceinline__ void copy16_async(float* smem, const float* gmem) {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Wait until at most `pending` committed groups of this thread's copies are still in flight.
+template <int pending>
+__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory"); }
+
+// The interior body's shared tiles: A and B copied as they lie in global memory, kStages K steps of them; A
+// transposed (and skewed by a_col) into the same double buffer as the checked body's, from which the FMAs read.
+template <typename C>
+struct AsyncTiles {
+    float a_rows[kStages][C::BM][C::BK];
+    float b[kStages][C::BK][C::BN];
+    float a[2][C::BK][C::A_STRIDE];
+};
+
+// Why a second body: without bounds checks a K step is 2238 instructions instead of 2493, but a register prefetch
+// without them gets its global loads sunk by ptxas to their stores (see the header). Here cp.async copies both
+// tiles into shared memory a step ahead with no register holding them, and A is transposed shared-to-shared (4
+// LDS.128 and 16 STS a step, from a tile that has arrived: short latency) one step ahead of its FMAs, which read
+// exactly as the checked body's do. Reading A row-major instead (4 k per LDS.128, no transposition) was measured
+// slower on an H100: ptxas then moved accumulators between registers (in-place FFMAs 0.78 -> 0.37) and dispatch
+// stalls more than doubled (0.19 -> 0.45 cycles per issue).
+template <typename C>
+__device__ __forceinline__ void warptiled_body_async(const float* __restrict__ a, const float* __restrict__ b,
+                                                     float* __restrict__ c, int n, AsyncTiles<C>& tiles) {
+    const int tid = threadIdx.x;
+    const int block_row = blockIdx.y * C::BM;
+    const int block_col = blockIdx.x * C::BN;
+    const int a_row = C::a_load_row(tid), a_k = C::a_load_k(tid);
+    const int b_row = C::b_load_row(tid), b_col = C::b_load_col(tid);
+    const int warp = tid / 32, lane = tid % 32;
+    const int warp_row = C::warp_row(warp), warp_col = C::warp_col(warp);
+    const int lane_row = C::lane_row(lane), lane_col = C::lane_col(lane);
+
+    // This thread's first A and B element of K step 0; pass p and step t are fixed offsets from them.
+    const float* a_first = a + static_cast<size_t>(block_row + a_row) * n + a_k;
+    const float* b_first = b + static_cast<size_t>(b_row) * n + block_col + b_col;
+    auto issue = [&](int t) {
+        const int stage = t % kStages, k0 = t * C::BK;
+#pragma unroll
+        for (int p = 0; p < C::A_PASSES; ++p)
+            copy16_async(&tiles.a_rows[stage][a_row + p * C::A_ROW_STEP][a_k],
+                         a_first + static_cast<size_t>(p * C::A_ROW_STEP) * n + k0);
+#pragma unroll
+        for (int p = 0; p < C::B_PASSES; ++p)
+            copy16_async(&tiles.b[stage][b_row + p * C::B_ROW_STEP][b_col],
+                         b_first + static_cast<size_t>(k0 + p * C::B_ROW_STEP) * n);
+    };
+    auto transpose = [&](int t) {  // step t's A rows -> a[t % 2][k][a_col(k, m)]
+#pragma unroll
+        for (int p = 0; p < C::A_PASSES; ++p) {
+            const int m = a_row + p * C::A_ROW_STEP;
+            const float4 v = *reinterpret_cast<const float4*>(&tiles.a_rows[t % kStages][m][a_k]);
+            tiles.a[t % 2][a_k + 0][C::a_col(a_k + 0, m)] = v.x;
+            tiles.a[t % 2][a_k + 1][C::a_col(a_k + 1, m)] = v.y;
+            tiles.a[t % 2][a_k + 2][C::a_col(a_k + 2, m)] = v.z;
+            tiles.a[t % 2][a_k + 3][C::a_col(a_k + 3, m)] = v.w;
+        }
+    };
+
+    float acc[C::WMITER * C::TM][C::WNITER * C::TN] = {};
+    const int num_k_tiles = n / C::BK;
+    issue(0);
+    commit_copies();
+    if (num_k_tiles > 1) issue(1);
+    commit_copies();  // possibly empty: the waits below count groups
+    wait_copies<1>();  // step 0 has landed (for this thread)
+    __syncthreads();
+    transpose(0);
+
+    for (int t = 0; t < num_k_tiles; ++t) {
+        wait_copies<0>();  // step t + 1, issued one step ago, has landed
+        __syncthreads();   // for every thread; a[t % 2] is written; everyone is done with step t - 1
+        if (t + 2 < num_k_tiles) issue(t + 2);  // into the stage step t - 1 used
+        commit_copies();
+        if (t + 1 < num_k_tiles) transpose(t + 1);  // into the A buffer step t - 1 used
+
+        const int cur = t % 2, stage = t % kStages;
+#pragma unroll
+        for (int k = 0; k < C::BK; ++k) {
+            float a_frag[C::WMITER * C::TM], b_frag[C::WNITER * C::TN];
+#pragma unroll
+            for (int wm = 0; wm < C::WMITER; ++wm)
+#pragma unroll
+                for (int i = 0; i < C::TM; i += 4)
+                    *reinterpret_cast<float4*>(&a_frag[wm * C::TM + i]) = *reinterpret_cast<const float4*>(
+                        &tiles.a[cur][k][C::a_col(k, warp_row + wm * C::WSUBM + lane_row + i)]);
+#pragma unroll
+            for (int wn = 0; wn < C::WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < C::TN; j += 4)
+                    *reinterpret_cast<float4*>(&b_frag[wn * C::TN + j]) = *reinterpret_cast<const float4*>(
+                        &tiles.b[stage][k][warp_col + wn * C::WSUBN + lane_col + j]);
+#pragma unroll
+            for (int i = 0; i < C::WMITER * C::TM; ++i)
+#pragma unroll
+                for (int j = 0; j < C::WNITER * C::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+        }
+    }
+
+#pragma unroll
+    for (int wm = 0; wm < C::WMITER; ++wm)
+#pragma unroll
+        for (int i = 0; i < C::TM; ++i) {
+            const int row = block_row + warp_row + wm * C::WSUBM + lane_row + i;
+#pragma unroll
+            for (int wn = 0; wn < C::WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < C::TN; j += 4) {
+                    const float* out = &acc[wm * C::TM + i][wn * C::TN + j];
+                    *reinterpret_cast<float4*>(c + static_cast<size_t>(row) * n + block_col + warp_col +
+                                               wn * C::WSUBN + lane_col + j) = make_float4(out[0], out[1], out[2], out[3]);
+                }
+        }
+}
+
+// Whether a block runs the interior body: its whole tile and every K step inside the matrix, rows 16-byte aligned
+// (every block when n is a multiple of the tile).
+template <typename C>
+__host__ __device__ constexpr bool interior_block(int block_row, int block_col, int n) {
+    return n % 4 == 0 && n % C::BK == 0 && block_row + C::BM <= n && block_col + C::BN <= n;
+}
+
+// One shared buffer for either body (a block runs one of them); dynamic, as it is over the 48 KB static limit.
+template <typename C>
+union SharedTiles {
+    CheckedTiles<C> checked;
+    AsyncTiles<C> async;
+};
+
 }  // namespace warptile
 
 // One plain symbol per build, whatever WARPTILE_CONFIG picked: profiles and the ladder name it "matmul_warptiled".
 __global__ void __launch_bounds__(warptile::kConfig::THREADS, warptile::kConfig::MIN_BLOCKS)
 matmul_warptiled(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int n) {
-    warptile::warptiled_body<warptile::kConfig>(a, b, c, n);
+    using C = warptile::kConfig;
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    auto& tiles = *reinterpret_cast<warptile::SharedTiles<C>*>(shared_bytes);
+    if (warptile::interior_block<C>(blockIdx.y * C::BM, blockIdx.x * C::BN, n))
+        warptile::warptiled_body_async<C>(a, b, c, n, tiles.async);
+    else
+        warptile::warptiled_body<C>(a, b, c, n, tiles.checked);
 }
 
 static profkit::LaunchConfig launch_matmul_warptiled(const float* a, const float* b, float* c, int n,
                                                      cudaStream_t stream) {
     using C = warptile::kConfig;
+    constexpr size_t shared_bytes = sizeof(warptile::SharedTiles<C>);
+    static bool attribute_set = false;  // over 48 KB of dynamic shared memory must be allowed once per kernel
+    if (!attribute_set) {
+        CHECK_CUDA(cudaFuncSetAttribute(matmul_warptiled, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared_bytes)));
+        attribute_set = true;
+    }
     const dim3 block(C::THREADS);
     const dim3 grid((n + C::BN - 1) / C::BN, (n + C::BM - 1) / C::BM);
-    matmul_warptiled<<<grid, block, 0, stream>>>(a, b, c, n);
+    matmul_warptiled<<<grid, block, shared_bytes, stream>>>(a, b, c, n);
     CHECK_LAUNCH();
-    return profkit::LaunchConfig::of(grid, block);
+    return profkit::LaunchConfig::of(grid, block, shared_bytes);
 }
 
 #ifndef PROFKIT_NO_MAIN  // ladder_bench.cu includes every rung into one program

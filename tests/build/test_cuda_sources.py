@@ -446,3 +446,25 @@ def test_host_rng_is_uniform_in_minus_one_to_one(result_probe_output):
     assert -1.0 <= stats["min"] < -0.999 and 0.999 < stats["max"] < 1.0
     assert abs(stats["mean"]) < 0.01
 
+
+
+# ---------------------------------------------------------------------------------------------
+# On a GPU: every rung against the float64 CPU reference on sizes off its tiles.
+
+ODD_SIZES = ["77", "1000", "1029", "1040"]
+"""Off every tile: 77 and 1029 leave rows unaligned to 16 bytes; 1000 is aligned but not a multiple of any BK
+of 16; 1040 is a multiple of 16 but not of 128, so the warp-tiled rung runs both its interior body (no bounds
+checks) and its checked one in the same launch."""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rung", [p.stem for p in LADDER])
+def test_every_rung_matches_the_float64_reference_off_its_tiles(builds, rung):
+    """The program's own check (`--check cpu`: a float64 CPU product, relative error against the harness's
+    tolerance) on the check run and on the last timed run; a wrong output exits non-zero and names the size."""
+    build = builds[rung]
+    assert build.result.returncode == 0, build.log
+    result = _run([str(build.binary), *ODD_SIZES, "--check", "cpu", "--reps", "2", "--warmup", "1"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert sorted(line["n"] for line in lines) == sorted(int(s) for s in ODD_SIZES)

@@ -2,7 +2,8 @@
 (tests/build/warptile_banks.cu includes cuda/matmul_warptiled.cu): every tile configuration's A stores take one
 wavefront per instruction (the padded layout took two: ncu counted one extra wavefront per A store, 16.8 M at
 4096 on an H100), its fragment reads stay conflict-free per quarter warp, and the skew is a layout (one slot
-per element inside its row, float4s intact)."""
+per element inside its row, float4s intact); the interior body's row-major A tile (cp.async stores, LDS.128
+reads) is conflict-free too."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.build.test_cuda_sources import NVCC, cublas_flags  # noqa: F401 (the 
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: the CUDA sources cannot be compiled here")
 
 LINE = re.compile(r"config (\d+) a_store (\d+) b_store (\d+) a_read (\d+) b_read (\d+) a_permutation (\d) "
-                  r"a_float4 (\d)")
+                  r"a_float4 (\d) rows_a (\d+)")
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +33,8 @@ def counts(tmp_path_factory, cublas_flags) -> dict[int, dict[str, int]]:  # noqa
     rows = {}
     for match in LINE.finditer(run.stdout):
         values = [int(v) for v in match.groups()]
-        rows[values[0]] = dict(zip(["a_store", "b_store", "a_read", "b_read", "a_permutation", "a_float4"],
-                                   values[1:]))
+        rows[values[0]] = dict(zip(["a_store", "b_store", "a_read", "b_read", "a_permutation", "a_float4",
+                                    "rows_a"], values[1:]))
     return rows
 
 
@@ -55,3 +56,10 @@ def test_fragment_reads_and_b_stores_stay_conflict_free(counts):
 def test_the_skew_is_a_layout(counts):
     for config, row in counts.items():
         assert row["a_permutation"] == 1 and row["a_float4"] == 1, config
+
+
+def test_the_interior_bodys_row_major_a_tile_is_conflict_free(counts):
+    """The interior body's cp.async stores of A into its row-major tile, and the LDS.128 that read them back for the
+    transposition, take one wavefront per quarter warp in every configuration (a quarter warp covers 128
+    consecutive bytes: two rows of 16 floats or four of 8)."""
+    assert {c: row["rows_a"] for c, row in counts.items()} == {c: 1 for c in counts}

@@ -89,8 +89,20 @@ void report(int index) {
             else float4_intact = float4_intact && col == C::a_col(k, m - 1) + 1;
         }
     }
-    std::printf("config %d a_store %d b_store %d a_read %d b_read %d a_permutation %d a_float4 %d\n", index, a_store,
-                b_store, a_read, b_read, permutation ? 1 : 0, float4_intact ? 1 : 0);
+    // The interior body: cp.async writes one 16 B chunk of A per lane into the row-major a_rows tile, and the
+    // same lane reads it back with one LDS.128 before its transposing stores (the a_store count above).
+    int rows_a_access = 0;
+    for (int warp = 0; warp < C::WARPS; ++warp)
+        for (int p = 0; p < C::A_PASSES; ++p) {
+            std::vector<long> words;
+            for (int lane = 0; lane < 32; ++lane) {
+                const int tid = warp * 32 + lane;
+                words.push_back(static_cast<long>(C::a_load_row(tid) + p * C::A_ROW_STEP) * C::BK + C::a_load_k(tid));
+            }
+            rows_a_access = std::max(rows_a_access, wavefronts128(words));
+        }
+    std::printf("config %d a_store %d b_store %d a_read %d b_read %d a_permutation %d a_float4 %d rows_a %d\n", index,
+                a_store, b_store, a_read, b_read, permutation ? 1 : 0, float4_intact ? 1 : 0, rows_a_access);
 }
 
 template <size_t... I>
