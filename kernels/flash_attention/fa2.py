@@ -19,6 +19,9 @@ Conventions used throughout:
   only blocks that cut the diagonal (or the padded end of the sequence) pay for a mask. With
   ``block_skip=False`` every block is loaded, computed and masked, which gives the same result and
   exists to measure the skipping with counters.
+* Grid order: causal grids (forward, dQ, dK/dV, the one-launch backward) take the tiles of a group of heads
+  interleaved, longest first (``_grouped_tile``; ``head_group`` sizes the group to an L2 budget), so a grid
+  ends on short tiles instead of the last heads' longest ones.
 
 On sm_90, contiguous forwards (any length) may instead run the warp-specialized Gluon kernel of
 ``flash_attention.sm90`` (FlashAttention-3's schedule; ``_pick_forward`` times it against the kernel
@@ -68,22 +71,34 @@ _LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
-def _program_tile(N_CTX, H, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
-    """(batch, head, flat batch*head index, first row) of this program's BLOCK-row tile.
-
-    Programs are numbered tile-fastest within a (batch, head), so concurrent programs share that
-    head's K and V in L2; REVERSE numbers the tiles from the end (causal forward and dQ: the
-    longest rows start first, which shortens the tail).
-    """
-    return _tile_of(tl.program_id(0), N_CTX, H, BLOCK, REVERSE)
+def _program_tile(N_CTX, H, BLOCK: tl.constexpr):
+    """(batch, head, flat batch*head index, first row) of this program's BLOCK-row tile, tiles numbered fastest
+    within a (batch, head): the row-wise passes, whose tiles all cost the same (the attention grids use
+    _grouped_tile)."""
+    num_tiles = tl.cdiv(N_CTX, BLOCK)
+    pid = tl.program_id(0)
+    off_hz = pid // num_tiles
+    return (off_hz // H).to(tl.int64), (off_hz % H).to(tl.int64), off_hz, pid % num_tiles * BLOCK
 
 
 @triton.jit
-def _tile_of(pid, N_CTX, H, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
-    """_program_tile for program number pid of a grid (or of one part of a grid, numbered from 0)."""
+def _grouped_tile(pid, N_CTX, H, heads_total, HEAD_GROUP, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
+    """(batch, head, flat batch*head index, first row) of program pid of a grid (or of one part of a grid, numbered
+    from 0) of cdiv(N_CTX, BLOCK) tiles for each of heads_total heads.
+
+    Heads come in groups of HEAD_GROUP (the last may be smaller; ``head_group`` picks the size). Within a group
+    the programs take tile 0 of every head, then tile 1 of every head, ... (REVERSE: from the last tile; the
+    causal forward and dQ, whose last tiles are the longest), so concurrent programs share the group's operands
+    in L2 and each group starts with its longest tiles. Causal tiles of one head differ in work by up to the
+    tile count and the GPU starts programs roughly in order: with one head per group the last heads' longest
+    tiles start near the end of the grid and run on alone, while with several the grid ends on short tiles.
+    """
     num_tiles = tl.cdiv(N_CTX, BLOCK)
-    off_hz = pid // num_tiles
-    tile = pid % num_tiles
+    first = pid // (HEAD_GROUP * num_tiles) * HEAD_GROUP
+    size = tl.minimum(HEAD_GROUP, heads_total - first)
+    within = pid - first * num_tiles
+    off_hz = first + within % size
+    tile = within // size
     if REVERSE:
         tile = num_tiles - 1 - tile
     return (off_hz // H).to(tl.int64), (off_hz % H).to(tl.int64), off_hz, tile * BLOCK
@@ -151,32 +166,32 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
     return acc, l_i, m_i
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["HEAD_GROUP"])
 def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
               stride_qz, stride_qh, stride_qm, stride_qd,
               stride_kz, stride_kh, stride_kn, stride_kd,
               stride_vz, stride_vh, stride_vn, stride_vd,
               stride_oz, stride_oh, stride_om, stride_od,
-              H, N_CTX,
+              H, N_CTX, HEAD_GROUP,
               HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
               TMA_OK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               USE_TMA: tl.constexpr):
     """One program = one BLOCK_M tile of queries of one (batch, head).
 
-    Grid (cdiv(N, BLOCK_M) * B * H,), query tiles fastest so concurrent programs share a head's
-    K and V in L2; causal tiles run in reverse order (the longest rows start first) to shorten
-    the tail. Requires BLOCK_M % BLOCK_N == 0 so the diagonal starts on a key-block boundary.
-    TMA_OK (host: contiguous, 16-byte aligned tensors on a TMA-capable GPU) is part of the
-    autotune key and allows the USE_TMA configs, which move Q/K/V/O through tensor descriptors.
+    Grid (cdiv(N, BLOCK_M) * B * H,), query tiles of HEAD_GROUP heads interleaved (_grouped_tile) so
+    concurrent programs share those heads' K and V in L2; causal tiles run in reverse order (the longest
+    rows start first) to shorten the tail. Requires BLOCK_M % BLOCK_N == 0 so the diagonal starts on a
+    key-block boundary. TMA_OK (host: contiguous, 16-byte aligned tensors on a TMA-capable GPU) is part
+    of the autotune key and allows the USE_TMA configs, which move Q/K/V/O through tensor descriptors.
     """
-    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
+    heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_M)
+    off_z, off_h, off_hz, start_m = _grouped_tile(tl.program_id(0), N_CTX, H, heads_total, HEAD_GROUP,
+                                                  BLOCK_M, CAUSAL)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
     if USE_TMA:
-        # Contiguous (B, H, N, d): one (B*H, N, d) descriptor per tensor; the batch*head count is
-        # the grid size over the tiles per head.
-        heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_M)
+        # Contiguous (B, H, N, d): one (B*H, N, d) descriptor per tensor.
         q_desc = tl.make_tensor_descriptor(Q, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
                                            block_shape=[1, BLOCK_M, HEAD_DIM])
         k_base = tl.make_tensor_descriptor(K, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
@@ -223,7 +238,9 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
                                         offs_m, n_full, N_CTX, qk_scale, N_CTX, off_hz,
                                         HEAD_DIM, BLOCK_N, False, True, USE_TMA)
 
-    o = acc / l_i[:, None]
+    # One reciprocal per row and a multiply per element: a full-precision fp32 division per element costs
+    # several instructions, which short causal tiles (one or two key blocks) notice.
+    o = acc * (1.0 / l_i)[:, None]
     lse = (m_i + tl.math.log2(l_i)) * _LN2
     if USE_TMA:
         o_desc = tl.make_tensor_descriptor(Out, shape=[heads_total, N_CTX, HEAD_DIM],
@@ -251,7 +268,7 @@ def _attn_bwd_preprocess(O, DO, Delta, DQ_ACC,
 
     Grid (cdiv(N, BLOCK_M) * B * H,).
     """
-    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, False)
+    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
@@ -420,7 +437,7 @@ def _dkdv_tile(Q, K, V, O, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
              dv.to(DV.dtype.element_ty), mask=key_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["HEAD_GROUP"])
 def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
                    stride_qz, stride_qh, stride_qm, stride_qd,
                    stride_kz, stride_kh, stride_kn, stride_kd,
@@ -428,20 +445,21 @@ def _attn_bwd_dkdv(Q, K, V, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
                    stride_doz, stride_doh, stride_dom, stride_dod,
                    stride_dkz, stride_dkh, stride_dkn, stride_dkd,
                    stride_dvz, stride_dvh, stride_dvn, stride_dvd,
-                   H, N_CTX, N_PAD,
+                   H, N_CTX, N_PAD, HEAD_GROUP,
                    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
                    FUSE_DQ: tl.constexpr, DQ_TMA: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program = one BLOCK_N block of keys of one (batch, head), looping over query blocks.
 
-    Grid (cdiv(N, BLOCK_N) * B * H,), key blocks fastest; the first blocks of a head have the
-    most query rows to visit under causal masking, so they start first. Requires
-    BLOCK_N % BLOCK_M == 0. Reads delta from Delta (written by the dQ kernel or the preprocess).
+    Grid (cdiv(N, BLOCK_N) * B * H,), key blocks of HEAD_GROUP heads interleaved (_grouped_tile); the
+    first blocks of a head have the most query rows to visit under causal masking, so they start first.
+    Requires BLOCK_N % BLOCK_M == 0. Reads delta from Delta (written by the dQ kernel or the preprocess).
     FUSE_DQ: dQ is summed here too, in fp32, into DQ_ACC ((B*H*HEAD_DIM, N_PAD), transposed,
     cleared by the preprocess), so no second kernel recomputes P and dP for it.
     """
-    off_z, off_h, off_hz, start_n = _program_tile(N_CTX, H, BLOCK_N, False)
     heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_N)
+    off_z, off_h, off_hz, start_n = _grouped_tile(tl.program_id(0), N_CTX, H, heads_total, HEAD_GROUP,
+                                                  BLOCK_N, False)
     _dkdv_tile(Q, K, V, None, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
                stride_qz, stride_qh, stride_qm, stride_qd,
                stride_kz, stride_kh, stride_kn, stride_kd,
@@ -463,7 +481,7 @@ def _attn_bwd_dq_convert(DQ_ACC, DQ, sm_scale,
 
     Grid (cdiv(N, BLOCK_M) * B * H,).
     """
-    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, False)
+    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
@@ -588,7 +606,7 @@ def _dq_tile(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
 
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["HEAD_GROUP"])
 def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
                  stride_qz, stride_qh, stride_qm, stride_qd,
                  stride_kz, stride_kh, stride_kn, stride_kd,
@@ -596,19 +614,20 @@ def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
                  stride_oz, stride_oh, stride_om, stride_od,
                  stride_doz, stride_doh, stride_dom, stride_dod,
                  stride_dqz, stride_dqh, stride_dqm, stride_dqd,
-                 H, N_CTX,
+                 H, N_CTX, HEAD_GROUP,
                  HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
                  TMA_OK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  USE_TMA: tl.constexpr):
     """One program = one BLOCK_M tile of queries, looping over key blocks like the forward.
 
-    Grid (cdiv(N, BLOCK_M) * B * H,), causal tiles in reverse order, as in the forward.
-    Requires BLOCK_M % BLOCK_N == 0. Computes delta = rowsum(dO * O) of its rows itself and stores it
-    for the dK/dV kernel launched after it (the split backward has no preprocess launch).
-    TMA_OK and USE_TMA as in the forward: K and V then come through tensor descriptors.
+    Grid (cdiv(N, BLOCK_M) * B * H,), ordered as in the forward (HEAD_GROUP heads interleaved, causal
+    tiles in reverse order). Requires BLOCK_M % BLOCK_N == 0. Computes delta = rowsum(dO * O) of its rows
+    itself and stores it for the dK/dV kernel launched after it (the split backward has no preprocess
+    launch). TMA_OK and USE_TMA as in the forward: K and V then come through tensor descriptors.
     """
-    off_z, off_h, off_hz, start_m = _program_tile(N_CTX, H, BLOCK_M, CAUSAL)
     heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK_M)
+    off_z, off_h, off_hz, start_m = _grouped_tile(tl.program_id(0), N_CTX, H, heads_total, HEAD_GROUP,
+                                                  BLOCK_M, CAUSAL)
     _dq_tile(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
              stride_qz, stride_qh, stride_qm, stride_qd,
              stride_kz, stride_kh, stride_kn, stride_kd,
@@ -620,7 +639,7 @@ def _attn_bwd_dq(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
              HEAD_DIM, CAUSAL, BLOCK_SKIP, BLOCK_M, BLOCK_N, USE_TMA, True)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["HEAD_GROUP"])
 def _attn_bwd_single(Q, K, V, O, DO, DQ, DK, DV, LSE, sm_scale,
                      stride_qz, stride_qh, stride_qm, stride_qd,
                      stride_kz, stride_kh, stride_kn, stride_kd,
@@ -630,7 +649,7 @@ def _attn_bwd_single(Q, K, V, O, DO, DQ, DK, DV, LSE, sm_scale,
                      stride_dqz, stride_dqh, stride_dqm, stride_dqd,
                      stride_dkz, stride_dkh, stride_dkn, stride_dkd,
                      stride_dvz, stride_dvh, stride_dvn, stride_dvd,
-                     H, N_CTX,
+                     H, N_CTX, HEAD_GROUP,
                      HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_SKIP: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The whole backward in one launch: the dK/dV programs of _attn_bwd_dkdv (BLOCK_N keys stepping over BLOCK_M
@@ -638,13 +657,14 @@ def _attn_bwd_single(Q, K, V, O, DO, DQ, DK, DV, LSE, sm_scale,
     keys). Both compute delta = rowsum(dO * O) where they need it, so nothing passes between them: no delta
     buffer, no ordering, one launch instead of two (short backwards are bound by host time per launch).
 
-    Grid (2 * cdiv(N, BLOCK_N) * B * H,); requires BLOCK_N % BLOCK_M == 0.
+    Grid (2 * cdiv(N, BLOCK_N) * B * H,), each half ordered as its split kernel's (HEAD_GROUP heads
+    interleaved); requires BLOCK_N % BLOCK_M == 0.
     """
     tiles = tl.cdiv(N_CTX, BLOCK_N)
     heads_total = tl.num_programs(0) // (2 * tiles)
     pid = tl.program_id(0)
     if pid < tiles * heads_total:
-        off_z, off_h, off_hz, start_n = _tile_of(pid, N_CTX, H, BLOCK_N, False)
+        off_z, off_h, off_hz, start_n = _grouped_tile(pid, N_CTX, H, heads_total, HEAD_GROUP, BLOCK_N, False)
         _dkdv_tile(Q, K, V, O, DO, DK, DV, LSE, None, None, sm_scale,
                    stride_qz, stride_qh, stride_qm, stride_qd,
                    stride_kz, stride_kh, stride_kn, stride_kd,
@@ -656,7 +676,8 @@ def _attn_bwd_single(Q, K, V, O, DO, DQ, DK, DV, LSE, sm_scale,
                    off_z, off_h, off_hz, start_n, heads_total, N_CTX, 0,
                    HEAD_DIM, CAUSAL, BLOCK_SKIP, False, False, True, BLOCK_M, BLOCK_N)
     else:
-        off_z, off_h, off_hz, start_m = _tile_of(pid - tiles * heads_total, N_CTX, H, BLOCK_N, CAUSAL)
+        off_z, off_h, off_hz, start_m = _grouped_tile(pid - tiles * heads_total, N_CTX, H, heads_total, HEAD_GROUP,
+                                                      BLOCK_N, CAUSAL)
         _dq_tile(Q, K, V, O, DO, DQ, LSE, None, sm_scale,
                  stride_qz, stride_qh, stride_qm, stride_qd,
                  stride_kz, stride_kh, stride_kn, stride_kd,
@@ -903,6 +924,41 @@ def _device_scope(t: torch.Tensor):
     return contextlib.nullcontext()
 
 
+HEAD_GROUP_BYTES = 16 << 20
+"""The most bytes of streamed operands (K and V for the forward and dQ, Q and dO for dK/dV: 2 * seq * head_dim
+elements a head) that the heads of one causal group (``_grouped_tile``) may hold: a third of the H100's 50 MB L2,
+so the group's working set stays there beside the tiles being written while its heads' tiles run interleaved.
+Derived from the L2 size; timed against fixed groups on an H100 (benchmarks/fa_grid_sweep.py,
+reports/code_measurements.md): it picks 16 heads for the d = 64, N = 4096 backward, whose dQ + dK/dV kernels
+ran fastest there of groups 1, 4, 8, 16 and 32, and 128 for the N = 512 forward, fastest of 1, 32, 128, 256."""
+_HEAD_GROUP = os.environ.get("PROFKIT_FA_HEAD_GROUP", "")
+"""PROFKIT_FA_HEAD_GROUP=<n> fixes the heads per causal group of every launch (1: whole heads in turn, the order
+before the groups), for measuring the order."""
+
+
+def head_group(batch_heads: int, seq: int, head_dim: int, itemsize: int, causal: bool) -> int:
+    """Heads whose tiles a causal grid interleaves (``_grouped_tile``): PROFKIT_FA_HEAD_GROUP if set, else as many
+    as HEAD_GROUP_BYTES of streamed operands allow, at least 1 and at most batch_heads. Without causality every
+    tile costs the same and whole heads in turn keep each head's operands together: 1."""
+    if _HEAD_GROUP:
+        try:
+            fixed = int(_HEAD_GROUP)
+        except ValueError:
+            fixed = 0
+        if fixed < 1:
+            raise ValueError(f"PROFKIT_FA_HEAD_GROUP={_HEAD_GROUP!r}: expected a positive integer")
+        return min(fixed, batch_heads)
+    if not causal:
+        return 1
+    return max(1, min(batch_heads, HEAD_GROUP_BYTES // (2 * seq * head_dim * itemsize)))
+
+
+def _head_group_of(q: torch.Tensor, causal: bool, block_skip: bool) -> int:
+    """head_group for a launch on q's shape; without block skipping causal tiles all cost the same."""
+    batch, heads, seq, head_dim = q.shape
+    return head_group(batch * heads, seq, head_dim, q.element_size(), causal and block_skip)
+
+
 def _resolve_scale(sm_scale: float | None, head_dim: int) -> float:
     if sm_scale is None:
         return 1.0 / math.sqrt(head_dim)
@@ -970,7 +1026,8 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, 
     def launch_triton(o, lse):
         _FWD_LAUNCH.launch(
             key, grid,
-            (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq),
+            (q, k, v, o, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o), heads, seq,
+             _head_group_of(q, causal, block_skip)),
             device, HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip), TMA_OK=tma_ok,
             **_descriptor_launch("fwd", head_dim, tma_ok))
         return _FWD_LAUNCH, key
@@ -1180,6 +1237,7 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block
         return (triton.cdiv(seq, meta["BLOCK_N"]) * batch * heads,)
 
     flags = dict(HEAD_DIM=head_dim, CAUSAL=bool(causal), BLOCK_SKIP=bool(block_skip))
+    group = _head_group_of(q, causal, block_skip)
     device = q.device.index if q.is_cuda else None
     key = (signature(*(t for t in (do, q, k, v, o, lse, dq, dk, dv, delta, acc) if t is not None)),
            bool(causal), bool(block_skip), variant)
@@ -1190,7 +1248,7 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block
         cache.launch(
             key, k_grid,
             (q, k, v, do, dk, dv, lse, delta, acc, sm_scale, *_strides(q), *_strides(k), *_strides(v),
-             *_strides(do), *_strides(dk), *_strides(dv), heads, seq, n_pad),
+             *_strides(do), *_strides(dk), *_strides(dv), heads, seq, n_pad, group),
             device, **flags, FUSE_DQ=fused, DQ_TMA=tma, **_fixed_launch("dkdvq" if fused else "dkdv", head_dim))
 
     caches: tuple[LaunchCache, ...]
@@ -1199,7 +1257,7 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block
             _SINGLE_LAUNCH.launch(
                 key, lambda meta: (2 * triton.cdiv(seq, meta["BLOCK_N"]) * batch * heads,),
                 (q, k, v, o, do, dq, dk, dv, lse, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
-                 *_strides(do), *_strides(dq), *_strides(dk), *_strides(dv), heads, seq),
+                 *_strides(do), *_strides(dq), *_strides(dk), *_strides(dv), heads, seq, group),
                 device, **flags, **_fixed_launch("single", head_dim))
             caches = (_SINGLE_LAUNCH,)
         elif fused:
@@ -1217,7 +1275,7 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float, block
             _DQ_LAUNCH.launch(
                 key, q_grid,
                 (q, k, v, o, do, dq, lse, delta, sm_scale, *_strides(q), *_strides(k), *_strides(v), *_strides(o),
-                 *_strides(do), *_strides(dq), heads, seq),
+                 *_strides(do), *_strides(dq), heads, seq, group),
                 device, **flags, TMA_OK=dq_tma, **_descriptor_launch("dq", head_dim, dq_tma))
             launch_dkdv(_DKDV_LAUNCH)
             caches = (_DQ_LAUNCH, _DKDV_LAUNCH)

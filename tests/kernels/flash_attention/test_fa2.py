@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import triton
 import triton.language as tl
 from triton.runtime import interpreter
 
@@ -37,7 +38,7 @@ from profkit.bench.checks import CheckFailed
 from profkit.bench.compare import Unsupported
 from profkit.kernels.flash_attention import benchmark as fa_bench
 from profkit.kernels.flash_attention import fa2 as fa
-from profkit.kernels.launch import signature
+from profkit.kernels.launch import LaunchCache, signature
 from tests.kernels.offline_compile import needs_triton_tools, run_compile_script
 from tests.triton_mode import COMPILED, on_sm90
 
@@ -581,6 +582,81 @@ def test_causal_first_row_attends_only_to_the_first_key(device, seed):
     assert torch.equal(o[0, 0, 0], v[0, 0, 0])
     expected = 0.125 * (q[0, 0, 0].double() @ k[0, 0, 0].double())
     assert abs(lse[0, 0, 0].item() - expected.item()) <= LSE_RTOL * max(abs(expected.item()), 1)
+
+
+_grouped_tile = fa._grouped_tile
+
+
+@triton.jit
+def _grouped_tile_map(OUT, N_CTX, H, HEAD_GROUP, BLOCK: tl.constexpr, REVERSE: tl.constexpr):
+    """OUT[pid] = (batch, head, batch*head, first row) of program pid under _grouped_tile."""
+    heads_total = tl.num_programs(0) // tl.cdiv(N_CTX, BLOCK)
+    off_z, off_h, off_hz, start = _grouped_tile(tl.program_id(0), N_CTX, H, heads_total, HEAD_GROUP, BLOCK, REVERSE)
+    row = OUT + 4 * tl.program_id(0)
+    tl.store(row, off_z.to(tl.int32))
+    tl.store(row + 1, off_h.to(tl.int32))
+    tl.store(row + 2, off_hz)
+    tl.store(row + 3, start)
+
+
+@pytest.mark.parametrize("batch,heads,seq,group", [(2, 3, 77, 4), (2, 3, 77, 1), (1, 5, 64, 5), (3, 1, 40, 2),
+                                                   (2, 2, 16, 3)])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_grouped_tiles_visit_each_tile_once_longest_first(device, batch, heads, seq, group, reverse):
+    """Program pid of a causal grid: groups of `group` heads (the last one smaller where it does not divide B*H),
+    within a group tile 0 of every head, then tile 1 ... (reverse: from the last tile), so every (head, tile) is
+    visited exactly once and each group starts with its longest tiles; group 1 is whole heads in turn."""
+    block = 16
+    tiles = -(-seq // block)
+    out = torch.full((tiles * batch * heads, 4), -1, dtype=torch.int32, device=device)
+    _grouped_tile_map[(tiles * batch * heads,)](out, seq, heads, group, BLOCK=block, REVERSE=reverse)
+    expected = []
+    for first in range(0, batch * heads, group):
+        for t in range(tiles):
+            for hz in range(first, min(first + group, batch * heads)):
+                expected.append([hz // heads, hz % heads, hz, (tiles - 1 - t if reverse else t) * block])
+    assert out.cpu().tolist() == expected
+
+
+def test_head_group_fits_the_l2_budget(monkeypatch):
+    """Causal grids interleave as many heads as HEAD_GROUP_BYTES of streamed operands (2 * N * d elements a head)
+    allow, between 1 and B*H; full attention keeps whole heads in turn; PROFKIT_FA_HEAD_GROUP overrides (checked)."""
+    per_head = 2 * 512 * 64 * 2
+    assert fa.head_group(256, 512, 64, 2, True) == min(256, fa.HEAD_GROUP_BYTES // per_head)
+    assert fa.head_group(3, 512, 64, 2, True) == 3
+    assert fa.head_group(32, 4096, 64, 2, True) == fa.HEAD_GROUP_BYTES // (2 * 4096 * 64 * 2)
+    assert fa.head_group(64, 1 << 20, 128, 2, True) == 1
+    assert fa.head_group(256, 512, 64, 2, False) == 1
+    monkeypatch.setattr(fa, "_HEAD_GROUP", "4")
+    assert fa.head_group(256, 512, 64, 2, True) == 4 and fa.head_group(3, 512, 64, 2, True) == 3
+    for bad in ("0", "x"):
+        monkeypatch.setattr(fa, "_HEAD_GROUP", bad)
+        with pytest.raises(ValueError, match="PROFKIT_FA_HEAD_GROUP"):
+            fa.head_group(8, 512, 64, 2, True)
+
+
+@pytest.mark.parametrize("group", ["1", "4"])
+def test_head_groups_match_float64_reference(device, monkeypatch, group, seed):
+    """The forward and every backward variant with a causal grid in groups of 1 head (the order before the
+    groups) and of 4 of the 6 heads (a smaller last group), at a length no tile divides: within tolerance of
+    float64 and every element written (NaN-filled outputs). Recorded launches are off: their key does not hold
+    the group, which PROFKIT_FA_HEAD_GROUP fixes per process."""
+    monkeypatch.setattr(fa, "_HEAD_GROUP", group)
+    monkeypatch.setattr(LaunchCache, "enabled", False)
+    q, k, v, do = make_inputs((2, 3, 77, 64), torch.float16, seed, "bhsd", device=device)
+    u = UNIT_ROUNDOFF[torch.float16]
+    ref = run_reference(q, k, v, do, True)
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
+    fa.attention_forward(q, k, v, True, 0.125, True, out=(o, lse))
+    assert scaled_error(o, ref["o"]) <= O_TOL_U * u, f"o (group {group}, seed {seed})"
+    assert ((lse.double() - ref["lse"]).abs() / ref["lse"].abs().clamp_min(1.0)).max() <= LSE_RTOL
+    for variant in fa.BACKWARD_VARIANTS:
+        grads = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+        fa.attention_backward(do, q, k, v, o, lse, True, 0.125, True, out=grads, variant=variant)
+        for name, got in zip(("dq", "dk", "dv"), grads):
+            err = scaled_error(got, ref[name])
+            assert err <= GRAD_TOL_U * u, f"{name}: error {err:.2e} ({variant}, group {group}, seed {seed})"
 
 
 def test_reference_matches_pytorch_sdpa(device, seed):
