@@ -9,6 +9,8 @@ interval of a median, used for the per-round ratios of ``compare``. Everything b
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
@@ -26,7 +28,22 @@ HOST_LEAD_CYCLES = 100_000
 host has queued the call and its end event before the GPU reaches the start event, and a call whose host side takes
 longer than the flush is still timed on the GPU alone. Without it the flush was the only lead, and on a slower host
 the small matmuls were timed at their Python (ours) and C++ (cuBLAS) launch cost instead of their kernels
-(reports/code_measurements.md, ``timing.HOST_LEAD_CYCLES``)."""
+(reports/code_measurements.md, ``timing.HOST_LEAD_CYCLES``). ``time_fn`` lengthens it where one call's host side
+takes longer (``lead_cycles``)."""
+
+LEAD_CLOCK_HZ = 2.0e9
+"""SM clock at which host seconds are turned into sleep cycles: no current GPU clocks its SMs faster, so the sleep
+lasts at least as long as intended at any real clock."""
+
+
+def lead_cycles(host_seconds: float, minimum: int) -> int:
+    """Sleep cycles queued before each timed call: enough to outlast twice the host's time for one call (measured
+    by ``time_fn``), at least ``minimum``; 0 when minimum is 0 (no lead). A call whose host side outlasts the flush
+    and the fixed lead is timed at the host: cuDNN's eager SDPA forward on short sequences was, at well over twice
+    its do_bench time (reports/code_measurements.md, ``timing.lead_cycles``)."""
+    if minimum <= 0:
+        return 0
+    return max(minimum, math.ceil(2.0 * max(host_seconds, 0.0) * LEAD_CLOCK_HZ))
 
 
 @dataclass(frozen=True)
@@ -168,7 +185,8 @@ def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 1
     time (flushes included), with at least ``min_runs`` timed calls. With ``cuda_graph=True`` fn
     is captured once into a CUDA graph and the graph is replayed, which removes the CPU launch
     cost that dominates small problems. After each flush the GPU idles ``host_lead_cycles``
-    (``HOST_LEAD_CYCLES``) before the start event, so the host's launch cost stays out of the time.
+    (``HOST_LEAD_CYCLES``), or longer where the five-call estimate finds one call's host side slower
+    (``lead_cycles``), before the start event, so the host's launch cost stays out of the time.
     """
     torch = require_cuda("time_fn")
     if warmup_ms < 0 or rep_ms <= 0:
@@ -178,20 +196,26 @@ def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 1
     call = _capture_graph(torch, fn) if cuda_graph else fn
     flush_only = _l2_flusher(torch) if flush_l2 else (lambda: None)
 
+    lead = host_lead_cycles
+
     def flush() -> None:
         flush_only()
-        if host_lead_cycles > 0:
-            torch.cuda._sleep(host_lead_cycles)
+        if lead > 0:
+            torch.cuda._sleep(lead)
 
     call()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    host_seconds = []
     start.record()
     for _ in range(5):
         flush()
+        began = time.perf_counter()
         call()
+        host_seconds.append(time.perf_counter() - began)
     end.record()
     torch.cuda.synchronize()
+    lead = lead_cycles(statistics.median(host_seconds), host_lead_cycles)
     per_call_ms = max(start.elapsed_time(end) / 5, 1e-4)
     n_warmup = min(max_runs, math.ceil(warmup_ms / per_call_ms))
     n_runs = max(min_runs, min(max_runs, math.ceil(rep_ms / per_call_ms)))

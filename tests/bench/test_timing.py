@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from profkit.bench.timing import (DEFAULT_L2_BYTES, STABLE_SPREAD, Timing, combine_timings, l2_flush_bytes,
-                                  median_interval, time_fn)
+from profkit.bench.timing import (DEFAULT_L2_BYTES, HOST_LEAD_CYCLES, LEAD_CLOCK_HZ, STABLE_SPREAD, Timing,
+                                  combine_timings, l2_flush_bytes, lead_cycles, median_interval, time_fn)
 from tests.triton_mode import COMPILED
 
 
@@ -63,6 +63,16 @@ def test_l2_flush_buffer_is_twice_l2_or_default():
     assert l2_flush_bytes(0) == DEFAULT_L2_BYTES
 
 
+def test_the_lead_outlasts_twice_the_hosts_time_per_call():
+    """111 us of host per call (cuDNN's eager SDPA forward on one host) needs 444,000 cycles at 2 GHz; a fast call
+    keeps the minimum; a minimum of 0 turns the lead off whatever the host does."""
+    assert lead_cycles(111e-6, HOST_LEAD_CYCLES) == math.ceil(2 * 111e-6 * LEAD_CLOCK_HZ) == 444_000
+    assert lead_cycles(5e-6, HOST_LEAD_CYCLES) == HOST_LEAD_CYCLES
+    assert lead_cycles(1.0, 0) == 0 and lead_cycles(-1.0, 7) == 7
+    # at any clock up to LEAD_CLOCK_HZ the sleep lasts at least twice the host time
+    assert lead_cycles(300e-6, HOST_LEAD_CYCLES) / LEAD_CLOCK_HZ >= 2 * 300e-6
+
+
 @pytest.mark.skipif(COMPILED, reason="checks the error raised without a GPU")
 def test_time_fn_raises_runtime_error_without_cuda():
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
@@ -72,9 +82,10 @@ def test_time_fn_raises_runtime_error_without_cuda():
 @pytest.mark.gpu
 @pytest.mark.skipif(not COMPILED, reason="times a kernel on the GPU")
 def test_a_slow_host_side_stays_out_of_the_gpu_time():
-    """A callable that spends 300 µs on the host before a tiny kernel: with a GPU lead longer than that it times
-    the kernel alone (the GPU reaches the start event after the host queued the call); without a lead, where the
-    flush is shorter than the host's time, it times the host."""
+    """A callable that spends 300 µs on the host before a tiny kernel: with a GPU lead longer than that, given or
+    grown by time_fn from the host time it measures, it times the kernel alone (the GPU reaches the start event
+    after the host queued the call); without a lead, where the flush is shorter than the host's time, it times
+    the host."""
     import time
 
     import torch
@@ -88,5 +99,7 @@ def test_a_slow_host_side_stays_out_of_the_gpu_time():
         x.add_(1)
 
     led = time_fn(host_bound, rep_ms=20, host_lead_cycles=4_000_000)  # ~2 ms at 2 GHz
+    adapted = time_fn(host_bound, rep_ms=20)  # HOST_LEAD_CYCLES (~50 us) lengthened to cover the measured 300 us
     bare = time_fn(host_bound, rep_ms=20, host_lead_cycles=0)
-    assert led.median_ms < 0.1 < 0.2 < bare.median_ms, (led.median_ms, bare.median_ms)
+    assert max(led.median_ms, adapted.median_ms) < 0.1 < 0.2 < bare.median_ms, \
+        (led.median_ms, adapted.median_ms, bare.median_ms)
