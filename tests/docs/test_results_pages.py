@@ -147,7 +147,7 @@ def keyed(rows: list[Row], key_cells: int = 1) -> Expected:
     return {" | ".join(row[:key_cells]): row for row in rows}
 
 
-# --- ladder.md: benchmarks/ladder.json
+# --- ladder.md: benchmarks/ladder_h200.json (the first table) and ladder.json (the H100 run with the sixth rung)
 
 LADDER = ("N | naive | tiled | coarsened | regtile | vectorized | cuBLAS | vectorized vs cuBLAS | vectorized µs | "
           "cuBLAS µs")
@@ -156,9 +156,9 @@ RUNGS = ["naive", "tiled", "coarsened", "regtile", "vectorized", "cublas"]
 
 def ladder_rows() -> Expected:
     """Per N: each rung's and cuBLAS's TFLOP/s, cuBLAS's time over the vectorized rung's, both medians in µs."""
-    rows = by_case("ladder")
+    rows = by_case("ladder_h200")
     out = []
-    for case in cases("ladder"):
+    for case in cases("ladder_h200"):
         rung = {name: rows[case, f"matmul_{name}"] for name in RUNGS}
         vectorized, cublas = rung["vectorized"], rung["cublas"]
         out.append([case.split()[-1], *(one(rung[name]["tflops"]) for name in RUNGS),
@@ -167,8 +167,34 @@ def ladder_rows() -> Expected:
     return keyed(out)
 
 
+WARPTILED = ("N | vectorized | warp-tiled | cuBLAS | warp-tiled vs cuBLAS (95 % interval) | warp-tiled µs | "
+             "cuBLAS µs")
+LADDER_GOALS = "goal | ratio (95 % interval) | rounds | verdict"
+
+
+def warptiled_rows() -> Expected:
+    """ladder.json per N: TFLOP/s of vectorized, warp-tiled and cuBLAS, the warp-tiled rung's ratio with the 95%
+    interval of its per-round median, both medians in µs."""
+    rows = by_case("ladder")
+    out = []
+    for case in cases("ladder"):
+        vectorized, warptiled, cublas = (rows[case, f"matmul_{name}"] for name in ("vectorized", "warptiled", "cublas"))
+        out.append([case.split()[-1], one(vectorized["tflops"]), one(warptiled["tflops"]), one(cublas["tflops"]),
+                    interval(warptiled["ratio_vs_baseline"], warptiled["ratio_ci_low"], warptiled["ratio_ci_high"]),
+                    us(warptiled["median_ms"]), us(cublas["median_ms"])])
+    return keyed(out)
+
+
+def ladder_goal_rows() -> Expected:
+    """ladder.json's verdicts: the warp-tiled rung at least 0.9x cuBLAS at 4096 and 8192."""
+    return keyed([[f"N = {v['case'].split()[-1]}: ≥ {v['goal']}×", interval(v["ratio"], v["ci_low"], v["ci_high"]),
+                   str(v["rounds"]), v["verdict"]] for v in result("ladder")["meta"]["verdicts"]])
+
+
 def test_ladder_page():
-    problems = check("ladder.md", LADDER, ladder_rows())
+    problems = [*check("ladder.md", LADDER, ladder_rows()),
+                *check("ladder.md", WARPTILED, warptiled_rows()),
+                *check("ladder.md", LADDER_GOALS, ladder_goal_rows())]
     assert not problems, "\n".join(problems)
 
 
@@ -439,6 +465,30 @@ def dtype_rows(dtype: str, d: int) -> Expected:
                       marked(f"{ratio(ours['ratio_vs_baseline'])} ({min(rounds):.3f}–{max(rounds):.3f})", ours, cudnn)]
         out.append(cells)
     return keyed(out)
+
+
+FA_GOALS = "goal | fp16: ratio (95 % interval) | bf16: ratio (95 % interval) | verdict fp16 / bf16"
+
+
+def fa_goal_rows() -> Expected:
+    """flash_attention_goals.json: each goal's fp16 and bf16 ratio with the 95% interval, both verdicts."""
+    verdicts = {v["case"]: v for v in result("flash_attention_goals")["meta"]["verdicts"]}
+    out = []
+    for case, fp16 in verdicts.items():
+        if case.endswith(" bf16"):
+            continue
+        bf16 = verdicts[case + " bf16"]
+        direction, d, n = case.split()[:3]
+        label = (f"{'backward' if direction == 'bwd' else 'forward'} d = {d[2:]}, N = {n[2:]}"
+                 + (", B·H = 256" if "B*H" in case else "") + f" ≥ {fp16['goal']}×")
+        out.append([label, interval(fp16["ratio"], fp16["ci_low"], fp16["ci_high"]),
+                    interval(bf16["ratio"], bf16["ci_low"], bf16["ci_high"]), f"{fp16['verdict']} / {bf16['verdict']}"])
+    return keyed(out)
+
+
+def test_flash_attention_goals_table():
+    problems = check("flash_attention.md", FA_GOALS, fa_goal_rows())
+    assert not problems, "\n".join(problems)
 
 
 def test_flash_attention_page():

@@ -31,7 +31,9 @@ def _by_capture(df: pd.DataFrame) -> pd.DataFrame:
 
 H100_SESSIONS = {"decode-eager-guided", "decode-eager-separated", "decode-graphs-guided", "ladder6-n4096",
                  "matmul-worst-shapes", "train-step-compile-inductor", "matmul-bf16-3000-stream-k",
-                 "int8-model-forward-guided", "int8-model-forward-graphs-guided", "int8-linear-m16"}
+                 "int8-model-forward-guided", "int8-model-forward-graphs-guided", "int8-linear-m16",
+                 "ladder6-n4096-interior", "ladder6-n4096-async", "ladder6-n4096-cpasync", "matmul-fp32-worst",
+                 "matmul-fp32-m128"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 
@@ -448,3 +450,45 @@ def test_int8_decode_layer_is_two_short_kernels():
     quantize, gemm = launches.loc["_quantize_rows_kernel"], launches.loc["_int8_gemm_kernel"]
     assert quantize["grid"] == "16×1×1" and quantize["duration_us"] < 6
     assert gemm["grid"] == "128×1×1" and 8 < gemm["duration_us"] < 15 and 1000 < gemm["dram_gbps"] < 1700
+
+
+def _warptiled(name: str) -> pd.Series:
+    return load_session(SESSIONS / name).table("launches").set_index("kernel").loc["matmul_warptiled"]
+
+
+def test_the_warp_tiled_rungs_interior_body_in_its_counters():
+    """The ladder page's table of the sixth rung's bodies (N = 4096, H100): dropping the bounds checks from the
+    register prefetch cut instructions but let the global loads wait (long_scoreboard); cp.async with A read
+    row-major kept the loads apart but moved accumulators (in-place FFMAs, dispatch stalls); cp.async with A
+    transposed shared-to-shared keeps both and is the fastest, with the FMA pipe busier than the checked body's."""
+    checked, interior, rowmajor, shipped = (_warptiled(name) for name in (
+        "ladder6-n4096", "ladder6-n4096-interior", "ladder6-n4096-async", "ladder6-n4096-cpasync"))
+    for row in (checked, interior, rowmajor, shipped):
+        assert row["ffma_instructions"] == 4096 ** 3 / 32
+    assert interior["instructions_executed"] < 0.96 * checked["instructions_executed"]
+    assert interior["stall_long_scoreboard"] > 0.25 and checked["stall_long_scoreboard"] < 0.01
+    assert rowmajor["ffma_inplace_fraction"] < 0.4 and shipped["ffma_inplace_fraction"] > 0.75
+    assert rowmajor["stall_dispatch_stall"] > 2 * shipped["stall_dispatch_stall"]
+    assert shipped["stall_long_scoreboard"] < 0.1 and shipped["fma_pipe_pct"] > checked["fma_pipe_pct"] + 2
+    assert shipped["duration_us"] < 0.96 * min(checked["duration_us"], interior["duration_us"], rowmajor["duration_us"])
+    assert shipped["dynamic_smem_bytes"] == 68608 and shipped["local_bytes"] == 0
+
+
+def test_the_fp32_worst_shapes_sessions_show_where_the_time_goes():
+    """matmul.md's table of the three worst fp32 shapes: at 1000^3 ours is two padding copies plus a kernel slower
+    than cuBLAS's per FFMA; at 1 x 4096 x 4096 our streaming kernel is as fast as cuBLAS's gemv and the split-K
+    reduction is the extra launch; at 128 x 4096 x 4096 both split K in 8 and the reductions cost the same."""
+    worst = load_session(SESSIONS / "matmul-fp32-worst").table("launches").sort_values("launch")
+    kernels = list(worst["kernel"])
+    assert kernels[:2] == ["elementwise_kernel"] * 2 and kernels[2] == "matmul_kernel_serpentine"
+    assert kernels[3].startswith("sm80_xmma") and kernels[4:6] == ["matmul_kernel", "split_k_reduce"]
+    t = list(worst["duration_us"])
+    assert t[0] + t[1] > 0.4 * (t[0] + t[1] + t[2] - t[3]) and t[2] > t[3]
+    inplace = list(worst["ffma_inplace_fraction"])
+    assert inplace[2] < 0.8 and inplace[3] > 0.99
+    assert t[4] < t[6] * 1.0 and t[4] + t[5] > t[6] * 1.15
+    m128 = load_session(SESSIONS / "matmul-fp32-m128").table("launches").sort_values("launch").set_index("kernel")
+    ours, cublas = m128.loc["matmul_kernel_serpentine"], m128.loc["Kernel2"]
+    assert abs(m128.loc["split_k_reduce", "duration_us"] - m128.loc["splitKreduce_kernel", "duration_us"]) < 1.0
+    assert ours["duration_us"] > 1.1 * cublas["duration_us"]
+    assert ours["ffma_inplace_fraction"] < 0.5 and cublas["ffma_inplace_fraction"] > 0.99
