@@ -118,6 +118,72 @@ __device__ __forceinline__ void store4(float* __restrict__ m, int n, int row, in
     }
 }
 
+// This thread's place in the block tile: its warp tile's corner, and its patch inside every warp sub-tile.
+struct Place {
+    int warp_row, warp_col, lane_row, lane_col;
+};
+
+template <typename C>
+__device__ __forceinline__ Place place_of(int tid) {
+    const int warp = tid / 32, lane = tid % 32;
+    return {C::warp_row(warp), C::warp_col(warp), C::lane_row(lane), C::lane_col(lane)};
+}
+
+template <typename C>
+using Accumulators = float[C::WMITER * C::TM][C::WNITER * C::TN];
+
+// One K step's FMAs, from an A tile transposed and skewed (a[k][a_col(k, m)]) and a B tile (b[k][n]): per k, this
+// thread's TM A values and TN B values of every warp sub-tile (LDS.128 each), then their outer product into acc.
+template <typename C>
+__device__ __forceinline__ void fma_step(const float (*a)[C::A_STRIDE], const float (*b)[C::BN], const Place& at,
+                                         Accumulators<C>& acc) {
+#pragma unroll
+    for (int k = 0; k < C::BK; ++k) {
+        float a_frag[C::WMITER * C::TM], b_frag[C::WNITER * C::TN];
+#pragma unroll
+        for (int wm = 0; wm < C::WMITER; ++wm)
+#pragma unroll
+            for (int i = 0; i < C::TM; i += 4)
+                *reinterpret_cast<float4*>(&a_frag[wm * C::TM + i]) = *reinterpret_cast<const float4*>(
+                    &a[k][C::a_col(k, at.warp_row + wm * C::WSUBM + at.lane_row + i)]);
+#pragma unroll
+        for (int wn = 0; wn < C::WNITER; ++wn)
+#pragma unroll
+            for (int j = 0; j < C::TN; j += 4)
+                *reinterpret_cast<float4*>(&b_frag[wn * C::TN + j]) = *reinterpret_cast<const float4*>(
+                    &b[k][at.warp_col + wn * C::WSUBN + at.lane_col + j]);
+#pragma unroll
+        for (int i = 0; i < C::WMITER * C::TM; ++i)
+#pragma unroll
+            for (int j = 0; j < C::WNITER * C::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+    }
+}
+
+// This thread's outputs into C; kChecked: bounds-checked stores (edge blocks, unaligned rows), else float4 stores.
+template <typename C, bool kChecked>
+__device__ __forceinline__ void store_outputs(float* __restrict__ c, int n, int block_row, int block_col,
+                                              const Place& at, const Accumulators<C>& acc) {
+    const bool aligned = (n % 4) == 0;
+#pragma unroll
+    for (int wm = 0; wm < C::WMITER; ++wm)
+#pragma unroll
+        for (int i = 0; i < C::TM; ++i) {
+            const int row = block_row + at.warp_row + wm * C::WSUBM + at.lane_row + i;
+#pragma unroll
+            for (int wn = 0; wn < C::WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < C::TN; j += 4) {
+                    const float* out = &acc[wm * C::TM + i][wn * C::TN + j];
+                    const int col = block_col + at.warp_col + wn * C::WSUBN + at.lane_col + j;
+                    const float4 v = make_float4(out[0], out[1], out[2], out[3]);
+                    if constexpr (kChecked)
+                        store4(c, n, row, col, v, aligned);
+                    else
+                        *reinterpret_cast<float4*>(c + static_cast<size_t>(row) * n + col) = v;
+                }
+        }
+}
+
 // The checked body's shared tiles: A transposed (a[.][k][m], skewed by a_col), both double-buffered.
 template <typename C>
 struct CheckedTiles {
@@ -140,11 +206,9 @@ __device__ __forceinline__ void warptiled_body(const float* __restrict__ a, cons
 
     const int a_row = C::a_load_row(tid), a_k = C::a_load_k(tid);
     const int b_row = C::b_load_row(tid), b_col = C::b_load_col(tid);
-    const int warp = tid / 32, lane = tid % 32;
-    const int warp_row = C::warp_row(warp), warp_col = C::warp_col(warp);
-    const int lane_row = C::lane_row(lane), lane_col = C::lane_col(lane);
+    const Place at = place_of<C>(tid);
 
-    float acc[C::WMITER * C::TM][C::WNITER * C::TN] = {};
+    Accumulators<C> acc = {};
     float4 a_next[C::A_PASSES], b_next[C::B_PASSES];
 
     auto fetch = [&](int k0) {
@@ -178,47 +242,13 @@ __device__ __forceinline__ void warptiled_body(const float* __restrict__ a, cons
         const int cur = t % 2;
         const bool has_next = t + 1 < num_k_tiles;
         if (has_next) fetch((t + 1) * C::BK);  // the next step's global loads fly during this step's FMAs
-
-#pragma unroll
-        for (int k = 0; k < C::BK; ++k) {
-            float a_frag[C::WMITER * C::TM], b_frag[C::WNITER * C::TN];
-#pragma unroll
-            for (int wm = 0; wm < C::WMITER; ++wm)
-#pragma unroll
-                for (int i = 0; i < C::TM; i += 4)
-                    *reinterpret_cast<float4*>(&a_frag[wm * C::TM + i]) = *reinterpret_cast<const float4*>(
-                        &a_smem[cur][k][C::a_col(k, warp_row + wm * C::WSUBM + lane_row + i)]);
-#pragma unroll
-            for (int wn = 0; wn < C::WNITER; ++wn)
-#pragma unroll
-                for (int j = 0; j < C::TN; j += 4)
-                    *reinterpret_cast<float4*>(&b_frag[wn * C::TN + j]) = *reinterpret_cast<const float4*>(
-                        &b_smem[cur][k][warp_col + wn * C::WSUBN + lane_col + j]);
-#pragma unroll
-            for (int i = 0; i < C::WMITER * C::TM; ++i)
-#pragma unroll
-                for (int j = 0; j < C::WNITER * C::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
-        }
+        fma_step<C>(a_smem[cur], b_smem[cur], at, acc);
 
         // The other buffer was last read in step t - 1, finished by every thread before that step's barrier.
         if (has_next) store_tile(1 - cur);
         __syncthreads();
     }
-
-#pragma unroll
-    for (int wm = 0; wm < C::WMITER; ++wm)
-#pragma unroll
-        for (int i = 0; i < C::TM; ++i) {
-            const int row = block_row + warp_row + wm * C::WSUBM + lane_row + i;
-#pragma unroll
-            for (int wn = 0; wn < C::WNITER; ++wn)
-#pragma unroll
-                for (int j = 0; j < C::TN; j += 4) {
-                    const float* out = &acc[wm * C::TM + i][wn * C::TN + j];
-                    store4(c, n, row, block_col + warp_col + wn * C::WSUBN + lane_col + j,
-                           make_float4(out[0], out[1], out[2], out[3]), aligned);
-                }
-        }
+    store_outputs<C, true>(c, n, block_row, block_col, at, acc);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -260,9 +290,7 @@ __device__ __forceinline__ void warptiled_body_async(const float* __restrict__ a
     const int block_col = blockIdx.x * C::BN;
     const int a_row = C::a_load_row(tid), a_k = C::a_load_k(tid);
     const int b_row = C::b_load_row(tid), b_col = C::b_load_col(tid);
-    const int warp = tid / 32, lane = tid % 32;
-    const int warp_row = C::warp_row(warp), warp_col = C::warp_col(warp);
-    const int lane_row = C::lane_row(lane), lane_col = C::lane_col(lane);
+    const Place at = place_of<C>(tid);
 
     // This thread's first A and B element of K step 0; pass p and step t are fixed offsets from them.
     const float* a_first = a + static_cast<size_t>(block_row + a_row) * n + a_k;
@@ -290,7 +318,7 @@ __device__ __forceinline__ void warptiled_body_async(const float* __restrict__ a
         }
     };
 
-    float acc[C::WMITER * C::TM][C::WNITER * C::TN] = {};
+    Accumulators<C> acc = {};
     const int num_k_tiles = n / C::BK;
     issue(0);
     commit_copies();
@@ -307,43 +335,9 @@ __device__ __forceinline__ void warptiled_body_async(const float* __restrict__ a
         commit_copies();
         if (t + 1 < num_k_tiles) transpose(t + 1);  // into the A buffer step t - 1 used
 
-        const int cur = t % 2, stage = t % kStages;
-#pragma unroll
-        for (int k = 0; k < C::BK; ++k) {
-            float a_frag[C::WMITER * C::TM], b_frag[C::WNITER * C::TN];
-#pragma unroll
-            for (int wm = 0; wm < C::WMITER; ++wm)
-#pragma unroll
-                for (int i = 0; i < C::TM; i += 4)
-                    *reinterpret_cast<float4*>(&a_frag[wm * C::TM + i]) = *reinterpret_cast<const float4*>(
-                        &tiles.a[cur][k][C::a_col(k, warp_row + wm * C::WSUBM + lane_row + i)]);
-#pragma unroll
-            for (int wn = 0; wn < C::WNITER; ++wn)
-#pragma unroll
-                for (int j = 0; j < C::TN; j += 4)
-                    *reinterpret_cast<float4*>(&b_frag[wn * C::TN + j]) = *reinterpret_cast<const float4*>(
-                        &tiles.b[stage][k][warp_col + wn * C::WSUBN + lane_col + j]);
-#pragma unroll
-            for (int i = 0; i < C::WMITER * C::TM; ++i)
-#pragma unroll
-                for (int j = 0; j < C::WNITER * C::TN; ++j) acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
-        }
+        fma_step<C>(tiles.a[t % 2], tiles.b[t % kStages], at, acc);
     }
-
-#pragma unroll
-    for (int wm = 0; wm < C::WMITER; ++wm)
-#pragma unroll
-        for (int i = 0; i < C::TM; ++i) {
-            const int row = block_row + warp_row + wm * C::WSUBM + lane_row + i;
-#pragma unroll
-            for (int wn = 0; wn < C::WNITER; ++wn)
-#pragma unroll
-                for (int j = 0; j < C::TN; j += 4) {
-                    const float* out = &acc[wm * C::TM + i][wn * C::TN + j];
-                    *reinterpret_cast<float4*>(c + static_cast<size_t>(row) * n + block_col + warp_col +
-                                               wn * C::WSUBN + lane_col + j) = make_float4(out[0], out[1], out[2], out[3]);
-                }
-        }
+    store_outputs<C, false>(c, n, block_row, block_col, at, acc);
 }
 
 // Whether a block runs the interior body: its whole tile and every K step inside the matrix, rows 16-byte aligned
