@@ -182,10 +182,15 @@ def case_rows(case: Case, impl_names: list[str], timings: Mapping[str, Timing],
                    cycle_ratio_vs_baseline=row["ratio_vs_baseline"] * base_mhz / mhz
                    if mhz and base_mhz else math.nan)
         ratios = list((round_ratios or {}).get(name, []))
-        low, high = median_interval(ratios)
-        row.update(ratio_rounds=json.dumps([round(r, 5) for r in ratios]), ratio_ci_low=low, ratio_ci_high=high)
+        row.update(round_ratio_columns(ratios))
         rows.append(row)
     return rows
+
+
+def round_ratio_columns(ratios: list[float]) -> dict[str, Any]:
+    """The per-round columns of a row: ratio_rounds (JSON, five decimals) and the 95% interval of their median."""
+    low, high = median_interval(ratios)
+    return {"ratio_rounds": json.dumps([round(r, 5) for r in ratios]), "ratio_ci_low": low, "ratio_ci_high": high}
 
 
 def goal_verdict(ratio: float, low: float, high: float, goal: float) -> str:

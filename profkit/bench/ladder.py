@@ -17,9 +17,9 @@ import pandas as pd
 
 from profkit import process
 from profkit.bench import flops
-from profkit.bench.compare import goal_verdicts
+from profkit.bench.compare import goal_verdicts, round_ratio_columns
 from profkit.bench.results import environment, format_table, write_results
-from profkit.bench.timing import STABLE_SPREAD, median_interval
+from profkit.bench.timing import STABLE_SPREAD
 from profkit.build import nvcc
 from profkit.errors import CaptureError
 
@@ -60,7 +60,6 @@ def bench_lines_to_table(stdout: str) -> pd.DataFrame:
         p20, p80, median = float(obj["p20_ms"]), float(obj["p80_ms"]), float(obj["median_ms"])
         spread = (p80 - p20) / median if median > 0 else math.nan
         ratios = round_ratios(obj.get("times_ms") or [], baseline_runs.get(n, []))
-        low, high = median_interval(ratios)
         rows.append({
             "workload": "matmul-ladder", "case": f"fp32 {n}", "impl": obj["kernel"], "median_ms": median,
             "p20_ms": p20, "p80_ms": p80, "runs": int(obj["runs"]), "stable": bool(spread < STABLE_SPREAD),
@@ -68,7 +67,7 @@ def bench_lines_to_table(stdout: str) -> pd.DataFrame:
             "ratio_vs_baseline": float(obj["ratio_vs_cublas"]), "note": "", "baseline": BASELINE,
             "min_ms": float(obj["min_ms"]), "spread": spread, "flops": work, "bytes": traffic,
             "params": json.dumps({"n": n, "rel_err": obj.get("rel_err"), "check": obj.get("check")}),
-            "ratio_rounds": json.dumps([round(r, 5) for r in ratios]), "ratio_ci_low": low, "ratio_ci_high": high,
+            **round_ratio_columns(ratios),
         })
     return pd.DataFrame(rows)
 

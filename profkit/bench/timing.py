@@ -39,7 +39,7 @@ lasts at least as long as intended at any real clock."""
 def lead_cycles(host_seconds: float, minimum: int) -> int:
     """Sleep cycles queued before each timed call: enough to outlast twice the host's time for one call (measured
     by ``time_fn``), at least ``minimum``; 0 when minimum is 0 (no lead). A call whose host side outlasts the flush
-    and the fixed lead is timed at the host: cuDNN's eager SDPA forward on short sequences was, at well over twice
+    and the fixed lead is timed at the host, as cuDNN's eager SDPA forward on short sequences was: at well over twice
     its do_bench time (reports/code_measurements.md, ``timing.lead_cycles``)."""
     if minimum <= 0:
         return 0
