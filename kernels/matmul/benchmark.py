@@ -21,8 +21,8 @@ from ..common import balanced_grid, device_info, tma_workspace
 from ..launch import LaunchCache
 from . import ffma_order, sm90
 from .tiled import (CLUSTER_PATH, ROW_MULTIPLE, choose_path, load_extents, matmul, matmul_configs, matmul_kernel,
-                    matmul_kernel_tma_persistent, matmul_reference, stream_k_plan, tma_arguments, tolerance,
-                    transpose, tuned_config, vector_hints)
+                    matmul_kernel_tma_persistent, matmul_reference, stream_k_plan, stride_alignments, tma_arguments,
+                    tolerance, transpose, tuned_config, vector_hints)
 
 VARIANTS = {
     "fp32-ieee": (torch.float32, "ieee"),
@@ -498,8 +498,8 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
         ka = transpose(a, ROW_MULTIPLE).t() if m_major else a
         extents = load_extents(a, b, ka, b)
         matmul_kernel[(tiles,)](ka, b, c, m, n, k, *extents, ka.stride(0), ka.stride(1), b.stride(0), b.stride(1),
-                                c.stride(0), c.stride(1), **meta, INPUT_PRECISION="ieee", FFMA_ORDER=order,
-                                **vector_hints(*extents, a.element_size()), **options)
+                                c.stride(0), c.stride(1), c, c, **meta, INPUT_PRECISION="ieee", FFMA_ORDER=order,
+                                **vector_hints(*extents, a.element_size()), **stride_alignments(ka, b), **options)
 
 
 def _sweep_label(cfg: triton.Config, group_m: int, m_major: bool = False, order: str = "", dtype: str = "bf16") -> str:

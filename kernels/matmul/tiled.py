@@ -16,7 +16,7 @@ Two kernels, both with fp32 accumulators and grouped (L2-friendly) tile order (`
   strides. Used for float32, for skinny shapes, off Hopper, and in the interpreter. A float32 A of one row takes its
   ROW_PRODUCT form (the ``row`` path: plain fp32 multiply-adds, no 16-row dot). Where the output has too few
   tiles to fill the GPU (M = 1 to 128 rows of Llama-class layers) it splits K (``split_k``): each program sums one
-  run of K into an fp32 workspace and ``split_k_reduce`` adds the runs in order.
+  run of K into an fp32 workspace and the last of a tile's programs to finish adds the runs in order.
 * ``matmul_kernel_tma_persistent`` (bfloat16/float16 on sm_90/sm_100): at most one program per SM
   (the fewest for the same number of tile waves, ``common.balanced_grid``) looping over tiles, TMA tensor
   descriptors built on the device (``tl.make_tensor_descriptor``) and a flattened tile x K loop so
@@ -55,6 +55,8 @@ from . import ffma_order, sm90
 ffma_order.install()
 
 MAX_TAIL_SPLIT: tl.constexpr = tl.constexpr(8)
+WS_ROW_MULTIPLE: tl.constexpr = tl.constexpr(4)
+"""Rows of matmul_kernel's split-K workspace lie a multiple of this many floats apart (``ws_columns``)."""
 """Most pieces a stream-K tail tile is cut into (``stream_k_plan``)."""
 
 
@@ -66,6 +68,7 @@ def matmul_kernel(
         stride_am, stride_ak,
         stride_bk, stride_bn,
         stride_cm, stride_cn,
+        ws_ptr, lock_ptr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
         GROUP_M: tl.constexpr,
         INPUT_PRECISION: tl.constexpr,
@@ -75,14 +78,26 @@ def matmul_kernel(
         N_VEC: tl.constexpr = 1,
         SPLIT_K: tl.constexpr = 1,
         ROW_PRODUCT: tl.constexpr = False,
+        ALIGN_AM: tl.constexpr = 1, ALIGN_AK: tl.constexpr = 1,
+        ALIGN_BK: tl.constexpr = 1, ALIGN_BN: tl.constexpr = 1, ALIGN_K: tl.constexpr = 1,
 ):
     """One (BLOCK_M, BLOCK_N) tile of C per program; a: (M, K), b: (K, N), c: (M, N), any strides.
 
     M_LOAD (N_LOAD) >= M (N): rows of A (columns of B) that may be read, so the tile loads wrap at them; the host
     passes more than M (N) only for its own padded copies, whose extra rows (columns) reach only outputs the store
     masks off. SPLIT_K > 1: program (tile, s) of a (tiles, SPLIT_K) grid sums only the s-th of SPLIT_K equal runs
-    of K steps and stores that partial sum in slice s of c, an fp32 (SPLIT_K, M, N) workspace whose slices lie
-    M * N elements apart (``split_k_reduce`` adds them in order into the output).
+    of K steps and stores that partial sum in slice s of ws_ptr, an fp32 (SPLIT_K, M, ``ws_columns(N)``)
+    workspace, then counts
+    itself in lock_ptr[tile]; the last of the tile's programs to arrive adds the slices in order s = 0, 1, ... (the
+    result does not depend on which arrives last), resets the count to 0 for the next call and stores the tile in c.
+    No program waits for another, and no second launch reduces (a separate reduction kernel cost 5.95 us of a
+    33.7 us 1 x 4096 x 4096 fp32 product on the H100, session matmul-fp32-worst). SPLIT_K == 1: ws_ptr and
+    lock_ptr are not read.
+    ALIGN_AM ... ALIGN_BN, ALIGN_K: a stride (K) known to be a multiple of this many elements (the host passes 16
+    bytes' worth where it is, ``stride_alignments``). Triton learns an integer argument's divisibility only by 16,
+    so a row stride of 1000 floats proves no alignment, and a K of 1000 no run of K-mask values, and every tile load
+    becomes 4-byte copies; ``x // A * A`` gives the proof at no cost, where rows padded to 16 elements cost a copy of
+    the operand.
 
     INPUT_PRECISION is tl.dot's input_precision ("ieee" or "tf32"); it only affects float32.
     FFMA_ORDER=ffma_order.SERPENTINE compiles the kernel as ``matmul_kernel_serpentine`` with the FMAs of a float32 ieee
@@ -111,6 +126,16 @@ def matmul_kernel(
         offs_am = tl.max_contiguous(tl.multiple_of(offs_am, M_VEC), M_VEC)
     if N_VEC > 1:
         offs_bn = tl.max_contiguous(tl.multiple_of(offs_bn, N_VEC), N_VEC)
+    if ALIGN_AM > 1:  # stride // A * A: the same stride, now proven a multiple of A
+        stride_am = stride_am // ALIGN_AM * ALIGN_AM
+    if ALIGN_AK > 1:
+        stride_ak = stride_ak // ALIGN_AK * ALIGN_AK
+    if ALIGN_BK > 1:
+        stride_bk = stride_bk // ALIGN_BK * ALIGN_BK
+    if ALIGN_BN > 1:
+        stride_bn = stride_bn // ALIGN_BN * ALIGN_BN
+    if ALIGN_K > 1:  # K masks then hold in runs of ALIGN_K elements: 16-byte loads along K
+        K = K // ALIGN_K * ALIGN_K
     k_steps = tl.cdiv(K, BLOCK_K)
     k_first = 0
     k_last = k_steps
@@ -119,7 +144,6 @@ def matmul_kernel(
         per_split = tl.cdiv(k_steps, SPLIT_K)
         k_first = split * per_split
         k_last = tl.minimum(k_first + per_split, k_steps)
-        c_ptr += split.to(tl.int64) * M * N
     offs_k = k_first * BLOCK_K + tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
     b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
@@ -142,13 +166,31 @@ def matmul_kernel(
         b_ptrs += BLOCK_K * stride_bk
     if ROW_PRODUCT:
         accumulator = tl.reshape(tl.sum(products, axis=0), (BLOCK_M, BLOCK_N))
-    c = accumulator.to(c_ptr.dtype.element_ty)
 
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptrs, c, mask=c_mask)
+    if SPLIT_K > 1:
+        ws_row = tl.cdiv(N, WS_ROW_MULTIPLE) * WS_ROW_MULTIPLE  # provably aligned rows: 16-byte stores and loads
+        slice_offsets = offs_cm[:, None] * ws_row + offs_cn[None, :]
+        # The rows' padding past N is written and read too (values that reach no output), so the mask holds in
+        # runs of WS_ROW_MULTIPLE columns.
+        ws_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < ws_row)
+        ws_ptr += split.to(tl.int64) * M * ws_row
+        tl.store(ws_ptr + slice_offsets, accumulator, mask=ws_mask)
+        ws_ptr -= split.to(tl.int64) * M * ws_row
+        tl.debug_barrier()  # every thread's part of the slice is written before the count says so
+        if tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel") == SPLIT_K - 1:
+            accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for s in tl.static_range(SPLIT_K):
+                accumulator += tl.load(ws_ptr + s * M * ws_row + slice_offsets, mask=ws_mask, other=0.0,
+                                       cache_modifier=".cg")
+            tl.atomic_xchg(lock_ptr + pid, 0)
+            c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+            tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
+    else:
+        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+        tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
 @triton.jit
@@ -283,20 +325,6 @@ def matmul_kernel_tma_persistent(
 
 
 @triton.jit
-def split_k_reduce(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    """c = the sum over s of ws[s] (fp32 (SPLIT_K, M, N) workspace, contiguous), added in order s = 0, 1, ... so the
-    result does not depend on the order in which ``matmul_kernel``'s split programs ran; rounded to c's dtype."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < M * N
-    total = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in tl.static_range(SPLIT_K):
-        total += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0)
-    rows = offs // N
-    cols = offs % N
-    tl.store(c_ptr + rows * stride_cm + cols * stride_cn, total.to(c_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def transpose_kernel(x_ptr, y_ptr, R, C, stride_xr, stride_xc, stride_yc, BLOCK_R: tl.constexpr,
                      BLOCK_C: tl.constexpr):
     """y = x^T: x (R, C) with any strides, y (C, R) with rows stride_yc apart; one (BLOCK_R, BLOCK_C) tile of x per
@@ -415,7 +443,8 @@ _AUTOTUNED.update({path: _autotune(matmul_kernel_tma_persistent, path, ["M", "N"
                    for path in ("tma", "tma_padded")})
 # Launches recorded per call signature (profkit.kernels.launch): a repeated call skips triton's per-launch
 # Python work, which costs more than the whole kernel at 1024^3 and on skinny shapes.
-_LAUNCHES = {path: LaunchCache(tuned, per_call=TMA_PER_CALL if path.startswith("tma") else ("a_ptr", "b_ptr", "c_ptr"))
+POINTER_PER_CALL = ("a_ptr", "b_ptr", "c_ptr", "ws_ptr", "lock_ptr")
+_LAUNCHES = {path: LaunchCache(tuned, per_call=TMA_PER_CALL if path.startswith("tma") else POINTER_PER_CALL)
              for path, tuned in _AUTOTUNED.items()}
 _READY: dict = {}
 """Call signature (see ``_launch_key``) -> the path whose LaunchCache recorded it (the fast path of
@@ -527,17 +556,18 @@ def stream_k_plan(tiles: int, k_tiles: int, num_sms: int) -> tuple[int, int]:
     return (num_sms if tiles >= num_sms else tail * split), split
 
 
-_TAIL_LOCKS: dict = {}
+_ARRIVAL_COUNTS: dict = {}
 
 
-def _tail_locks(device: torch.device, num_sms: int) -> torch.Tensor:
-    """The stream-K arrival counts of one device and stream (zeros; each launch leaves them at zero), so launches
-    that may overlap, on different streams, never share a count."""
+def arrival_counts(device: torch.device, size: int) -> torch.Tensor:
+    """At least `size` arrival counts (int32 zeros) of one device and stream, for the kernels whose last-arriving
+    program finishes a tile (the TMA kernel's stream-K tail, matmul_kernel's split K); each launch leaves them at
+    zero, and launches that may overlap, on different streams, never share a count."""
     stream = None if device.type != "cuda" else torch.cuda.current_stream(device).cuda_stream
-    locks = _TAIL_LOCKS.get((device, stream))
-    if locks is None or locks.numel() < num_sms:
-        locks = _TAIL_LOCKS[(device, stream)] = torch.zeros(num_sms, device=device, dtype=torch.int32)
-    return locks
+    counts = _ARRIVAL_COUNTS.get((device, stream))
+    if counts is None or counts.numel() < size:
+        counts = _ARRIVAL_COUNTS[(device, stream)] = torch.zeros(max(size, 1), device=device, dtype=torch.int32)
+    return counts
 
 
 def tma_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, padded: bool, num_sms: int) -> tuple:
@@ -547,7 +577,7 @@ def tma_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, padded: boo
         a, b = tma_operand(a), tma_operand(b)
     ws = torch.empty(num_sms * STREAM_K_TILE, device=a.device, dtype=torch.float32)
     return (a, b, c, a.shape[0], b.shape[1], a.shape[1], a.stride(0), b.stride(0), c.stride(0), ws,
-            _tail_locks(a.device, num_sms), num_sms)
+            arrival_counts(a.device, num_sms), num_sms)
 
 
 def _validate(a, b, precision, out) -> str | None:
@@ -588,21 +618,26 @@ def _validate(a, b, precision, out) -> str | None:
 
 
 ROW_MULTIPLE = 16
-"""The fp32 paths read operands whose rows lie a multiple of this many elements apart (``_kernel_a``,
-``_kernel_b``): triton specialises an integer argument only for divisibility by 16, so a stride of 3000 proves no
-alignment and every tile load becomes 4-byte copies. The padded stride gives the alignment, ``vector_hints`` the
-contiguity past the offsets' wrap; on the H100 the odd fp32 squares went from 0.42-0.51x cuBLAS to 0.74-1.02x
-with both, and stayed put with the padding alone (reports/matmul.md, ``python -m profkit.kernels.matmul shapes``)."""
+"""Rows of the fp32 paths' own copies (``_kernel_a``'s M-major A, ``_padded_fp32``) lie a multiple of this many
+elements apart. A tile load is 16 bytes wide only where the kernel can prove the row strides multiples of 4 floats:
+from the copy's stride (triton specialises an integer argument for divisibility by 16) or from the ALIGN_* hints
+(``stride_alignments``) for an operand whose stride is such a multiple already (3000, 1000), which is then read as
+given; ``vector_hints`` gives the contiguity past the offsets' wrap. On the H100 the odd fp32 squares went from
+0.42-0.51x cuBLAS to 0.74-1.02x with padded rows and the vector hints, and stayed put with the padding alone
+(reports/matmul.md, ``python -m profkit.kernels.matmul shapes``)."""
 
 FP32_PAD_MIN_FLOPS = 2 * 512 ** 3
-"""fp32 problems of at least this many FLOPs get operands padded to ``ROW_MULTIPLE`` (a copy of 4(MK + KN) bytes
-at most, a few µs at 512^3 against the kernel's tens); smaller ones read them as given."""
+"""fp32 problems of at least this many FLOPs get operands whose rows are not 16-byte aligned (4097 floats apart)
+padded to ``ROW_MULTIPLE`` (a copy of 4(MK + KN) bytes at most, a few µs at 512^3 against the kernel's tens);
+smaller ones read them as given."""
 
 
 def _padded_fp32(x: torch.Tensor, flops: int) -> torch.Tensor:
-    """x for an fp32 path: in rows ``ROW_MULTIPLE`` elements apart when its rows are contiguous but not so and the
-    problem has at least ``FP32_PAD_MIN_FLOPS``; else as given."""
-    if x.stride(-1) == 1 and x.shape[0] > 1 and flops >= FP32_PAD_MIN_FLOPS:
+    """x for an fp32 path: in rows ``ROW_MULTIPLE`` elements apart when its rows are contiguous but not 16-byte
+    aligned (``rows_aligned``) and the problem has at least ``FP32_PAD_MIN_FLOPS``; else as given (an aligned stride
+    that is no multiple of 16 reaches the kernel through its ALIGN_* hints instead of a copy: the two copies were
+    11.6 us of a 1000^3 product whose cuBLAS call takes 59.2, session matmul-fp32-worst, H100)."""
+    if x.stride(-1) == 1 and x.shape[0] > 1 and flops >= FP32_PAD_MIN_FLOPS and not rows_aligned(x):
         return pad_rows(x, ROW_MULTIPLE)
     return x
 
@@ -626,6 +661,14 @@ FMA_M_MAJOR_MIN_FLOPS = 2 * 2048 ** 3
 """fma-path problems of at least this many FLOPs read A M-major (``_kernel_a``). At 2048^3 the best M-major tile, copy
 included, ran 0.951x cuBLAS against 0.869x for the best with A as given; at 1024^3 1.051x against 1.064x
 (``sweep --dtype fp32`` on the H200)."""
+FMA_M_MAJOR_SPLIT_RUN = 1024
+"""fma-path problems that split K (``split_k``) into runs of at least this many K elements read A M-major whatever
+their size. With A as given 128 x 4096 x 4096 ran its kernel at 107.6 us against cuBLAS's 91.4, 41% of its FFMAs
+accumulating in place against cuBLAS's 100% (session matmul-fp32-m128, H100). Timed both ways in one process (H100,
+eager, L2 flushed, 3 rounds; run 12-06 18:10): M-major won where each program's run of K is long, 128 x 4096 x
+14336 (8 runs of 1792) 0.917x against 0.861x cuBLAS and 128 x 14336 x 4096 (2 runs of 2048) 0.944x against
+0.929x, and lost on 128 x 4096 x 4096 (8 runs of 512), 0.804x against 0.833x: the copy (4.5 us) and the
+programs' fixed costs are not repaid by short runs."""
 TRANSPOSE_BLOCKS = {"BLOCK_R": 64, "BLOCK_C": 64}
 _TRANSPOSES = LaunchCache(transpose_kernel, per_call=("x_ptr", "y_ptr"))
 
@@ -644,16 +687,19 @@ def transpose(x: torch.Tensor, row_multiple: int = 1) -> torch.Tensor:
     return y
 
 
-def _kernel_a(a: torch.Tensor, n: int, path: str) -> torch.Tensor:
+def _kernel_a(a: torch.Tensor, n: int, path: str, split: int = 1) -> torch.Tensor:
     """A as the kernel reads it. On the fma path (float32, TF32 off) a K-contiguous A of a problem of at least
-    ``FMA_M_MAJOR_MIN_FLOPS`` is copied M-major (``transpose(a).t()``, same values): the dot's shared loads
+    ``FMA_M_MAJOR_MIN_FLOPS``, or of one split into `split` runs of K of at least ``FMA_M_MAJOR_SPLIT_RUN``, is
+    copied M-major (``transpose(a).t()``, same values): the dot's shared loads
     then fetch four rows of one k, and ptxas issues each k step's FMAs as one outer product that accumulates in
     place (65% of FFMAs against 37% from a K-major A, 128x64x32 tile, sm_90 SASS of triton 3.9) with fewer
     registers (145 against 168), which ``profkit.kernels.matmul.ffma_order`` then walks in serpentine order (86%, 139). The copy moves 8*M*K bytes per
-    call and is part of the timed call; the copy's rows are ``ROW_MULTIPLE`` elements apart. On the fp32 paths a
-    smaller problem reads A in such rows too (``_padded_fp32``); other paths read A as given."""
+    call and is part of the timed call; the copy's rows are ``ROW_MULTIPLE`` elements apart. Otherwise the fp32
+    paths read A as given, or padded where its rows are not 16-byte aligned (``_padded_fp32``); other paths read A
+    as given."""
     m, k = a.shape
-    if path == "fma" and a.stride(1) == 1 and a.stride(0) != 1 and 2 * m * n * k >= FMA_M_MAJOR_MIN_FLOPS:
+    big = 2 * m * n * k >= FMA_M_MAJOR_MIN_FLOPS or (split > 1 and k // split >= FMA_M_MAJOR_SPLIT_RUN)
+    if path == "fma" and a.stride(1) == 1 and a.stride(0) != 1 and big:
         return transpose(a, ROW_MULTIPLE).t()
     if path in ("fma", "tf32"):
         return _padded_fp32(a, 2 * m * n * k)
@@ -706,40 +752,57 @@ def split_k(m: int, n: int, k: int, path: str, num_sms: int) -> int:
     return split
 
 
-REDUCE_BLOCK = 1024
-_REDUCES = LaunchCache(split_k_reduce, per_call=("ws_ptr", "c_ptr"))
 _SPLITS: dict = {}
 """Call signature -> SPLIT_K of its recorded pointer-path launch (absent: 1)."""
 
 
+def _most_tiles(m: int, n: int, path: str) -> int:
+    """The most output tiles any autotune config of ``path`` cuts an (m, n) output into (its smallest tile's count):
+    how many arrival counts a split launch may index, whichever config the autotuner picks."""
+    configs = [c.kwargs for c in matmul_configs(path)] + [INTERPRETER_BLOCKS, INTERPRETER_ROW_BLOCKS]
+    return max(triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]) for c in configs)
+
+
+def ws_columns(n: int) -> int:
+    """Row length of the split-K workspace for n output columns (``WS_ROW_MULTIPLE``)."""
+    return triton.cdiv(n, WS_ROW_MULTIPLE.value) * WS_ROW_MULTIPLE.value
+
+
 def _pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: str, precision: str | None,
-                      split: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """What matmul_kernel reads and writes: A and B as ``_kernel_a`` / ``_kernel_b`` give them, and c itself or, when
-    K is split, a fresh fp32 (split, M, N) workspace for the partial sums."""
+                      split: int) -> tuple[torch.Tensor, ...]:
+    """What matmul_kernel reads and writes, in its per-call argument order: A and B as ``_kernel_a`` / ``_kernel_b``
+    give them, c, and when K is split a fresh fp32 (split, M, N) workspace for the partial sums and the stream's
+    arrival counts (split 1: c twice, never read)."""
     m, n = a.shape[0], b.shape[1]
-    target = c if split == 1 else torch.empty((split, m, n), device=a.device, dtype=torch.float32)
-    return _kernel_a(a, n, path), b if path == "row" else _kernel_b(b, precision, m), target
+    ka, kb = _kernel_a(a, n, path, split), b if path == "row" else _kernel_b(b, precision, m)
+    if split == 1:
+        return ka, kb, c, c, c
+    ws = torch.empty((split, m, ws_columns(n)), device=a.device, dtype=torch.float32)
+    return ka, kb, c, ws, arrival_counts(a.device, _most_tiles(m, n, path))
+
+
+def stride_alignments(kernel_a: torch.Tensor, kernel_b: torch.Tensor) -> dict[str, int]:
+    """matmul_kernel's ALIGN_AM ... ALIGN_BN and ALIGN_K: 16 bytes of elements for each stride (and K) that is a
+    multiple of it but not of 16, else 1: nothing claimed, and nothing to add where triton's own specialisation
+    already knows the multiple of 16 (so the kernels of the power-of-two shapes compile as they did without
+    hints)."""
+    width = 16 // kernel_a.element_size()
+    names = {"ALIGN_AM": kernel_a.stride(0), "ALIGN_AK": kernel_a.stride(1), "ALIGN_BK": kernel_b.stride(0),
+             "ALIGN_BN": kernel_b.stride(1), "ALIGN_K": kernel_a.shape[1]}
+    return {name: width if stride % width == 0 and stride % 16 else 1 for name, stride in names.items()}
 
 
 def pointer_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: str, precision: str | None,
                       split: int) -> tuple[tuple, dict[str, int]]:
     """matmul_kernel's positional arguments (``_pointer_operands``, M, N, K, the load extents, the strides) and its
-    vector hints, for ``path`` with K in ``split`` runs."""
+    vector and stride hints, for ``path`` with K in ``split`` runs."""
     m, k = a.shape
     n = b.shape[1]
-    ka, kb, target = _pointer_operands(a, b, c, path, precision, split)
+    ka, kb, c, ws, counts = _pointer_operands(a, b, c, path, precision, split)
     extents = load_extents(a, b, ka, kb)
-    args = (ka, kb, target, m, n, k, *extents, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1),
-            target.stride(-2), target.stride(-1))
-    return args, vector_hints(*extents, a.element_size())
-
-
-def _reduce_splits(ws: torch.Tensor, c: torch.Tensor, device: int | None) -> None:
-    """c = sum of the workspace's slices (``split_k_reduce``), through its recorded launch after the first."""
-    split, m, n = ws.shape
-    grid = (triton.cdiv(m * n, REDUCE_BLOCK),)
-    _REDUCES.launch((c.device, signature(ws, c)), grid, (ws, c, m, n, c.stride(0), c.stride(1)), device,
-                    SPLIT_K=split, BLOCK=REDUCE_BLOCK)
+    args = (ka, kb, c, m, n, k, *extents, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1),
+            c.stride(0), c.stride(1), ws, counts)
+    return args, {**vector_hints(*extents, a.element_size()), **stride_alignments(ka, kb)}
 
 
 def _launch_key(a, b, precision, out) -> tuple:
@@ -779,11 +842,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
                 values = tma_arguments(a, b, c, path == "tma_padded", device_info(a.device.index)[1])
                 launch([values[i] for i in _TMA_PER_CALL_INDEX])
             else:
-                split = _SPLITS.get(key, 1)
-                operands = _pointer_operands(a, b, c, path, precision, split)
-                launch(operands)
-                if split > 1:
-                    _reduce_splits(operands[2], c, a.device.index)
+                launch(_pointer_operands(a, b, c, path, precision, _SPLITS.get(key, 1)))
             return c
 
     precision = _validate(a, b, precision, out)
@@ -805,8 +864,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         matmul_kernel[blocks_grid](*interpreted, INPUT_PRECISION=input_precision,
                                    UPCAST_INPUTS=a.dtype == torch.bfloat16, SPLIT_K=split,
                                    ROW_PRODUCT=path == "row", **hints, **blocks)
-        if split > 1:
-            _reduce_splits(interpreted[2], c, None)
         return c
 
     if sm90.eligible(a, b, c):
@@ -840,8 +897,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
 
     with torch.cuda.device(device):
         launch = _LAUNCHES[path].launch(key, grid, args, device, **kwargs)
-        if split > 1:
-            _reduce_splits(args[2], c, device)
     if launch is not None and key is not None:
         _READY[key] = path
         if not path.startswith("tma"):

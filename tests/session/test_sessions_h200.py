@@ -33,7 +33,7 @@ H100_SESSIONS = {"decode-eager-guided", "decode-eager-separated", "decode-graphs
                  "matmul-worst-shapes", "train-step-compile-inductor", "matmul-bf16-3000-stream-k",
                  "int8-model-forward-guided", "int8-model-forward-graphs-guided", "int8-linear-m16",
                  "ladder6-n4096-interior", "ladder6-n4096-async", "ladder6-n4096-cpasync", "matmul-fp32-worst",
-                 "matmul-fp32-m128"}
+                 "matmul-fp32-m128", "matmul-fp32-fused"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 
@@ -492,3 +492,18 @@ def test_the_fp32_worst_shapes_sessions_show_where_the_time_goes():
     assert abs(m128.loc["split_k_reduce", "duration_us"] - m128.loc["splitKreduce_kernel", "duration_us"]) < 1.0
     assert ours["duration_us"] > 1.1 * cublas["duration_us"]
     assert ours["ffma_inplace_fraction"] < 0.5 and cublas["ffma_inplace_fraction"] > 0.99
+
+
+def test_the_fused_split_k_session_has_no_copies_and_no_second_launch():
+    """matmul.md's after-table (session matmul-fp32-fused): with the stride hints 1000^3 launches no padding copy and
+    its kernel runs within 5 % of cuBLAS's; the split products (1 x 4096 x 4096, 128 x 4096 x 4096) are one launch
+    each, the reduction done by the last-arriving programs, where cuBLAS's 128-row product still launches its own
+    reduction."""
+    fused = load_session(SESSIONS / "matmul-fp32-fused").table("launches").sort_values("launch")
+    kernels, t = list(fused["kernel"]), list(fused["duration_us"])
+    assert "elementwise_kernel" not in kernels and "split_k_reduce" not in kernels
+    assert kernels[0] == "matmul_kernel_serpentine" and kernels[1].startswith("sm80_xmma")
+    assert t[0] < 1.05 * t[1]
+    assert kernels[2] == "matmul_kernel" and kernels[3] == "kernel" and t[2] < 1.1 * t[3]
+    assert kernels[4:] == ["transpose_kernel", "matmul_kernel_serpentine", "Kernel2", "splitKreduce_kernel"]
+    assert fused.iloc[5]["grid"] == "128×8×1"  # 128 tiles, K in 8 runs, one launch

@@ -120,23 +120,18 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from profkit.kernels.matmul import ffma_order, tiled as mm
 from profkit.build.sass import ffma_registers
+from tests.kernels.matmul.aot import matmul_kernel_source
 
 fn = mm.matmul_kernel
 results = {}
 for a_major in ("k", "m"):
     for order in ("", ffma_order.SERPENTINE):
         unit = "stride_am" if a_major == "m" else "stride_ak"
-        sig = {n: "*fp32" for n in ("a_ptr", "b_ptr", "c_ptr")}
-        sig.update({n: "i32" for n in ("M", "N", "K", "M_LOAD", "N_LOAD", "stride_am", "stride_ak", "stride_bk",
-                                       "stride_bn", "stride_cm", "stride_cn")})
         consts = {unit: 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32,
-                  "GROUP_M": 8, "INPUT_PRECISION": "ieee", "UPCAST_INPUTS": False, "FFMA_ORDER": order,
-                  "M_VEC": 1, "N_VEC": 1, "SPLIT_K": 1, "ROW_PRODUCT": False}
-        sig.update({k: "constexpr" for k in consts})
-        aligned = [i for i, n in enumerate(fn.arg_names) if n in ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "M_LOAD",
-                   "N_LOAD", "stride_am", "stride_ak", "stride_bk", "stride_cm") and n != unit]
-        src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
-                        attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
+                  "GROUP_M": 8, "INPUT_PRECISION": "ieee", "FFMA_ORDER": order}
+        aligned = tuple(n for n in ("M", "N", "K", "M_LOAD", "N_LOAD", "stride_am", "stride_ak", "stride_bk",
+                                    "stride_cm") if n != unit)
+        src = matmul_kernel_source(consts, aligned)
         kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(kernel.asm["cubin"]); f.flush()

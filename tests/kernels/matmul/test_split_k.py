@@ -1,4 +1,5 @@
-"""matmul_kernel's split K (``split_k``, ``split_k_reduce``) and its load extents (``load_extents``, M_LOAD/N_LOAD).
+"""matmul_kernel's split K (``split_k``, the last-arriving program's reduction) and its load extents (``load_extents``,
+M_LOAD/N_LOAD).
 
 Compiled on a GPU, else in triton's interpreter on the CPU (the ``device`` fixture), against the float64
 reference on fresh random inputs with poisoned outputs.
@@ -69,8 +70,8 @@ def test_split_k_is_the_smallest_power_of_two_that_fills_the_gpu():
                          ids=lambda v: str(v))
 def test_split_programs_and_their_reduction_equal_the_product(gen, device, monkeypatch, dtype, m, n, k, split):
     """K cut into `split` runs (uneven ones; (33, 17, 20) has 2 steps of 16 for 3 splits, so one split sums
-    nothing), partial sums added by split_k_reduce into a NaN-poisoned output: equal to float64 within the
-    kernel's tolerance."""
+    nothing), the partial sums added by each tile's last-arriving program into a NaN-poisoned output: equal to
+    float64 within the kernel's tolerance, and the arrival counts back at zero for the next call."""
     monkeypatch.setattr(mm, "split_k", lambda *args: split)
     a = torch.randn(m, k, generator=gen).to(device, dtype)
     b = torch.randn(k, n, generator=gen).to(device, dtype)
@@ -79,24 +80,42 @@ def test_split_programs_and_their_reduction_equal_the_product(gen, device, monke
     assert torch.isfinite(out).all()
     precision = "ieee" if dtype == torch.float32 else None
     assert relative_error(out, mm.matmul_reference(a, b)) <= mm.tolerance(dtype, precision, k)
+    assert not mm.arrival_counts(out.device, 1).any()
 
 
-def test_split_k_reduce_adds_the_slices_in_order(gen, device):
-    """The reduction alone: c = ws[0] + ws[1] + ... (fp32, in that order), written through c's strides."""
-    ws = torch.randn(5, 7, 9, generator=gen).to(device)
-    c = torch.full((9, 7), float("nan"), device=device).t()  # a column-major (7, 9) view
-    mm._reduce_splits(ws, c, None if device == "cpu" else torch.device(device).index or 0)
-    expected = ws[0] + ws[1] + ws[2] + ws[3] + ws[4]
-    assert torch.equal(c.cpu(), expected.cpu())
+def test_the_split_sum_is_added_in_slice_order_whoever_arrives_last(gen, device):
+    """matmul_kernel alone, K in 4 runs of one 16-wide step: each slice of the (NaN-poisoned) workspace holds its
+    run's product, the output is exactly ws[0] + ws[1] + ws[2] + ws[3] added in that order (whichever program
+    arrived last), two calls agree bit for bit and the arrival counts are back at zero."""
+    m, n, k, split = 3, 21, 64, 4
+    a = torch.randn(m, k, generator=gen).to(device)
+    b = torch.randn(k, n, generator=gen).to(device)
+    blocks = mm.INTERPRETER_BLOCKS
+    tiles = -(-m // blocks["BLOCK_M"]) * -(-n // blocks["BLOCK_N"])
+    outs = []
+    for _ in range(2):
+        c = torch.full((m, n), float("nan"), device=device)
+        ws = torch.full((split, m, mm.ws_columns(n)), float("nan"), device=device)
+        counts = mm.arrival_counts(a.device, tiles)
+        mm.matmul_kernel[(tiles, split)](a, b, c, m, n, k, m, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                         c.stride(0), c.stride(1), ws, counts, INPUT_PRECISION="ieee", SPLIT_K=split,
+                                         **blocks)
+        assert not counts.any()
+        runs = [a[:, 16 * s:16 * (s + 1)].double() @ b[16 * s:16 * (s + 1)].double() for s in range(split)]
+        assert torch.allclose(ws[:, :, :n].double().cpu(), torch.stack(runs).cpu(), rtol=1e-5, atol=1e-5)
+        ordered = ws[0, :, :n] + ws[1, :, :n] + ws[2, :, :n] + ws[3, :, :n]
+        assert torch.equal(c.cpu(), ordered.cpu())
+        outs.append(c)
+    assert torch.equal(outs[0].cpu(), outs[1].cpu())
 
 
-def test_load_extents_are_the_padded_widths_of_the_wrappers_own_copies(gen, monkeypatch):
+def test_load_extents_are_the_padded_widths_of_the_wrappers_own_copies(gen, device, monkeypatch):
     """An M-major A copy and a padded B copy may be read to their padded widths; operands passed through as given
     (even an M-major view with a wide stride: its storage may end at row M) only to M and N."""
     monkeypatch.setattr(mm, "FP32_PAD_MIN_FLOPS", 0)
     monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 0)
-    a = torch.randn(37, 20, generator=gen)
-    b = torch.randn(20, 45, generator=gen)
+    a = torch.randn(37, 20, generator=gen).to(device)  # the M-major copy is a kernel launch: on the test's device
+    b = torch.randn(20, 45, generator=gen).to(device)
     ka, kb = mm._kernel_a(a, 45, "fma"), mm._kernel_b(b, "ieee", 37)
     assert ka.stride() == (1, 48) and kb.stride() == (48, 1)
     assert mm.load_extents(a, b, ka, kb) == (48, 48)
@@ -123,7 +142,7 @@ def test_rows_past_m_in_a_padded_copy_never_reach_the_output(gen, device):
     blocks = mm.INTERPRETER_BLOCKS
     grid = (-(-m // blocks["BLOCK_M"]) * -(-n // blocks["BLOCK_N"]), 1)
     mm.matmul_kernel[grid](ka, kb, c, m, n, k, 48, 48, ka.stride(0), ka.stride(1), kb.stride(0), kb.stride(1),
-                           c.stride(0), c.stride(1), INPUT_PRECISION="ieee", M_VEC=4, N_VEC=4, **blocks)
+                           c.stride(0), c.stride(1), c, c, INPUT_PRECISION="ieee", M_VEC=4, N_VEC=4, **blocks)
     assert torch.isfinite(c).all()
     assert relative_error(c.cpu(), mm.matmul_reference(a, b)) <= mm.tolerance(torch.float32, "ieee", k)
     untouched = torch.ones_like(c_buf, dtype=torch.bool)

@@ -108,4 +108,4 @@ def test_the_recorded_launch_fills_the_kernels_per_call_slots(gen):
     assert picked[0] is a and picked[1] is b and picked[2] is c
     assert picked[3].dtype == torch.float32 and picked[3].numel() == 7 * mm.STREAM_K_TILE
     assert picked[4].dtype == torch.int32 and picked[4].numel() >= 7 and not picked[4].any()
-    assert args[11] == 7 and mm._tail_locks(a.device, 7) is picked[4]  # one set of counts per device and stream
+    assert args[11] == 7 and mm.arrival_counts(a.device, 7) is picked[4]  # one set of counts per device and stream

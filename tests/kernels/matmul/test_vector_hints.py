@@ -10,6 +10,7 @@ shared copies: 4-byte copies without, 16-byte copies with."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from profkit.kernels.matmul import tiled as mm
 from tests.kernels.offline_compile import needs_triton_tools, run_compile_script
@@ -20,23 +21,16 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from profkit.kernels.matmul import tiled as mm
+from tests.kernels.matmul.aot import matmul_kernel_source
 
 fn = mm.matmul_kernel
 out = {}
 for vec in (1, 4):
-    sig = {n: "*fp32" for n in ("a_ptr", "b_ptr", "c_ptr")}
-    sig.update({n: "i32" for n in ("M", "N", "K", "M_LOAD", "N_LOAD", "stride_am", "stride_ak", "stride_bk",
-                                   "stride_bn", "stride_cm", "stride_cn")})
     consts = {"stride_am": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 16,
-              "GROUP_M": 8, "INPUT_PRECISION": "ieee", "UPCAST_INPUTS": False, "FFMA_ORDER": "",
-              "M_VEC": vec, "N_VEC": vec, "SPLIT_K": 1, "ROW_PRODUCT": False}
-    sig.update({k: "constexpr" for k in consts})
+              "GROUP_M": 8, "INPUT_PRECISION": "ieee", "M_VEC": vec, "N_VEC": vec}
     # Pointers and the row strides 16-aligned (rows padded to 16 elements); M, N, K and the load extents
     # M_LOAD, N_LOAD (M and N themselves, as for an unpadded operand) carry no divisibility.
-    aligned = [i for i, n in enumerate(fn.arg_names) if n in ("a_ptr", "b_ptr", "c_ptr", "stride_ak", "stride_bk",
-                                                              "stride_cm")]
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
-                    attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
+    src = matmul_kernel_source(consts, ("stride_ak", "stride_bk", "stride_cm"))
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 4})
     ptx = kernel.asm["ptx"]
     widths = [str(int(w, 0)) for w in re.findall(
@@ -71,22 +65,15 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from profkit.kernels.matmul import tiled as mm
+from tests.kernels.matmul.aot import matmul_kernel_source
 
 fn = mm.matmul_kernel
 out = {}
 for dtype in ("fp32", "bf16"):
     for cfg in mm.matmul_configs("row"):
-        sig = {n: "*" + dtype for n in ("a_ptr", "b_ptr", "c_ptr")}
-        sig.update({n: "i32" for n in ("M", "N", "K", "M_LOAD", "N_LOAD", "stride_am", "stride_ak", "stride_bk",
-                                       "stride_bn", "stride_cm", "stride_cn")})
         consts = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, **cfg.kwargs, "INPUT_PRECISION": "ieee",
-                  "UPCAST_INPUTS": False, "FFMA_ORDER": "", "M_VEC": 1, "N_VEC": 16 // (4 if dtype == "fp32" else 2),
-                  "SPLIT_K": 16, "ROW_PRODUCT": True}
-        sig.update({k: "constexpr" for k in consts})
-        aligned = [i for i, n in enumerate(fn.arg_names) if n in ("a_ptr", "b_ptr", "c_ptr", "stride_am", "stride_bk",
-                                                                  "stride_cm")]
-        src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
-                        attrs={(i,): [["tt.divisibility", 16]] for i in aligned})
+                  "N_VEC": 16 // (4 if dtype == "fp32" else 2), "SPLIT_K": 16, "ROW_PRODUCT": True}
+        src = matmul_kernel_source(consts, ("stride_am", "stride_bk", "stride_cm"), dtype)
         kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                                 options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
         ptx = kernel.asm["ptx"]
@@ -109,3 +96,65 @@ def test_row_path_compiles_to_vector_loads_and_fmas_without_spills():
     for name, r in result.items():
         assert r["mma"] == 0 and not r["local"], (name, r)
         assert r["b_copies_16"] + r["v4_loads"] > 0 and r["narrow_copies"] == 0, (name, r)
+
+
+ALIGN_SCRIPT = r"""
+import json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from profkit.kernels.matmul import tiled as mm
+from tests.kernels.matmul.aot import matmul_kernel_source
+
+out = {}
+for align in (1, 4):
+    for split in (1, 8):
+        # 1000^3 as a user passes it: A K-major and B row-major with row strides of 1000 floats (a multiple of 4, not
+        # of 16: no divisibility attribute), K = 1000 (none either), the tile the autotuner picked there.
+        consts = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 16,
+                  "GROUP_M": 8, "INPUT_PRECISION": "ieee", "M_VEC": 4, "N_VEC": 4, "SPLIT_K": split,
+                  "ALIGN_AM": align, "ALIGN_BK": align, "ALIGN_K": align}
+        kernel = triton.compile(matmul_kernel_source(consts, ()), target=GPUTarget("cuda", 90, 32),
+                                options={"num_warps": 4, "num_stages": 5})
+        ptx = kernel.asm["ptx"]
+        widths = [int(w, 0) for w in re.findall(
+            r"cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(0x[0-9a-f]+|\d+)", ptx)]
+        out[f"{align} {split}"] = {"copies": {str(w): widths.count(w) for w in sorted(set(widths))},
+                                   "scalar_loads": len(re.findall(r"ld\.global(?![\w.]*\.v[24]\.)", ptx)),
+                                   "v4_loads": len(re.findall(r"ld\.global[\.\w]*\.v4", ptx)),
+                                   "atomics": len(re.findall(r"\batom\.", ptx))}
+print(json.dumps(out))
+"""
+
+
+@needs_triton_tools
+def test_stride_hints_and_whole_k_steps_give_16_byte_copies_without_padding():
+    """Strides of 1000 floats and K = 1000 reach the kernel as given (no padded copy): without the ALIGN hints every
+    tile load is a 4-byte copy, with them every one is 16 bytes. Split K: the workspace's rows are padded to 4 floats, so the last-arriving
+    program reads the partial sums 16 bytes at a time; one arrival count and one reset per program."""
+    r = run_compile_script("fp32 matmul stride hints", ALIGN_SCRIPT)
+    for split in (1, 8):
+        assert set(r[f"1 {split}"]["copies"]) == {"4"}, r[f"1 {split}"]
+        assert set(r[f"4 {split}"]["copies"]) == {"16"}, r[f"4 {split}"]
+        assert r[f"4 {split}"]["copies"]["16"] * 4 == r[f"1 {split}"]["copies"]["4"], r
+    assert r["4 1"]["atomics"] == 0 and r["4 8"]["atomics"] == 2
+    assert r["4 8"]["v4_loads"] >= 8 * 128 * 64 // (128 * 4), r["4 8"]  # 8 slices of the tile, 16 bytes a load
+    assert r["4 8"]["scalar_loads"] <= r["4 1"]["scalar_loads"] + 2, (r["4 8"], r["4 1"])
+
+
+@pytest.mark.parametrize("shape_a, shape_b, transpose_a, expected", [
+    ((1000, 1000), (1000, 1000), False, {"ALIGN_AM": 4, "ALIGN_BK": 4, "ALIGN_K": 4}),
+    ((1000, 1000), (1000, 1000), True, {"ALIGN_AK": 4, "ALIGN_BK": 4, "ALIGN_K": 4}),   # A M-major: stride (1, 1000)
+    ((4096, 4096), (4096, 4096), False, {}),  # multiples of 16: triton's own specialisation knows, no hint added
+    ((128, 4097), (4097, 3000), False, {"ALIGN_BK": 4}),  # 4097 is no multiple of 4: nothing claimed for it
+    ((1, 1002), (1002, 4096), False, {}),  # 1002 = 2 mod 4
+])
+def test_stride_alignments_claim_16_bytes_only_where_they_hold(shape_a, shape_b, transpose_a, expected):
+    a = torch.empty(shape_a[::-1]).t() if transpose_a else torch.empty(shape_a)
+    b = torch.empty(shape_b)
+    hints = mm.stride_alignments(a, b)
+    assert hints == {name: expected.get(name, 1) for name in ("ALIGN_AM", "ALIGN_AK", "ALIGN_BK", "ALIGN_BN",
+                                                              "ALIGN_K")}
+    for name, value in hints.items():
+        stride = {"ALIGN_AM": a.stride(0), "ALIGN_AK": a.stride(1), "ALIGN_BK": b.stride(0), "ALIGN_BN": b.stride(1),
+                  "ALIGN_K": a.shape[1]}[name]
+        assert stride % value == 0  # a hint is never false
