@@ -36,6 +36,7 @@ against cuBLAS is ``matmul.benchmark``; the command line ``python -m profkit.ker
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -756,11 +757,21 @@ _SPLITS: dict = {}
 """Call signature -> SPLIT_K of its recorded pointer-path launch (absent: 1)."""
 
 
+@functools.cache
+def _smallest_tile(path: str) -> tuple[int, int]:
+    """The fewest rows and the fewest columns of any tile ``path`` may launch (its autotune configs, the
+    interpreter's fixed tiles)."""
+    configs = [c.kwargs for c in matmul_configs(path)]
+    configs.append(INTERPRETER_ROW_BLOCKS if path == "row" else INTERPRETER_BLOCKS)
+    return min(c["BLOCK_M"] for c in configs), min(c["BLOCK_N"] for c in configs)
+
+
 def _most_tiles(m: int, n: int, path: str) -> int:
-    """The most output tiles any autotune config of ``path`` cuts an (m, n) output into (its smallest tile's count):
-    how many arrival counts a split launch may index, whichever config the autotuner picks."""
-    configs = [c.kwargs for c in matmul_configs(path)] + [INTERPRETER_BLOCKS, INTERPRETER_ROW_BLOCKS]
-    return max(triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"]) for c in configs)
+    """At least as many output tiles as any tile of ``path`` cuts an (m, n) output into: how many arrival counts a
+    split launch may index, whichever config the autotuner picks. Cached per path: building the configs on every
+    call cost 36 µs of host time per matmul."""
+    rows, cols = _smallest_tile(path)
+    return -(-m // rows) * -(-n // cols)
 
 
 def ws_columns(n: int) -> int:
