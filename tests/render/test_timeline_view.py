@@ -369,6 +369,7 @@ window.addEventListener("load", function () { Promise.resolve(window.profkitChar
 </script>"""
 
 
+@pytest.mark.slow  # 6 s: a six-capture page in Chromium; the default run keeps the one-capture timeline tests
 @needs_chromium
 def test_a_report_of_six_captures_draws_six_timelines_from_one_script(tmp_path):
     """ladder-n1024 holds six captures: the page carries TIMELINE_JS once and every timeline draws."""

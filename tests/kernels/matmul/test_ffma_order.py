@@ -3,6 +3,8 @@ and the M-major A of the fma path do to the sm_90 SASS of the shipped fp32 matmu
 
 import random
 
+import pytest
+
 from profkit.kernels.matmul import ffma_order
 from tests.kernels.offline_compile import needs_triton_tools, run_compile_script
 
@@ -151,6 +153,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow  # 4 sm_90 compiles with SASS, ~5 s
 @needs_triton_tools
 def test_m_major_a_and_serpentine_order_in_the_sm90_sass():
     """The fp32 fma kernel (128x128x32 tile, 8 warps, 3 stages) compiled for sm_90 ahead of time: the serpentine

@@ -87,6 +87,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # 16 sm_90 compiles (every row config, two dtypes), ~5 s
 @needs_triton_tools
 def test_row_path_compiles_to_vector_loads_and_fmas_without_spills():
     """Every ``row`` config for sm_90, fp32 and bf16: no tensor-core instruction (the products are plain FMAs), no
@@ -106,22 +107,21 @@ from profkit.kernels.matmul import tiled as mm
 from tests.kernels.matmul.aot import matmul_kernel_source
 
 out = {}
-for align in (1, 4):
-    for split in (1, 8):
-        # 1000^3 as a user passes it: A K-major and B row-major with row strides of 1000 floats (a multiple of 4, not
-        # of 16: no divisibility attribute), K = 1000 (none either), the tile the autotuner picked there.
-        consts = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 16,
-                  "GROUP_M": 8, "INPUT_PRECISION": "ieee", "M_VEC": 4, "N_VEC": 4, "SPLIT_K": split,
-                  "ALIGN_AM": align, "ALIGN_BK": align, "ALIGN_K": align}
-        kernel = triton.compile(matmul_kernel_source(consts, ()), target=GPUTarget("cuda", 90, 32),
-                                options={"num_warps": 4, "num_stages": 5})
-        ptx = kernel.asm["ptx"]
-        widths = [int(w, 0) for w in re.findall(
-            r"cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(0x[0-9a-f]+|\d+)", ptx)]
-        out[f"{align} {split}"] = {"copies": {str(w): widths.count(w) for w in sorted(set(widths))},
-                                   "scalar_loads": len(re.findall(r"ld\.global(?![\w.]*\.v[24]\.)", ptx)),
-                                   "v4_loads": len(re.findall(r"ld\.global[\.\w]*\.v4", ptx)),
-                                   "atomics": len(re.findall(r"\batom\.", ptx))}
+for align, split in ((1, 1), (4, 8)):
+    # 1000^3 as a user passes it: A K-major and B row-major with row strides of 1000 floats (a multiple of 4, not
+    # of 16: no divisibility attribute), K = 1000 (none either), the tile the autotuner picked there.
+    consts = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 16,
+              "GROUP_M": 8, "INPUT_PRECISION": "ieee", "M_VEC": 4, "N_VEC": 4, "SPLIT_K": split,
+              "ALIGN_AM": align, "ALIGN_BK": align, "ALIGN_K": align}
+    kernel = triton.compile(matmul_kernel_source(consts, ()), target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": 4, "num_stages": 5})
+    ptx = kernel.asm["ptx"]
+    widths = [int(w, 0) for w in re.findall(
+        r"cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(0x[0-9a-f]+|\d+)", ptx)]
+    out[f"{align} {split}"] = {"copies": {str(w): widths.count(w) for w in sorted(set(widths))},
+                               "scalar_loads": len(re.findall(r"ld\.global(?![\w.]*\.v[24]\.)", ptx)),
+                               "v4_loads": len(re.findall(r"ld\.global[\.\w]*\.v4", ptx)),
+                               "atomics": len(re.findall(r"\batom\.", ptx))}
 print(json.dumps(out))
 """
 
@@ -129,16 +129,15 @@ print(json.dumps(out))
 @needs_triton_tools
 def test_stride_hints_and_whole_k_steps_give_16_byte_copies_without_padding():
     """Strides of 1000 floats and K = 1000 reach the kernel as given (no padded copy): without the ALIGN hints every
-    tile load is a 4-byte copy, with them every one is 16 bytes. Split K: the workspace's rows are padded to 4 floats, so the last-arriving
+    tile load is a 4-byte copy, with them (here with K split in 8) every one is 16 bytes. Split K: the workspace's rows are padded to 4 floats, so the last-arriving
     program reads the partial sums 16 bytes at a time; one arrival count and one reset per program."""
     r = run_compile_script("fp32 matmul stride hints", ALIGN_SCRIPT)
-    for split in (1, 8):
-        assert set(r[f"1 {split}"]["copies"]) == {"4"}, r[f"1 {split}"]
-        assert set(r[f"4 {split}"]["copies"]) == {"16"}, r[f"4 {split}"]
-        assert r[f"4 {split}"]["copies"]["16"] * 4 == r[f"1 {split}"]["copies"]["4"], r
-    assert r["4 1"]["atomics"] == 0 and r["4 8"]["atomics"] == 2
-    assert r["4 8"]["v4_loads"] >= 8 * 128 * 64 // (128 * 4), r["4 8"]  # 8 slices of the tile, 16 bytes a load
-    assert r["4 8"]["scalar_loads"] <= r["4 1"]["scalar_loads"] + 2, (r["4 8"], r["4 1"])
+    plain, hinted = r["1 1"], r["4 8"]
+    assert set(plain["copies"]) == {"4"} and set(hinted["copies"]) == {"16"}, (plain, hinted)
+    assert hinted["copies"]["16"] * 4 == plain["copies"]["4"], r  # the same tile bytes, a quarter of the copies
+    assert plain["atomics"] == 0 and hinted["atomics"] == 2
+    assert hinted["v4_loads"] >= 8 * 128 * 64 // (128 * 4), hinted  # 8 slices of the tile, 16 bytes a load
+    assert hinted["scalar_loads"] <= plain["scalar_loads"] + 2, (hinted, plain)
 
 
 @pytest.mark.parametrize("shape_a, shape_b, transpose_a, expected", [
