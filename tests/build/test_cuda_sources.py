@@ -229,6 +229,7 @@ def test_warptiled_rung_reads_less_shared_memory_per_ffma_than_vectorized(builds
     assert vectorized == pytest.approx(4 / 64, rel=0.05)
 
 
+@pytest.mark.slow  # 6-7 s: cuobjdump of every rung for both arches
 def test_static_sass_of_every_rung_is_read_and_tiled_hfma2_are_register_moves(builds):
     """What `profkit profile` keeps beside a capture (build.sass): each rung's kernel, per arch; nvcc
     clears matmul_tiled's accumulators with HFMA2.MMA moves, so a quick capture must not count them."""
