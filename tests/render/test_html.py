@@ -342,6 +342,7 @@ def test_cli_report_writes_session_and_diff_pages(sessions_root, pair_session, t
     assert missing.exit_code == 2 and "no such session or file: no-such-session" in missing.output
 
 
+@pytest.mark.slow  # 4 s: regenerates the three example pages (over 1 MB each) from the ladder sessions
 def test_examples_need_the_ladder_sessions(sessions_root, tmp_path):
     present = [n for n in examples.LADDER_SESSIONS if (sessions_root / n).is_dir()]
     if not present:

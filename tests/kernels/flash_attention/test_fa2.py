@@ -921,6 +921,7 @@ def _check_hopper_compile(every: bool) -> None:
         assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"
 
 
+@pytest.mark.slow  # ~2 s of sm_90 compiles; the per-config sweep below is slow too
 @needs_triton_tools
 def test_kernels_compile_for_hopper():
     """The first config of every search space, both head dims, and the Gluon forward's persistent causal grid."""
