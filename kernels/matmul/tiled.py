@@ -56,9 +56,9 @@ from . import ffma_order, sm90
 ffma_order.install()
 
 MAX_TAIL_SPLIT: tl.constexpr = tl.constexpr(8)
+"""Most pieces a stream-K tail tile is cut into (``stream_k_plan``)."""
 WS_ROW_MULTIPLE: tl.constexpr = tl.constexpr(4)
 """Rows of matmul_kernel's split-K workspace lie a multiple of this many floats apart (``ws_columns``)."""
-"""Most pieces a stream-K tail tile is cut into (``stream_k_plan``)."""
 
 
 @triton.jit(repr=ffma_order.specialization_name("matmul_kernel"))
@@ -88,8 +88,7 @@ def matmul_kernel(
     passes more than M (N) only for its own padded copies, whose extra rows (columns) reach only outputs the store
     masks off. SPLIT_K > 1: program (tile, s) of a (tiles, SPLIT_K) grid sums only the s-th of SPLIT_K equal runs
     of K steps and stores that partial sum in slice s of ws_ptr, an fp32 (SPLIT_K, M, ``ws_columns(N)``)
-    workspace, then counts
-    itself in lock_ptr[tile]; the last of the tile's programs to arrive adds the slices in order s = 0, 1, ... (the
+    workspace, then counts itself in lock_ptr[tile]; the last of the tile's programs to arrive adds the slices in order s = 0, 1, ... (the
     result does not depend on which arrives last), resets the count to 0 for the next call and stores the tile in c.
     No program waits for another, and no second launch reduces (a separate reduction kernel cost 5.95 us of a
     33.7 us 1 x 4096 x 4096 fp32 product on the H100, session matmul-fp32-worst). SPLIT_K == 1: ws_ptr and
@@ -170,6 +169,7 @@ def matmul_kernel(
 
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     if SPLIT_K > 1:
         ws_row = tl.cdiv(N, WS_ROW_MULTIPLE) * WS_ROW_MULTIPLE  # provably aligned rows: 16-byte stores and loads
@@ -177,9 +177,7 @@ def matmul_kernel(
         # The rows' padding past N is written and read too (values that reach no output), so the mask holds in
         # runs of WS_ROW_MULTIPLE columns.
         ws_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < ws_row)
-        ws_ptr += split.to(tl.int64) * M * ws_row
-        tl.store(ws_ptr + slice_offsets, accumulator, mask=ws_mask)
-        ws_ptr -= split.to(tl.int64) * M * ws_row
+        tl.store(ws_ptr + split.to(tl.int64) * M * ws_row + slice_offsets, accumulator, mask=ws_mask)
         tl.debug_barrier()  # every thread's part of the slice is written before the count says so
         if tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel") == SPLIT_K - 1:
             accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -187,10 +185,8 @@ def matmul_kernel(
                 accumulator += tl.load(ws_ptr + s * M * ws_row + slice_offsets, mask=ws_mask, other=0.0,
                                        cache_modifier=".cg")
             tl.atomic_xchg(lock_ptr + pid, 0)
-            c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
             tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
     else:
-        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
         tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
@@ -782,8 +778,8 @@ def ws_columns(n: int) -> int:
 def _pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: str, precision: str | None,
                       split: int) -> tuple[torch.Tensor, ...]:
     """What matmul_kernel reads and writes, in its per-call argument order: A and B as ``_kernel_a`` / ``_kernel_b``
-    give them, c, and when K is split a fresh fp32 (split, M, N) workspace for the partial sums and the stream's
-    arrival counts (split 1: c twice, never read)."""
+    give them, c, and when K is split a fresh fp32 (split, M, ``ws_columns(N)``) workspace for the partial sums and the
+    stream's arrival counts (split 1: c twice, never read)."""
     m, n = a.shape[0], b.shape[1]
     ka, kb = _kernel_a(a, n, path, split), b if path == "row" else _kernel_b(b, precision, m)
     if split == 1:

@@ -119,12 +119,10 @@ COMPILE_SCRIPT = r"""
 import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from profkit.kernels.matmul import ffma_order, tiled as mm
+from profkit.kernels.matmul import ffma_order
 from profkit.build.sass import ffma_registers
 from tests.kernels.matmul.aot import matmul_kernel_source
 
-fn = mm.matmul_kernel
 results = {}
 for a_major in ("k", "m"):
     for order in ("", ffma_order.SERPENTINE):

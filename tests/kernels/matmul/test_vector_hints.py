@@ -16,14 +16,11 @@ from profkit.kernels.matmul import tiled as mm
 from tests.kernels.offline_compile import needs_triton_tools, run_compile_script
 
 SCRIPT = r"""
-import json, re, sys
+import json, re
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from profkit.kernels.matmul import tiled as mm
 from tests.kernels.matmul.aot import matmul_kernel_source
 
-fn = mm.matmul_kernel
 out = {}
 for vec in (1, 4):
     consts = {"stride_am": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 16,
@@ -63,11 +60,9 @@ ROW_SCRIPT = r"""
 import json, re
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 from profkit.kernels.matmul import tiled as mm
 from tests.kernels.matmul.aot import matmul_kernel_source
 
-fn = mm.matmul_kernel
 out = {}
 for dtype in ("fp32", "bf16"):
     for cfg in mm.matmul_configs("row"):
@@ -103,7 +98,6 @@ ALIGN_SCRIPT = r"""
 import json, re
 import triton
 from triton.backends.compiler import GPUTarget
-from profkit.kernels.matmul import tiled as mm
 from tests.kernels.matmul.aot import matmul_kernel_source
 
 out = {}
@@ -127,10 +121,11 @@ print(json.dumps(out))
 
 
 @needs_triton_tools
-def test_stride_hints_and_whole_k_steps_give_16_byte_copies_without_padding():
+def test_stride_hints_give_16_byte_copies_without_padding():
     """Strides of 1000 floats and K = 1000 reach the kernel as given (no padded copy): without the ALIGN hints every
-    tile load is a 4-byte copy, with them (here with K split in 8) every one is 16 bytes. Split K: the workspace's rows are padded to 4 floats, so the last-arriving
-    program reads the partial sums 16 bytes at a time; one arrival count and one reset per program."""
+    tile load is a 4-byte copy, with them (here with K split in 8) every one is 16 bytes. Split K: the workspace's
+    rows are padded to 4 floats, so the last-arriving program reads the partial sums 16 bytes at a time; one arrival
+    count and one reset per program."""
     r = run_compile_script("fp32 matmul stride hints", ALIGN_SCRIPT)
     plain, hinted = r["1 1"], r["4 8"]
     assert set(plain["copies"]) == {"4"} and set(hinted["copies"]) == {"16"}, (plain, hinted)
