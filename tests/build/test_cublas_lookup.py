@@ -77,6 +77,7 @@ def test_a_wheel_of_nvccs_release_comes_first(tmp_path, monkeypatch):
                                                        "-l:libcublas.so.13", "-Xlinker", f"-rpath={lib}"]
 
 
+@pytest.mark.slow  # ~4 s: an nvcc build and link of the README's example
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def test_readme_build_of_matmul_tiled_links_the_installed_wheel(tmp_path):
     """The README's `profkit build cuda/matmul_tiled.cu` in a fresh process whose environment adds no include or

@@ -15,7 +15,8 @@ import pytest
 from tests import REPO
 from tests.build.test_cuda_sources import NVCC, cublas_flags  # noqa: F401 (the fixture)
 
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: the CUDA sources cannot be compiled here")
+pytestmark = [pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH: the CUDA sources cannot be compiled here"),
+              pytest.mark.slow]  # ~4 s: its own nvcc build of the bank-count probe
 
 LINE = re.compile(r"config (\d+) a_store (\d+) b_store (\d+) a_read (\d+) b_read (\d+) a_permutation (\d) "
                   r"a_float4 (\d) rows_a (\d+)")

@@ -42,6 +42,7 @@ def test_the_glossary_is_current_and_complete():
         "regenerate: python -m profkit.render.glossary > docs/columns.md"
 
 
+@pytest.mark.slow  # ~5 s: every table of four committed sessions
 def test_every_printed_column_is_in_the_glossary():
     """Not only the declared columns: what the tables really print on the committed sessions."""
     import profkit

@@ -94,6 +94,7 @@ def test_a_large_file_is_stored_xz_compressed_and_read_back_plain(tmp_path, monk
     assert plain_file(session.path / "old.sqlite.gz").read_bytes() == b"sqlite bytes"
 
 
+@pytest.mark.slow  # ~5 s: every stored table of the committed sessions read twice
 def test_stored_tables_read_as_pandas_reads_them():
     """read_table takes a shortcut past pd.read_parquet's dataset layer: on every committed table it must give the
     same frame, dtypes and all."""
