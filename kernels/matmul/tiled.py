@@ -722,13 +722,19 @@ def load_extents(a: torch.Tensor, b: torch.Tensor, kernel_a: torch.Tensor, kerne
     return m_load, n_load
 
 
-SPLIT_K_RULES = {"fma": (128, 128, 1, 512), "skinny32": (16, 64, 2, 256), "row": (1, 128, 4, 256)}
+SPLIT_K_RULES = {"fma": (128, 128, 0.95, 512), "skinny32": (16, 64, 2, 256), "row": (1, 128, 0.95, 256)}
 """Pointer paths that split K when the output has too few tiles to fill the GPU: (tile rows, tile columns the count
-is taken at, waves of programs wanted, fewest K elements a split keeps). fma (FMA-bound): one wave at its 128 x 128
-tile, so 128 x 4096 x 4096 (32 tiles for 132 SMs, 0.733x cuBLAS on the H100) runs in 8 splits of 512; skinny
-(memory-bound, M or N <= 32): two waves at 16 x 64, so a 1 x 4096 x 4096 product (64 tiles, one 4-warp program per SM,
-fp32 0.70x) has enough loads in flight; row (float32 M = 1, no dot, so the programs are short): four waves at 1 x 128.
-The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB).
+is taken at, waves of programs wanted, fewest K elements a split keeps). fma (FMA-bound) and row (float32 M = 1, no
+dot): one wave at their 128-column tiles, where 95% of the SMs count as a wave, so 128 x 4096 x 4096 (32 tiles)
+runs in 4 splits (128 programs for 132 SMs) rather than 8. Each split program writes and reads back its fp32 partial
+tile and pays its prologue, and fewer, longer runs of K won wherever both were timed in one process
+(``benchmarks/matmul_split_probe.py``, CUDA-graph replays, L2 flushed, best tile of each split): 128 x 4096 x 4096
+0.899x cuBLAS in 4 splits against 0.833x in 8 (H100), 128 x 4096 x 14336 0.943 against 0.924x, 512 x 4096 x 4096
+1.063 unsplit against 1.025x in 2, 512 x 4096 x 14336 1.042 against 1.025x; rows: 1 x 4096 x 4096 0.865x in 4
+against 0.846x in 16 (H100), 1 x 14336 x 4096 0.995x in 2 against 0.968x in 8, 1 x 4096 x 14336 1.004x in 4
+against 0.955x in 16 (the others on an H200). skinny32 (memory-bound, M or N <= 32, 16-row dots): two waves at
+16 x 64, so a 16 x 4096 x 4096 product (64 tiles, one 4-warp program per SM; 1 x 4096 x 4096 ran 0.70x so before
+the row path) has enough loads in flight. The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB).
 bf16 skinny shapes are not split: the same rule made them slower on the H100 (1 x 4096 x 4096 0.92 -> 0.85x,
 16 x 4096 x 4096 1.06 -> 0.92x cuBLAS, ``shapes --dtype bf16`` of 12-06 04:20)."""
 MAX_SPLIT_K = 16

@@ -28,9 +28,11 @@ def first_configs(monkeypatch):
 
 
 @pytest.mark.parametrize("m, n, k, path, expected", [
-    (128, 4096, 4096, "fma", 8),      # 32 tiles of 128 x 128: 4 splits make 128 < 132 programs, 8 make 256
-    (128, 4096, 14336, "fma", 8),
-    (128, 14336, 4096, "fma", 2),     # 112 tiles: 2 splits already give 224
+    (128, 4096, 4096, "fma", 4),      # 32 tiles of 128 x 128: 4 splits make 128 programs, >= 95% of 132 SMs
+    (128, 4096, 14336, "fma", 4),
+    (128, 14336, 4096, "fma", 2),     # 112 tiles < 125.4: 2 splits give 224
+    (512, 4096, 4096, "fma", 1),      # 128 tiles: a wave already
+    (1024, 1024, 1024, "fma", 2),     # 64 tiles: 2 splits of 512
     (1000, 1000, 1000, "fma", 1),     # 64 tiles, but 2 splits would keep 500 < 512 of K each
     (4096, 4096, 4096, "fma", 1),     # 1024 tiles: a full wave without splitting
     (8, 4096, 4096, "skinny32", 8),   # 64 tiles of 16 x 64; two waves are 264 programs: 4 splits give 256
@@ -38,8 +40,8 @@ def first_configs(monkeypatch):
     (8, 4096, 4096, "skinny16", 1),   # bf16 skinny shapes are never split
     (8, 64, 10 ** 6, "skinny32", 16),  # one tile: capped at MAX_SPLIT_K
     (8, 64, 600, "skinny32", 2),      # one tile: 4 splits would keep 150 < 256 of K each
-    (1, 4096, 4096, "row", 16),       # 32 tiles of 1 x 128; four waves are 528 programs: capped at 16 (256 of K)
-    (1, 14336, 4096, "row", 8),       # 112 tiles: 896 >= 528
+    (1, 4096, 4096, "row", 4),        # 32 tiles of 1 x 128: 128 programs
+    (1, 14336, 4096, "row", 2),       # 112 tiles: 224
     (1, 4096, 600, "row", 2),         # 4 splits would keep 150 < 256 of K each
     (1, 4096, 4096, "tma", 1), (128, 4096, 4096, "tf32", 1),
 ])
