@@ -665,7 +665,9 @@ accumulating in place against cuBLAS's 100% (session matmul-fp32-m128, H100). Ti
 eager, L2 flushed, 3 rounds; run 12-06 18:10): M-major won where each program's run of K is long, 128 x 4096 x
 14336 (8 runs of 1792) 0.917x against 0.861x cuBLAS and 128 x 14336 x 4096 (2 runs of 2048) 0.944x against
 0.929x, and lost on 128 x 4096 x 4096 (8 runs of 512), 0.804x against 0.833x: the copy (4.5 us) and the
-programs' fixed costs are not repaid by short runs."""
+programs' fixed costs are not repaid by short runs. Split in 4 runs of 1024 (``SPLIT_K_RULES``), that shape reads A
+M-major too: best tile 0.899x against 0.889x with A as given (benchmarks/matmul_split_probe.py, H100, CUDA-graph
+replays)."""
 TRANSPOSE_BLOCKS = {"BLOCK_R": 64, "BLOCK_C": 64}
 _TRANSPOSES = LaunchCache(transpose_kernel, per_call=("x_ptr", "y_ptr"))
 

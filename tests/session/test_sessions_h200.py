@@ -507,3 +507,17 @@ def test_the_fused_split_k_session_has_no_copies_and_no_second_launch():
     assert kernels[2] == "matmul_kernel" and kernels[3] == "kernel" and t[2] < 1.1 * t[3]
     assert kernels[4:] == ["transpose_kernel", "matmul_kernel_serpentine", "Kernel2", "splitKreduce_kernel"]
     assert fused.iloc[5]["grid"] == "128×8×1"  # 128 tiles, K in 8 runs, one launch
+
+
+def test_the_split4_session_runs_128_rows_in_four_runs_of_k_and_single_rows_in_four():
+    """matmul.md, "Fewer, longer runs of K" (session matmul-fp32-split4, H200): the 1 x 4096 x 4096 product launches
+    64 tiles x 4 runs of K, within 5 % of cuBLAS's gemv; the 128 x 4096 x 4096 product copies A M-major (its runs of
+    1024 reach FMA_M_MAJOR_SPLIT_RUN) and launches 64 tiles x 4 runs, within 10 % of cuBLAS's split kernel plus its
+    separate reduction; 2000^3 is not split."""
+    split4 = load_session(SESSIONS / "matmul-fp32-split4").table("launches").sort_values("launch")
+    kernels, t, grids = list(split4["kernel"]), list(split4["duration_us"]), list(split4["grid"])
+    assert kernels == ["matmul_kernel", "kernel", "transpose_kernel", "matmul_kernel_serpentine", "Kernel2",
+                       "splitKreduce_kernel", "matmul_kernel_serpentine", "Kernel2"]
+    assert grids[0] == "64×4×1" and t[0] < 1.05 * t[1]
+    assert grids[3] == "64×4×1" and t[2] + t[3] < 1.10 * (t[4] + t[5])
+    assert grids[6].endswith("×1×1")
