@@ -55,6 +55,20 @@ def tma_workspace(size: int, alignment: int, stream):
     return torch.empty(size, device="cpu" if interpreting() else "cuda", dtype=torch.int8)
 
 
+_ARRIVAL_COUNTS: dict = {}
+
+
+def arrival_counts(device: torch.device, size: int) -> torch.Tensor:
+    """At least `size` arrival counts (int32 zeros) of one device and stream, for the kernels whose last-arriving
+    program finishes a tile (the matmul TMA kernel's stream-K tail, matmul_kernel's and the int8 GEMM's split K);
+    each launch leaves them at zero, and launches that may overlap, on different streams, never share a count."""
+    stream = None if device.type != "cuda" else torch.cuda.current_stream(device).cuda_stream
+    counts = _ARRIVAL_COUNTS.get((device, stream))
+    if counts is None or counts.numel() < size:
+        counts = _ARRIVAL_COUNTS[(device, stream)] = torch.zeros(max(size, 1), device=device, dtype=torch.int32)
+    return counts
+
+
 def balanced_grid(tiles: int, slots: int) -> int:
     """Programs for a persistent kernel: the fewest that run ``tiles`` in as many waves as ``slots`` programs
     (one per SM, or per SM pair for 2-CTA clusters) would. Every wave is then full, and in grouped order the

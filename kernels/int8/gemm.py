@@ -15,20 +15,24 @@ zeroed), the fp32 scales, and the rows' outlier values into a small (M, |O|) 16-
 Kernel 2, ``_int8_gemm_kernel``: tiled int8 x int8 -> int32 ``tl.dot`` over KQ_PAD, then in the
 epilogue: int32 -> fp32, row x column scale, the outlier product as a 16-bit ``tl.dot`` accumulated
 into the same fp32 tile, bias, cast, store. No fp32 copy of the weights exists at any point.
-Rounding is half away from zero everywhere; a zero scale (all-zero row) gives zero codes.
+Rounding is half away from zero everywhere; a zero scale (all-zero row) gives zero codes. At decode
+sizes with few output tiles and a long K (``gemm_split``) it splits K over programs whose int32 partial
+tiles the last-arriving program adds before the epilogue (the same bits as unsplit). From M = 1024 on
+Hopper the GEMM runs as ``_int8_gemm_tma_kernel``, persistent with TMA loads.
 
 A ``torch._int_mm`` implementation of the same math (:func:`quantize_rows_torch`,
 :func:`int8_linear_torch`) is the fallback where Triton cannot run (CPU without the interpreter).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import torch
 import triton
 import triton.language as tl
 
-from ..common import device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
+from ..common import arrival_counts, device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 
@@ -181,19 +185,26 @@ def _prune(configs, named_args, **kwargs):
 })
 @triton.jit
 def _int8_gemm_kernel(
-    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr,
+    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr, ws_ptr, lock_ptr,
     M, N, K, N_OUTLIERS, M_BUCKET,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     stride_xom, stride_xoo, stride_woo, stride_won,
     HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    EVEN_K: tl.constexpr, BLOCK_O: tl.constexpr,
+    EVEN_K: tl.constexpr, BLOCK_O: tl.constexpr, SPLIT_K: tl.constexpr = 1,
 ):
     """c (M, N) = (a @ b) * a_scale[:, None] * b_scale[None, :] + xo @ wo + bias.
 
     a: int8 (M, K) activation codes; b: int8 (K, N) view of the (N, K) weight codes (K is the
     contiguous dimension of both, the layout int8 wgmma wants); xo: (M, N_OUTLIERS) and
     wo: (N_OUTLIERS, N) 16-bit; scales fp32.
+
+    SPLIT_K > 1 (decode-size M, where the tiles alone are too few programs to stream the weights at full
+    bandwidth): program (tile, s) of a (tiles, SPLIT_K) grid sums the s-th run of K steps, stores its int32
+    partial tile in slice s of ws_ptr, an int32 (SPLIT_K, M, N) workspace, and counts itself in lock_ptr[tile];
+    the last of the tile's programs to arrive adds the slices (integer sums: the result is exactly the unsplit
+    one, whichever arrives last), resets the count for the next call and runs the epilogue. No program waits
+    for another (matmul_kernel's split K, with int32 partials). SPLIT_K == 1: ws_ptr and lock_ptr are not read.
     """
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -213,8 +224,19 @@ def _int8_gemm_kernel(
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
 
+    k_steps = tl.cdiv(K, BLOCK_K)
+    k_first = 0
+    k_last = k_steps
+    if SPLIT_K > 1:
+        split = tl.program_id(1)
+        per_split = tl.cdiv(k_steps, SPLIT_K)
+        k_first = split * per_split
+        k_last = tl.minimum(k_first + per_split, k_steps)
+        a_ptrs += k_first * BLOCK_K * stride_ak
+        b_ptrs += k_first * BLOCK_K * stride_bk
+
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(k_first, k_last):
         if EVEN_K:
             a = tl.load(a_ptrs)
             b = tl.load(b_ptrs)
@@ -226,9 +248,23 @@ def _int8_gemm_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
-                   xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
-                   HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
+    if SPLIT_K > 1:
+        tile = offs_m[:, None] * N + offs_n[None, :]
+        in_tile = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(ws_ptr + split.to(tl.int64) * M * N + tile, acc, mask=in_tile)
+        tl.debug_barrier()  # every thread's part of the slice is written before the count says so
+        if tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel") == SPLIT_K - 1:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+            for s in tl.static_range(SPLIT_K):
+                acc += tl.load(ws_ptr + s * M * N + tile, mask=in_tile, other=0, cache_modifier=".cg")
+            tl.atomic_xchg(lock_ptr + pid, 0)
+            _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
+                           xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
+                           HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
+    else:
+        _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
+                       xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
+                       HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
 
 
 @triton.jit
@@ -308,7 +344,7 @@ def _int8_gemm_tma_kernel(
 _QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel,
                                per_call=("x_ptr", "map_ptr", "ocol_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
 _GEMM_LAUNCH = LaunchCache(_int8_gemm_kernel, per_call=(
-    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr"))
+    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "ws_ptr", "lock_ptr"))
 _GEMM_TMA_LAUNCH = LaunchCache(_int8_gemm_tma_kernel, per_call=(
     "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr"))
 
@@ -316,6 +352,32 @@ TMA_MIN_M = 1024
 """From this M up, on Hopper/Blackwell, the GEMM runs as the persistent TMA kernel (large M is
 compute-bound: the pointer kernel reached ~745 int8 TOPS at M = 2048 on the H200, torch._int_mm
 ~845). Below it the pointer kernel's narrow tiles spread the weight stream over more SMs."""
+
+
+SPLIT_RULE = (16, 32, 0.95, 768)
+"""Decode-size GEMMs split K (``gemm_split``): (largest M bucket that splits, tile columns the count is taken at,
+waves of programs wanted, fewest K elements a split keeps). Timed per tile and split in one process at M = 16
+(``benchmarks/int8_split_probe.py``, H100, CUDA-graph replays, L2 flushed, best tile of each split): K = 4096,
+N = 1024 (32 tiles of 32 columns) ran its GEMM in 10.75 us in 4 runs of 1024 against 11.81 unsplit; runs of 512
+lost (K = 1024, N = 1024: 9.09 us in 2 against 8.03), and so did splitting shapes with a wave of tiles already
+(K = N = 4096: 15.46 us unsplit, 16.03 in 2). Hence one wave at the 32-column tile (95% of the SMs count, as in the
+matmul rule) and runs of at least 768, for M up to 16 (what was timed; the issue's decode sizes)."""
+MAX_SPLIT = 8
+
+
+def gemm_split(m: int, n: int, k: int, num_sms: int) -> int:
+    """How many runs of K the pointer GEMM cuts an (m, k) x (n, k) product into: 1 above the rule's M bucket,
+    else the smallest power of two (within MAX_SPLIT and the K floor) whose programs, counted at the rule's tile
+    width, fill the wanted waves. It depends on (M bucket, N, K) only, the autotuner's key, so one tuned config
+    always meets one split."""
+    bucket, cols, waves, min_k = SPLIT_RULE
+    if m_bucket(m) > bucket:
+        return 1
+    tiles = triton.cdiv(n, cols)
+    split = 1
+    while tiles * split < waves * num_sms and split * 2 <= MAX_SPLIT and k // (split * 2) >= min_k:
+        split *= 2
+    return split
 
 
 def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor) -> bool:
@@ -404,6 +466,35 @@ def _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers
     return codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier
 
 
+def _sm_count(t: torch.Tensor) -> int:
+    """SMs of t's GPU for ``gemm_split``; 1 (never split) under the interpreter, whose tests set splits directly."""
+    return 1 if interpreting() or not t.is_cuda else device_info(device_index(t))[1]
+
+
+def _split_operands(m: int, n: int, split: int, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pointer GEMM's ws_ptr and lock_ptr: a fresh int32 (split, m, n) workspace and the stream's arrival
+    counts (one per output tile of the smallest tile any config launches), or out twice when K is not split
+    (never read)."""
+    if split == 1:
+        return out, out
+    ws = torch.empty((split, m, n), dtype=torch.int32, device=out.device)
+    return ws, arrival_counts(out.device, _most_tiles(m, n))
+
+
+@functools.cache
+def _smallest_tile() -> tuple[int, int]:
+    """The fewest rows and columns of any pointer-GEMM tile (every regime's, and the interpreter's)."""
+    tiles = _SMALL_M_TILES + _MEDIUM_M_TILES + _LARGE_M_TILES + [_INTERPRETER_TILE]
+    return min(t[0] for t in tiles), min(t[1] for t in tiles)
+
+
+def _most_tiles(m: int, n: int) -> int:
+    """At least as many output tiles as any config cuts an (m, n) output into: the arrival counts a split launch
+    may index, whichever config the autotuner picks."""
+    rows, cols = _smallest_tile()
+    return -(-m // rows) * -(-n // cols)
+
+
 def _outlier_buffer(m: int, n_outliers: int, dtype: torch.dtype, device) -> torch.Tensor:
     """(m, n_outliers rounded up to 8) buffer for the rows' outlier values (16-byte aligned rows)."""
     return torch.empty((m, max(8, -(-n_outliers // 8) * 8)), dtype=dtype, device=device)
@@ -488,9 +579,6 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         return out
     k = codes.shape[1]
 
-    def grid(meta):
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
-
     operands = _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier)
     outliers, weight_outlier = operands[6], operands[7]
     if _tma_gemm_eligible(codes, weight_int8, out):
@@ -508,14 +596,19 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         _LAST_GEMM[0] = _int8_gemm_tma_kernel
         return out
     _LAST_GEMM[0] = _int8_gemm_kernel
+    split = gemm_split(m, n, k, _sm_count(codes))
+
+    def grid(meta):
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), split)
+
     _GEMM_LAUNCH.launch(
         _gemm_key(operands, bias), grid,
-        (*operands, m, n, k, n_out, m_bucket(m),
+        (*operands, *_split_operands(m, n, split, out), m, n, k, n_out, m_bucket(m),
          codes.stride(0), codes.stride(1), weight_int8.stride(1), weight_int8.stride(0),
          out.stride(0), out.stride(1),
          outliers.stride(0), outliers.stride(1), weight_outlier.stride(0), weight_outlier.stride(1)),
         codes.device.index if codes.is_cuda else None,
-        HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0,
+        HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0, SPLIT_K=split,
     )
     return out
 
@@ -528,7 +621,8 @@ class RecordedLinear:
     call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
 
     __slots__ = ("quantize", "gemm", "m", "kq_pad", "n", "n_outliers", "outlier_dtype", "out_dtype",
-                 "column_map", "outlier_cols", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device")
+                 "column_map", "outlier_cols", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device",
+                 "split")
     quantize: Callable[[Sequence[Any]], None]  # the two recorded launches (LaunchCache.get)
     gemm: Callable[[Sequence[Any]], None]
     m: int
@@ -544,6 +638,7 @@ class RecordedLinear:
     weight_outlier: torch.Tensor
     bias_arg: torch.Tensor
     device: torch.device
+    split: int  # the pointer GEMM's SPLIT_K; 0 for the persistent TMA GEMM (no workspace arguments)
 
     @classmethod
     def record(cls, x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None, kq_pad: int,
@@ -565,8 +660,8 @@ class RecordedLinear:
         operands = _gemm_operands(codes, weight_int8, y, scales, weight_scale, bias, outliers[:, :n_outliers],
                                   weight_outlier)
         bias_arg = operands[5]
-        cache = _GEMM_TMA_LAUNCH if _tma_gemm_eligible(codes, weight_int8, y) else _GEMM_LAUNCH
-        gemm = cache.get(_gemm_key(operands, bias))
+        tma = _tma_gemm_eligible(codes, weight_int8, y)
+        gemm = (_GEMM_TMA_LAUNCH if tma else _GEMM_LAUNCH).get(_gemm_key(operands, bias))
         if quantize is None or gemm is None:
             return None
         plan = cls()
@@ -575,6 +670,7 @@ class RecordedLinear:
         plan.column_map, plan.outlier_cols = column_map, outlier_cols
         plan.weight_int8, plan.weight_scale = weight_int8, weight_scale
         plan.weight_outlier, plan.bias_arg, plan.device = weight_outlier, bias_arg, x.device
+        plan.split = 0 if tma else gemm_split(m, n, kq_pad, _sm_count(x))
         return plan
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -589,8 +685,9 @@ class RecordedLinear:
         # the stand-ins the normal path passes) share their base tensors' first element.
         self.quantize((x, *_map_operands(self.column_map, self.outlier_cols, self.n_outliers, scales), codes,
                        outliers, scales))
-        self.gemm((codes, self.weight_int8, y, scales, self.weight_scale, self.bias_arg,
-                   outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale))
+        operands = (codes, self.weight_int8, y, scales, self.weight_scale, self.bias_arg,
+                    outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale)
+        self.gemm(operands if self.split == 0 else (*operands, *_split_operands(m, self.n, self.split, y)))
         return y
 
 

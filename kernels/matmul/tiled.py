@@ -44,7 +44,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..common import balanced_grid, device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
+from ..common import arrival_counts, balanced_grid, device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 from . import ffma_order, sm90
@@ -551,20 +551,6 @@ def stream_k_plan(tiles: int, k_tiles: int, num_sms: int) -> tuple[int, int]:
     if split <= 1:
         return balanced_grid(tiles, num_sms), 1
     return (num_sms if tiles >= num_sms else tail * split), split
-
-
-_ARRIVAL_COUNTS: dict = {}
-
-
-def arrival_counts(device: torch.device, size: int) -> torch.Tensor:
-    """At least `size` arrival counts (int32 zeros) of one device and stream, for the kernels whose last-arriving
-    program finishes a tile (the TMA kernel's stream-K tail, matmul_kernel's split K); each launch leaves them at
-    zero, and launches that may overlap, on different streams, never share a count."""
-    stream = None if device.type != "cuda" else torch.cuda.current_stream(device).cuda_stream
-    counts = _ARRIVAL_COUNTS.get((device, stream))
-    if counts is None or counts.numel() < size:
-        counts = _ARRIVAL_COUNTS[(device, stream)] = torch.zeros(max(size, 1), device=device, dtype=torch.int32)
-    return counts
 
 
 def tma_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, padded: bool, num_sms: int) -> tuple:

@@ -206,20 +206,23 @@ def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, k
     assert relative_error(results[0][1], results[2][1].double()) <= 1e-3
 
 
-@pytest.mark.parametrize("m", [77, 1500])  # pointer GEMM, persistent TMA GEMM (sm_90)
-def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m):
+@pytest.mark.parametrize("m, kdim, n, split", [(77, 1024, 1000, 1), (1500, 1024, 1000, 0),  # pointer, TMA (sm_90)
+                                                (16, 4096, 1024, 4)])  # decode: K in 4 runs (132-SM GPUs)
+def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m, kdim, n, split):
     """QuantizedLinear's recorded replay (gemm.RecordedLinear) computes exactly what the validated
-    path computes, with outliers and bias, into a poisoned output, and follows new inputs."""
+    path computes, with outliers and bias, into a poisoned output, and follows new inputs; a decode-size
+    layer replays its split-K GEMM with a fresh workspace per call."""
     from profkit.kernels.int8.layers import QuantizedLinear
     from profkit.kernels.launch import LaunchCache
 
-    kdim, n = 1024, 1000
     linear = torch.nn.Linear(kdim, n, bias=True).cuda().half()
     outlier_cols = torch.arange(5, kdim, 97, device="cuda")
     layer = QuantizedLinear.from_linear(linear, outlier_cols)
     layer(_fresh((m, kdim), torch.float16, 11))  # normal path, recorded
     replays = [r for r in layer._recorded.values() if r is not None]
     assert len(replays) == 1, "the first call was not recorded"
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132 and torch.cuda.get_device_capability()[0] == 9:
+        assert replays[0].split == split
     for seed in (12, 13):
         x = _fresh((m, kdim), torch.float16, seed)
         x[:, outlier_cols] *= 30

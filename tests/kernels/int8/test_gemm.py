@@ -305,3 +305,37 @@ def test_gemm_config_names_the_kernel_and_config_of_the_asked_shape(monkeypatch)
     assert gemm.gemm_config(2048, 4096, k + 128) is None
     monkeypatch.setattr(gemm._int8_gemm_tma_kernel, "cache", {}, raising=False)  # a GPU without the TMA kernel
     assert gemm.gemm_config(2048, 4096, k) == str(plain)
+
+
+@pytest.mark.parametrize("m,k,n,outliers,split", [(5, 256, 40, [3, 200], 4),   # 2 K steps of 128: splits 2, 3 empty
+                                                  (16, 320, 72, [], 3),          # uneven runs of K
+                                                  (1, 96, 33, [7], 2)],
+                         ids=lambda v: str(v))
+def test_split_k_gives_exactly_the_unsplit_output(device, monkeypatch, m, k, n, outliers, split):
+    """K cut into `split` runs whose int32 partial tiles the last-arriving program adds (``gemm_split`` forced, every
+    launch through the checked path): the same bits as the unsplit GEMM (integer sums are exact), written into a
+    NaN-poisoned output, and the arrival counts back at zero for the next call."""
+    monkeypatch.setattr(gemm.LaunchCache, "enabled", False)
+    x = activations(m, k, outliers, device=device)
+    _, parts = layer_parts(k, n, outliers, device=device)
+    bias = torch.linspace(-1, 1, n).half().to(device)
+    codes, scales, xo, unsplit = run_kernels(x, parts, bias)
+    monkeypatch.setattr(gemm, "gemm_split", lambda *args: split)
+    out = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
+    got = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo, parts["weight_outlier"],
+                           bias, torch.float16, out=out)
+    assert torch.equal(got, unsplit)
+    assert not gemm.arrival_counts(out.device, gemm._most_tiles(m, n)).any()
+
+
+@pytest.mark.parametrize("m, n, k, expected", [
+    (16, 4096, 4096, 1),      # 128 tiles of 32 columns: >= 95% of 132 SMs already
+    (16, 1024, 4064, 4),      # 32 tiles: 4 runs of 1016 make 128 programs
+    (16, 1024, 1024, 1),      # 2 runs would keep 512 < 768 of K each
+    (16, 12928, 1024, 1),     # 404 tiles
+    (16, 64, 4096, 4),        # 2 tiles: 8 runs would keep 512 < 768
+    (16, 64, 40000, 8),       # capped at MAX_SPLIT
+    (32, 1024, 4064, 1),      # M bucket 32: never split
+])
+def test_gemm_split_counts_worked_by_hand(m, n, k, expected):
+    assert gemm.gemm_split(m, n, k, 132) == expected

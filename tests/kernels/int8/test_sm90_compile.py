@@ -37,7 +37,8 @@ def gemm_facts(kernel, ptx, usage):
             "wgmma_s8": bool(re.search(r"wgmma\.mma_async\S*\.s32\.s8\.s8", ptx)),
             "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
             "mma_s8": bool(re.search(r"mma\.sync\S*\.s32\.s8\.s8", ptx)),
-            "tma": "cp.async.bulk.tensor" in ptx}
+            "tma": "cp.async.bulk.tensor" in ptx,
+            "atomics": "atom." in ptx}
 
 OPERANDS = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp16",
             "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
@@ -45,16 +46,19 @@ OPERANDS = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*f
 ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "N", "K",
            "stride_cm", "stride_xom", "stride_woo")
 
-def compile_gemm(bm, bn, bk, stages, warps):
-    sig = {**OPERANDS, "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
+def compile_gemm(bm, bn, bk, stages, warps, split=1):
+    pointers = list(OPERANDS.items())
+    split_k = pointers.index(("M", "i32"))  # the split-K workspace and counts follow the eight tensors
+    sig = {**dict(pointers[:split_k]), "ws_ptr": "*i32", "lock_ptr": "*i32", **dict(pointers[split_k:]),
+           "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
            "stride_bn": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "stride_xom": "i32",
            "stride_xoo": "constexpr", "stride_woo": "i32", "stride_won": "constexpr",
            "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr",
            "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr",
-           "EVEN_K": "constexpr", "BLOCK_O": "constexpr"}
+           "EVEN_K": "constexpr", "BLOCK_O": "constexpr", "SPLIT_K": "constexpr"}
     consts = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "stride_xoo": 1, "stride_won": 1,
               "HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn,
-              "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "BLOCK_O": 16}
+              "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "BLOCK_O": 16, "SPLIT_K": split}
     return gemm_facts(*compile_sm90(gemm._int8_gemm_kernel, sig, consts, ALIGNED + ("stride_am", "stride_bn"),
                                     num_warps=warps, num_stages=stages))
 
@@ -82,6 +86,7 @@ def compile_quantize(k):
 
 print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "small": compile_gemm(16, 64, 256, 4, 4),
+                  "small_split": compile_gemm(16, 64, 256, 4, 4, split=4),
                   "tma": [compile_tma(*c) for c in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8))],
                   "quantize": {k: compile_quantize(k) for k in (512, 2048, 4096)}}))
 """
@@ -93,7 +98,9 @@ def test_gemm_kernel_compiles_for_hopper():
     large, small = result["large"], result["small"]
     assert large["wgmma_s8"] and large["wgmma_f16"]  # int8 main loop + fp16 outlier product
     assert small["mma_s8"]  # BLOCK_M = 16 is below one warpgroup: mma.sync
-    for r in (large, small, *result["tma"]):
+    assert result["small_split"]["mma_s8"] and result["small_split"]["atomics"]  # split K: counted arrivals
+    assert not small["atomics"]
+    for r in (large, small, result["small_split"], *result["tma"]):
         assert r["local"] == 0  # no register spills
         assert r["shared"] <= 227 * 1024
     for r in result["tma"]:  # persistent large-M kernel: TMA loads, int8 wgmma, fp16 outlier product
