@@ -44,7 +44,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..common import arrival_counts, balanced_grid, device_index, device_info, has_device_tma, interpreting, tile_coords, tma_workspace
+from ..common import (arrival_counts, balanced_grid, device_index, device_info, has_device_tma, interpreting,
+                      tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 from . import ffma_order, sm90
