@@ -69,6 +69,13 @@ def arrival_counts(device: torch.device, size: int) -> torch.Tensor:
     return counts
 
 
+def most_tiles(m: int, n: int, smallest: tuple[int, int]) -> int:
+    """Output tiles of the smallest tile (rows, cols) a kernel may launch over an (m, n) output: at least as many as
+    any of its configs cuts, so the arrival counts a split launch may index, whichever config the autotuner picks."""
+    rows, cols = smallest
+    return -(-m // rows) * -(-n // cols)
+
+
 def balanced_grid(tiles: int, slots: int) -> int:
     """Programs for a persistent kernel: the fewest that run ``tiles`` in as many waves as ``slots`` programs
     (one per SM, or per SM pair for 2-CTA clusters) would. Every wave is then full, and in grouped order the

@@ -25,15 +25,14 @@ A ``torch._int_mm`` implementation of the same math (:func:`quantize_rows_torch`
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Sequence
 
 import torch
 import triton
 import triton.language as tl
 
-from ..common import (arrival_counts, device_index, device_info, has_device_tma, interpreting, tile_coords,
-                      tma_workspace)
+from ..common import (arrival_counts, device_index, device_info, has_device_tma, interpreting, most_tiles,
+                      tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 
@@ -479,21 +478,12 @@ def _split_operands(m: int, n: int, split: int, out: torch.Tensor) -> tuple[torc
     if split == 1:
         return out, out
     ws = torch.empty((split, m, n), dtype=torch.int32, device=out.device)
-    return ws, arrival_counts(out.device, _most_tiles(m, n))
+    return ws, arrival_counts(out.device, most_tiles(m, n, SMALLEST_TILE))
 
 
-@functools.cache
-def _smallest_tile() -> tuple[int, int]:
-    """The fewest rows and columns of any pointer-GEMM tile (every regime's, and the interpreter's)."""
-    tiles = _SMALL_M_TILES + _MEDIUM_M_TILES + _LARGE_M_TILES + [_INTERPRETER_TILE]
-    return min(t[0] for t in tiles), min(t[1] for t in tiles)
-
-
-def _most_tiles(m: int, n: int) -> int:
-    """At least as many output tiles as any config cuts an (m, n) output into: the arrival counts a split launch
-    may index, whichever config the autotuner picks."""
-    rows, cols = _smallest_tile()
-    return -(-m // rows) * -(-n // cols)
+_ALL_TILES = _SMALL_M_TILES + _MEDIUM_M_TILES + _LARGE_M_TILES + [_INTERPRETER_TILE]
+SMALLEST_TILE = (min(t[0] for t in _ALL_TILES), min(t[1] for t in _ALL_TILES))
+"""The fewest rows and columns of any pointer-GEMM tile (every regime's, and the interpreter's), for ``most_tiles``."""
 
 
 def _outlier_buffer(m: int, n_outliers: int, dtype: torch.dtype, device) -> torch.Tensor:

@@ -45,7 +45,7 @@ import triton
 import triton.language as tl
 
 from ..common import (arrival_counts, balanced_grid, device_index, device_info, has_device_tma, interpreting,
-                      tile_coords, tma_workspace)
+                      most_tiles, tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 from . import ffma_order, sm90
@@ -751,18 +751,11 @@ _SPLITS: dict = {}
 @functools.cache
 def _smallest_tile(path: str) -> tuple[int, int]:
     """The fewest rows and the fewest columns of any tile ``path`` may launch (its autotune configs, the
-    interpreter's fixed tiles)."""
+    interpreter's fixed tiles), for ``most_tiles``. Cached: building the configs on every call cost 36 µs of host
+    time per matmul."""
     configs = [c.kwargs for c in matmul_configs(path)]
     configs.append(INTERPRETER_ROW_BLOCKS if path == "row" else INTERPRETER_BLOCKS)
     return min(c["BLOCK_M"] for c in configs), min(c["BLOCK_N"] for c in configs)
-
-
-def _most_tiles(m: int, n: int, path: str) -> int:
-    """At least as many output tiles as any tile of ``path`` cuts an (m, n) output into: how many arrival counts a
-    split launch may index, whichever config the autotuner picks. Cached per path: building the configs on every
-    call cost 36 µs of host time per matmul."""
-    rows, cols = _smallest_tile(path)
-    return -(-m // rows) * -(-n // cols)
 
 
 def ws_columns(n: int) -> int:
@@ -780,7 +773,7 @@ def _pointer_operands(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: s
     if split == 1:
         return ka, kb, c, c, c
     ws = torch.empty((split, m, ws_columns(n)), device=a.device, dtype=torch.float32)
-    return ka, kb, c, ws, arrival_counts(a.device, _most_tiles(m, n, path))
+    return ka, kb, c, ws, arrival_counts(a.device, most_tiles(m, n, _smallest_tile(path)))
 
 
 def stride_alignments(kernel_a: torch.Tensor, kernel_b: torch.Tensor) -> dict[str, int]:

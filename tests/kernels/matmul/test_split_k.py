@@ -154,7 +154,7 @@ def test_rows_past_m_in_a_padded_copy_never_reach_the_output(gen, device):
 
 def test_arrival_counts_cover_every_tile_any_config_may_launch():
     """A split launch indexes its arrival counts by tile, and the autotuner may pick any config of the path: the
-    counts allocated (``_most_tiles``) are at least every config's tile count, the interpreter's fixed tile too."""
+    counts allocated (``most_tiles`` of ``_smallest_tile``) are at least every config's tile count, the interpreter's fixed tile too."""
     rng = random.Random(BASE_SEED)
     for _ in range(300):
         path = rng.choice(sorted(mm.SPLIT_K_RULES))
@@ -162,4 +162,4 @@ def test_arrival_counts_cover_every_tile_any_config_may_launch():
         tiles = [-(-m // c.kwargs["BLOCK_M"]) * -(-n // c.kwargs["BLOCK_N"]) for c in mm.matmul_configs(path)]
         fixed = mm.INTERPRETER_ROW_BLOCKS if path == "row" else mm.INTERPRETER_BLOCKS
         tiles.append(-(-m // fixed["BLOCK_M"]) * -(-n // fixed["BLOCK_N"]))
-        assert mm._most_tiles(m, n, path) >= max(tiles), (m, n, path)
+        assert mm.most_tiles(m, n, mm._smallest_tile(path)) >= max(tiles), (m, n, path)
