@@ -3,9 +3,11 @@
 Run from the repository root on the GPU:
 
     PYTHONPATH=$PWD:$PYTHONPATH python3 benchmarks/fa_grid_sweep.py [--skip-default] [--only fwd|bwd]
+        [--bwd-shape B,H,N,D ...] [--deep]
 
 Cases (causal, d = 64): the short forward B=16 H=16 N=512 in fp16 and bf16, and the split backward B=4 H=8
-N=4096 fp16 (its dQ kernel and its dK/dV kernel timed apart). Every candidate is launched directly (the bare
+N=4096 fp16 (its dQ kernel and its dK/dV kernel timed apart; --bwd-shape names others, --deep adds deeper
+pipelines). Every candidate is launched directly (the bare
 jitted kernel with explicit BLOCK_M/BLOCK_N/num_warps/num_stages/USE_TMA and head group, through
 profkit.kernels.launch.LaunchCache so the launch costs microseconds, not the autotuner's Python), first into
 NaN-filled outputs and checked against a float64 reference (max |x - ref| / max(max |ref|, 1); 4u for O,
@@ -54,6 +56,12 @@ FWD_EXTRA = [((64, 64), 4, 4, False), ((64, 32), 4, 3, False), ((64, 64), 4, 2, 
 # dK/dV candidates beyond its one fixed d=64 tile (on the H200, in head-major order, 64x128 w8 and 32x64 w4 ran
 # 3-10% behind it); the grid order may move that.
 DKDV_EXTRA = [((64, 64), 4, 2), ((32, 64), 4, 3), ((64, 128), 8, 2), ((32, 128), 8, 2)]
+# Deeper pipelines (the triton tutorial's backward runs 32 x 128 dK/dV and 128 x 32 dQ tiles in 5 stages, 4 warps),
+# timed at every head_dim; the d = 128 ones keep the tiles that fit 227 KiB of shared memory.
+DKDV_DEEP = {64: [((64, 64), 4, 4), ((32, 64), 4, 4), ((32, 128), 4, 5), ((32, 128), 4, 4), ((64, 128), 8, 3)],
+             128: [((32, 128), 4, 3), ((64, 64), 4, 3), ((64, 64), 4, 2), ((32, 64), 4, 2), ((16, 64), 4, 4)]}
+DQ_DEEP = {64: [((128, 32), 4, 5), ((128, 32), 4, 4), ((64, 64), 4, 3), ((128, 64), 8, 4)],
+           128: [((128, 32), 4, 3), ((64, 64), 4, 3), ((128, 64), 8, 2), ((64, 32), 4, 4)]}
 BF16_TOP = 4  # the bf16 forward times the fastest fp16 configs only
 PHASE2_TOP = 3
 
@@ -256,12 +264,12 @@ def forward_case(dtype, configs, phase2: bool, skip_default: bool, seed: int):
     return [config for _, config in timed]
 
 
-def backward_case(skip_default: bool, seed: int):
+def backward_case(skip_default: bool, seed: int, shape=BWD_SHAPE, deep: bool = False):
     dtype = torch.float16
-    batch, heads, seq, d = BWD_SHAPE
-    label = f"bwd fp16 N={seq} BH={batch * heads}"
+    batch, heads, seq, d = shape
+    label = f"bwd fp16 N={seq} d={d} BH={batch * heads}"
     print(f"\n{label}: B={batch} H={heads} N={seq} d={d} causal, split backward (dQ, then dK/dV)", flush=True)
-    q, k, v, do = random_inputs(BWD_SHAPE, dtype, seed)
+    q, k, v, do = random_inputs(shape, dtype, seed)
     t0 = time.time()
     ref = reference(q, k, v, do)
     print(f"  float64 reference: {time.time() - t0:.1f} s", flush=True)
@@ -309,7 +317,10 @@ def backward_case(skip_default: bool, seed: int):
                   for c in fa.autotune_configs("dq", d, tma=True)]
     dkdv_configs = [((c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]), c.num_warps, c.num_stages)
                     for c in fa.autotune_configs("dkdv", d)]
-    dkdv_configs += [c for c in DKDV_EXTRA if c not in dkdv_configs]
+    dkdv_configs += [c for c in (DKDV_EXTRA if d == 64 else []) if c not in dkdv_configs]
+    if deep:
+        dq_configs += [(*c, False) for c in DQ_DEEP[d] if (*c, False) not in dq_configs]
+        dkdv_configs += [c for c in DKDV_DEEP[d] if c not in dkdv_configs]
 
     best = {}  # (kernel, group) -> (us, name)
     timed_dq, timed_dkdv = [], []
@@ -330,7 +341,7 @@ def backward_case(skip_default: bool, seed: int):
     if timed_dkdv:
         best[("dkdv", default_group)] = (timed_dkdv[0][0], cfg_name(*timed_dkdv[0][1]))
 
-    groups = sorted({1, 4, 8, 32, default_group, batch * heads} - {default_group})
+    groups = sorted({1, 2, 4, 8, 16, 32, default_group, batch * heads} - {default_group})
     for _, (tile, warps, stages, tma) in timed_dq[:2]:
         for group in groups:
             us = run_dq(tile, warps, stages, tma, group, cfg_name(tile, warps, stages, tma, group))
@@ -364,6 +375,9 @@ def main() -> int:
     parser.add_argument("--skip-default", action="store_true", help="leave out the autotuned default-path rows")
     parser.add_argument("--only", choices=("fwd", "bwd"), help="one direction only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bwd-shape", action="append", default=[], metavar="B,H,N,D",
+                        help=f"backward case(s) instead of {','.join(map(str, BWD_SHAPE))} (repeatable)")
+    parser.add_argument("--deep", action="store_true", help="add the deeper-pipeline candidates (DKDV_DEEP, DQ_DEEP)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
@@ -388,9 +402,14 @@ def main() -> int:
             traceback.print_exc()
     if args.only != "fwd":
         try:
-            backward_case(args.skip_default, args.seed + 2)
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
+            shapes = [tuple(int(x) for x in spec.split(",")) for spec in args.bwd_shape] or [BWD_SHAPE]
+        except ValueError:
+            parser.error(f"--bwd-shape: expected B,H,N,D integers, got {args.bwd_shape}")
+        for shape in shapes:
+            try:
+                backward_case(args.skip_default, args.seed + 2, shape, args.deep)
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
 
     print(f"\n{'case':<22} {'config':<40} {'ours us':>9} {'cuDNN us':>9} {'ratio':>7} {'max rel err':>11}  note")
     for row in rows:

@@ -103,6 +103,24 @@ def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def split_k_finish(acc, ws_ptr, lock_ptr, tile, split, slice_offsets, slice_size, mask, SPLIT_K: tl.constexpr):
+    """Split-K without a second launch: store this program's partial tile ``acc`` in slice ``split`` of ws_ptr (a
+    (SPLIT_K, slice_size) workspace of acc's dtype), count the program in lock_ptr[tile], and return (last, total):
+    last is true for the tile's last program to arrive, which alone gets the sum of the slices, added in order
+    s = 0, 1, ... (so the result does not depend on which program arrives last), and resets the count to 0 for the
+    next call. No program waits for another. Shared by matmul_kernel (fp32 partials) and the int8 GEMM (int32)."""
+    tl.store(ws_ptr + split.to(tl.int64) * slice_size + slice_offsets, acc, mask=mask)
+    tl.debug_barrier()  # every thread's part of the slice is written before the count says so
+    last = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel") == SPLIT_K - 1
+    total = tl.zeros_like(acc)
+    if last:
+        for s in tl.static_range(SPLIT_K):
+            total += tl.load(ws_ptr + s * slice_size + slice_offsets, mask=mask, other=0, cache_modifier=".cg")
+        tl.atomic_xchg(lock_ptr + tile, 0)
+    return last, total
+
+
+@triton.jit
 def _bf16_dot_probe(a_ptr, b_ptr, c_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     a = tl.load(a_ptr + offs[:, None] * N + offs[None, :])

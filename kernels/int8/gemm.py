@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from ..common import (arrival_counts, device_index, device_info, has_device_tma, interpreting, most_tiles,
-                      tile_coords, tma_workspace)
+                      split_k_finish, tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 
@@ -251,14 +251,9 @@ def _int8_gemm_kernel(
     if SPLIT_K > 1:
         tile = offs_m[:, None] * N + offs_n[None, :]
         in_tile = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-        tl.store(ws_ptr + split.to(tl.int64) * M * N + tile, acc, mask=in_tile)
-        tl.debug_barrier()  # every thread's part of the slice is written before the count says so
-        if tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel") == SPLIT_K - 1:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
-            for s in tl.static_range(SPLIT_K):
-                acc += tl.load(ws_ptr + s * M * N + tile, mask=in_tile, other=0, cache_modifier=".cg")
-            tl.atomic_xchg(lock_ptr + pid, 0)
-            _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
+        last, total = split_k_finish(acc, ws_ptr, lock_ptr, pid, split, tile, M * N, in_tile, SPLIT_K)
+        if last:
+            _dequant_store(total, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
                            xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
                            HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
     else:

@@ -45,7 +45,7 @@ import triton
 import triton.language as tl
 
 from ..common import (arrival_counts, balanced_grid, device_index, device_info, has_device_tma, interpreting,
-                      most_tiles, tile_coords, tma_workspace)
+                      most_tiles, split_k_finish, tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 from . import ffma_order, sm90
@@ -178,15 +178,10 @@ def matmul_kernel(
         # The rows' padding past N is written and read too (values that reach no output), so the mask holds in
         # runs of WS_ROW_MULTIPLE columns.
         ws_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < ws_row)
-        tl.store(ws_ptr + split.to(tl.int64) * M * ws_row + slice_offsets, accumulator, mask=ws_mask)
-        tl.debug_barrier()  # every thread's part of the slice is written before the count says so
-        if tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel") == SPLIT_K - 1:
-            accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for s in tl.static_range(SPLIT_K):
-                accumulator += tl.load(ws_ptr + s * M * ws_row + slice_offsets, mask=ws_mask, other=0.0,
-                                       cache_modifier=".cg")
-            tl.atomic_xchg(lock_ptr + pid, 0)
-            tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
+        last, total = split_k_finish(accumulator, ws_ptr, lock_ptr, pid, split, slice_offsets, M * ws_row, ws_mask,
+                                     SPLIT_K)
+        if last:
+            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=c_mask)
     else:
         tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
 

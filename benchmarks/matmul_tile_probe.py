@@ -1,0 +1,111 @@
+"""bf16 tile probe: every persistent TMA config the autotuner offers, plus candidates it does not, launched directly on
+any M x N x K against cuBLAS and the shipped ``matmul`` in one process:
+
+    python3 benchmarks/matmul_tile_probe.py [--out FILE] [--rounds 3] 3000x3000x3000 5000x5000x5000 ...
+
+Why: the bf16 shapes that stay short of cuBLAS (odd squares, whose rows are only 16-byte aligned, and sub-wave
+shapes) may want tiles outside ``matmul_configs("tma")``; ``EXTRA`` holds those (BLOCK_K 128 in two stages: a
+256-byte box row crosses one extra 32-byte sector where two 128-byte rows cross two). Every launch is first checked
+against float64 (poisoned output); a config that does not fit the GPU is reported and skipped. Timing:
+``timing.time_fn`` with the L2 flushed before each call, CUDA-graph replays for the configs and both libraries
+(triton's Python launch path is not timed), cuBLAS and ``matmul`` eagerly too, ``--rounds`` interleaved rounds, the
+median of the rounds' medians. ratio = cuBLAS time / ours (> 1: ours faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+import triton
+
+from profkit.bench.checks import require_close
+from profkit.bench.device import require_cuda
+from profkit.bench.results import environment
+from profkit.bench.timing import time_fn
+from profkit.kernels.common import device_info, tma_workspace
+from profkit.kernels.matmul.benchmark import _poisoned, _sweep_label, _sweep_launch
+from profkit.kernels.matmul.tiled import _config, matmul, matmul_configs, matmul_reference, tolerance
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, EPILOGUE_SUBTILE, STREAM_K): tiles not in the autotuner's list
+# (without the split epilogue the 128 x 256 x 128 tiles need 256 KiB of shared memory on sm_90: no candidates)
+EXTRA = [(128, 256, 128, 2, 8, True, False), (128, 256, 128, 2, 8, True, True), (256, 128, 128, 2, 8, True, False),
+         (128, 128, 128, 2, 4, False, False),
+         (128, 128, 128, 3, 4, False, True), (256, 128, 64, 3, 8, True, True), (128, 256, 64, 4, 8, True, True)]
+
+
+def candidates() -> list[tuple[triton.Config, bool]]:
+    """(config, shipped?) for every config of the tma path and every EXTRA one."""
+    shipped = [(cfg, True) for cfg in matmul_configs("tma")]
+    extra = [(_config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA]
+    return shipped + extra
+
+
+def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator) -> list[dict]:
+    a = torch.randn(m, k, device="cuda", generator=gen).bfloat16()
+    b = torch.randn(k, n, device="cuda", generator=gen).bfloat16()
+    reference = matmul_reference(a, b)
+    tol = tolerance(torch.bfloat16, None, k)
+    c = _poisoned(a, b)
+    sides: dict[str, tuple] = {}
+    for cfg, shipped in candidates():
+        name = _sweep_label(cfg, 8) + ("" if shipped else " EXTRA")
+        c.fill_(float("nan"))
+        try:
+            _sweep_launch("tma", cfg, 8, sms, a, b, c)
+        except triton.runtime.errors.OutOfResources as exc:  # the tile does not fit this GPU: not a candidate
+            print(f"   {name}: skipped ({exc})")
+            continue
+        require_close(c, reference, tol, f"{m}x{n}x{k} {name}")
+        sides[name] = (lambda cfg=cfg: _sweep_launch("tma", cfg, 8, sms, a, b, c), True)
+    c.fill_(float("nan"))
+    matmul(a, b, out=c)
+    require_close(c, reference, tol, f"{m}x{n}x{k} matmul")
+    for mode, graph in (("eager", False), ("graph", True)):
+        sides[f"cublas {mode}"] = (lambda: torch.matmul(a, b, out=c), graph)
+        sides[f"matmul {mode}"] = (lambda: matmul(a, b, out=c), graph)
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, (fn, graph) in sides.items():
+            times[name].append(time_fn(fn, rep_ms=60, cuda_graph=graph).median_ms * 1e3)
+    base = {mode: statistics.median(times[f"cublas {mode}"]) for mode in ("eager", "graph")}
+    rows = []
+    for name, ts in times.items():
+        us = statistics.median(ts)
+        ref = base["eager" if name.endswith("eager") else "graph"]
+        rows.append({"shape": f"{m}x{n}x{k}", "side": name, "us": us, "rounds_us": ts, "vs_cublas": ref / us,
+                     "tflops": 2.0 * m * n * k / us / 1e6})
+    print(f"--- bf16 {m}x{n}x{k}: cuBLAS {base['eager']:.1f} us eager, {base['graph']:.1f} us graph", flush=True)
+    for row in sorted(rows, key=lambda r: -r["vs_cublas"])[:14]:
+        print(f"   {row['side']:44s} {row['us']:9.2f} us {row['tflops']:6.1f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS")
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shapes", nargs="+", help="MxNxK")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default="")
+    args = parser.parse_args(argv)
+    require_cuda("benchmarks/matmul_tile_probe.py")
+    triton.set_allocator(tma_workspace)
+    sms = device_info(torch.cuda.current_device())[1]
+    print(f"{torch.cuda.get_device_name()} | {sms} SMs | torch {torch.__version__} | triton {triton.__version__}")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for spec in args.shapes:
+        m, n, k = (int(x) for x in spec.split("x"))
+        rows += probe(m, n, k, args.rounds, sms, gen)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"meta": environment(), "sms": sms, "rounds": args.rounds, "extra": EXTRA,
+                       "timing": "time_fn, L2 flushed; configs as CUDA-graph replays; cuBLAS and matmul both ways",
+                       "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
