@@ -715,7 +715,8 @@ _SEARCH_SPACE: SearchSpace = {
     # a gap smaller than its noise at the long lengths, so the measured tile is fixed.
     # At d=128 the 4-warp 32x64 tile led on the H100 (causal fp16, B*H = 64, N = 4096, head groups of 8, each
     # config launched alone: 1076.6 us against 1189.2 for 32x128 with 8 warps, the best of the earlier space;
-    # 32x64 and 64x64 with 8 warps took 2659 and 2249 us and left; benchmarks/fa_grid_sweep.py --deep).
+    # 32x64 and 64x64 with 8 warps took 2659 and 2249 us and left; benchmarks/fa_grid_sweep.py --deep). Its 4-stage
+    # twin and the 16x64 tile are offered beside it untimed alone: the autotuner's own timings choose.
     "dkdv": {
         64: [((64, 64), 4, (3,))],
         128: [((32, 64), 4, (3, 4)), ((16, 64), 4, (3,)), ((32, 128), 8, (3, 2, 4)), ((16, 128), 8, (3,)),
