@@ -76,6 +76,16 @@ def most_tiles(m: int, n: int, smallest: tuple[int, int]) -> int:
     return -(-m // rows) * -(-n // cols)
 
 
+def split_count(tiles: int, k: int, num_sms: int, waves: float, min_k: int, max_split: int) -> int:
+    """Runs of K a split-K launch of ``tiles`` output tiles cuts K into: the smallest power of two whose programs
+    fill ``waves`` waves of num_sms, within max_split and keeping at least min_k of K per run. The one rule of
+    matmul_kernel's ``split_k`` and the int8 GEMM's ``gemm_split``, which differ in their tiles and constants."""
+    split = 1
+    while tiles * split < waves * num_sms and split * 2 <= max_split and k // (split * 2) >= min_k:
+        split *= 2
+    return split
+
+
 def balanced_grid(tiles: int, slots: int) -> int:
     """Programs for a persistent kernel: the fewest that run ``tiles`` in as many waves as ``slots`` programs
     (one per SM, or per SM pair for 2-CTA clusters) would. Every wave is then full, and in grouped order the

@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from ..common import (arrival_counts, device_index, device_info, has_device_tma, interpreting, most_tiles,
-                      split_k_finish, tile_coords, tma_workspace)
+                      split_count, split_k_finish, tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 
@@ -368,11 +368,7 @@ def gemm_split(m: int, n: int, k: int, num_sms: int) -> int:
     bucket, cols, waves, min_k = SPLIT_RULE
     if m_bucket(m) > bucket:
         return 1
-    tiles = triton.cdiv(n, cols)
-    split = 1
-    while tiles * split < waves * num_sms and split * 2 <= MAX_SPLIT and k // (split * 2) >= min_k:
-        split *= 2
-    return split
+    return split_count(triton.cdiv(n, cols), k, num_sms, waves, min_k, MAX_SPLIT)
 
 
 def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor) -> bool:

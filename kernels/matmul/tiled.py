@@ -45,7 +45,7 @@ import triton
 import triton.language as tl
 
 from ..common import (arrival_counts, balanced_grid, device_index, device_info, has_device_tma, interpreting,
-                      most_tiles, split_k_finish, tile_coords, tma_workspace)
+                      most_tiles, split_count, split_k_finish, tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 from . import ffma_order, sm90
@@ -732,11 +732,7 @@ def split_k(m: int, n: int, k: int, path: str, num_sms: int) -> int:
     if rule is None:
         return 1
     rows, cols, waves, min_k = rule
-    tiles = triton.cdiv(m, rows) * triton.cdiv(n, cols)
-    split = 1
-    while tiles * split < waves * num_sms and split * 2 <= MAX_SPLIT_K and k // (split * 2) >= min_k:
-        split *= 2
-    return split
+    return split_count(triton.cdiv(m, rows) * triton.cdiv(n, cols), k, num_sms, waves, min_k, MAX_SPLIT_K)
 
 
 _SPLITS: dict = {}
