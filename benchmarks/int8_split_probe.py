@@ -24,7 +24,7 @@ import triton
 
 from profkit.bench.device import require_cuda
 from profkit.bench.results import environment
-from profkit.bench.timing import time_fn
+from profkit.bench.timing import interleaved_rounds
 from profkit.kernels.int8 import gemm
 from profkit.kernels.int8.layers import quantize_weight
 
@@ -90,11 +90,8 @@ def probe(m: int, k: int, n: int, splits: tuple[int, ...], rounds: int, gen: tor
 
     sides["layer: quantize + gemm (shipped split)"] = layer
     sides["quantize alone"] = lambda: gemm.quantize_rows(x, parts["column_map"], ocols, kq_pad, torch.float16)
-    times: dict[str, list[float]] = {name: [] for name in sides}
     with torch.no_grad():
-        for _ in range(rounds):
-            for name, fn in sides.items():
-                times[name].append(time_fn(fn, rep_ms=30, cuda_graph=True).median_ms * 1e3)
+        times = interleaved_rounds({name: (fn, True) for name, fn in sides.items()}, rounds, rep_ms=30)
     fp16 = statistics.median(times["fp16 F.linear"])
     rows = [{"shape": f"M={m} K={k} N={n}", "side": name, "us": statistics.median(ts), "rounds_us": ts,
              "fp16_over_this": fp16 / statistics.median(ts)} for name, ts in times.items()]

@@ -23,7 +23,7 @@ import triton
 from profkit.bench.checks import require_close, tf32_mode
 from profkit.bench.device import require_cuda
 from profkit.bench.results import environment
-from profkit.bench.timing import time_fn
+from profkit.bench.timing import interleaved_rounds
 from profkit.kernels.common import device_info
 from profkit.kernels.matmul import ffma_order
 from profkit.kernels.matmul.benchmark import _poisoned
@@ -95,10 +95,7 @@ def probe(m: int, n: int, k: int, splits: tuple[int, ...], rounds: int, gen: tor
     sides["matmul eager"] = (lambda: matmul(a, b, out=c), False)
     sides["cublas graph"] = (lambda: torch.matmul(a, b, out=c), True)
     sides["matmul graph"] = (lambda: matmul(a, b, out=c), True)
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(rounds):
-        for name, (fn, graph) in sides.items():
-            times[name].append(time_fn(fn, rep_ms=40, cuda_graph=graph).median_ms * 1e3)
+    times = interleaved_rounds(sides, rounds, rep_ms=40)
     cublas_graph = statistics.median(times["cublas graph"])
     cublas_eager = statistics.median(times["cublas eager"])
     rows = []

@@ -25,7 +25,7 @@ import triton
 from profkit.bench.checks import require_close
 from profkit.bench.device import require_cuda
 from profkit.bench.results import environment
-from profkit.bench.timing import time_fn
+from profkit.bench.timing import interleaved_rounds
 from profkit.kernels.common import device_info, tma_workspace
 from profkit.kernels.matmul.benchmark import _poisoned, _sweep_label, _sweep_launch
 from profkit.kernels.matmul.tiled import _config, matmul, matmul_configs, matmul_reference, tolerance
@@ -67,10 +67,7 @@ def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator) -
     for mode, graph in (("eager", False), ("graph", True)):
         sides[f"cublas {mode}"] = (lambda: torch.matmul(a, b, out=c), graph)
         sides[f"matmul {mode}"] = (lambda: matmul(a, b, out=c), graph)
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(rounds):
-        for name, (fn, graph) in sides.items():
-            times[name].append(time_fn(fn, rep_ms=60, cuda_graph=graph).median_ms * 1e3)
+    times = interleaved_rounds(sides, rounds, rep_ms=60)
     base = {mode: statistics.median(times[f"cublas {mode}"]) for mode in ("eager", "graph")}
     rows = []
     for name, ts in times.items():

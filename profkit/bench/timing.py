@@ -2,8 +2,9 @@
 
 ``time_fn`` measures; ``Timing`` holds the per-call statistics (median, 20th/80th percentiles, spread, runs and
 a stability flag); ``combine_timings`` pools rounds; ``median_interval`` is the distribution-free confidence
-interval of a median, used for the per-round ratios of ``compare``. Everything but ``time_fn`` and
-``capture_graph`` is pure and runs without a GPU.
+interval of a median, used for the per-round ratios of ``compare``; ``interleaved_rounds`` times several sides in
+turns for the probes of benchmarks/. Everything but ``time_fn``, ``capture_graph`` and ``interleaved_rounds`` is
+pure and runs without a GPU.
 """
 
 from __future__ import annotations
@@ -232,3 +233,15 @@ def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 1
         ends[i].record()
     torch.cuda.synchronize()
     return Timing.from_samples(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def interleaved_rounds(sides: dict[str, tuple[Callable[[], Any], bool]], rounds: int,
+                       rep_ms: float) -> dict[str, list[float]]:
+    """Each side's median time per round, in µs: ``rounds`` rounds in which the sides take turns (a drift of the
+    GPU's clock or temperature reaches every side alike), one ``time_fn`` per side and round (L2 flushed), as a
+    CUDA-graph replay where its flag says so. sides: name -> (fn, cuda_graph). For the probes of benchmarks/."""
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, (fn, graph) in sides.items():
+            times[name].append(time_fn(fn, rep_ms=rep_ms, cuda_graph=graph).median_ms * 1e3)
+    return times

@@ -103,3 +103,19 @@ def test_a_slow_host_side_stays_out_of_the_gpu_time():
     bare = time_fn(host_bound, rep_ms=20, host_lead_cycles=0)
     assert max(led.median_ms, adapted.median_ms) < 0.1 < 0.2 < bare.median_ms, \
         (led.median_ms, adapted.median_ms, bare.median_ms)
+
+
+def test_interleaved_rounds_takes_turns_and_keeps_each_sides_graph_flag(monkeypatch):
+    """Every round times every side once, in the sides' order; each side keeps its own graph flag; µs from ms."""
+    from profkit.bench import timing
+
+    calls = []
+
+    def fake_time_fn(fn, *, rep_ms, cuda_graph):
+        calls.append((fn(), rep_ms, cuda_graph))
+        return Timing.from_samples([0.001 * len(calls)])
+
+    monkeypatch.setattr(timing, "time_fn", fake_time_fn)
+    times = timing.interleaved_rounds({"a": (lambda: "a", True), "b": (lambda: "b", False)}, rounds=3, rep_ms=7)
+    assert calls == [("a", 7, True), ("b", 7, False)] * 3
+    assert times == {"a": pytest.approx([1.0, 3.0, 5.0]), "b": pytest.approx([2.0, 4.0, 6.0])}
