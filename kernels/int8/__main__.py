@@ -45,7 +45,8 @@ def _evaluate(args) -> None:
 def _bench(args) -> None:
     from .benchmark import bench
 
-    bench(out_dir=args.out_dir, quick=args.quick, ckpt=args.ckpt, text=args.text, rule=args.rule, rounds=args.rounds)
+    bench(out_dir=args.out_dir, quick=args.quick, ckpt=args.ckpt, text=args.text, rule=args.rule, rounds=args.rounds,
+          smooth_alpha=args.smooth)
 
 
 def _all(args) -> None:
@@ -82,6 +83,26 @@ def _profile(args) -> None:
     from .benchmark import profile_workload
 
     print(profile_workload(m=args.m, k=args.k, n=args.n, include_bnb=not args.no_bnb))
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def _variant(text: str) -> str:
+    from .evaluate import int8_rule
+
+    try:
+        int8_rule(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _positive(text: str) -> int:
@@ -133,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rule", choices=RULES, default="fixed", help="outlier rule of the custom int8 layers")
     p.add_argument("--rounds", type=_positive, default=None,
                    help="interleaved timing rounds (default 6, 2 with --quick; 6 or more give each goal an interval)")
+    p.add_argument("--smooth", type=_alpha, default=None, metavar="A",
+                   help="SmoothQuant migration strength A in [0, 1] for the custom int8 layers (default: none)")
     p.set_defaults(run=_bench)
 
     p = sub.add_parser("all", help="train + evaluate + bench in one process")
@@ -148,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("forward", help="the model's forward in a loop: a program for profkit profile")
     p.add_argument("--text", required=True, type=Path)
     p.add_argument("--ckpt", required=True, type=Path)
-    p.add_argument("--variant", choices=VARIANTS, default="int8_stat")
+    p.add_argument("--variant", type=_variant, default="int8_stat",
+                   help=f"one of {', '.join(VARIANTS)}, or int8_<rule>[@P][+s<A>] (evaluate's variant names)")
     p.add_argument("--batch", type=_positive, default=8)
     p.add_argument("--steps", type=_positive, default=30)
     p.add_argument("--graphs", action="store_true", help="capture the forward once as a CUDA graph and replay it")

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from . import gemm
-from .calibrate import outlier_columns
+from .calibrate import outlier_columns, smoothing_factors
 from .convert import bnb_linear, import_bitsandbytes
 from .layers import QuantizedLinear
 
@@ -156,7 +156,7 @@ def layer_bytes(m: int, k: int, n: int) -> float:
     return flops.matmul_bytes(m, n, k, 1, 2) + float(m * k)
 
 
-def bench_case(src: LayerSource, m: int, rule: str = "fixed"):
+def bench_case(src: LayerSource, m: int, rule: str = "fixed", smooth_alpha: float | None = None):
     from profkit.bench import flops
     from profkit.bench.compare import Case
 
@@ -166,16 +166,18 @@ def bench_case(src: LayerSource, m: int, rule: str = "fixed"):
         workload=WORKLOAD, label=f"{src.name} M={m} K={k} N={n}",
         params={"m": m, "k": k, "n": n, "layer": src.name, "profile": src.profile,
                 "n_outliers": n_out, "dtype": "int8+fp16", "rule": rule,
-                "threshold": THRESHOLD if rule == "fixed" else None},
+                "threshold": THRESHOLD if rule == "fixed" else None, "smooth_alpha": smooth_alpha},
         flops=flops.linear_flops(m, k, n), bytes=layer_bytes(m, k, n))
 
 
 class LayerImpls:
     """Per benchmarked layer, the implementations built once and shared by its cases."""
 
-    def __init__(self, sources: dict[str, tuple[LayerSource, int]], rule: str = "fixed"):
+    def __init__(self, sources: dict[str, tuple[LayerSource, int]], rule: str = "fixed",
+                 smooth_alpha: float | None = None):
         self.sources = sources
         self.rule = rule
+        self.smooth_alpha = smooth_alpha
         self._built: dict[tuple[str, str], object] = {}
 
     def source(self, case) -> tuple[LayerSource, torch.Tensor]:
@@ -194,7 +196,9 @@ class LayerImpls:
             return bnb_linear(import_bitsandbytes(), linear, THRESHOLD, src.weight.device)
         backend = "torch" if kind == "custom_torch" else "triton"
         outliers = outlier_columns(src.calib_absmax, self.rule, THRESHOLD)
-        return QuantizedLinear.from_linear(_as_linear(src), outliers, backend=backend)
+        smooth = (None if self.smooth_alpha is None
+                  else smoothing_factors(src.calib_absmax, src.weight, self.smooth_alpha, outliers))
+        return QuantizedLinear.from_linear(_as_linear(src), outliers, backend=backend, smooth=smooth)
 
 
 def _as_linear(src: LayerSource) -> nn.Linear:
@@ -349,11 +353,12 @@ def goal_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
           ckpt: str | Path | None = None, text: str | Path | None = None, rule: str = "fixed",
-          rounds: int | None = None) -> pd.DataFrame:
+          rounds: int | None = None, smooth_alpha: float | None = None) -> pd.DataFrame:
     """Benchmark every implementation on every case; print the table; write int8_linear.json|csv.
 
     ``rule``: the outlier rule of every custom int8 layer (``RULE_TEXT``), so one run's speed goals and the model's
-    size and perplexity goals can share one configuration.
+    size and perplexity goals can share one configuration; ``smooth_alpha`` likewise (``calibrate.smoothing_factors``
+    from each layer's calibration absmax; None: no smoothing).
 
     ``ckpt`` and ``text`` (both or neither) take the input profile and the extra layer shapes
     from the trained model; without them the square layers use the synthetic profile.
@@ -386,8 +391,8 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
     square = square_source(sigma, SQUARE_SIZE, max(square_m), profile, device)
     entries = [(square, m) for m in square_m]
     entries += [(src, m) for src in model_layers for m in (QUICK_MODEL_M if quick else MODEL_M)]
-    cases = [bench_case(src, m, rule) for src, m in entries]
-    layers = LayerImpls({case.label: entry for case, entry in zip(cases, entries)}, rule)
+    cases = [bench_case(src, m, rule, smooth_alpha) for src, m in entries]
+    layers = LayerImpls({case.label: entry for case, entry in zip(cases, entries)}, rule, smooth_alpha)
     errors: dict[str, dict[str, float]] = {}  # case label -> impl -> relative error
     configs: dict[str, str | None] = {}  # case label -> the int8 GEMM's config
     check = output_checker(layers, errors, configs)
@@ -421,6 +426,7 @@ def bench(out_dir: Path = Path("reports/benchmarks"), quick: bool = False,
         "checkpoint": None if ckpt is None else str(ckpt),
         "input_profile": profile,
         "outlier_rule": f"{RULE_TEXT[rule]} (bitsandbytes: threshold {THRESHOLD} per call)",
+        "smooth_alpha": smooth_alpha,
         "tolerances": TOLERANCES,
         "relative_errors": errors,
         "triton_config": configs,

@@ -9,6 +9,10 @@ Outlier channels (input columns kept in 16-bit instead of int8):
   so the column set is static and the weights' outlier columns can be gathered ahead of time.
 - ``"stat"``: per layer, absmax > mean + ``n_sigma`` x std of that layer's channel absmax
   (population std), which adapts to layers whose typical magnitude is far from 6.
+
+Smoothing (SmoothQuant's migration, optional): the other input channels' spread in magnitude is what widens the
+per-token int8 step; ``smoothing_factors`` moves part of it into the weight's columns, whose per-row step it widens
+less (s_k = absmax(x_k)^alpha / absmax(W[:, k])^(1 - alpha); the layer quantizes x_k / s_k and W[:, k] * s_k).
 """
 from __future__ import annotations
 
@@ -106,3 +110,25 @@ def outlier_columns(absmax: torch.Tensor, rule: str = "fixed", threshold: float 
     else:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     return torch.nonzero(mask).flatten().to(torch.int64).cpu()
+
+
+def smoothing_factors(act_absmax: torch.Tensor, weight: torch.Tensor, alpha: float,
+                      outliers: torch.Tensor | None = None) -> torch.Tensor:
+    """SmoothQuant's per-input-channel factors s (K,) float32 on the weight's device.
+
+    act_absmax: (K,) calibration absmax of the layer's input; weight: (N, K). s_k = act_absmax[k]^alpha /
+    max_n |W[n, k]|^(1 - alpha); 1 where either absmax is 0 (no information to move) and at the ``outliers``
+    columns (kept 16-bit, not quantized).
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+    if weight.dim() != 2 or act_absmax.shape != (weight.shape[1],):
+        raise ValueError(f"need act_absmax ({weight.shape[-1]},) for a (N, K) weight, got "
+                         f"{tuple(act_absmax.shape)} and {tuple(weight.shape)}")
+    w_absmax = weight.detach().float().abs().amax(dim=0)
+    a = act_absmax.to(w_absmax.device, torch.float32)
+    factors = a.clamp_min(1e-30).pow(alpha) / w_absmax.clamp_min(1e-30).pow(1.0 - alpha)
+    factors = torch.where((a > 0) & (w_absmax > 0), factors, torch.ones_like(factors))
+    if outliers is not None and outliers.numel():
+        factors[outliers.to(factors.device)] = 1.0
+    return factors

@@ -7,6 +7,8 @@ Variants, built one at a time from the fp32 checkpoint (only one model is reside
     int8_stat   QuantizedLinear everywhere, outlier rule "stat" (absmax > mean + 3 sigma)
     bnb_int8    bitsandbytes Linear8bitLt(has_fp16_weights=False, threshold=6.0)
     int8_fixed@T, int8_stat@S   the INT8 variants with threshold T or S sigma (a rule's sensitivity)
+    <int8 variant>+s<A>         the same with SmoothQuant's migration at strength A (``calibrate.smoothing_factors``),
+                                e.g. int8_stat+s0.5
 
 Columns of the result table (one row per variant):
     variant, perplexity, nll_nats (mean per token), eval_tokens,
@@ -72,11 +74,29 @@ RULE_DEFAULTS = {"fixed": 6.0, "stat": 3.0}
 """The INT8 variants' outlier rule parameters: the absmax threshold of "fixed", the sigmas of "stat"."""
 
 
+def smoothing_alpha(variant: str) -> float | None:
+    """The migration strength of an INT8 variant name's "+s<A>" suffix ("int8_stat+s0.5" -> 0.5); None without one.
+    Raises ValueError for a suffix that is not a number in [0, 1] or on a variant that is not INT8."""
+    name, plus, suffix = variant.partition("+")
+    if not plus:
+        return None
+    try:
+        alpha = float(suffix.removeprefix("s")) if suffix.startswith("s") else math.nan
+    except ValueError:
+        alpha = math.nan
+    if not name.startswith("int8_") or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"{variant!r}: smoothing is written int8_<rule>[@P]+s<A> with A in [0, 1]")
+    return alpha
+
+
 def int8_rule(variant: str) -> tuple[str, float] | None:
-    """(rule, its parameter) of an INT8 variant name ("int8_stat", "int8_fixed@4.5"); None for the other variants.
-    Raises ValueError for a name that is neither a variant nor an INT8 rule with a positive parameter."""
+    """(rule, its parameter) of an INT8 variant name ("int8_stat", "int8_fixed@4.5", "int8_stat+s0.5"); None for the
+    other variants. Raises ValueError for a name that is neither a variant nor an INT8 rule with a positive
+    parameter."""
     if variant in VARIANTS and not variant.startswith("int8_"):
         return None
+    smoothing_alpha(variant)
+    variant = variant.partition("+")[0]
     rule, at, value = variant.removeprefix("int8_").partition("@")
     if not variant.startswith("int8_") or rule not in RULE_DEFAULTS:
         raise ValueError(f"variant must be one of {VARIANTS} or int8_fixed@T / int8_stat@S, got {variant!r}")
@@ -101,7 +121,7 @@ def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
         return model, (None if variant == "fp16" else quantize_model_bnb(model, threshold=6.0))
     name, param = rule
     return model, quantize_model(model, calib, rule=name, threshold=param if name == "fixed" else 6.0,
-                                 n_sigma=param if name == "stat" else 3.0)
+                                 n_sigma=param if name == "stat" else 3.0, smooth_alpha=smoothing_alpha(variant))
 
 
 def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple[int, ...],

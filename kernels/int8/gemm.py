@@ -2,8 +2,9 @@
 
 Math of one QuantizedLinear call, x: (M, K) activations, W: (N, K) weights, O = outlier columns:
 
-    sx[m]  = max_{k not in O} |x[m, k]| / 127                  per-token (row) scale
-    xq     = round(x[:, not O] / sx)          int8 (M, KQ)      KQ = K - |O|, padded to KQ_PAD
+    sx[m]  = max_{k not in O} |x[m, k] c[k]| / 127             per-token (row) scale
+    xq     = round(x[:, not O] c / sx)        int8 (M, KQ)      KQ = K - |O|, padded to KQ_PAD
+                                              c: the input scale of a smoothed layer (Wq then holds W / c), else 1
     acc    = xq @ Wq.T                        int32, exact      Wq: (N, KQ_PAD) int8, sw: (N,)
     y      = acc * sx[:, None] * sw[None, :] + x[:, O] @ Wo + bias      Wo: (|O|, N) fp16/bf16
 
@@ -61,19 +62,20 @@ def _int8_code(xf, inv):
 
 @triton.jit
 def _quantize_rows_kernel(
-    x_ptr, map_ptr, ocol_ptr, q_ptr, xo_ptr, scale_ptr,
+    x_ptr, map_ptr, ocol_ptr, smooth_ptr, q_ptr, xo_ptr, scale_ptr,
     M, K, KQ, KQ_PAD, N_OUT,
     stride_xm, stride_xk, stride_qm, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE_BLOCK: tl.constexpr,
-    HAS_OUTLIERS: tl.constexpr, PAD_BLOCK: tl.constexpr, BLOCK_O: tl.constexpr,
+    HAS_OUTLIERS: tl.constexpr, HAS_SMOOTH: tl.constexpr, PAD_BLOCK: tl.constexpr, BLOCK_O: tl.constexpr,
 ):
     """Rows [m0, m0 + BLOCK_M) of x -> int8 codes q[m, :KQ_PAD], scale[m], outliers xo[m, :N_OUT].
 
     map_ptr: int16/int32 (K,), column k's destination: >= 0 its compacted int8 column, -1 - j for
     outlier j. ocol_ptr: the N_OUT outlier columns in slot order (map[ocol[j]] == -1 - j), read
     BLOCK_O at a time to gather the outlier values. Both unused (identity map) when HAS_OUTLIERS is
-    False. With SINGLE_BLOCK the rows are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns
-    at a time.
+    False. smooth_ptr (HAS_SMOOTH): fp16/fp32 (K,) factors every column of x is multiplied by before its
+    absmax and rounding (1 at the outlier columns, whose values are gathered unscaled). With SINGLE_BLOCK the
+    rows are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns at a time.
     """
     offs_m = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     in_m = offs_m < M
@@ -84,6 +86,8 @@ def _quantize_rows_kernel(
         in_k = offs_k < K
         mask = in_m[:, None] & in_k[None, :]
         xf = tl.load(x_rows + offs_k[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
+        if HAS_SMOOTH:
+            xf = xf * tl.load(smooth_ptr + offs_k, mask=in_k, other=1.0).to(tl.float32)[None, :]
         if HAS_OUTLIERS:
             dest = tl.load(map_ptr + offs_k, mask=in_k, other=0).to(tl.int32)
         else:
@@ -99,6 +103,8 @@ def _quantize_rows_kernel(
             in_k = kk < K
             mask = in_m[:, None] & in_k[None, :]
             xf = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
+            if HAS_SMOOTH:
+                xf = xf * tl.load(smooth_ptr + kk, mask=in_k, other=1.0).to(tl.float32)[None, :]
             if HAS_OUTLIERS:
                 mask = mask & (tl.load(map_ptr + kk, mask=in_k, other=0).to(tl.int32) >= 0)[None, :]
             absmax = tl.maximum(absmax, tl.max(tl.where(mask, tl.abs(xf), 0.0), axis=1))
@@ -108,6 +114,8 @@ def _quantize_rows_kernel(
             in_k = kk < K
             mask = in_m[:, None] & in_k[None, :]
             xf = tl.load(x_rows + kk[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
+            if HAS_SMOOTH:
+                xf = xf * tl.load(smooth_ptr + kk, mask=in_k, other=1.0).to(tl.float32)[None, :]
             if HAS_OUTLIERS:
                 dest = tl.load(map_ptr + kk, mask=in_k, other=0).to(tl.int32)
             else:
@@ -434,14 +442,16 @@ def quantize_tile(k: int) -> tuple[bool, int, int, int]:
     return single, block_k, block_m, num_warps
 
 
-def _map_operands(column_map, outlier_cols, n_outliers: int, scales) -> tuple:
-    """The quantization kernel's map_ptr and ocol_ptr: without outliers the kernel never reads them and a live
-    buffer (scales) stands in for both."""
-    return (column_map, outlier_cols) if n_outliers else (scales, scales)
+def _map_operands(column_map, outlier_cols, n_outliers: int, smooth, scales) -> tuple:
+    """The quantization kernel's map_ptr, ocol_ptr and smooth_ptr: without outliers (without smoothing) the kernel
+    never reads the first two (the third) and a live buffer (scales) stands in."""
+    maps = (column_map, outlier_cols) if n_outliers else (scales, scales)
+    return (*maps, scales if smooth is None else smooth)
 
 
-def _quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad: int, n_outliers: int) -> tuple:
-    return signature(x, col_map, ocols, codes, outliers, scales), kq_pad, n_outliers
+def _quantize_key(x, col_map, ocols, smooth, codes, outliers, scales, kq_pad: int, n_outliers: int,
+                  has_smooth: bool) -> tuple:
+    return signature(x, col_map, ocols, smooth, codes, outliers, scales), kq_pad, n_outliers, has_smooth
 
 
 def _gemm_key(operands: tuple, bias) -> tuple:
@@ -483,13 +493,15 @@ def _outlier_buffer(m: int, n_outliers: int, dtype: torch.dtype, device) -> torc
 
 
 def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None,
-                  kq_pad: int, outlier_dtype: torch.dtype,
+                  kq_pad: int, outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None,
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token int8 quantization of x's non-outlier columns (Triton kernel 1).
 
     x: (M, K) fp16/bf16/fp32; column_map: int16/int32 (K,) (see the kernel) and outlier_cols: the
     outlier columns in slot order, integer (|O|,) on x's device (``column_lists(column_map, K,
     device)[1]``, which a QuantizedLinear caches), or outlier_cols None (no outliers, identity map).
+    smooth: None, or fp16/fp32 (K,) on x's device: x's columns are multiplied by it before quantization (the inverse
+    of the smoothing factors ``quantize_weight`` folded into the weight; 1 at the outlier columns).
     Returns codes int8 (M, kq_pad), scales fp32 (M,), outlier values (M, |O|) in ``outlier_dtype``
     (a view of a buffer with rows padded to 8).
     """
@@ -505,6 +517,10 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
             or outlier_cols.device != x.device):
         raise ValueError(f"outlier_cols must be a 1-D integer tensor on {x.device}, got "
                          f"{outlier_cols.dtype} {tuple(outlier_cols.shape)} on {outlier_cols.device}")
+    if smooth is not None and (smooth.shape != (k,) or smooth.dtype not in (torch.float16, torch.float32)
+                               or smooth.device != x.device or smooth.stride(0) != 1):
+        raise ValueError(f"smooth must be a contiguous fp16/fp32 ({k},) tensor on {x.device}, got "
+                         f"{smooth.dtype} {tuple(smooth.shape)} on {smooth.device}")
     kq = k - n_outliers
     if not 0 <= kq <= kq_pad or kq_pad % K_ALIGN:
         raise ValueError(f"need 0 <= K - n_outliers ({kq}) <= kq_pad ({kq_pad}) and kq_pad a "
@@ -515,14 +531,15 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
     if m == 0:
         return codes, scales, outliers[:, :n_outliers]
     single, block_k, block_m, num_warps = quantize_tile(k)
-    col_map, ocols = _map_operands(column_map, outlier_cols, n_outliers, scales)
+    col_map, ocols, smooth_arg = _map_operands(column_map, outlier_cols, n_outliers, smooth, scales)
     _QUANTIZE_LAUNCH.launch(
-        _quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad, n_outliers), (triton.cdiv(m, block_m),),
-        (x, col_map, ocols, codes, outliers, scales, m, k, kq, kq_pad, n_outliers,
+        _quantize_key(x, col_map, ocols, smooth_arg, codes, outliers, scales, kq_pad, n_outliers, smooth is not None),
+        (triton.cdiv(m, block_m),),
+        (x, col_map, ocols, smooth_arg, codes, outliers, scales, m, k, kq, kq_pad, n_outliers,
          x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0)),
         x.device.index if x.is_cuda else None,
         BLOCK_M=block_m, BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0,
-        PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK, num_warps=num_warps,
+        HAS_SMOOTH=smooth is not None, PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK, num_warps=num_warps,
     )
     return codes, scales, outliers[:, :n_outliers]
 
@@ -603,7 +620,7 @@ class RecordedLinear:
     call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
 
     __slots__ = ("quantize", "gemm", "m", "kq_pad", "n", "n_outliers", "outlier_dtype", "out_dtype",
-                 "column_map", "outlier_cols", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device",
+                 "column_map", "outlier_cols", "smooth", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device",
                  "split")
     quantize: Callable[[Sequence[Any]], None]  # the two recorded launches (LaunchCache.get)
     gemm: Callable[[Sequence[Any]], None]
@@ -615,6 +632,7 @@ class RecordedLinear:
     out_dtype: torch.dtype
     column_map: torch.Tensor | None
     outlier_cols: torch.Tensor | None
+    smooth: torch.Tensor | None
     weight_int8: torch.Tensor
     weight_scale: torch.Tensor
     weight_outlier: torch.Tensor
@@ -626,7 +644,7 @@ class RecordedLinear:
     def record(cls, x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None, kq_pad: int,
                outlier_dtype: torch.dtype, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
                weight_outlier: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
-               out: torch.Tensor | None) -> "RecordedLinear | None":
+               out: torch.Tensor | None, smooth: torch.Tensor | None = None) -> "RecordedLinear | None":
         """The replay of ``quantize_rows(x, ...)`` + ``int8_linear(..., out)`` as they ran last, or None
         when either launch was not recorded (interpreter, a launch hook, fast path off)."""
         if not x.is_cuda or x.shape[0] == 0:
@@ -637,8 +655,9 @@ class RecordedLinear:
         scales = torch.empty((m,), dtype=torch.float32, device=x.device)
         outliers = _outlier_buffer(m, n_outliers, outlier_dtype, x.device)
         y = torch.empty((m, n), dtype=out_dtype, device=x.device) if out is None else out
-        col_map, ocols = _map_operands(column_map, outlier_cols, n_outliers, scales)
-        quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, ocols, codes, outliers, scales, kq_pad, n_outliers))
+        col_map, ocols, smooth_arg = _map_operands(column_map, outlier_cols, n_outliers, smooth, scales)
+        quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, ocols, smooth_arg, codes, outliers, scales, kq_pad,
+                                                      n_outliers, smooth is not None))
         operands = _gemm_operands(codes, weight_int8, y, scales, weight_scale, bias, outliers[:, :n_outliers],
                                   weight_outlier)
         bias_arg = operands[5]
@@ -649,7 +668,7 @@ class RecordedLinear:
         plan = cls()
         plan.quantize, plan.gemm, plan.m, plan.kq_pad, plan.n = quantize, gemm, m, kq_pad, n
         plan.n_outliers, plan.outlier_dtype, plan.out_dtype = n_outliers, outlier_dtype, out_dtype
-        plan.column_map, plan.outlier_cols = column_map, outlier_cols
+        plan.column_map, plan.outlier_cols, plan.smooth = column_map, outlier_cols, smooth
         plan.weight_int8, plan.weight_scale = weight_int8, weight_scale
         plan.weight_outlier, plan.bias_arg, plan.device = weight_outlier, bias_arg, x.device
         plan.split = 0 if tma else gemm_split(m, n, kq_pad, _sm_count(x))
@@ -665,8 +684,8 @@ class RecordedLinear:
         has_outliers = self.n_outliers > 0
         # The launchers read only the tensors' addresses: the outlier views (and, without outliers,
         # the stand-ins the normal path passes) share their base tensors' first element.
-        self.quantize((x, *_map_operands(self.column_map, self.outlier_cols, self.n_outliers, scales), codes,
-                       outliers, scales))
+        self.quantize((x, *_map_operands(self.column_map, self.outlier_cols, self.n_outliers, self.smooth, scales),
+                       codes, outliers, scales))
         operands = (codes, self.weight_int8, y, scales, self.weight_scale, self.bias_arg,
                     outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale)
         self.gemm(operands if self.split == 0 else (*operands, *_split_operands(m, self.n, self.split, y)))
@@ -687,14 +706,16 @@ def column_lists(column_map: torch.Tensor | None, k: int,
 
 
 def quantize_rows_torch(x: torch.Tensor, keep_idx: torch.Tensor, outlier_idx: torch.Tensor,
-                        kq_pad: int, outlier_dtype: torch.dtype,
+                        kq_pad: int, outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None,
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PyTorch version of :func:`quantize_rows` (same outputs), for the ``torch._int_mm`` path.
 
-    keep_idx, outlier_idx: int64 column lists (see :func:`column_lists`).
+    keep_idx, outlier_idx: int64 column lists (see :func:`column_lists`); smooth as in :func:`quantize_rows`.
     """
     _check_matrix("x", x, (torch.float16, torch.bfloat16, torch.float32))
     kept = x.index_select(1, keep_idx).float()
+    if smooth is not None:
+        kept = kept * smooth.index_select(0, keep_idx).float()
     absmax = kept.abs().amax(dim=1) if kept.shape[1] else kept.new_zeros(x.shape[0])
     inv = torch.where(absmax > 0, 127.0 / absmax.clamp_min(1e-30), torch.zeros_like(absmax))
     codes = _round_half_away_torch(kept * inv[:, None]).clamp_(-127, 127).to(torch.int8)

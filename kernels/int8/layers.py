@@ -7,6 +7,8 @@ Storage per layer (all buffers, counted by the footprint):
     column_map     int16 (K,)         column k -> compacted int8 column, or -1 - j for outlier j
                                       (int32 when K > 32767); absent (None) when the layer has
                                       no outlier columns
+    input_scale    fp16 (K,) or absent  with smoothing (SmoothQuant's migration): 1 / s_k, which the
+                                      quantizer multiplies x's column k by; W's int8 columns hold W * s
     bias           16-bit (N,) or absent
 The torch fallback backend also caches the map as int64 index lists (12 bytes per input
 column, not a buffer), built on its first call on a device.
@@ -49,13 +51,16 @@ def map_dtype(in_features: int) -> torch.dtype:
 
 
 def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
-                    outlier_dtype: torch.dtype) -> dict[str, torch.Tensor | None]:
+                    outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
     """Split a (N, K) weight into int8 non-outlier columns + 16-bit outlier columns.
 
     Per output row n: sw[n] = max_k |W[n, k]| / 127 over non-outlier k (0 for an all-zero row,
     whose codes are then 0), stored as ``storage_scale`` gives it (fp16), and
     Wq = round_half_away(W / sw) with that stored sw, clamped to +-127. Computed in fp32.
-    Returns the layer's buffers (weight_int8, weight_scale, weight_outlier, column_map) and,
+    smooth: None, or positive per-input-channel factors s (K,) (``calibrate.smoothing_factors``): the input
+    scale 1 / s is stored as ``storage_scale`` gives it (1 at the outlier columns) and the int8 columns quantize
+    W[:, k] / input_scale[k], so x * input_scale (the quantizer's) times them is x @ W.T again.
+    Returns the layer's buffers (weight_int8, weight_scale, weight_outlier, column_map, input_scale) and,
     for reference, keep_idx / outlier_idx (int64, on the weight's device).
     """
     if weight.dim() != 2:
@@ -77,6 +82,14 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
 
     device = weight.device
     kept = weight.detach().index_select(1, keep_idx.to(device)).float()
+    input_scale = None
+    if smooth is not None:
+        if smooth.shape != (k,) or not bool(torch.isfinite(smooth).all()) or not bool((smooth > 0).all()):
+            raise ValueError(f"smooth must hold {k} positive finite factors, got shape {tuple(smooth.shape)}")
+        inverse = (1.0 / smooth.detach().to(device, torch.float32))
+        inverse[outlier_idx.to(device)] = 1.0
+        input_scale = storage_scale(inverse)
+        kept = kept / input_scale.float().index_select(0, keep_idx.to(device))[None, :]
     absmax = kept.abs().amax(dim=1) if kept.shape[1] else kept.new_zeros(n)
     scale = storage_scale(absmax / 127.0)
     stored = scale.float()
@@ -92,6 +105,7 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
         "weight_scale": scale.contiguous(),
         "weight_outlier": weight_outlier,
         "column_map": None if column_map is None else column_map.to(device),
+        "input_scale": input_scale,
         "keep_idx": keep_idx.to(device),
         "outlier_idx": outlier_idx.to(device),
     }
@@ -119,7 +133,7 @@ class QuantizedLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, weight_int8: torch.Tensor,
                  weight_scale: torch.Tensor, weight_outlier: torch.Tensor,
                  column_map: torch.Tensor | None, bias: torch.Tensor | None = None,
-                 backend: str = "auto"):
+                 backend: str = "auto", input_scale: torch.Tensor | None = None):
         super().__init__()
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -149,6 +163,12 @@ class QuantizedLinear(nn.Module):
         if column_map is not None and column_map.dtype not in (torch.int16, torch.int32):
             column_map = column_map.to(map_dtype(in_features))
         self.register_buffer("column_map", column_map)
+        if input_scale is not None and (input_scale.shape != (in_features,)
+                                        or input_scale.dtype not in (torch.float16, torch.float32)):
+            raise ValueError(f"input_scale must be fp16/fp32 ({in_features},), got {input_scale.dtype} "
+                             f"{tuple(input_scale.shape)}")
+        self.input_scale_dtype = None if input_scale is None else input_scale.dtype
+        self.register_buffer("input_scale", None if input_scale is None else input_scale.contiguous())
         self.register_buffer("bias", None if bias is None else bias.detach().to(self.outlier_dtype))
         self._column_lists: dict[torch.device, tuple] = {}  # device -> (column_map, its version, the lists)
         self._recorded: dict[tuple, gemm.RecordedLinear | None] = {}
@@ -156,16 +176,17 @@ class QuantizedLinear(nn.Module):
     @classmethod
     def from_linear(cls, linear: nn.Linear, outlier_idx: torch.Tensor,
                     outlier_dtype: torch.dtype | None = None,
-                    backend: str = "auto") -> "QuantizedLinear":
-        """Quantize ``linear``; ``outlier_dtype`` defaults to its weight dtype if 16-bit, else fp16."""
+                    backend: str = "auto", smooth: torch.Tensor | None = None) -> "QuantizedLinear":
+        """Quantize ``linear``; ``outlier_dtype`` defaults to its weight dtype if 16-bit, else fp16; ``smooth``: the
+        per-input-channel smoothing factors (see ``quantize_weight``), or None."""
         if outlier_dtype is None:
             outlier_dtype = (linear.weight.dtype
                              if linear.weight.dtype in (torch.float16, torch.bfloat16)
                              else torch.float16)
-        parts = quantize_weight(linear.weight, outlier_idx, outlier_dtype)
+        parts = quantize_weight(linear.weight, outlier_idx, outlier_dtype, smooth=smooth)
         return cls(linear.in_features, linear.out_features, parts["weight_int8"],
                    parts["weight_scale"], parts["weight_outlier"], parts["column_map"],
-                   bias=linear.bias, backend=backend)
+                   bias=linear.bias, backend=backend, input_scale=parts["input_scale"])
 
     @property
     def n_outliers(self) -> int:
@@ -194,7 +215,8 @@ class QuantizedLinear(nn.Module):
 
     def _check_buffers(self) -> None:
         if (self.weight_scale.dtype != self.scale_dtype or self.weight_int8.dtype != torch.int8
-                or self.weight_outlier.dtype != self.outlier_dtype):
+                or self.weight_outlier.dtype != self.outlier_dtype
+                or (None if self.input_scale is None else self.input_scale.dtype) != self.input_scale_dtype):
             raise ValueError("QuantizedLinear buffers changed dtype (was .half()/.float() called "
                              "on the quantized model?); quantize again from the float model")
 
@@ -214,19 +236,19 @@ class QuantizedLinear(nn.Module):
         if self.resolved_backend(x.device) == "triton":
             outlier_cols = self.outlier_columns()
             codes, scales, outliers = gemm.quantize_rows(rows, self.column_map, outlier_cols,
-                                                         kq_pad, self.outlier_dtype)
+                                                         kq_pad, self.outlier_dtype, smooth=self.input_scale)
             y = gemm.int8_linear(codes, scales, self.weight_int8, self.weight_scale, outliers,
                                  self.weight_outlier, self.bias, x.dtype, out=out)
             if key is not None and key not in self._recorded:
                 self._recorded[key] = gemm.RecordedLinear.record(
                     rows, self.column_map, outlier_cols, kq_pad, self.outlier_dtype, self.weight_int8,
-                    self.weight_scale, self.weight_outlier, self.bias, x.dtype, out)
+                    self.weight_scale, self.weight_outlier, self.bias, x.dtype, out, smooth=self.input_scale)
         elif out is not None:
             raise ValueError("out= is only supported by the Triton backend")
         else:
             keep_idx, outlier_idx = self.column_lists()
             codes, scales, outliers = gemm.quantize_rows_torch(rows, keep_idx, outlier_idx,
-                                                               kq_pad, self.outlier_dtype)
+                                                               kq_pad, self.outlier_dtype, smooth=self.input_scale)
             y = gemm.int8_linear_torch(codes, scales, self.weight_int8, self.weight_scale,
                                        outliers, self.weight_outlier, self.bias, x.dtype)
         return y.reshape(*lead, self.out_features)
@@ -239,11 +261,13 @@ class QuantizedLinear(nn.Module):
                 None if out is None else (out.shape, out.stride(), out.dtype, out.data_ptr() % 16 == 0),
                 self.weight_int8.data_ptr(), self.weight_scale.data_ptr(), self.weight_outlier.data_ptr(),
                 None if self.bias is None else self.bias.data_ptr(),
+                None if self.input_scale is None else self.input_scale.data_ptr(),
                 None if self.column_map is None else (self.column_map.data_ptr(), _version(self.column_map)))
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"outliers={self.n_outliers}, bias={self.bias is not None}, "
+                f"smoothed={self.input_scale is not None}, "
                 f"backend={self.backend}")
 
 
@@ -252,7 +276,8 @@ class QuantizedEmbedding(nn.Module):
 
     With tied weights the embedding table is the output projection's (vocab, d_model) weight;
     row v is rebuilt as weight_int8[v] * weight_scale[v] in the kept columns and
-    weight_outlier[:, v] in the outlier columns, so the table is stored once, in int8.
+    weight_outlier[:, v] in the outlier columns (kept columns times input_scale when the projection is smoothed),
+    so the table is stored once, in int8.
     ids: (...) int64 -> (..., d_model) in the projection's 16-bit dtype.
     """
 
@@ -267,10 +292,13 @@ class QuantizedEmbedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         src = self.source
         rows = src.weight_int8[ids].float() * src.weight_scale[ids][..., None]
-        rows = rows.to(src.outlier_dtype)
         if src.column_map is None:
-            return rows[..., :src.in_features]
+            rows = rows[..., :src.in_features]
+            return (rows if src.input_scale is None else rows * src.input_scale.float()).to(src.outlier_dtype)
         cmap = src.column_map.long()
         kept = rows.index_select(-1, cmap.clamp(min=0))
+        if src.input_scale is not None:
+            kept = kept * src.input_scale.float()
+        kept = kept.to(src.outlier_dtype)
         outliers = src.weight_outlier.t()[ids].index_select(-1, (-1 - cmap).clamp(min=0))
         return torch.where(cmap >= 0, kept, outliers)

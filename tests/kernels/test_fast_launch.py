@@ -206,18 +206,20 @@ def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, k
     assert relative_error(results[0][1], results[2][1].double()) <= 1e-3
 
 
+@pytest.mark.parametrize("smoothed", [False, True])
 @pytest.mark.parametrize("m, kdim, n, split", [(77, 1024, 1000, 1), (1500, 1024, 1000, 0),  # pointer, TMA (sm_90)
                                                 (16, 4096, 1024, 4)])  # decode: K in 4 runs (132-SM GPUs)
-def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m, kdim, n, split):
+def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m, kdim, n, split, smoothed):
     """QuantizedLinear's recorded replay (gemm.RecordedLinear) computes exactly what the validated
-    path computes, with outliers and bias, into a poisoned output, and follows new inputs; a decode-size
-    layer replays its split-K GEMM with a fresh workspace per call."""
+    path computes, with outliers, bias and (smoothed) its input scale, into a poisoned output, and follows new
+    inputs; a decode-size layer replays its split-K GEMM with a fresh workspace per call."""
     from profkit.kernels.int8.layers import QuantizedLinear
     from profkit.kernels.launch import LaunchCache
 
     linear = torch.nn.Linear(kdim, n, bias=True).cuda().half()
     outlier_cols = torch.arange(5, kdim, 97, device="cuda")
-    layer = QuantizedLinear.from_linear(linear, outlier_cols)
+    smooth = torch.rand(kdim, generator=torch.Generator().manual_seed(3)) * 3 + 0.25 if smoothed else None
+    layer = QuantizedLinear.from_linear(linear, outlier_cols, smooth=smooth)
     layer(_fresh((m, kdim), torch.float16, 11))  # normal path, recorded
     replays = [r for r in layer._recorded.values() if r is not None]
     assert len(replays) == 1, "the first call was not recorded"

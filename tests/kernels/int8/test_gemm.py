@@ -339,3 +339,52 @@ def test_split_k_gives_exactly_the_unsplit_output(device, monkeypatch, m, k, n, 
 ])
 def test_gemm_split_counts_worked_by_hand(m, n, k, expected):
     assert gemm.gemm_split(m, n, k, 132) == expected
+
+
+@pytest.mark.parametrize("k", [72, gemm.MAX_SINGLE_BLOCK_K + 100])
+def test_smoothed_rows_are_quantized_after_the_input_scale(device, k):
+    """With smoothing the kernel quantizes x * input_scale (one- and two-pass paths), gathers the outlier values
+    unscaled, matches the torch path, and its weight columns undo the scale to within half an int8 step."""
+    m, n, outliers = 9, 24, [0, k - 5]
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(m, k, generator=gen) * torch.exp(torch.randn(k, generator=gen))).half()
+    x[:, outliers] *= 25.0
+    weight = (torch.randn(n, k, generator=gen) * 0.05).half()
+    smooth = torch.exp(torch.randn(k, generator=gen))
+    parts = on(device, quantize_weight(weight, torch.tensor(outliers), torch.float16, smooth=smooth))
+    scale = parts["input_scale"]
+    assert scale.shape == (k,) and scale.dtype == torch.float16
+    assert torch.equal(scale[outliers].float().cpu(), torch.ones(2))
+    x = x.to(device)
+    kq_pad = parts["weight_int8"].shape[1]
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], outlier_cols(parts, k), kq_pad, torch.float16,
+                                           smooth=scale)
+    ref_codes, ref_scale = reference_codes(x.double() * scale.double(), parts["keep_idx"])
+    assert (codes[:, :k - 2].double() - ref_codes).abs().max() <= 1
+    torch.testing.assert_close(scales.double(), ref_scale, rtol=1e-6, atol=0)
+    assert torch.equal(xo, x[:, outliers])
+    codes_t, scales_t, xo_t = gemm.quantize_rows_torch(x, parts["keep_idx"], parts["outlier_idx"], kq_pad,
+                                                       torch.float16, smooth=scale)
+    assert (codes.int() - codes_t.int()).abs().max() <= 1 and torch.equal(xo, xo_t)
+    torch.testing.assert_close(scales, scales_t, rtol=1e-6, atol=0)
+    y = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo, parts["weight_outlier"],
+                         None, torch.float16)
+    torch.testing.assert_close(y.double(), epilogue_reference(codes, scales, parts, xo, None), rtol=2**-10, atol=1e-3)
+    # the int8 columns hold W / input_scale: times input_scale they are W to within half a step
+    keep = parts["keep_idx"]
+    stored = parts["weight_int8"][:, :keep.numel()].double() * parts["weight_scale"].double()[:, None]
+    in_scale = scale.double()[keep][None, :]
+    step = parts["weight_scale"].double()[:, None] * in_scale
+    assert ((stored * in_scale - weight.to(device).double()[:, keep]).abs() <= step / 2 * (1 + 1e-3)).all()
+
+
+def test_smoothing_factors_are_checked(device):
+    x = activations(4, 32, [], device=device)
+    parts = on(device, quantize_weight(torch.randn(8, 32).half(), torch.tensor([], dtype=torch.int64),
+                                       torch.float16, smooth=torch.ones(32)))
+    for bad in (torch.ones(31), torch.ones(32, dtype=torch.float64), torch.ones(64)[::2]):
+        with pytest.raises(ValueError, match="smooth"):
+            gemm.quantize_rows(x, parts["column_map"], None, 32, torch.float16, smooth=bad.to(device))
+    for bad in (torch.zeros(32), torch.full((32,), float("inf")), torch.ones(31)):
+        with pytest.raises(ValueError, match="smooth"):
+            quantize_weight(torch.randn(8, 32), torch.tensor([], dtype=torch.int64), torch.float16, smooth=bad)

@@ -128,10 +128,10 @@ def tiny_model() -> DecoderLM:
     return DecoderLM(cfg).half().eval()
 
 
-@pytest.mark.parametrize("rule", ["fixed", "stat"])
-def test_quantize_model_replaces_every_linear(device, rule):
+@pytest.mark.parametrize("rule, smooth_alpha", [("fixed", None), ("stat", None), ("stat", 0.5)])
+def test_quantize_model_replaces_every_linear(device, rule, smooth_alpha):
     """Every linear of a small model quantized after calibration (its layers then run the Triton kernels on the
-    test process's device), within 5% of the fp16 model's logits."""
+    test process's device), within 5% of the fp16 model's logits; smoothed, every layer holds its input scale."""
     model = tiny_model().to(device)
     ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1)).to(device)
     with torch.no_grad():
@@ -139,13 +139,15 @@ def test_quantize_model_replaces_every_linear(device, rule):
     fp16_bytes = module_bytes(model)
     calib = [torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(s)).to(device)
              for s in (2, 3)]
-    report = quantize_model(model, calib, rule=rule, threshold=3.0)
+    report = quantize_model(model, calib, rule=rule, threshold=3.0, smooth_alpha=smooth_alpha)
     assert not any(isinstance(m, (nn.Linear, nn.Embedding)) for m in model.modules())
     assert isinstance(model.lm_head, QuantizedLinear)
     assert isinstance(model.embed, QuantizedEmbedding) and model.embed.source is model.lm_head
     assert list(report.columns) == ["layer", "kind", "in_features", "out_features", "n_outliers",
-                                    "outlier_fraction", "calib_absmax_max", "fp_bytes",
+                                    "outlier_fraction", "calib_absmax_max", "smooth_alpha", "fp_bytes",
                                     "quantized_bytes"]
+    layers = [m for m in model.modules() if isinstance(m, QuantizedLinear)]
+    assert all((m.input_scale is not None) == (smooth_alpha is not None) for m in layers)
     assert (report["kind"] == "linear").sum() == 2 * 4 + 1
     if rule == "fixed":  # a few LayerNorm output channels of this model exceed 3.0
         assert report["n_outliers"].sum() > 0

@@ -71,15 +71,16 @@ def compile_tma(bm, bn, bk, stages, warps):
     return gemm_facts(*compile_sm90(gemm._int8_gemm_tma_kernel, sig, consts, ALIGNED,
                                     num_warps=warps, num_stages=stages))
 
-def compile_quantize(k):
+def compile_quantize(k, smooth):
     single, block_k, block_m, warps = gemm.quantize_tile(k)
-    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "ocol_ptr": "*i64", "q_ptr": "*i8", "xo_ptr": "*fp16",
+    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "ocol_ptr": "*i64", "smooth_ptr": "*fp16", "q_ptr": "*i8",
+           "xo_ptr": "*fp16",
            "scale_ptr": "*fp32", "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "N_OUT": "i32",
            "stride_xm": "i32", "stride_xk": "constexpr", "stride_qm": "i32", "stride_om": "i32",
            "BLOCK_M": "constexpr", "BLOCK_K": "constexpr", "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr",
-           "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
+           "HAS_SMOOTH": "constexpr", "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
     consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
-              "HAS_OUTLIERS": True, "PAD_BLOCK": gemm.K_ALIGN, "BLOCK_O": gemm.OUTLIER_BLOCK}
+              "HAS_OUTLIERS": True, "HAS_SMOOTH": smooth, "PAD_BLOCK": gemm.K_ALIGN, "BLOCK_O": gemm.OUTLIER_BLOCK}
     _, _, usage = compile_sm90(gemm._quantize_rows_kernel, sig, consts, (), num_warps=warps)
     return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
@@ -88,7 +89,8 @@ print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "small": compile_gemm(16, 64, 256, 4, 4),
                   "small_split": compile_gemm(16, 64, 256, 4, 4, split=4),
                   "tma": [compile_tma(*c) for c in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8))],
-                  "quantize": {k: compile_quantize(k) for k in (512, 2048, 4096)}}))
+                  "quantize": {k: compile_quantize(k, False) for k in (512, 2048, 4096)},
+                  "quantize_smooth": {k: compile_quantize(k, True) for k in (512, 2048, 4096)}}))
 """
 
 
@@ -105,6 +107,7 @@ def test_gemm_kernel_compiles_for_hopper():
         assert r["shared"] <= 227 * 1024
     for r in result["tma"]:  # persistent large-M kernel: TMA loads, int8 wgmma, fp16 outlier product
         assert r["tma"] and r["wgmma_s8"] and r["wgmma_f16"], r
-    for k, q in result["quantize"].items():
-        # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM
+    for k, q in [*result["quantize"].items(), *result["quantize_smooth"].items()]:
+        # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM (smoothing's
+        # factors included)
         assert q["local"] == 0 and q["registers"] <= 64 and q["warps"] >= 8, (k, q)
