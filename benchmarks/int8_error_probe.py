@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS))
     parser.add_argument("--eval-batch", type=int, default=16)
     parser.add_argument("--max-eval-windows", type=int, default=None)
+    parser.add_argument("--split", choices=("evaluation", "calibration"), default="evaluation",
+                        help="the tokens perplexity is measured on: the evaluation split (what `evaluate` reports), or "
+                             "the calibration split, to choose a variant's parameter without looking at the former")
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/int8_error_probe.json"))
     args = parser.parse_args(argv)
     specs = {name: parse_variant(name) for name in args.variants}
@@ -209,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, build in builds:
             start = time.perf_counter()
             model = build()
-            result = perplexity(model, splits.evaluation, seq_len, args.eval_batch, dev,
+            result = perplexity(model, getattr(splits, args.split), seq_len, args.eval_batch, dev,
                                 max_windows=args.max_eval_windows)
             rows.append({"variant": name, **result, "seconds": time.perf_counter() - start})
             if model is not model16:
@@ -223,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "environment": environment(), "command": " ".join(sys.argv), "rule": args.rule, "param": param,
+        "split": args.split,
         "outlier_columns": {name: int(idx.numel()) for name, idx in outliers.items()},
         "eval_tokens": rows[0]["eval_tokens"], "rows": rows}, indent=1))
     print(f"wrote {args.out}")

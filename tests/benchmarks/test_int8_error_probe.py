@@ -76,8 +76,10 @@ def test_probe_runs_on_a_tiny_checkpoint(tmp_path):
     run_training(text, ckpt, TINY_TRAIN, model_overrides=TINY, device="cpu")
     out = tmp_path / "probe.json"
     assert main(["--ckpt", str(ckpt), "--text", str(text), "--variants", "w16-a16", "w8-a8", "w8-a8-s0.5@fc2",
-                 "--out", str(out)]) == 0
-    rows = {r["variant"]: r for r in json.loads(out.read_text())["rows"]}
+                 "--split", "calibration", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["split"] == "calibration"
+    rows = {r["variant"]: r for r in payload["rows"]}
     assert set(rows) == {"fp16", "real int8_stat@3", "w16-a16", "w8-a8", "w8-a8-s0.5@fc2"}
     assert abs(rows["w16-a16"]["ppl_rel_change_vs_fp16"]) < 1e-3
     assert abs(rows["w8-a8"]["perplexity"] / rows["real int8_stat@3"]["perplexity"] - 1) < 2e-3
