@@ -256,7 +256,7 @@ def implementations(layers: LayerImpls, full: bool) -> dict:
             raise Unsupported("torch._int_mm on CUDA needs M > 16")
         layer = layers.get(src, "custom")
         codes, _, _ = gemm.quantize_rows(x, layer.column_map, layer.outlier_columns(),
-                                         layer.weight_int8.shape[1], layer.outlier_dtype)
+                                         layer.weight_int8.shape[1], layer.outlier_dtype, smooth=layer.input_scale)
         w_t = layer.weight_int8.t()
         out = _poisoned(x.shape[0], w_t.shape[1], torch.int32, x.device)
         return lambda: torch._int_mm(codes, w_t, out=out)
@@ -283,7 +283,8 @@ def output_checker(layers: LayerImpls, errors: dict, configs: dict):
             if name == "int_mm_ceiling":
                 layer = layers.get(src, "custom")
                 codes, _, _ = gemm.quantize_rows(x, layer.column_map, layer.outlier_columns(),
-                                                 layer.weight_int8.shape[1], layer.outlier_dtype)
+                                                 layer.weight_int8.shape[1], layer.outlier_dtype,
+                                                 smooth=layer.input_scale)
                 ref = codes.double() @ layer.weight_int8.double().t()
             tol = TOLERANCES[name.removesuffix("_graph")]
             case_errors[name] = require_close(out, ref, tol, f"{name} {case.label}")

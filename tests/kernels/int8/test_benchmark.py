@@ -35,12 +35,16 @@ def test_synthetic_profile_has_the_documented_outlier_channels():
         benchmark.synthetic_sigma(256, n_large=3) > 1).flatten().tolist()
 
 
-def test_every_implementation_runs_and_is_checked(device):
+@pytest.mark.parametrize("smooth_alpha", [None, 0.5])
+def test_every_implementation_runs_and_is_checked(device, smooth_alpha):
+    """Every row runs and is checked; smoothed (bench --smooth), the custom layers hold their input scale and the
+    torch._int_mm row multiplies the same smoothed codes (still exact)."""
     sigma = benchmark.synthetic_sigma(128, n_large=2)
     src = benchmark.square_source(sigma, 64, 32, "synthetic", device)
     entries = [(src, 16), (src, 32)]
-    cases = [benchmark.bench_case(s, m) for s, m in entries]
-    layers = benchmark.LayerImpls({c.label: e for c, e in zip(cases, entries)})
+    cases = [benchmark.bench_case(s, m, smooth_alpha=smooth_alpha) for s, m in entries]
+    layers = benchmark.LayerImpls({c.label: e for c, e in zip(cases, entries)}, smooth_alpha=smooth_alpha)
+    assert (layers.get(src, "custom").input_scale is None) == (smooth_alpha is None)
     errors, configs = {}, {}
     impls = benchmark.implementations(layers, full=True)
     check = benchmark.output_checker(layers, errors, configs)
@@ -63,7 +67,7 @@ def test_every_implementation_runs_and_is_checked(device):
     assert 1e-3 < errors[large]["int8_custom"] < benchmark.TOLERANCES["int8_custom"]
     assert errors[large]["int8_custom_torch"] < benchmark.TOLERANCES["int8_custom_torch"]
     params = json.loads(df["params"].iloc[0])
-    assert params["n_outliers"] == 2 and params["dtype"] == "int8+fp16"
+    assert params["n_outliers"] == 2 and params["dtype"] == "int8+fp16" and params["smooth_alpha"] == smooth_alpha
     assert df.loc[df["impl"] == "int8_custom", "flops"].iloc[0] == 2 * 16 * 128 * 64
     assert df.loc[df["impl"] == "fp16_linear", "bytes"].iloc[0] == (
         2 * 16 * 128 + 128 * 64 + 2 * 16 * 64)
