@@ -33,7 +33,7 @@ from torch import nn
 
 from profkit.bench.checks import tf32_mode
 from profkit.bench.results import environment
-from profkit.kernels.int8.calibrate import calibrate, outlier_columns
+from profkit.kernels.int8.calibrate import calibrate, outlier_columns, smoothing_factors
 from profkit.kernels.int8.data import calibration_batches, load_splits
 from profkit.kernels.int8.evaluate import (
     CALIB_BATCH_SIZE,
@@ -42,6 +42,7 @@ from profkit.kernels.int8.evaluate import (
     build_variant,
     perplexity,
 )
+from profkit.kernels.int8.gemm import _round_half_away_torch
 from profkit.kernels.int8.layers import storage_scale
 from profkit.kernels.int8.train import load_checkpoint
 
@@ -64,10 +65,6 @@ def parse_variant(name: str) -> dict:
     return {"weights": weights, "acts": acts, "alpha": None if alpha is None else float(alpha), "layers": layers}
 
 
-def round_half_away(t: torch.Tensor) -> torch.Tensor:
-    return torch.sign(t) * torch.floor(t.abs() + 0.5)
-
-
 def quantize_rows(t: torch.Tensor, absmax: torch.Tensor, fp16_scale: bool) -> torch.Tensor:
     """Dequantized int8 codes of each row of t (float32) against that row's absmax; the scale rounded to fp16 as
     ``storage_scale`` stores weight scales when fp16_scale, float32 as the activation quantizer keeps it."""
@@ -75,7 +72,7 @@ def quantize_rows(t: torch.Tensor, absmax: torch.Tensor, fp16_scale: bool) -> to
     if fp16_scale:
         scale = storage_scale(scale).float()
     inv = torch.where(scale > 0, 1.0 / scale.clamp_min(1e-38), torch.zeros_like(scale))
-    return round_half_away(t * inv[..., None]).clamp_(-127, 127) * scale[..., None]
+    return _round_half_away_torch(t * inv[..., None]).clamp_(-127, 127) * scale[..., None]
 
 
 def quantize_weight_rows(w: torch.Tensor, mode: str) -> torch.Tensor:
@@ -113,16 +110,6 @@ def quantize_activations(x: torch.Tensor, mode: str) -> torch.Tensor:
     return deq.view(m, -1)[:, :k]
 
 
-def smoothing(act_absmax: torch.Tensor, weight: torch.Tensor, alpha: float | None) -> torch.Tensor:
-    """SmoothQuant's per-input-channel factors s (K,), 1 where alpha is None or either absmax is 0."""
-    if alpha is None:
-        return torch.ones_like(act_absmax)
-    w_absmax = weight.abs().amax(dim=0)
-    ok = (act_absmax > 0) & (w_absmax > 0)
-    s = act_absmax.clamp_min(1e-30).pow(alpha) / w_absmax.clamp_min(1e-30).pow(1.0 - alpha)
-    return torch.where(ok, s, torch.ones_like(s))
-
-
 class SimulatedInt8Linear(nn.Module):
     """y = Q(x_kept / s) @ Q(W_kept * s).T + x_out @ W_out.T + b in float32, returned in x's dtype."""
 
@@ -132,8 +119,8 @@ class SimulatedInt8Linear(nn.Module):
         w = linear.weight.detach().float()
         keep = torch.ones(w.shape[1], dtype=torch.bool, device=w.device)
         keep[outliers.to(w.device)] = False
-        s = smoothing(act_absmax.to(w.device).float(), w, alpha)
-        s = torch.where(keep, s, torch.ones_like(s))
+        s = (torch.ones(w.shape[1], device=w.device) if alpha is None
+             else smoothing_factors(act_absmax, w, alpha, outliers))
         self.acts = acts
         self.register_buffer("keep_idx", torch.nonzero(keep).flatten())
         self.register_buffer("out_idx", torch.nonzero(~keep).flatten())
