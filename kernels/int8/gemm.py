@@ -344,8 +344,10 @@ def _int8_gemm_tma_kernel(
 
 # Launches recorded per call signature (profkit.kernels.launch): a layer called again with the same
 # shapes skips triton's per-launch Python work, which is longer than the GEMM at small M.
-_QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel,
-                               per_call=("x_ptr", "map_ptr", "ocol_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
+# Every tensor argument is per call: a tensor left out would be baked into the recorded launch, which LaunchCache
+# refuses (smooth_ptr was, and no quantize launch of any layer was recorded until it was listed).
+_QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel, per_call=(
+    "x_ptr", "map_ptr", "ocol_ptr", "smooth_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
 _GEMM_LAUNCH = LaunchCache(_int8_gemm_kernel, per_call=(
     "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "ws_ptr", "lock_ptr"))
 _GEMM_TMA_LAUNCH = LaunchCache(_int8_gemm_tma_kernel, per_call=(

@@ -388,3 +388,66 @@ def test_smoothing_factors_are_checked(device):
     for bad in (torch.zeros(32), torch.full((32,), float("inf")), torch.ones(31)):
         with pytest.raises(ValueError, match="smooth"):
             quantize_weight(torch.randn(8, 32), torch.tensor([], dtype=torch.int64), torch.float16, smooth=bad)
+
+
+def _per_call_positions(cache) -> list[int]:
+    names = list(cache.kernel.arg_names)
+    return [names.index(name) for name in cache.per_call]
+
+
+@pytest.mark.parametrize("smoothed", [False, True], ids=["plain", "smoothed"])
+@pytest.mark.parametrize("outliers", [[], [2, 40]], ids=["no-outliers", "outliers"])
+def test_launch_tensors_are_per_call_and_the_replay_passes_them_in_the_kernels_order(device, monkeypatch, smoothed,
+                                                                                     outliers):
+    """LaunchCache refuses to record a launch with a tensor outside its per_call list (a replay would reuse that
+    call's buffer), so every tensor the quantizer's and the pointer GEMM's launches pass must be per call (the
+    quantizer's smooth_ptr once was not, and no quantize launch was recorded). RecordedLinear's replay then hands
+    the recorded launches their per-call values: the same tensors at the same places as the checked path's."""
+    m, k, n = 6, 64, 40
+    launched = []
+    for cache in (gemm._QUANTIZE_LAUNCH, gemm._GEMM_LAUNCH):
+        def spy(key, grid, args, device_index, _cache=cache, _real=cache.launch, **kwargs):
+            launched.append((_cache, args))
+            return _real(key, grid, args, device_index, **kwargs)
+        monkeypatch.setattr(cache, "launch", spy)
+    gen = torch.Generator().manual_seed(3)
+    weight = (torch.randn(n, k, generator=gen) * 0.05).half()
+    smooth = torch.exp(torch.randn(k, generator=gen)) if smoothed else None
+    parts = on(device, quantize_weight(weight, torch.tensor(outliers, dtype=torch.int64), torch.float16,
+                                       smooth=smooth))
+    x = activations(m, k, outliers, device=device)
+    bias = torch.linspace(-1, 1, n).half().to(device)
+    kq_pad, ocols = parts["weight_int8"].shape[1], outlier_cols(parts, k)
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], ocols, kq_pad, torch.float16,
+                                           smooth=parts["input_scale"])
+    gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo, parts["weight_outlier"], bias,
+                     torch.float16)
+    assert [cache for cache, _ in launched] == [gemm._QUANTIZE_LAUNCH, gemm._GEMM_LAUNCH]
+    checked = {}
+    for cache, args in launched:
+        positions = _per_call_positions(cache)
+        tensors = [i for i, a in enumerate(args) if torch.is_tensor(a)]
+        assert set(tensors) <= set(positions), [cache.kernel.arg_names[i] for i in set(tensors) - set(positions)]
+        checked[cache] = [args[i] for i in positions]
+
+    replayed = {}
+    plan = gemm.RecordedLinear()
+    plan.quantize = lambda values: replayed.setdefault(gemm._QUANTIZE_LAUNCH, list(values))
+    plan.gemm = lambda values: replayed.setdefault(gemm._GEMM_LAUNCH, list(values))
+    plan.m, plan.kq_pad, plan.n, plan.split = m, kq_pad, n, 1
+    plan.n_outliers, plan.outlier_dtype, plan.out_dtype = len(outliers), torch.float16, torch.float16
+    plan.column_map, plan.outlier_cols, plan.smooth = parts["column_map"], ocols, parts["input_scale"]
+    plan.weight_int8, plan.weight_scale, plan.weight_outlier = (parts["weight_int8"], parts["weight_scale"],
+                                                               parts["weight_outlier"])
+    plan.bias_arg, plan.device = bias, x.device
+    plan(x)
+    fixed = [t.data_ptr() for t in (x, parts["column_map"], ocols, parts["input_scale"], parts["weight_int8"],
+                                    parts["weight_scale"], parts["weight_outlier"], bias)
+             if t is not None and t.numel()]
+    for cache, values in checked.items():
+        got = replayed[cache]
+        assert len(got) == len(values) == len(cache.per_call)
+        for name, want, have in zip(cache.per_call, values, got):
+            assert torch.is_tensor(have) and have.dtype == want.dtype, name
+            if want.data_ptr() in fixed or have.data_ptr() in fixed:  # a layer buffer or the input: the same tensor
+                assert have.data_ptr() == want.data_ptr(), name
