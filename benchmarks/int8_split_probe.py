@@ -35,12 +35,13 @@ SHAPES = ((4096, 4096), (1024, 3072), (1024, 1024), (1024, 4096), (4096, 1024), 
 def launch(tile: tuple, split: int, operands: tuple, m: int, n: int, k: int, n_out: int) -> None:
     """One ``_int8_gemm_kernel`` launch of tile (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) with K in `split` runs."""
     bm, bn, bk, stages, warps = tile
-    codes, weight, out, _, _, _, outliers, weight_outlier = operands
+    codes, weight, out, _, _, _, outliers, weight_outlier, residual = operands
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split)
     gemm._int8_gemm_kernel.fn[grid](
         *operands, *gemm._split_operands(m, n, split, out), m, n, k, n_out, gemm.m_bucket(m),
         codes.stride(0), codes.stride(1), weight.stride(1), weight.stride(0), out.stride(0), out.stride(1),
         outliers.stride(0), outliers.stride(1), weight_outlier.stride(0), weight_outlier.stride(1),
+        residual.stride(0), residual.stride(1),
         HAS_BIAS=False, HAS_OUTLIERS=n_out > 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=split,
         num_stages=stages, num_warps=warps)
 

@@ -9,6 +9,8 @@ Variants, built one at a time from the fp32 checkpoint (only one model is reside
     int8_fixed@T, int8_stat@S   the INT8 variants with threshold T or S sigma (a rule's sensitivity)
     <int8 variant>+s<A>         the same with SmoothQuant's migration at strength A (``calibrate.smoothing_factors``),
                                 e.g. int8_stat+s0.5
+    <int8 variant>+fused        the same with the blocks' LayerNorms, GELU and residual adds in the INT8 layers'
+                                kernels (``fusion.fuse_decoder``), e.g. int8_stat+s0.5+fused
 
 Columns of the result table (one row per variant):
     variant, perplexity, nll_nats (mean per token), eval_tokens,
@@ -37,6 +39,7 @@ from torch import nn
 
 from .convert import module_bytes, quantize_model, quantize_model_bnb
 from .data import calibration_batches, fixed_windows, load_splits
+from .fusion import fuse_decoder
 from .layers import QuantizedLinear
 from .train import load_checkpoint
 
@@ -74,19 +77,33 @@ RULE_DEFAULTS = {"fixed": 6.0, "stat": 3.0}
 """The INT8 variants' outlier rule parameters: the absmax threshold of "fixed", the sigmas of "stat"."""
 
 
+def variant_options(variant: str) -> tuple[str, float | None, bool]:
+    """An INT8 variant name's parts: (its rule part, the "+s<A>" smoothing strength or None, whether "+fused")
+    ("int8_stat+s0.5+fused" -> ("int8_stat", 0.5, True)). Raises ValueError for an unknown or repeated suffix, a
+    strength outside [0, 1], or a suffix on a variant that is not INT8."""
+    name, *suffixes = variant.split("+")
+    alpha, fused = None, False
+    for suffix in suffixes:
+        if suffix == "fused" and not fused:
+            fused = True
+            continue
+        try:
+            value = float(suffix[1:]) if suffix.startswith("s") and alpha is None else math.nan
+        except ValueError:
+            value = math.nan
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{variant!r}: INT8 options are written int8_<rule>[@P][+s<A>][+fused], A in [0, 1], "
+                             "each at most once")
+        alpha = value
+    if suffixes and not name.startswith("int8_"):
+        raise ValueError(f"{variant!r}: only INT8 variants take +s<A> or +fused")
+    return name, alpha, fused
+
+
 def smoothing_alpha(variant: str) -> float | None:
     """The migration strength of an INT8 variant name's "+s<A>" suffix ("int8_stat+s0.5" -> 0.5); None without one.
-    Raises ValueError for a suffix that is not a number in [0, 1] or on a variant that is not INT8."""
-    name, plus, suffix = variant.partition("+")
-    if not plus:
-        return None
-    try:
-        alpha = float(suffix.removeprefix("s")) if suffix.startswith("s") else math.nan
-    except ValueError:
-        alpha = math.nan
-    if not name.startswith("int8_") or not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"{variant!r}: smoothing is written int8_<rule>[@P]+s<A> with A in [0, 1]")
-    return alpha
+    Raises ValueError as ``variant_options`` does."""
+    return variant_options(variant)[1]
 
 
 def int8_rule(variant: str) -> tuple[str, float] | None:
@@ -95,8 +112,7 @@ def int8_rule(variant: str) -> tuple[str, float] | None:
     parameter."""
     if variant in VARIANTS and not variant.startswith("int8_"):
         return None
-    smoothing_alpha(variant)
-    variant = variant.partition("+")[0]
+    variant = variant_options(variant)[0]
     rule, at, value = variant.removeprefix("int8_").partition("@")
     if not variant.startswith("int8_") or rule not in RULE_DEFAULTS:
         raise ValueError(f"variant must be one of {VARIANTS} or int8_fixed@T / int8_stat@S, got {variant!r}")
@@ -120,8 +136,10 @@ def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
     if rule is None:
         return model, (None if variant == "fp16" else quantize_model_bnb(model, threshold=6.0))
     name, param = rule
-    return model, quantize_model(model, calib, rule=name, threshold=param if name == "fixed" else 6.0,
-                                 n_sigma=param if name == "stat" else 3.0, smooth_alpha=smoothing_alpha(variant))
+    _, alpha, fused = variant_options(variant)
+    report = quantize_model(model, calib, rule=name, threshold=param if name == "fixed" else 6.0,
+                            n_sigma=param if name == "stat" else 3.0, smooth_alpha=alpha)
+    return (fuse_decoder(model) if fused else model), report
 
 
 def _latency(model: nn.Module, vocab_size: int, seq_len: int, batch_sizes: tuple[int, ...],

@@ -62,11 +62,12 @@ def _int8_code(xf, inv):
 
 @triton.jit
 def _quantize_rows_kernel(
-    x_ptr, map_ptr, ocol_ptr, smooth_ptr, q_ptr, xo_ptr, scale_ptr,
-    M, K, KQ, KQ_PAD, N_OUT,
+    x_ptr, map_ptr, ocol_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, q_ptr, xo_ptr, scale_ptr,
+    M, K, KQ, KQ_PAD, N_OUT, eps,
     stride_xm, stride_xk, stride_qm, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE_BLOCK: tl.constexpr,
-    HAS_OUTLIERS: tl.constexpr, HAS_SMOOTH: tl.constexpr, PAD_BLOCK: tl.constexpr, BLOCK_O: tl.constexpr,
+    HAS_OUTLIERS: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_NORM: tl.constexpr, PAD_BLOCK: tl.constexpr,
+    BLOCK_O: tl.constexpr,
 ):
     """Rows [m0, m0 + BLOCK_M) of x -> int8 codes q[m, :KQ_PAD], scale[m], outliers xo[m, :N_OUT].
 
@@ -76,6 +77,11 @@ def _quantize_rows_kernel(
     False. smooth_ptr (HAS_SMOOTH): fp16/fp32 (K,) factors every column of x is multiplied by before its
     absmax and rounding (1 at the outlier columns, whose values are gathered unscaled). With SINGLE_BLOCK the
     rows are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns at a time.
+
+    HAS_NORM (SINGLE_BLOCK only): the rows are first layer-normalised, (x - mean) / sqrt(var + eps) * w + b over
+    all K columns (norm_w_ptr, norm_b_ptr: (K,)), and rounded to x's dtype, what ``nn.LayerNorm`` would have
+    written for the layer to read: the LayerNorm before a layer becomes part of this pass instead of a kernel
+    that writes the normalised rows for this one to read again.
     """
     offs_m = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     in_m = offs_m < M
@@ -86,6 +92,14 @@ def _quantize_rows_kernel(
         in_k = offs_k < K
         mask = in_m[:, None] & in_k[None, :]
         xf = tl.load(x_rows + offs_k[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
+        if HAS_NORM:
+            mean = tl.sum(xf, axis=1) / K
+            centred = tl.where(mask, xf - mean[:, None], 0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / K + eps)
+            norm_w = tl.load(norm_w_ptr + offs_k, mask=in_k, other=0.0).to(tl.float32)
+            norm_b = tl.load(norm_b_ptr + offs_k, mask=in_k, other=0.0).to(tl.float32)
+            xf = centred * rstd[:, None] * norm_w[None, :] + norm_b[None, :]
+            xf = xf.to(x_ptr.dtype.element_ty).to(tl.float32)
         if HAS_SMOOTH:
             xf = xf * tl.load(smooth_ptr + offs_k, mask=in_k, other=1.0).to(tl.float32)[None, :]
         if HAS_OUTLIERS:
@@ -129,6 +143,11 @@ def _quantize_rows_kernel(
             cols = tl.load(ocol_ptr + offs_o, mask=in_o, other=0)
             o_mask = in_m[:, None] & in_o[None, :]
             values = tl.load(x_rows + cols[None, :] * stride_xk, mask=o_mask, other=0.0)
+            if HAS_NORM:
+                values = ((values.to(tl.float32) - mean[:, None]) * rstd[:, None]
+                          * tl.load(norm_w_ptr + cols, mask=in_o, other=0.0).to(tl.float32)[None, :]
+                          + tl.load(norm_b_ptr + cols, mask=in_o, other=0.0).to(tl.float32)[None, :])
+                values = values.to(x_ptr.dtype.element_ty)
             tl.store(o_rows + offs_o[None, :], values.to(xo_ptr.dtype.element_ty), mask=o_mask)
     tl.store(scale_ptr + offs_m, absmax / 127.0, mask=in_m)
     offs_pad = KQ + tl.arange(0, PAD_BLOCK)
@@ -193,19 +212,21 @@ def _prune(configs, named_args, **kwargs):
 })
 @triton.jit
 def _int8_gemm_kernel(
-    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr, ws_ptr, lock_ptr,
+    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr, res_ptr, ws_ptr, lock_ptr,
     M, N, K, N_OUTLIERS, M_BUCKET,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    stride_xom, stride_xoo, stride_woo, stride_won,
+    stride_xom, stride_xoo, stride_woo, stride_won, stride_rm, stride_rn,
     HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EVEN_K: tl.constexpr, BLOCK_O: tl.constexpr, SPLIT_K: tl.constexpr = 1,
+    ACTIVATION: tl.constexpr = 0, HAS_RESIDUAL: tl.constexpr = False,
 ):
-    """c (M, N) = (a @ b) * a_scale[:, None] * b_scale[None, :] + xo @ wo + bias.
+    """c (M, N) = act((a @ b) * a_scale[:, None] * b_scale[None, :] + xo @ wo + bias) + res.
 
     a: int8 (M, K) activation codes; b: int8 (K, N) view of the (N, K) weight codes (K is the
     contiguous dimension of both, the layout int8 wgmma wants); xo: (M, N_OUTLIERS) and
-    wo: (N_OUTLIERS, N) 16-bit; scales fp32.
+    wo: (N_OUTLIERS, N) 16-bit; scales fp32. ACTIVATION (0 none, 1 GELU) and HAS_RESIDUAL (res: (M, N), read
+    with its own strides): see ``_dequant_store``.
 
     SPLIT_K > 1 (decode-size M, where the tiles alone are too few programs to stream the weights at full
     bandwidth): program (tile, s) of a (tiles, SPLIT_K) grid sums the s-th run of K steps, stores its int32
@@ -262,20 +283,24 @@ def _int8_gemm_kernel(
         last, total = split_k_finish(acc, ws_ptr, lock_ptr, pid, split, tile, M * N, in_tile, SPLIT_K)
         if last:
             _dequant_store(total, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
-                           xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
-                           HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
+                           xo_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo,
+                           stride_won, stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
     else:
         _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
-                       xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
-                       HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
+                       xo_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo,
+                       stride_won, stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
 
 
 @triton.jit
 def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
-                   xo_ptr, wo_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
-                   HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr, BLOCK_O: tl.constexpr):
+                   xo_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
+                   stride_rm, stride_rn, HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr, BLOCK_O: tl.constexpr,
+                   ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
     """The epilogue both GEMM kernels share: int32 tile -> fp32 x row scale x column scale, plus
-    the 16-bit outlier product and the bias, cast and stored (rows/columns past M/N masked off)."""
+    the 16-bit outlier product and the bias, then GELU (ACTIVATION == 1, erf form, F.gelu's default) and the
+    residual tile (HAS_RESIDUAL), cast and stored once (rows/columns past M/N masked off). The activation and the
+    residual add are what a transformer block runs as separate elementwise kernels after fc1 and after the
+    attention and MLP output projections, each writing and re-reading the layer's output."""
     offs_am = offs_m % M
     offs_bn = offs_n % N
     a_scale = tl.load(a_scale_ptr + offs_am).to(tl.float32)
@@ -294,9 +319,14 @@ def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_
             wo_ptrs += BLOCK_O * stride_woo
     if HAS_BIAS:
         out += tl.load(bias_ptr + offs_bn).to(tl.float32)[None, :]
+    if ACTIVATION == 1:
+        out = 0.5 * out * (1.0 + tl.math.erf(out * 0.7071067811865476))
 
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if HAS_RESIDUAL:
+        res_ptrs = res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :] * stride_rn
+        out += tl.load(res_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
@@ -306,12 +336,12 @@ def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_
           ["M_BUCKET", "N", "K"])
 @triton.jit
 def _int8_gemm_tma_kernel(
-    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr,
+    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr, xo_ptr, wo_ptr, res_ptr,
     M, N, K, N_OUTLIERS, M_BUCKET,
-    stride_cm, stride_xom, stride_woo,
+    stride_cm, stride_xom, stride_woo, stride_rm,
     HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    BLOCK_O: tl.constexpr, NUM_SMS: tl.constexpr,
+    BLOCK_O: tl.constexpr, NUM_SMS: tl.constexpr, ACTIVATION: tl.constexpr = 0, HAS_RESIDUAL: tl.constexpr = False,
 ):
     """The same GEMM and epilogue for large M on Hopper: NUM_SMS persistent programs walk the tiles,
     a: int8 (M, K) and b: int8 (N, K) (both contiguous, rows 16-byte aligned) arrive through TMA
@@ -338,8 +368,8 @@ def _int8_gemm_tma_kernel(
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
-                       xo_ptr, wo_ptr, stride_cm, 1, stride_xom, 1, stride_woo, 1,
-                       HAS_BIAS, HAS_OUTLIERS, BLOCK_O)
+                       xo_ptr, wo_ptr, res_ptr, stride_cm, 1, stride_xom, 1, stride_woo, 1, stride_rm, 1,
+                       HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
 
 
 # Launches recorded per call signature (profkit.kernels.launch): a layer called again with the same
@@ -347,11 +377,12 @@ def _int8_gemm_tma_kernel(
 # Every tensor argument is per call: a tensor left out would be baked into the recorded launch, which LaunchCache
 # refuses (smooth_ptr was, and no quantize launch of any layer was recorded until it was listed).
 _QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel, per_call=(
-    "x_ptr", "map_ptr", "ocol_ptr", "smooth_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
+    "x_ptr", "map_ptr", "ocol_ptr", "smooth_ptr", "norm_w_ptr", "norm_b_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
 _GEMM_LAUNCH = LaunchCache(_int8_gemm_kernel, per_call=(
-    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "ws_ptr", "lock_ptr"))
+    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "res_ptr", "ws_ptr",
+    "lock_ptr"))
 _GEMM_TMA_LAUNCH = LaunchCache(_int8_gemm_tma_kernel, per_call=(
-    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr"))
+    "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "res_ptr"))
 
 TMA_MIN_M = 1024
 """From this M up, on Hopper/Blackwell, the GEMM runs as the persistent TMA kernel (large M is
@@ -381,13 +412,15 @@ def gemm_split(m: int, n: int, k: int, num_sms: int) -> int:
     return split_count(triton.cdiv(n, cols), k, num_sms, waves, min_k, MAX_SPLIT)
 
 
-def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor) -> bool:
+def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor,
+                       residual: torch.Tensor | None = None) -> bool:
     """The persistent TMA GEMM applies: compiled mode on an sm_90/sm_100 GPU, M >= TMA_MIN_M,
-    contiguous codes and weights with 16-byte aligned rows, a row-major output."""
+    contiguous codes and weights with 16-byte aligned rows, a row-major output (and residual)."""
     if interpreting() or not codes.is_cuda or codes.shape[0] < TMA_MIN_M or not has_device_tma():
         return False
     major, _ = device_info(device_index(codes))
     return (major in (9, 10) and codes.is_contiguous() and weight_int8.is_contiguous() and out.stride(1) == 1
+            and (residual is None or residual.stride(1) == 1)
             and codes.shape[1] % 16 == 0 and codes.data_ptr() % 16 == 0 and weight_int8.data_ptr() % 16 == 0)
 
 
@@ -444,29 +477,38 @@ def quantize_tile(k: int) -> tuple[bool, int, int, int]:
     return single, block_k, block_m, num_warps
 
 
-def _map_operands(column_map, outlier_cols, n_outliers: int, smooth, scales) -> tuple:
-    """The quantization kernel's map_ptr, ocol_ptr and smooth_ptr: without outliers (without smoothing) the kernel
-    never reads the first two (the third) and a live buffer (scales) stands in."""
+def _map_operands(column_map, outlier_cols, n_outliers: int, smooth, norm, scales) -> tuple:
+    """The quantization kernel's map_ptr, ocol_ptr, smooth_ptr, norm_w_ptr and norm_b_ptr: without outliers (without
+    smoothing, without a norm) the kernel never reads the first two (the third, the last two) and a live buffer
+    (scales) stands in."""
     maps = (column_map, outlier_cols) if n_outliers else (scales, scales)
-    return (*maps, scales if smooth is None else smooth)
+    norms = (scales, scales) if norm is None else norm[:2]
+    return (*maps, scales if smooth is None else smooth, *norms)
 
 
-def _quantize_key(x, col_map, ocols, smooth, codes, outliers, scales, kq_pad: int, n_outliers: int,
-                  has_smooth: bool) -> tuple:
-    return signature(x, col_map, ocols, smooth, codes, outliers, scales), kq_pad, n_outliers, has_smooth
+def _quantize_key(x, operands: tuple, codes, outliers, scales, kq_pad: int, n_outliers: int, has_smooth: bool,
+                  norm) -> tuple:
+    eps = None if norm is None else norm[2]
+    return signature(x, *operands, codes, outliers, scales), kq_pad, n_outliers, has_smooth, eps
 
 
-def _gemm_key(operands: tuple, bias) -> tuple:
-    return signature(*operands), bias is not None
+ACTIVATIONS = {None: 0, "gelu": 1}
+"""The GEMM epilogue's activations (its ACTIVATION constexpr): GELU is F.gelu's erf form."""
 
 
-def _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier) -> tuple:
-    """The GEMM kernels' eight tensor arguments, in order. Without outliers or bias the kernels never
+def _gemm_key(operands: tuple, bias, activation: str | None, has_residual: bool) -> tuple:
+    return signature(*operands), bias is not None, activation, has_residual
+
+
+def _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier,
+                   residual=None) -> tuple:
+    """The GEMM kernels' nine tensor arguments, in order. Without outliers, bias or residual the kernels never
     read those pointers; live buffers stand in for them (not empty tensors)."""
     if weight_outlier.shape[0] == 0:
         outliers, weight_outlier = scales[:, None], weight_scale[None, :]
     bias_arg = bias if bias is not None else weight_scale
-    return codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier
+    return (codes, weight_int8, out, scales, weight_scale, bias_arg, outliers, weight_outlier,
+            out if residual is None else residual)
 
 
 def _sm_count(t: torch.Tensor) -> int:
@@ -494,8 +536,29 @@ def _outlier_buffer(m: int, n_outliers: int, dtype: torch.dtype, device) -> torc
     return torch.empty((m, max(8, -(-n_outliers // 8) * 8)), dtype=dtype, device=device)
 
 
+def norm_fusable(k: int) -> bool:
+    """Whether the quantization kernel can apply a LayerNorm over rows of k values (one pass, rows in registers)."""
+    return triton.next_power_of_2(k) <= MAX_SINGLE_BLOCK_K
+
+
+def _check_norm(norm, k: int, device) -> None:
+    if norm is None:
+        return
+    if not norm_fusable(k):
+        raise ValueError(f"a fused LayerNorm needs rows of at most {MAX_SINGLE_BLOCK_K} values, got {k}")
+    weight, bias, eps = norm
+    for name, t in (("norm weight", weight), ("norm bias", bias)):
+        if (t.shape != (k,) or t.dtype not in (torch.float16, torch.bfloat16, torch.float32) or t.device != device
+                or t.stride(0) != 1):
+            raise ValueError(f"{name} must be a contiguous 16/32-bit ({k},) tensor on {device}, got "
+                             f"{t.dtype} {tuple(t.shape)} on {t.device}")
+    if not (isinstance(eps, float) and eps > 0):
+        raise ValueError(f"norm eps must be a positive float, got {eps!r}")
+
+
 def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None,
                   kq_pad: int, outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None,
+                  norm: tuple[torch.Tensor, torch.Tensor, float] | None = None,
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token int8 quantization of x's non-outlier columns (Triton kernel 1).
 
@@ -504,6 +567,9 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
     device)[1]``, which a QuantizedLinear caches), or outlier_cols None (no outliers, identity map).
     smooth: None, or fp16/fp32 (K,) on x's device: x's columns are multiplied by it before quantization (the inverse
     of the smoothing factors ``quantize_weight`` folded into the weight; 1 at the outlier columns).
+    norm: None, or (weight, bias, eps) of a LayerNorm over x's K columns that the kernel applies first (weight and
+    bias contiguous 16/32-bit (K,) on x's device; K <= MAX_SINGLE_BLOCK_K): the codes and outlier values are those
+    of ``F.layer_norm(x, (K,), weight, bias, eps)`` in x's dtype.
     Returns codes int8 (M, kq_pad), scales fp32 (M,), outlier values (M, |O|) in ``outlier_dtype``
     (a view of a buffer with rows padded to 8).
     """
@@ -523,6 +589,7 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
                                or smooth.device != x.device or smooth.stride(0) != 1):
         raise ValueError(f"smooth must be a contiguous fp16/fp32 ({k},) tensor on {x.device}, got "
                          f"{smooth.dtype} {tuple(smooth.shape)} on {smooth.device}")
+    _check_norm(norm, k, x.device)
     kq = k - n_outliers
     if not 0 <= kq <= kq_pad or kq_pad % K_ALIGN:
         raise ValueError(f"need 0 <= K - n_outliers ({kq}) <= kq_pad ({kq_pad}) and kq_pad a "
@@ -533,15 +600,16 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
     if m == 0:
         return codes, scales, outliers[:, :n_outliers]
     single, block_k, block_m, num_warps = quantize_tile(k)
-    col_map, ocols, smooth_arg = _map_operands(column_map, outlier_cols, n_outliers, smooth, scales)
+    operands = _map_operands(column_map, outlier_cols, n_outliers, smooth, norm, scales)
     _QUANTIZE_LAUNCH.launch(
-        _quantize_key(x, col_map, ocols, smooth_arg, codes, outliers, scales, kq_pad, n_outliers, smooth is not None),
+        _quantize_key(x, operands, codes, outliers, scales, kq_pad, n_outliers, smooth is not None, norm),
         (triton.cdiv(m, block_m),),
-        (x, col_map, ocols, smooth_arg, codes, outliers, scales, m, k, kq, kq_pad, n_outliers,
+        (x, *operands, codes, outliers, scales, m, k, kq, kq_pad, n_outliers, 0.0 if norm is None else norm[2],
          x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0)),
         x.device.index if x.is_cuda else None,
         BLOCK_M=block_m, BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0,
-        HAS_SMOOTH=smooth is not None, PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK, num_warps=num_warps,
+        HAS_SMOOTH=smooth is not None, HAS_NORM=norm is not None, PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK,
+        num_warps=num_warps,
     )
     return codes, scales, outliers[:, :n_outliers]
 
@@ -549,12 +617,15 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
 def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Tensor,
                 weight_scale: torch.Tensor, outliers: torch.Tensor,
                 weight_outlier: torch.Tensor, bias: torch.Tensor | None,
-                out_dtype: torch.dtype, out: torch.Tensor | None = None) -> torch.Tensor:
-    """y = codes @ weight_int8.T * scales x weight_scale + outliers @ weight_outlier + bias.
+                out_dtype: torch.dtype, out: torch.Tensor | None = None, activation: str | None = None,
+                residual: torch.Tensor | None = None) -> torch.Tensor:
+    """y = act(codes @ weight_int8.T * scales x weight_scale + outliers @ weight_outlier + bias) + residual.
 
     codes: int8 (M, KQ_PAD); scales: fp32 (M,); weight_int8: int8 (N, KQ_PAD);
     weight_scale: fp16 or fp32 (N,); outliers: (M, |O|) and weight_outlier: (|O|, N) of one 16-bit
-    dtype; bias: (N,) or None. Returns (M, N) in ``out_dtype``, written into ``out`` if given.
+    dtype; bias: (N,) or None; activation: None or "gelu" (``ACTIVATIONS``); residual: None or (M, N) of any
+    float dtype and strides (it may be ``out`` itself). All in fp32, rounded once to ``out_dtype``.
+    Returns (M, N) in ``out_dtype``, written into ``out`` if given.
     """
     _check_matrix("codes", codes, (torch.int8,))
     _check_matrix("weight_int8", weight_int8, (torch.int8,), cols=codes.shape[1])
@@ -571,6 +642,12 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
                          f"({weight_outlier.dtype}) must share one 16-bit dtype")
     if bias is not None and bias.shape != (n,):
         raise ValueError(f"bias must be ({n},), got {tuple(bias.shape)}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+    if residual is not None and (residual.shape != (m, n) or not residual.is_floating_point()
+                                 or residual.device != codes.device):
+        raise ValueError(f"residual must be a float ({m}, {n}) tensor on {codes.device}, got "
+                         f"{residual.dtype} {tuple(residual.shape)} on {residual.device}")
     if out is None:
         out = torch.empty((m, n), dtype=out_dtype, device=codes.device)
     elif out.shape != (m, n) or out.dtype != out_dtype or out.device != codes.device:
@@ -580,9 +657,12 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         return out
     k = codes.shape[1]
 
-    operands = _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier)
-    outliers, weight_outlier = operands[6], operands[7]
-    if _tma_gemm_eligible(codes, weight_int8, out):
+    operands = _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier, residual)
+    outliers, weight_outlier, res = operands[6], operands[7], operands[8]
+    epilogue = dict(HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0, ACTIVATION=ACTIVATIONS[activation],
+                    HAS_RESIDUAL=residual is not None)
+    key = _gemm_key(operands, bias, activation, residual is not None)
+    if _tma_gemm_eligible(codes, weight_int8, out, residual):
         _, num_sms = device_info(device_index(codes))
 
         def persistent_grid(meta):
@@ -590,10 +670,10 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
 
         triton.set_allocator(tma_workspace)
         _GEMM_TMA_LAUNCH.launch(
-            _gemm_key(operands, bias), persistent_grid,
-            (*operands, m, n, k, n_out, m_bucket(m), out.stride(0), outliers.stride(0), weight_outlier.stride(0)),
-            codes.device.index, HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0,
-            BLOCK_O=16 if n_out <= 16 else 32, NUM_SMS=num_sms)
+            key, persistent_grid,
+            (*operands, m, n, k, n_out, m_bucket(m), out.stride(0), outliers.stride(0), weight_outlier.stride(0),
+             res.stride(0)),
+            codes.device.index, BLOCK_O=16 if n_out <= 16 else 32, NUM_SMS=num_sms, **epilogue)
         _LAST_GEMM[0] = _int8_gemm_tma_kernel
         return out
     _LAST_GEMM[0] = _int8_gemm_kernel
@@ -603,13 +683,13 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), split)
 
     _GEMM_LAUNCH.launch(
-        _gemm_key(operands, bias), grid,
+        key, grid,
         (*operands, *_split_operands(m, n, split, out), m, n, k, n_out, m_bucket(m),
          codes.stride(0), codes.stride(1), weight_int8.stride(1), weight_int8.stride(0),
          out.stride(0), out.stride(1),
-         outliers.stride(0), outliers.stride(1), weight_outlier.stride(0), weight_outlier.stride(1)),
-        codes.device.index if codes.is_cuda else None,
-        HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0, SPLIT_K=split,
+         outliers.stride(0), outliers.stride(1), weight_outlier.stride(0), weight_outlier.stride(1),
+         res.stride(0), res.stride(1)),
+        codes.device.index if codes.is_cuda else None, SPLIT_K=split, **epilogue,
     )
     return out
 
@@ -622,8 +702,8 @@ class RecordedLinear:
     call, ~100 µs of kernels). Build with :meth:`record` after one normal call."""
 
     __slots__ = ("quantize", "gemm", "m", "kq_pad", "n", "n_outliers", "outlier_dtype", "out_dtype",
-                 "column_map", "outlier_cols", "smooth", "weight_int8", "weight_scale", "weight_outlier", "bias_arg", "device",
-                 "split")
+                 "column_map", "outlier_cols", "smooth", "norm", "weight_int8", "weight_scale", "weight_outlier",
+                 "bias_arg", "device", "split")
     quantize: Callable[[Sequence[Any]], None]  # the two recorded launches (LaunchCache.get)
     gemm: Callable[[Sequence[Any]], None]
     m: int
@@ -635,6 +715,7 @@ class RecordedLinear:
     column_map: torch.Tensor | None
     outlier_cols: torch.Tensor | None
     smooth: torch.Tensor | None
+    norm: tuple | None  # (weight, bias, eps) of a fused LayerNorm
     weight_int8: torch.Tensor
     weight_scale: torch.Tensor
     weight_outlier: torch.Tensor
@@ -646,9 +727,11 @@ class RecordedLinear:
     def record(cls, x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None, kq_pad: int,
                outlier_dtype: torch.dtype, weight_int8: torch.Tensor, weight_scale: torch.Tensor,
                weight_outlier: torch.Tensor, bias: torch.Tensor | None, out_dtype: torch.dtype,
-               out: torch.Tensor | None, smooth: torch.Tensor | None = None) -> "RecordedLinear | None":
-        """The replay of ``quantize_rows(x, ...)`` + ``int8_linear(..., out)`` as they ran last, or None
-        when either launch was not recorded (interpreter, a launch hook, fast path off)."""
+               out: torch.Tensor | None, smooth: torch.Tensor | None = None, norm: tuple | None = None,
+               activation: str | None = None, residual: torch.Tensor | None = None) -> "RecordedLinear | None":
+        """The replay of ``quantize_rows(x, ..., smooth, norm)`` + ``int8_linear(..., out, activation, residual)``
+        as they ran last, or None when either launch was not recorded (interpreter, a launch hook, fast path off).
+        A replay takes a residual exactly when the recorded call had one, of the same layout."""
         if not x.is_cuda or x.shape[0] == 0:
             return None
         m, n = x.shape[0], weight_int8.shape[0]
@@ -657,27 +740,28 @@ class RecordedLinear:
         scales = torch.empty((m,), dtype=torch.float32, device=x.device)
         outliers = _outlier_buffer(m, n_outliers, outlier_dtype, x.device)
         y = torch.empty((m, n), dtype=out_dtype, device=x.device) if out is None else out
-        col_map, ocols, smooth_arg = _map_operands(column_map, outlier_cols, n_outliers, smooth, scales)
-        quantize = _QUANTIZE_LAUNCH.get(_quantize_key(x, col_map, ocols, smooth_arg, codes, outliers, scales, kq_pad,
-                                                      n_outliers, smooth is not None))
+        quantize = _QUANTIZE_LAUNCH.get(_quantize_key(
+            x, _map_operands(column_map, outlier_cols, n_outliers, smooth, norm, scales), codes, outliers, scales,
+            kq_pad, n_outliers, smooth is not None, norm))
         operands = _gemm_operands(codes, weight_int8, y, scales, weight_scale, bias, outliers[:, :n_outliers],
-                                  weight_outlier)
-        bias_arg = operands[5]
-        tma = _tma_gemm_eligible(codes, weight_int8, y)
-        gemm = (_GEMM_TMA_LAUNCH if tma else _GEMM_LAUNCH).get(_gemm_key(operands, bias))
+                                  weight_outlier, residual)
+        tma = _tma_gemm_eligible(codes, weight_int8, y, residual)
+        gemm = (_GEMM_TMA_LAUNCH if tma else _GEMM_LAUNCH).get(_gemm_key(operands, bias, activation,
+                                                                          residual is not None))
         if quantize is None or gemm is None:
             return None
         plan = cls()
         plan.quantize, plan.gemm, plan.m, plan.kq_pad, plan.n = quantize, gemm, m, kq_pad, n
         plan.n_outliers, plan.outlier_dtype, plan.out_dtype = n_outliers, outlier_dtype, out_dtype
-        plan.column_map, plan.outlier_cols, plan.smooth = column_map, outlier_cols, smooth
+        plan.column_map, plan.outlier_cols, plan.smooth, plan.norm = column_map, outlier_cols, smooth, norm
         plan.weight_int8, plan.weight_scale = weight_int8, weight_scale
-        plan.weight_outlier, plan.bias_arg, plan.device = weight_outlier, bias_arg, x.device
+        plan.weight_outlier, plan.bias_arg, plan.device = weight_outlier, operands[5], x.device
         plan.split = 0 if tma else gemm_split(m, n, kq_pad, _sm_count(x))
         return plan
 
-    def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """y for x of the recorded signature (out: the recorded out's layout, or None as recorded)."""
+    def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None,
+                 residual: torch.Tensor | None = None) -> torch.Tensor:
+        """y for x of the recorded signature (out and residual: the recorded ones' layouts, or None as recorded)."""
         m, device = self.m, self.device
         codes = torch.empty((m, self.kq_pad), dtype=torch.int8, device=device)
         scales = torch.empty((m,), dtype=torch.float32, device=device)
@@ -686,10 +770,12 @@ class RecordedLinear:
         has_outliers = self.n_outliers > 0
         # The launchers read only the tensors' addresses: the outlier views (and, without outliers,
         # the stand-ins the normal path passes) share their base tensors' first element.
-        self.quantize((x, *_map_operands(self.column_map, self.outlier_cols, self.n_outliers, self.smooth, scales),
+        self.quantize((x, *_map_operands(self.column_map, self.outlier_cols, self.n_outliers, self.smooth, self.norm,
+                                         scales),
                        codes, outliers, scales))
         operands = (codes, self.weight_int8, y, scales, self.weight_scale, self.bias_arg,
-                    outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale)
+                    outliers if has_outliers else scales, self.weight_outlier if has_outliers else self.weight_scale,
+                    y if residual is None else residual)
         self.gemm(operands if self.split == 0 else (*operands, *_split_operands(m, self.n, self.split, y)))
         return y
 
@@ -709,12 +795,16 @@ def column_lists(column_map: torch.Tensor | None, k: int,
 
 def quantize_rows_torch(x: torch.Tensor, keep_idx: torch.Tensor, outlier_idx: torch.Tensor,
                         kq_pad: int, outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None,
+                        norm: tuple[torch.Tensor, torch.Tensor, float] | None = None,
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PyTorch version of :func:`quantize_rows` (same outputs), for the ``torch._int_mm`` path.
 
-    keep_idx, outlier_idx: int64 column lists (see :func:`column_lists`); smooth as in :func:`quantize_rows`.
+    keep_idx, outlier_idx: int64 column lists (see :func:`column_lists`); smooth and norm as in
+    :func:`quantize_rows` (the LayerNorm here is ``F.layer_norm``, at any K).
     """
     _check_matrix("x", x, (torch.float16, torch.bfloat16, torch.float32))
+    if norm is not None:
+        x = torch.nn.functional.layer_norm(x, (x.shape[1],), norm[0], norm[1], norm[2])
     kept = x.index_select(1, keep_idx).float()
     if smooth is not None:
         kept = kept * smooth.index_select(0, keep_idx).float()
@@ -728,8 +818,10 @@ def quantize_rows_torch(x: torch.Tensor, keep_idx: torch.Tensor, outlier_idx: to
 def int8_linear_torch(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Tensor,
                       weight_scale: torch.Tensor, outliers: torch.Tensor,
                       weight_outlier: torch.Tensor, bias: torch.Tensor | None,
-                      out_dtype: torch.dtype) -> torch.Tensor:
-    """:func:`int8_linear` through ``torch._int_mm`` (int32 accumulation) and unfused epilogue.
+                      out_dtype: torch.dtype, activation: str | None = None,
+                      residual: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`int8_linear` through ``torch._int_mm`` (int32 accumulation) and unfused epilogue (the activation and
+    the residual as there: in fp32, one rounding at the end).
 
     On CUDA ``torch._int_mm`` needs M > 16 and N % 8 == 0: short inputs are zero-padded to 17
     rows; a weight with N % 8 != 0 raises ValueError.
@@ -747,4 +839,10 @@ def int8_linear_torch(codes: torch.Tensor, scales: torch.Tensor, weight_int8: to
         out += (outliers @ weight_outlier).float()
     if bias is not None:
         out += bias.float()
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+    if activation == "gelu":
+        out = torch.nn.functional.gelu(out)
+    if residual is not None:
+        out += residual.float()
     return out.to(out_dtype)

@@ -10,6 +10,8 @@ Storage per layer (all buffers, counted by the footprint):
     input_scale    fp16 (K,) or absent  with smoothing (SmoothQuant's migration): 1 / s_k, which the
                                       quantizer multiplies x's column k by; W's int8 columns hold W * s
     bias           16-bit (N,) or absent
+    norm_weight,   (K,) or absent     a LayerNorm fused into the layer's input (``fuse``): moved here from the
+    norm_bias                         nn.LayerNorm the layer replaces, so the model's bytes are unchanged
 The torch fallback backend also caches the map as int64 index lists (12 bytes per input
 column, not a buffer), built on its first call on a device.
 
@@ -170,6 +172,10 @@ class QuantizedLinear(nn.Module):
         self.input_scale_dtype = None if input_scale is None else input_scale.dtype
         self.register_buffer("input_scale", None if input_scale is None else input_scale.contiguous())
         self.register_buffer("bias", None if bias is None else bias.detach().to(self.outlier_dtype))
+        self.register_buffer("norm_weight", None)
+        self.register_buffer("norm_bias", None)
+        self.norm_eps: float | None = None
+        self.activation: str | None = None
         self._column_lists: dict[torch.device, tuple] = {}  # device -> (column_map, its version, the lists)
         self._recorded: dict[tuple, gemm.RecordedLinear | None] = {}
 
@@ -187,6 +193,26 @@ class QuantizedLinear(nn.Module):
         return cls(linear.in_features, linear.out_features, parts["weight_int8"],
                    parts["weight_scale"], parts["weight_outlier"], parts["column_map"],
                    bias=linear.bias, backend=backend, input_scale=parts["input_scale"])
+
+    def fuse(self, norm: nn.LayerNorm | None = None, activation: str | None = None) -> "QuantizedLinear":
+        """Take the LayerNorm that feeds this layer into its quantizer and an activation into its GEMM epilogue:
+        forward then computes act(norm(x) @ W.T + b) (+ residual) in two kernels, where the unfused block runs a
+        LayerNorm kernel before and an elementwise kernel after. Returns self."""
+        if norm is not None:
+            if tuple(norm.normalized_shape) != (self.in_features,) or norm.weight is None:
+                raise ValueError(f"the fused LayerNorm must normalise the layer's {self.in_features} inputs with a "
+                                 f"weight, got {norm}")
+            weight = norm.weight.detach()
+            bias = norm.bias.detach() if norm.bias is not None else torch.zeros_like(weight)
+            self.norm_weight, self.norm_bias = weight.contiguous(), bias.contiguous()
+            self.norm_eps = float(norm.eps)
+        if activation not in gemm.ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(gemm.ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
+        return self
+
+    def _norm(self) -> tuple | None:
+        return None if self.norm_weight is None else (self.norm_weight, self.norm_bias, self.norm_eps)
 
     @property
     def n_outliers(self) -> int:
@@ -220,55 +246,74 @@ class QuantizedLinear(nn.Module):
             raise ValueError("QuantizedLinear buffers changed dtype (was .half()/.float() called "
                              "on the quantized model?); quantize again from the float model")
 
-    def forward(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """x: (..., in_features) -> (..., out_features); ``out`` (M, out_features) with
-        M = x.numel() // in_features, optional, Triton backend only (benchmarks poison it)."""
-        key = self._replay_key(x, out) if x.is_cuda and self.backend != "torch" else None
+    def forward(self, x: torch.Tensor, out: torch.Tensor | None = None,
+                residual: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (..., in_features) -> (..., out_features), plus ``residual`` (..., out_features) when given (added
+        before the one rounding to x's dtype); ``out`` (M, out_features) with M = x.numel() // in_features,
+        optional, Triton backend only (benchmarks poison it; it may be the residual's storage)."""
+        key = self._replay_key(x, out, residual) if x.is_cuda and self.backend != "torch" else None
         replay = self._recorded.get(key) if key is not None else None
         if replay is not None and replay_allowed(x.device.index):
-            return replay(x.reshape(-1, self.in_features), out).reshape(*x.shape[:-1], self.out_features)
+            res_rows = None if residual is None else residual.reshape(-1, self.out_features)
+            return replay(x.reshape(-1, self.in_features), out, res_rows).reshape(*x.shape[:-1], self.out_features)
         if x.shape[-1] != self.in_features:
             raise ValueError(f"expected (..., {self.in_features}) input, got {tuple(x.shape)}")
+        if residual is not None and residual.shape != (*x.shape[:-1], self.out_features):
+            raise ValueError(f"residual must be {(*x.shape[:-1], self.out_features)}, got {tuple(residual.shape)}")
         self._check_buffers()
         lead = x.shape[:-1]
         rows = x.reshape(-1, self.in_features)
-        kq_pad = self.weight_int8.shape[1]
+        res_rows = None if residual is None else residual.reshape(-1, self.out_features)
+        kq_pad, norm = self.weight_int8.shape[1], self._norm()
         if self.resolved_backend(x.device) == "triton":
+            prenormed = norm is not None and not gemm.norm_fusable(self.in_features)  # rows too long for one pass
+            if prenormed:
+                rows, norm = torch.nn.functional.layer_norm(rows, (self.in_features,), *norm), None
             outlier_cols = self.outlier_columns()
-            codes, scales, outliers = gemm.quantize_rows(rows, self.column_map, outlier_cols,
-                                                         kq_pad, self.outlier_dtype, smooth=self.input_scale)
+            codes, scales, outliers = gemm.quantize_rows(rows, self.column_map, outlier_cols, kq_pad,
+                                                         self.outlier_dtype, smooth=self.input_scale, norm=norm)
             y = gemm.int8_linear(codes, scales, self.weight_int8, self.weight_scale, outliers,
-                                 self.weight_outlier, self.bias, x.dtype, out=out)
-            if key is not None and key not in self._recorded:
+                                 self.weight_outlier, self.bias, x.dtype, out=out, activation=self.activation,
+                                 residual=res_rows)
+            if key is not None and key not in self._recorded and not prenormed:
                 self._recorded[key] = gemm.RecordedLinear.record(
                     rows, self.column_map, outlier_cols, kq_pad, self.outlier_dtype, self.weight_int8,
-                    self.weight_scale, self.weight_outlier, self.bias, x.dtype, out, smooth=self.input_scale)
+                    self.weight_scale, self.weight_outlier, self.bias, x.dtype, out, smooth=self.input_scale,
+                    norm=norm, activation=self.activation, residual=res_rows)
         elif out is not None:
             raise ValueError("out= is only supported by the Triton backend")
         else:
             keep_idx, outlier_idx = self.column_lists()
-            codes, scales, outliers = gemm.quantize_rows_torch(rows, keep_idx, outlier_idx,
-                                                               kq_pad, self.outlier_dtype, smooth=self.input_scale)
-            y = gemm.int8_linear_torch(codes, scales, self.weight_int8, self.weight_scale,
-                                       outliers, self.weight_outlier, self.bias, x.dtype)
+            codes, scales, outliers = gemm.quantize_rows_torch(rows, keep_idx, outlier_idx, kq_pad,
+                                                               self.outlier_dtype, smooth=self.input_scale, norm=norm)
+            y = gemm.int8_linear_torch(codes, scales, self.weight_int8, self.weight_scale, outliers,
+                                       self.weight_outlier, self.bias, x.dtype, activation=self.activation,
+                                       residual=res_rows)
         return y.reshape(*lead, self.out_features)
 
-    def _replay_key(self, x: torch.Tensor, out: torch.Tensor | None) -> tuple:
-        """Everything a recorded call depends on: x's and out's layout and alignment, the buffers'
-        addresses (a moved, reloaded or re-typed layer gets new buffers, hence new keys) and column_map's
-        version (the replay holds outlier columns derived from it)."""
+    def _replay_key(self, x: torch.Tensor, out: torch.Tensor | None, residual: torch.Tensor | None) -> tuple:
+        """Everything a recorded call depends on: x's, out's and the residual's layout and alignment, the buffers'
+        addresses (a moved, reloaded or re-typed layer gets new buffers, hence new keys), column_map's
+        version (the replay holds outlier columns derived from it) and what is fused."""
         return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0,
                 None if out is None else (out.shape, out.stride(), out.dtype, out.data_ptr() % 16 == 0),
+                None if residual is None else (residual.shape, residual.stride(), residual.dtype,
+                                               residual.data_ptr() % 16 == 0),
                 self.weight_int8.data_ptr(), self.weight_scale.data_ptr(), self.weight_outlier.data_ptr(),
                 None if self.bias is None else self.bias.data_ptr(),
                 None if self.input_scale is None else self.input_scale.data_ptr(),
-                None if self.column_map is None else (self.column_map.data_ptr(), _version(self.column_map)))
+                None if self.column_map is None else (self.column_map.data_ptr(), _version(self.column_map)),
+                None if self.norm_weight is None else (self.norm_weight.data_ptr(), self.norm_bias.data_ptr(),
+                                                       self.norm_eps),
+                self.activation)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"outliers={self.n_outliers}, bias={self.bias is not None}, "
                 f"smoothed={self.input_scale is not None}, "
-                f"backend={self.backend}")
+                + ("norm=fused, " if self.norm_weight is not None else "")
+                + (f"activation={self.activation}, " if self.activation else "")
+                + f"backend={self.backend}")
 
 
 class QuantizedEmbedding(nn.Module):

@@ -206,13 +206,15 @@ def test_int8_persistent_tma_gemm_matches_the_pointer_kernel_and_float64(m, n, k
     assert relative_error(results[0][1], results[2][1].double()) <= 1e-3
 
 
-@pytest.mark.parametrize("smoothed", [False, True])
+@pytest.mark.parametrize("smoothed, fused", [(False, False), (True, False), (True, True)],
+                         ids=["plain", "smoothed", "smoothed-fused"])
 @pytest.mark.parametrize("m, kdim, n, split", [(77, 1024, 1000, 1), (1500, 1024, 1000, 0),  # pointer, TMA (sm_90)
                                                 (16, 4096, 1024, 4)])  # decode: K in 4 runs (132-SM GPUs)
-def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m, kdim, n, split, smoothed):
+def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m, kdim, n, split, smoothed, fused):
     """QuantizedLinear's recorded replay (gemm.RecordedLinear) computes exactly what the validated
-    path computes, with outliers, bias and (smoothed) its input scale, into a poisoned output, and follows new
-    inputs; a decode-size layer replays its split-K GEMM with a fresh workspace per call."""
+    path computes, with outliers, bias, (smoothed) its input scale and (fused) a LayerNorm in its quantizer, GELU
+    and a residual in its epilogue, into a poisoned output, and follows new inputs; a decode-size layer replays its
+    split-K GEMM with a fresh workspace per call."""
     from profkit.kernels.int8.layers import QuantizedLinear
     from profkit.kernels.launch import LaunchCache
 
@@ -220,7 +222,14 @@ def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m, kdim, n, spl
     outlier_cols = torch.arange(5, kdim, 97, device="cuda")
     smooth = torch.rand(kdim, generator=torch.Generator().manual_seed(3)) * 3 + 0.25 if smoothed else None
     layer = QuantizedLinear.from_linear(linear, outlier_cols, smooth=smooth)
-    layer(_fresh((m, kdim), torch.float16, 11))  # normal path, recorded
+    norm = torch.nn.LayerNorm(kdim).cuda().half()
+    if fused:
+        with torch.no_grad():
+            norm.weight.copy_(_fresh((kdim,), torch.float16, 4) * 0.3 + 1)
+            norm.bias.copy_(_fresh((kdim,), torch.float16, 5) * 0.1)
+        layer.fuse(norm=norm, activation="gelu")
+    residual = _fresh((m, n), torch.float16, 6) if fused else None
+    layer(_fresh((m, kdim), torch.float16, 11), residual=residual)  # normal path, recorded
     replays = [r for r in layer._recorded.values() if r is not None]
     assert len(replays) == 1, "the first call was not recorded"
     if torch.cuda.get_device_properties(0).multi_processor_count == 132 and torch.cuda.get_device_capability()[0] == 9:
@@ -229,13 +238,17 @@ def test_int8_layer_replay_matches_the_normal_path_on_new_inputs(m, kdim, n, spl
         x = _fresh((m, kdim), torch.float16, seed)
         x[:, outlier_cols] *= 30
         out = torch.full((m, n), math.nan, device="cuda", dtype=torch.float16)
-        replayed = layer(x, out=torch.full((m, n), math.nan, device="cuda", dtype=torch.float16))
-        layer(x, out=out)
+        replayed = layer(x, out=torch.full((m, n), math.nan, device="cuda", dtype=torch.float16), residual=residual)
+        layer(x, out=out, residual=residual)
         LaunchCache.enabled = False
         try:
-            normal = layer(x)
+            normal = layer(x, residual=residual)
         finally:
             LaunchCache.enabled = True
         assert torch.equal(out, normal) and torch.equal(replayed, normal)
+        if fused:
+            x = torch.nn.functional.layer_norm(x.double(), (kdim,), norm.weight.double(), norm.bias.double())
         reference = x.double() @ linear.weight.double().t() + linear.bias.double()
+        if fused:
+            reference = torch.nn.functional.gelu(reference) + residual.double()
         assert relative_error(out, reference) <= 0.1  # the benchmark's int8 tolerance

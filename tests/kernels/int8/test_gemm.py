@@ -395,10 +395,11 @@ def _per_call_positions(cache) -> list[int]:
     return [names.index(name) for name in cache.per_call]
 
 
-@pytest.mark.parametrize("smoothed", [False, True], ids=["plain", "smoothed"])
+@pytest.mark.parametrize("smoothed, fused", [(False, False), (True, False), (True, True)],
+                         ids=["plain", "smoothed", "smoothed-norm-residual"])
 @pytest.mark.parametrize("outliers", [[], [2, 40]], ids=["no-outliers", "outliers"])
 def test_launch_tensors_are_per_call_and_the_replay_passes_them_in_the_kernels_order(device, monkeypatch, smoothed,
-                                                                                     outliers):
+                                                                                     fused, outliers):
     """LaunchCache refuses to record a launch with a tensor outside its per_call list (a replay would reuse that
     call's buffer), so every tensor the quantizer's and the pointer GEMM's launches pass must be per call (the
     quantizer's smooth_ptr once was not, and no quantize launch was recorded). RecordedLinear's replay then hands
@@ -417,11 +418,14 @@ def test_launch_tensors_are_per_call_and_the_replay_passes_them_in_the_kernels_o
                                        smooth=smooth))
     x = activations(m, k, outliers, device=device)
     bias = torch.linspace(-1, 1, n).half().to(device)
+    norm = (torch.rand(k, generator=gen).half().to(device), torch.randn(k, generator=gen).half().to(device),
+            1e-5) if fused else None
+    residual = torch.randn(m, n, generator=gen).half().to(device) if fused else None
     kq_pad, ocols = parts["weight_int8"].shape[1], outlier_cols(parts, k)
     codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], ocols, kq_pad, torch.float16,
-                                           smooth=parts["input_scale"])
+                                           smooth=parts["input_scale"], norm=norm)
     gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo, parts["weight_outlier"], bias,
-                     torch.float16)
+                     torch.float16, residual=residual)
     assert [cache for cache, _ in launched] == [gemm._QUANTIZE_LAUNCH, gemm._GEMM_LAUNCH]
     checked = {}
     for cache, args in launched:
@@ -436,13 +440,14 @@ def test_launch_tensors_are_per_call_and_the_replay_passes_them_in_the_kernels_o
     plan.gemm = lambda values: replayed.setdefault(gemm._GEMM_LAUNCH, list(values))
     plan.m, plan.kq_pad, plan.n, plan.split = m, kq_pad, n, 1
     plan.n_outliers, plan.outlier_dtype, plan.out_dtype = len(outliers), torch.float16, torch.float16
-    plan.column_map, plan.outlier_cols, plan.smooth = parts["column_map"], ocols, parts["input_scale"]
+    plan.column_map, plan.outlier_cols, plan.smooth, plan.norm = parts["column_map"], ocols, parts["input_scale"], norm
     plan.weight_int8, plan.weight_scale, plan.weight_outlier = (parts["weight_int8"], parts["weight_scale"],
                                                                parts["weight_outlier"])
     plan.bias_arg, plan.device = bias, x.device
-    plan(x)
+    plan(x, residual=residual)
     fixed = [t.data_ptr() for t in (x, parts["column_map"], ocols, parts["input_scale"], parts["weight_int8"],
-                                    parts["weight_scale"], parts["weight_outlier"], bias)
+                                    parts["weight_scale"], parts["weight_outlier"], bias, residual,
+                                    *(norm[:2] if fused else ()))
              if t is not None and t.numel()]
     for cache, values in checked.items():
         got = replayed[cache]
@@ -451,3 +456,86 @@ def test_launch_tensors_are_per_call_and_the_replay_passes_them_in_the_kernels_o
             assert torch.is_tensor(have) and have.dtype == want.dtype, name
             if want.data_ptr() in fixed or have.data_ptr() in fixed:  # a layer buffer or the input: the same tensor
                 assert have.data_ptr() == want.data_ptr(), name
+
+
+def _norm_inputs(m: int, k: int, outliers: list[int], seed: int, device):
+    """Rows with their own offset and spread (what a residual stream looks like) and a LayerNorm's weight and bias."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=gen) * torch.exp(torch.randn(m, 1, generator=gen)) + torch.randn(m, 1,
+                                                                                                   generator=gen)
+    weight = 1.0 + 0.3 * torch.randn(k, generator=gen)
+    weight[outliers] *= 20.0  # the LayerNorm gain is what makes a channel an outlier in a trained model
+    bias = 0.1 * torch.randn(k, generator=gen)
+    return x.half().to(device), (weight.half().to(device), bias.half().to(device), 1e-5)
+
+
+@pytest.mark.parametrize("m,k,outliers,smoothed", [(5, 72, [3, 70], False), (17, 1024, [0, 512, 1023], True),
+                                                   (2, 4096, [], True), (3, 130, list(range(0, 130, 2)), False)],
+                         ids=lambda v: str(v))
+def test_fused_layernorm_quantizes_what_layer_norm_writes(device, m, k, outliers, smoothed):
+    """HAS_NORM: the codes, scales and outlier values of F.layer_norm(x) in fp16 (the layer's unfused input),
+    from the normalisation done in the quantizer's one pass: against float64 LayerNorm rounded to fp16, and against
+    the torch path. fp32 against float64 statistics can move a normalised value across an fp16 rounding boundary:
+    one fp16 step in a value, one code step."""
+    x, norm = _norm_inputs(m, k, outliers, seed=k, device=device)
+    gen = torch.Generator().manual_seed(1)
+    weight = (torch.randn(48, k, generator=gen) * 0.05).half()
+    smooth = torch.exp(0.5 * torch.randn(k, generator=gen)) if smoothed else None
+    parts = on(device, quantize_weight(weight, torch.tensor(outliers, dtype=torch.int64), torch.float16,
+                                       smooth=smooth))
+    kq_pad, scale = parts["weight_int8"].shape[1], parts["input_scale"]
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], outlier_cols(parts, k), kq_pad, torch.float16,
+                                           smooth=scale, norm=norm)
+    x64 = x.double()
+    normed = ((x64 - x64.mean(1, keepdim=True)) / torch.sqrt(x64.var(1, unbiased=False, keepdim=True) + norm[2])
+              * norm[0].double() + norm[1].double()).half()
+    if outliers:
+        assert (xo.double() - normed[:, outliers].double()).abs().max() <= 2.0 ** -10 * normed.abs().max().double()
+    kept_in = normed.double() * (1.0 if scale is None else scale.double())
+    ref_codes, ref_scale = reference_codes(kept_in, parts["keep_idx"])
+    assert (codes[:, :k - len(outliers)].double() - ref_codes).abs().max() <= 1
+    assert not codes[:, k - len(outliers):].any()  # the padding stays zero
+    torch.testing.assert_close(scales.double(), ref_scale, rtol=2.0 ** -10, atol=0)
+    codes_t, scales_t, xo_t = gemm.quantize_rows_torch(x, parts["keep_idx"], parts["outlier_idx"], kq_pad,
+                                                       torch.float16, smooth=scale, norm=norm)
+    assert (codes.int() - codes_t.int()).abs().max() <= 1
+    torch.testing.assert_close(scales, scales_t, rtol=2.0 ** -10, atol=0)
+    torch.testing.assert_close(xo, xo_t, rtol=2.0 ** -10, atol=0)
+
+
+@pytest.mark.parametrize("m,k,n,outliers,split", [(7, 96, 40, [5], 1), (16, 256, 72, [], 3), (33, 160, 64, [1, 2], 1)],
+                         ids=lambda v: str(v))
+def test_gelu_and_residual_epilogue(device, monkeypatch, m, k, n, outliers, split):
+    """ACTIVATION and HAS_RESIDUAL: act(the int8 product + outliers + bias) + residual in fp32, rounded once, against
+    float64 of the same math; the same through split K, with the residual being the output buffer itself (a
+    block's x += out(y)), and on the torch path."""
+    monkeypatch.setattr(gemm.LaunchCache, "enabled", False)
+    x = activations(m, k, outliers, device=device)
+    _, parts = layer_parts(k, n, outliers, device=device)
+    bias = torch.linspace(-1, 1, n).half().to(device)
+    residual = torch.randn(m, n, generator=torch.Generator().manual_seed(5)).half().to(device)
+    codes, scales, xo, _ = run_kernels(x, parts, bias)
+    pre = epilogue_reference(codes, scales, parts, xo, bias)
+    gelu = 0.5 * pre * (1.0 + torch.erf(pre / 2.0 ** 0.5))
+    args = (codes, scales, parts["weight_int8"], parts["weight_scale"], xo, parts["weight_outlier"], bias,
+            torch.float16)
+    monkeypatch.setattr(gemm, "gemm_split", lambda *a: split)
+    got = gemm.int8_linear(*args, activation="gelu")
+    torch.testing.assert_close(got.double(), gelu, rtol=2**-10, atol=1e-3)
+    got = gemm.int8_linear(*args, activation="gelu", residual=residual)
+    torch.testing.assert_close(got.double(), gelu + residual.double(), rtol=2**-10, atol=1e-3)
+    in_place = residual.clone()
+    got = gemm.int8_linear(*args, out=in_place, residual=in_place)
+    assert got is in_place
+    torch.testing.assert_close(got.double(), pre + residual.double(), rtol=2**-10, atol=1e-3)
+    transposed = residual.t().contiguous().t()  # a residual read through its own strides
+    torch.testing.assert_close(gemm.int8_linear(*args, residual=transposed).double(), pre + residual.double(),
+                               rtol=2**-10, atol=1e-3)
+    torch_path = gemm.int8_linear_torch(codes.cpu(), scales.cpu(), parts["weight_int8"].cpu(),
+                                        parts["weight_scale"].cpu(), xo.cpu(), parts["weight_outlier"].cpu(),
+                                        bias.cpu(), torch.float16, activation="gelu", residual=residual.cpu())
+    torch.testing.assert_close(torch_path.double(), gelu.cpu() + residual.double().cpu(), rtol=2**-10, atol=1e-3)
+    with pytest.raises(ValueError, match="activation"):
+        gemm.int8_linear(*args, activation="relu")
+    with pytest.raises(ValueError, match="residual"):
+        gemm.int8_linear(*args, residual=residual[:, :-1])

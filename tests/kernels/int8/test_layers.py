@@ -12,6 +12,8 @@ The "triton" backend runs compiled on CUDA tensors with a GPU and in triton's CP
 (tests/conftest.py decides once; the ``device`` fixture); the "torch" backend (torch._int_mm) runs on the CPU
 in both cases, as it does where Triton cannot run.
 """
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -215,3 +217,55 @@ def test_scales_outside_fp16_normal_range_stay_fp32():
     bias16 = tiny.bias.detach().half().double()  # the layer keeps its bias in 16 bits
     reference = x.double() @ tiny.weight.detach().double().t() + bias16
     assert torch.allclose(layer(x).double(), reference, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_fused_decoder_computes_the_unfused_int8_model(device, backend):
+    """fuse_decoder moves every LayerNorm into the quantizer of the layer it feeds, GELU into fc1's epilogue and the
+    residual adds into the out and fc2 epilogues: the same logits as the unfused INT8 model to 16-bit rounding
+    (LayerNorms and biases made random so none is the identity), the same bytes, and no LayerNorm, GELU or
+    residual add left to run outside the two kernels of each layer."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from profkit.kernels.int8.fusion import FusedBlock, fuse_decoder
+
+    model = tiny_model()
+    gen = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.LayerNorm, nn.Linear)) and module.bias is not None:
+                module.bias.copy_(0.1 * torch.randn(module.bias.shape, generator=gen))
+            if isinstance(module, nn.LayerNorm):
+                module.weight.copy_(1 + 0.3 * torch.randn(module.weight.shape, generator=gen))
+    model = model.to(backend_device(backend, device))
+    dev = model.lm_head.weight.device
+    calib = [torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(s)).to(dev) for s in (2, 3)]
+    quantize_model(model, calib, rule="stat", smooth_alpha=0.5, backend=backend)
+    ids = torch.randint(0, 128, (3, 16), generator=torch.Generator().manual_seed(5)).to(dev)
+    fused = fuse_decoder(copy.deepcopy(model))
+    assert all(isinstance(b, FusedBlock) for b in fused.blocks) and isinstance(fused.ln_f, nn.Identity)
+    assert not any(isinstance(m, nn.LayerNorm) for m in fused.modules())
+    assert module_bytes(fused) == module_bytes(model)
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad():
+        unfused = model(ids).double()
+        ops = Ops()
+        with ops:
+            got = fused(ids).double()
+    rel = float((got - unfused).norm() / unfused.norm())
+    assert rel < 5e-3, rel  # a code may move by one step where 16-bit rounding happens elsewhere
+    if backend == "triton":
+        assert not [n for n in ops.names if "layer_norm" in n or "gelu" in n], ops.names
+    with pytest.raises(RuntimeError, match="inference"):
+        fused.train()(ids)
+    with pytest.raises(ValueError, match="quantized"):
+        fuse_decoder(tiny_model())

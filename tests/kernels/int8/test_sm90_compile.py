@@ -41,46 +41,50 @@ def gemm_facts(kernel, ptx, usage):
             "atomics": "atom." in ptx}
 
 OPERANDS = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp16",
-            "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+            "bias_ptr": "*fp16", "xo_ptr": "*fp16", "wo_ptr": "*fp16", "res_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
             "N_OUTLIERS": "i32", "M_BUCKET": "i32"}
-ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "N", "K",
-           "stride_cm", "stride_xom", "stride_woo")
+ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "res_ptr", "N",
+           "K", "stride_cm", "stride_xom", "stride_woo", "stride_rm")
 
-def compile_gemm(bm, bn, bk, stages, warps, split=1):
+def compile_gemm(bm, bn, bk, stages, warps, split=1, fused=False):
     pointers = list(OPERANDS.items())
-    split_k = pointers.index(("M", "i32"))  # the split-K workspace and counts follow the eight tensors
+    split_k = pointers.index(("M", "i32"))  # the split-K workspace and counts follow the nine tensors
     sig = {**dict(pointers[:split_k]), "ws_ptr": "*i32", "lock_ptr": "*i32", **dict(pointers[split_k:]),
            "stride_am": "i32", "stride_ak": "constexpr", "stride_bk": "constexpr",
            "stride_bn": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "stride_xom": "i32",
-           "stride_xoo": "constexpr", "stride_woo": "i32", "stride_won": "constexpr",
-           "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr",
+           "stride_xoo": "constexpr", "stride_woo": "i32", "stride_won": "constexpr", "stride_rm": "i32",
+           "stride_rn": "constexpr", "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr",
            "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr",
-           "EVEN_K": "constexpr", "BLOCK_O": "constexpr", "SPLIT_K": "constexpr"}
-    consts = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "stride_xoo": 1, "stride_won": 1,
+           "EVEN_K": "constexpr", "BLOCK_O": "constexpr", "SPLIT_K": "constexpr", "ACTIVATION": "constexpr",
+           "HAS_RESIDUAL": "constexpr"}
+    consts = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "stride_xoo": 1, "stride_won": 1, "stride_rn": 1,
               "HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn,
-              "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "BLOCK_O": 16, "SPLIT_K": split}
+              "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "BLOCK_O": 16, "SPLIT_K": split,
+              "ACTIVATION": int(fused), "HAS_RESIDUAL": fused}
     return gemm_facts(*compile_sm90(gemm._int8_gemm_kernel, sig, consts, ALIGNED + ("stride_am", "stride_bn"),
                                     num_warps=warps, num_stages=stages))
 
-def compile_tma(bm, bn, bk, stages, warps):
-    sig = {**OPERANDS, "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32",
+def compile_tma(bm, bn, bk, stages, warps, fused=False):
+    sig = {**OPERANDS, "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32", "stride_rm": "i32",
            "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-           "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "BLOCK_O": "constexpr", "NUM_SMS": "constexpr"}
+           "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "BLOCK_O": "constexpr", "NUM_SMS": "constexpr",
+           "ACTIVATION": "constexpr", "HAS_RESIDUAL": "constexpr"}
     consts = {"HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-              "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132}
+              "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132, "ACTIVATION": int(fused), "HAS_RESIDUAL": fused}
     return gemm_facts(*compile_sm90(gemm._int8_gemm_tma_kernel, sig, consts, ALIGNED,
                                     num_warps=warps, num_stages=stages))
 
-def compile_quantize(k, smooth):
+def compile_quantize(k, smooth, norm=False):
     single, block_k, block_m, warps = gemm.quantize_tile(k)
-    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "ocol_ptr": "*i64", "smooth_ptr": "*fp16", "q_ptr": "*i8",
-           "xo_ptr": "*fp16",
-           "scale_ptr": "*fp32", "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "N_OUT": "i32",
+    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "ocol_ptr": "*i64", "smooth_ptr": "*fp16", "norm_w_ptr": "*fp16",
+           "norm_b_ptr": "*fp16", "q_ptr": "*i8", "xo_ptr": "*fp16",
+           "scale_ptr": "*fp32", "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "N_OUT": "i32", "eps": "fp32",
            "stride_xm": "i32", "stride_xk": "constexpr", "stride_qm": "i32", "stride_om": "i32",
            "BLOCK_M": "constexpr", "BLOCK_K": "constexpr", "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr",
-           "HAS_SMOOTH": "constexpr", "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
+           "HAS_SMOOTH": "constexpr", "HAS_NORM": "constexpr", "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
     consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
-              "HAS_OUTLIERS": True, "HAS_SMOOTH": smooth, "PAD_BLOCK": gemm.K_ALIGN, "BLOCK_O": gemm.OUTLIER_BLOCK}
+              "HAS_OUTLIERS": True, "HAS_SMOOTH": smooth, "HAS_NORM": norm, "PAD_BLOCK": gemm.K_ALIGN,
+              "BLOCK_O": gemm.OUTLIER_BLOCK}
     _, _, usage = compile_sm90(gemm._quantize_rows_kernel, sig, consts, (), num_warps=warps)
     return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
@@ -90,7 +94,11 @@ print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "small_split": compile_gemm(16, 64, 256, 4, 4, split=4),
                   "tma": [compile_tma(*c) for c in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8))],
                   "quantize": {k: compile_quantize(k, False) for k in (512, 2048, 4096)},
-                  "quantize_smooth": {k: compile_quantize(k, True) for k in (512, 2048, 4096)}}))
+                  "quantize_smooth": {k: compile_quantize(k, True) for k in (512, 2048, 4096)},
+                  "quantize_norm": {k: compile_quantize(k, True, norm=True) for k in (1024, 4096)},
+                  "fused": [compile_gemm(128, 256, 128, 3, 8, fused=True), compile_gemm(16, 64, 256, 4, 4, fused=True),
+                            compile_gemm(16, 64, 256, 4, 4, split=4, fused=True),
+                            compile_tma(128, 256, 128, 3, 8, fused=True)]}))
 """
 
 
@@ -102,12 +110,13 @@ def test_gemm_kernel_compiles_for_hopper():
     assert small["mma_s8"]  # BLOCK_M = 16 is below one warpgroup: mma.sync
     assert result["small_split"]["mma_s8"] and result["small_split"]["atomics"]  # split K: counted arrivals
     assert not small["atomics"]
-    for r in (large, small, result["small_split"], *result["tma"]):
+    for r in (large, small, result["small_split"], *result["tma"], *result["fused"]):
         assert r["local"] == 0  # no register spills
         assert r["shared"] <= 227 * 1024
     for r in result["tma"]:  # persistent large-M kernel: TMA loads, int8 wgmma, fp16 outlier product
         assert r["tma"] and r["wgmma_s8"] and r["wgmma_f16"], r
-    for k, q in [*result["quantize"].items(), *result["quantize_smooth"].items()]:
+    assert [r["wgmma_s8"] or r["mma_s8"] for r in result["fused"]] == [True] * 4  # GELU and residual epilogue
+    for k, q in [*result["quantize"].items(), *result["quantize_smooth"].items(), *result["quantize_norm"].items()]:
         # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM (smoothing's
-        # factors included)
+        # factors and the fused LayerNorm's weights included)
         assert q["local"] == 0 and q["registers"] <= 64 and q["warps"] >= 8, (k, q)
