@@ -211,8 +211,10 @@ class QuantizedLinear(nn.Module):
         self.activation = activation
         return self
 
-    def _norm(self) -> tuple | None:
-        return None if self.norm_weight is None else (self.norm_weight, self.norm_bias, self.norm_eps)
+    def _norm(self) -> tuple[torch.Tensor, torch.Tensor, float] | None:
+        if self.norm_weight is None or self.norm_eps is None:
+            return None
+        return self.norm_weight, self.norm_bias, self.norm_eps
 
     @property
     def n_outliers(self) -> int:
@@ -267,8 +269,8 @@ class QuantizedLinear(nn.Module):
         kq_pad, norm = self.weight_int8.shape[1], self._norm()
         if self.resolved_backend(x.device) == "triton":
             prenormed = norm is not None and not gemm.norm_fusable(self.in_features)  # rows too long for one pass
-            if prenormed:
-                rows, norm = torch.nn.functional.layer_norm(rows, (self.in_features,), *norm), None
+            if norm is not None and prenormed:
+                rows, norm = torch.nn.functional.layer_norm(rows, (self.in_features,), norm[0], norm[1], norm[2]), None
             outlier_cols = self.outlier_columns()
             codes, scales, outliers = gemm.quantize_rows(rows, self.column_map, outlier_cols, kq_pad,
                                                          self.outlier_dtype, smooth=self.input_scale, norm=norm)
