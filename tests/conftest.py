@@ -30,6 +30,10 @@ pytest_plugins = ["tests.committed_sessions"]
 
 def pytest_configure(config):
     os.environ["TRITON_INTERPRET"] = "0" if COMPILED else "1"
+    # profkit fits its tables to $COLUMNS (render.screen); pytest-xdist's workers are started with COLUMNS=80 and
+    # LINES=24. The tests expect what a pipe gets (every column) unless they set a width themselves.
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
     if COMPILED:
         os.environ.setdefault("PROFKIT_FA_AUTOTUNE", "0")
 
