@@ -671,6 +671,31 @@ def large_sweep_rows() -> Expected:
     return keyed(rows)
 
 
+SMOOTH_PROBE = "simulated variant (calibration split) | perplexity | Δ vs fp16"
+SMOOTH_MODEL = ("variant (evaluation split) | perplexity | Δ vs fp16 | weights+buffers vs fp16 | eager ms, batch 8 | "
+                "eager ms, batch 32 | graph ms, batch 8 | graph ms, batch 32")
+
+
+def smooth_probe_rows() -> Expected:
+    """int8_error_probe_calibration.json: each simulated variant's calibration-split perplexity and its change."""
+    return keyed([[row["variant"], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}"]
+                  for row in result("int8_error_probe_calibration")["rows"]])
+
+
+def smooth_model_rows() -> Expected:
+    """int8_model_smooth.json per variant: perplexity, its change, bytes vs fp16, eager and graph ms at batch 8 / 32."""
+    return keyed([[row["variant"], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}",
+                   f"{row['static_ratio_vs_fp16']:.3f}",
+                   *(f"{row[f'latency{kind}_ms_b{batch}']:.2f}" for kind in ("", "_graph") for batch in (8, 32))]
+                  for row in result("int8_model_smooth")["rows"]])
+
+
+def test_int8_page_smoothing_and_fusion():
+    problems = [*check("int8.md", SMOOTH_PROBE, smooth_probe_rows(), after=LARGE),
+                *check("int8.md", SMOOTH_MODEL, smooth_model_rows(), after=LARGE)]
+    assert not problems, "\n".join(problems)
+
+
 def test_int8_page_large_model():
     problems = [*check("int8.md", MODEL_LARGE, large_model_rows(), after=LARGE),
                 *check("int8.md", GOALS_LARGE, large_goal_rows(), after=LARGE),
