@@ -127,3 +127,19 @@ def test_a_graph_replay_launch_is_held_against_the_kernels_it_starts():
     assert by.loc["GPU waits for the host", "value"] < 10 and by.loc["verdict", "value"] < 10
     eager = profkit.load(REPO / "sessions" / "int8-model-forward-guided").table("hostbound").set_index("finding")
     assert "median kernel: the host launches slower" in eager.loc["host time per launch", "evidence"]
+
+
+def test_the_fused_int8_forward_spends_its_gpu_time_in_the_int8_gemms():
+    """int8-model-forward-fused-graphs-guided (H100, the 114M model with its LayerNorms, GELU and residual adds in the
+    INT8 layers' kernels, replayed from a CUDA graph): the int8 GEMMs hold most of the GPU time, the row quantizers
+    the next share, and no LayerNorm or GELU kernel is left; the unfused capture still runs LayerNorm kernels."""
+    import profkit
+
+    fused = profkit.load(REPO / "sessions" / "int8-model-forward-fused-graphs-guided").table("hotspots")
+    kernels = fused[fused["kind"] == "kernel"]
+    share = kernels.groupby("kernel")["time_pct"].sum().sort_values(ascending=False)
+    assert list(share.index[:2]) == ["_int8_gemm_tma_kernel", "_quantize_rows_kernel"]
+    assert share["_int8_gemm_tma_kernel"] > 60 and share.sum() <= 100.0 + 1e-6
+    assert not kernels["kernel"].str.contains("layer_norm|gelu", case=False).any()
+    unfused = profkit.load(REPO / "sessions" / "int8-model-forward-graphs-guided").table("hotspots")
+    assert unfused["kernel"].astype(str).str.contains("layer_norm", case=False).any()
