@@ -100,12 +100,6 @@ def variant_options(variant: str) -> tuple[str, float | None, bool]:
     return name, alpha, fused
 
 
-def smoothing_alpha(variant: str) -> float | None:
-    """The migration strength of an INT8 variant name's "+s<A>" suffix ("int8_stat+s0.5" -> 0.5); None without one.
-    Raises ValueError as ``variant_options`` does."""
-    return variant_options(variant)[1]
-
-
 def int8_rule(variant: str) -> tuple[str, float] | None:
     """(rule, its parameter) of an INT8 variant name ("int8_stat", "int8_fixed@4.5", "int8_stat+s0.5"); None for the
     other variants. Raises ValueError for a name that is neither a variant nor an INT8 rule with a positive

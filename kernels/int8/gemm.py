@@ -496,6 +496,12 @@ ACTIVATIONS = {None: 0, "gelu": 1}
 """The GEMM epilogue's activations (its ACTIVATION constexpr): GELU is F.gelu's erf form."""
 
 
+def check_activation(activation: str | None) -> None:
+    """Raise ValueError for an activation the GEMM epilogue does not have."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+
+
 def _gemm_key(operands: tuple, bias, activation: str | None, has_residual: bool) -> tuple:
     return signature(*operands), bias is not None, activation, has_residual
 
@@ -642,8 +648,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
                          f"({weight_outlier.dtype}) must share one 16-bit dtype")
     if bias is not None and bias.shape != (n,):
         raise ValueError(f"bias must be ({n},), got {tuple(bias.shape)}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+    check_activation(activation)
     if residual is not None and (residual.shape != (m, n) or not residual.is_floating_point()
                                  or residual.device != codes.device):
         raise ValueError(f"residual must be a float ({m}, {n}) tensor on {codes.device}, got "
@@ -839,8 +844,7 @@ def int8_linear_torch(codes: torch.Tensor, scales: torch.Tensor, weight_int8: to
         out += (outliers @ weight_outlier).float()
     if bias is not None:
         out += bias.float()
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+    check_activation(activation)
     if activation == "gelu":
         out = torch.nn.functional.gelu(out)
     if residual is not None:

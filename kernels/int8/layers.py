@@ -206,8 +206,7 @@ class QuantizedLinear(nn.Module):
             bias = norm.bias.detach() if norm.bias is not None else torch.zeros_like(weight)
             self.norm_weight, self.norm_bias = weight.contiguous(), bias.contiguous()
             self.norm_eps = float(norm.eps)
-        if activation not in gemm.ACTIVATIONS:
-            raise ValueError(f"activation must be one of {list(gemm.ACTIVATIONS)}, got {activation!r}")
+        gemm.check_activation(activation)
         self.activation = activation
         return self
 

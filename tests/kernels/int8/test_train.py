@@ -109,12 +109,12 @@ def test_forward_command_runs_the_quantized_model(tmp_path, capsys):
 
 
 def test_variant_names_carry_smoothing_and_fusion():
-    from profkit.kernels.int8.evaluate import int8_rule, smoothing_alpha, variant_options
+    from profkit.kernels.int8.evaluate import int8_rule, variant_options
 
     assert variant_options("int8_stat+s0.5+fused") == ("int8_stat", 0.5, True)
     assert variant_options("int8_fixed@4+fused+s0") == ("int8_fixed@4", 0.0, True)
     assert variant_options("fp16") == ("fp16", None, False)
-    assert smoothing_alpha("int8_stat@2.5+s1") == 1.0 and smoothing_alpha("int8_stat+fused") is None
+    assert variant_options("int8_stat@2.5+s1")[1] == 1.0 and variant_options("int8_stat+fused")[1] is None
     assert int8_rule("int8_stat@2+s0.3+fused") == ("stat", 2.0)
     for bad in ("int8_stat+s1.5", "int8_stat+sx", "int8_stat+s0.5+s0.6", "int8_stat+fused+fused",
                 "int8_stat+fast", "fp16+fused", "bnb_int8+s0.5", "int8_stat+"):
