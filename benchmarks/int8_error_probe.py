@@ -11,7 +11,7 @@ embedding reads the simulated layer's dequantized weight, as ``QuantizedEmbeddin
 
 A variant name is ``<weights>-<activations>[-s<alpha>][@<layers>]``:
     weights      w8 (per-output-row absmax, fp16 scale, as ``quantize_weight``), wmse (per-row clip ratio that
-                 minimises the squared error), w16 (weights left 16-bit)
+                 minimises the squared error, as ``quantize_weight(clip="mse")``), w16 (weights left 16-bit)
     activations  a8 (per-token absmax over the kept columns, as ``quantize_rows``), ab128 (one scale per token and
                  128 kept columns), a16 (inputs left 16-bit)
     s<alpha>     SmoothQuant's migration on the kept columns: x_j / s_j and W[:, j] * s_j with
@@ -43,15 +43,13 @@ from profkit.kernels.int8.evaluate import (
     perplexity,
 )
 from profkit.kernels.int8.gemm import _round_half_away_torch
-from profkit.kernels.int8.layers import storage_scale
+from profkit.kernels.int8.layers import row_scales, storage_scale
 from profkit.kernels.int8.train import load_checkpoint
 
 DEFAULT_VARIANTS = ("w8-a8", "w8-a16", "w16-a8", "w8-ab128", "wmse-a8", "w8-a8-s0.3", "w8-a8-s0.5", "w8-a8-s0.7",
                     "wmse-a8-s0.5", "w8-ab128-s0.5", "w8-a8@qkv", "w8-a8@out", "w8-a8@fc1", "w8-a8@fc2",
                     "w8-a8@lm_head")
 NAME = re.compile(r"^(w8|wmse|w16)-(a8|ab128|a16)(?:-s([0-9.]+))?(?:@(\w+))?$")
-CLIP_RATIOS = torch.linspace(0.6, 1.0, 41)
-"""Candidate clip ratios of ``wmse`` (fractions of the row's absmax)."""
 
 
 def parse_variant(name: str) -> dict:
@@ -76,24 +74,16 @@ def quantize_rows(t: torch.Tensor, absmax: torch.Tensor, fp16_scale: bool) -> to
 
 
 def quantize_weight_rows(w: torch.Tensor, mode: str) -> torch.Tensor:
-    """(N, K) float32 kept weight columns, dequantized: per-row absmax (w8), the per-row clip ratio of CLIP_RATIOS
-    with the least squared error (wmse), or fp16-rounded (w16)."""
+    """(N, K) float32 kept weight columns, dequantized: per-row absmax (w8), the per-row clip ratio with the least
+    squared error (wmse: the shipped ``layers.row_scales(..., "mse")``, what ``+mse`` variants store), or fp16-rounded
+    (w16)."""
     if mode == "w16" or w.shape[1] == 0:
         return w.half().float()
-    absmax = w.abs().amax(dim=1)
     if mode == "w8":
-        return quantize_rows(w, absmax, fp16_scale=True)
-    best, best_err = None, None
-    for ratio in CLIP_RATIOS.tolist():
-        deq = quantize_rows(w, absmax * ratio, fp16_scale=True)
-        err = (deq - w).square().sum(dim=1)
-        if best is None:
-            best, best_err = deq, err
-        else:
-            better = err < best_err
-            best = torch.where(better[:, None], deq, best)
-            best_err = torch.minimum(err, best_err)
-    return best
+        return quantize_rows(w, w.abs().amax(dim=1), fp16_scale=True)
+    scale = row_scales(w, "mse").float()
+    inv = torch.where(scale > 0, 1.0 / scale.clamp_min(1e-38), torch.zeros_like(scale))
+    return _round_half_away_torch(w * inv[:, None]).clamp_(-127, 127) * scale[:, None]
 
 
 def quantize_activations(x: torch.Tensor, mode: str) -> torch.Tensor:

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True, type=Path)
     p.add_argument("--ckpt", required=True, type=Path)
     p.add_argument("--variant", type=_variant, default="int8_stat",
-                   help=f"one of {', '.join(VARIANTS)}, or int8_<rule>[@P][+s<A>][+fused] (evaluate's variant names)")
+                   help=f"one of {', '.join(VARIANTS)}, or int8_<rule>[@P][+s<A>][+mse][+fused] (evaluate's variant names)")
     p.add_argument("--batch", type=_positive, default=8)
     p.add_argument("--steps", type=_positive, default=30)
     p.add_argument("--graphs", action="store_true", help="capture the forward once as a CUDA graph and replay it")

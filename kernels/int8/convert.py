@@ -52,17 +52,19 @@ def module_bytes(module: nn.Module) -> int:
 def quantize_model(model: nn.Module, calibration_batches: Iterable, rule: str = "fixed",
                    threshold: float = 6.0, n_sigma: float = 3.0,
                    outlier_dtype: torch.dtype | None = None,
-                   backend: str = "auto", smooth_alpha: float | None = None) -> pd.DataFrame:
+                   backend: str = "auto", smooth_alpha: float | None = None,
+                   weight_clip: str = "absmax") -> pd.DataFrame:
     """Calibrate, then replace every ``nn.Linear`` of ``model`` (in place) by a QuantizedLinear.
 
     calibration_batches: iterable of model inputs (tensors or tuples), from a split separate
     from the one used for evaluation. rule/threshold/n_sigma: see ``calibrate.outlier_columns``.
     smooth_alpha: None (no smoothing), or SmoothQuant's migration strength for ``calibrate.smoothing_factors``.
+    weight_clip: each weight row's int8 range, its absmax or the squared-error-optimal clip (``layers.row_scales``).
     An ``nn.Embedding`` whose weight is tied to a replaced Linear becomes a QuantizedEmbedding
     reading the int8 table, so the tied matrix stays stored once.
 
     Returns one row per layer: layer, kind, in_features, out_features, n_outliers,
-    outlier_fraction, calib_absmax_max, smooth_alpha, fp_bytes, quantized_bytes.
+    outlier_fraction, calib_absmax_max, smooth_alpha, weight_clip, fp_bytes, quantized_bytes.
     """
     linears = _linears(model)
     stats = calibrate(model, calibration_batches)
@@ -77,12 +79,12 @@ def quantize_model(model: nn.Module, calibration_batches: Iterable, rule: str = 
         smooth = (None if smooth_alpha is None
                   else smoothing_factors(absmax, linear.weight, smooth_alpha, outliers))
         quantized = QuantizedLinear.from_linear(linear, outliers, outlier_dtype=outlier_dtype,
-                                                backend=backend, smooth=smooth)
+                                                backend=backend, smooth=smooth, clip=weight_clip)
         rows.append({
             "layer": name, "kind": "linear", "in_features": linear.in_features,
             "out_features": linear.out_features, "n_outliers": int(outliers.numel()),
             "outlier_fraction": outliers.numel() / linear.in_features,
-            "calib_absmax_max": float(absmax.max()), "smooth_alpha": smooth_alpha,
+            "calib_absmax_max": float(absmax.max()), "smooth_alpha": smooth_alpha, "weight_clip": weight_clip,
             "fp_bytes": module_bytes(linear), "quantized_bytes": module_bytes(quantized),
         })
         by_weight[id(linear.weight)] = (linear.weight, quantized)
@@ -100,7 +102,7 @@ def quantize_model(model: nn.Module, calibration_batches: Iterable, rule: str = 
                          "n_outliers": source.n_outliers,
                          "outlier_fraction": source.n_outliers / module.embedding_dim,
                          "calib_absmax_max": float("nan"), "smooth_alpha": smooth_alpha,
-                         "fp_bytes": 0, "quantized_bytes": 0})
+                         "weight_clip": weight_clip, "fp_bytes": 0, "quantized_bytes": 0})
     return pd.DataFrame(rows)
 
 

@@ -9,6 +9,8 @@ Variants, built one at a time from the fp32 checkpoint (only one model is reside
     int8_fixed@T, int8_stat@S   the INT8 variants with threshold T or S sigma (a rule's sensitivity)
     <int8 variant>+s<A>         the same with SmoothQuant's migration at strength A (``calibrate.smoothing_factors``),
                                 e.g. int8_stat+s0.5
+    <int8 variant>+mse          the same with each weight row's int8 range clipped where that lowers the row's squared
+                                rounding error (``layers.row_scales``), e.g. int8_stat+s0.8+mse
     <int8 variant>+fused        the same with the blocks' LayerNorms, GELU and residual adds in the INT8 layers'
                                 kernels (``fusion.fuse_decoder``), e.g. int8_stat+s0.5+fused
 
@@ -77,27 +79,28 @@ RULE_DEFAULTS = {"fixed": 6.0, "stat": 3.0}
 """The INT8 variants' outlier rule parameters: the absmax threshold of "fixed", the sigmas of "stat"."""
 
 
-def variant_options(variant: str) -> tuple[str, float | None, bool]:
-    """An INT8 variant name's parts: (its rule part, the "+s<A>" smoothing strength or None, whether "+fused")
-    ("int8_stat+s0.5+fused" -> ("int8_stat", 0.5, True)). Raises ValueError for an unknown or repeated suffix, a
-    strength outside [0, 1], or a suffix on a variant that is not INT8."""
+def variant_options(variant: str) -> tuple[str, float | None, bool, str]:
+    """An INT8 variant name's parts: (its rule part, the "+s<A>" smoothing strength or None, whether "+fused", the
+    weight clip: "mse" with "+mse", else "absmax") ("int8_stat+s0.5+mse+fused" -> ("int8_stat", 0.5, True, "mse")).
+    Raises ValueError for an unknown or repeated suffix, a strength outside [0, 1], or a suffix on a variant that
+    is not INT8."""
     name, *suffixes = variant.split("+")
-    alpha, fused = None, False
+    alpha, flags = None, set()
     for suffix in suffixes:
-        if suffix == "fused" and not fused:
-            fused = True
+        if suffix in ("fused", "mse") and suffix not in flags:
+            flags.add(suffix)
             continue
         try:
             value = float(suffix[1:]) if suffix.startswith("s") and alpha is None else math.nan
         except ValueError:
             value = math.nan
         if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{variant!r}: INT8 options are written int8_<rule>[@P][+s<A>][+fused], A in [0, 1], "
-                             "each at most once")
+            raise ValueError(f"{variant!r}: INT8 options are written int8_<rule>[@P][+s<A>][+mse][+fused], A in "
+                             "[0, 1], each at most once")
         alpha = value
     if suffixes and not name.startswith("int8_"):
-        raise ValueError(f"{variant!r}: only INT8 variants take +s<A> or +fused")
-    return name, alpha, fused
+        raise ValueError(f"{variant!r}: only INT8 variants take +s<A>, +mse or +fused")
+    return name, alpha, "fused" in flags, "mse" if "mse" in flags else "absmax"
 
 
 def int8_rule(variant: str) -> tuple[str, float] | None:
@@ -130,9 +133,9 @@ def build_variant(variant: str, base: nn.Module, calib: list[torch.Tensor],
     if rule is None:
         return model, (None if variant == "fp16" else quantize_model_bnb(model, threshold=6.0))
     name, param = rule
-    _, alpha, fused = variant_options(variant)
+    _, alpha, fused, clip = variant_options(variant)
     report = quantize_model(model, calib, rule=name, threshold=param if name == "fixed" else 6.0,
-                            n_sigma=param if name == "stat" else 3.0, smooth_alpha=alpha)
+                            n_sigma=param if name == "stat" else 3.0, smooth_alpha=alpha, weight_clip=clip)
     return (fuse_decoder(model) if fused else model), report
 
 

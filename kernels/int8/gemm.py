@@ -9,7 +9,7 @@ Math of one QuantizedLinear call, x: (M, K) activations, W: (N, K) weights, O = 
     y      = acc * sx[:, None] * sw[None, :] + x[:, O] @ Wo + bias      Wo: (|O|, N) fp16/bf16
 
 Kernel 1, ``_quantize_rows_kernel``: each program reads a block of rows once (whole rows in
-registers up to K = 16384; 1-16 rows, ~8k elements per program), takes each row's absmax over
+registers up to K = 16384; 1-16 rows a program, autotuned on a GPU), takes each row's absmax over
 the non-outlier columns, writes the int8 rows (compacted: outlier columns removed, padding
 zeroed), the fp32 scales, and the rows' outlier values into a small (M, |O|) 16-bit matrix.
 
@@ -63,7 +63,7 @@ def _int8_code(xf, inv):
 @triton.jit
 def _quantize_rows_kernel(
     x_ptr, map_ptr, ocol_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, q_ptr, xo_ptr, scale_ptr,
-    M, K, KQ, KQ_PAD, N_OUT, eps,
+    M, K, KQ, KQ_PAD, N_OUT, eps, M_BUCKET,
     stride_xm, stride_xk, stride_qm, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE_BLOCK: tl.constexpr,
     HAS_OUTLIERS: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_NORM: tl.constexpr, PAD_BLOCK: tl.constexpr,
@@ -82,6 +82,8 @@ def _quantize_rows_kernel(
     all K columns (norm_w_ptr, norm_b_ptr: (K,)), and rounded to x's dtype, what ``nn.LayerNorm`` would have
     written for the layer to read: the LayerNorm before a layer becomes part of this pass instead of a kernel
     that writes the normalised rows for this one to read again.
+
+    M_BUCKET (``m_bucket(M)``) is not read: it is the autotuner's key for the rows-per-program and warp count.
     """
     offs_m = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     in_m = offs_m < M
@@ -153,6 +155,42 @@ def _quantize_rows_kernel(
     offs_pad = KQ + tl.arange(0, PAD_BLOCK)
     tl.store(q_rows + offs_pad[None, :], tl.zeros([BLOCK_M, PAD_BLOCK], dtype=tl.int8),
              mask=in_m[:, None] & (offs_pad < KQ_PAD)[None, :])
+
+
+QUANTIZE_ROWS = (1, 2, 4, 8, 16)
+"""Rows per program the quantizer's autotuner tries (with QUANTIZE_VALUES_PER_THREAD deciding the warps)."""
+QUANTIZE_VALUES_PER_THREAD = (8, 32)
+"""Row values each thread holds in the tried configs: 8 keeps registers and occupancy high (the fixed tile's choice,
+``quantize_tile``); 32 gives one warp a whole 1024-value row, so its reductions (absmax, and a fused LayerNorm's
+mean and variance) stay inside the warp instead of crossing warps through shared memory and barriers."""
+
+
+def quantize_configs() -> list[triton.Config]:
+    """Autotune candidates of the quantization kernel: every (rows, warps) of QUANTIZE_ROWS x 1..16 warps; each call
+    keeps those that fit its row width (:func:`_prune_quantize`)."""
+    return [triton.Config({"BLOCK_M": rows}, num_warps=warps) for rows in QUANTIZE_ROWS for warps in (1, 2, 4, 8, 16)]
+
+
+def _prune_quantize(configs, named_args, **kwargs):
+    """The candidates for one call: with whole rows in registers, the (rows, warps) whose threads hold
+    QUANTIZE_VALUES_PER_THREAD values and whose program holds at most MAX_SINGLE_BLOCK_K, with one row a program
+    when M is at most 256 (decode sizes: every row its own program already fills few SMs); rows longer than
+    MAX_SINGLE_BLOCK_K keep the fixed tile (``quantize_tile``)."""
+    args = {**named_args, **kwargs}
+    single, block_k, block_m, warps = quantize_tile(args["K"])
+    if not single:
+        return [c for c in configs if (c.kwargs["BLOCK_M"], c.num_warps) == (block_m, warps)]
+    kept = [c for c in configs
+            if c.kwargs["BLOCK_M"] * block_k // (32 * c.num_warps) in QUANTIZE_VALUES_PER_THREAD
+            and c.kwargs["BLOCK_M"] * block_k <= MAX_SINGLE_BLOCK_K
+            and (args["M_BUCKET"] > 256 or c.kwargs["BLOCK_M"] == 1)]
+    return kept or [c for c in configs if (c.kwargs["BLOCK_M"], c.num_warps) == (block_m, warps)]
+
+
+_quantize_rows_tuned = autotune(quantize_configs(), ["M_BUCKET", "K", "HAS_NORM", "HAS_SMOOTH", "HAS_OUTLIERS"],
+                                prune_configs_by={"early_config_prune": _prune_quantize})(_quantize_rows_kernel)
+"""The quantizer on a GPU: rows per program and warps tuned per (M bucket, K, flags). Under the interpreter (and on
+the CPU) the fixed tile of :func:`quantize_tile` runs, one config and no timing."""
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps) per M regime, for sm_90 (H100/H200).
@@ -291,6 +329,29 @@ def _int8_gemm_kernel(
                        stride_won, stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
 
 
+# erfc(u) ~ t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-u^2), t = 1 / (1 + p u), u >= 0: Abramowitz and Stegun
+# 7.1.26, absolute error <= 1.5e-7 on erf. Here u = |x| / sqrt(2), so p is taken over sqrt(2) and exp(-u^2) = 2^(x^2 C).
+_GELU_P = tl.constexpr(0.3275911 / 1.4142135623730951)
+_GELU_A1 = tl.constexpr(0.254829592)
+_GELU_A2 = tl.constexpr(-0.284496736)
+_GELU_A3 = tl.constexpr(1.421413741)
+_GELU_A4 = tl.constexpr(-1.453152027)
+_GELU_A5 = tl.constexpr(1.061405429)
+_GELU_EXP2 = tl.constexpr(-0.5 / 0.6931471805599453)
+
+
+@triton.jit
+def _gelu_erf(x):
+    """GELU in its erf form, x * Phi(x), with Phi from a rational-times-exponential erfc (A&S 7.1.26): within
+    2e-7 max(1, |x|) of float64's GELU (float32 rounding included), far under fp16's and bf16's output rounding. libdevice's erf executed 35 instructions per element and
+    held 45% of the fc1 GEMM's stall samples (int8-model-forward-fused-graphs-guided, H100: fc1 50 us against 27.4 us
+    for qkv, with 3/4 of its FLOPs); this form is one reciprocal, one exp2 and nine FMAs or multiplies."""
+    t = 1.0 / (1.0 + _GELU_P * tl.abs(x))
+    poly = t * (_GELU_A1 + t * (_GELU_A2 + t * (_GELU_A3 + t * (_GELU_A4 + t * _GELU_A5))))
+    half_erfc = 0.5 * poly * tl.math.exp2(x * x * _GELU_EXP2)
+    return x * tl.where(x >= 0, 1.0 - half_erfc, half_erfc)
+
+
 @triton.jit
 def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
                    xo_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
@@ -320,7 +381,7 @@ def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_
     if HAS_BIAS:
         out += tl.load(bias_ptr + offs_bn).to(tl.float32)[None, :]
     if ACTIVATION == 1:
-        out = 0.5 * out * (1.0 + tl.math.erf(out * 0.7071067811865476))
+        out = _gelu_erf(out)
 
     c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     if HAS_RESIDUAL:
@@ -376,7 +437,8 @@ def _int8_gemm_tma_kernel(
 # shapes skips triton's per-launch Python work, which is longer than the GEMM at small M.
 # Every tensor argument is per call: a tensor left out would be baked into the recorded launch, which LaunchCache
 # refuses (smooth_ptr was, and no quantize launch of any layer was recorded until it was listed).
-_QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_kernel, per_call=(
+_QUANTIZE_TUNED = not interpreting()  # compiled: the autotuned quantizer; the interpreter: the fixed tile
+_QUANTIZE_LAUNCH = LaunchCache(_quantize_rows_tuned if _QUANTIZE_TUNED else _quantize_rows_kernel, per_call=(
     "x_ptr", "map_ptr", "ocol_ptr", "smooth_ptr", "norm_w_ptr", "norm_b_ptr", "q_ptr", "xo_ptr", "scale_ptr"))
 _GEMM_LAUNCH = LaunchCache(_int8_gemm_kernel, per_call=(
     "a_ptr", "b_ptr", "c_ptr", "a_scale_ptr", "b_scale_ptr", "bias_ptr", "xo_ptr", "wo_ptr", "res_ptr", "ws_ptr",
@@ -461,7 +523,8 @@ def _check_matrix(name: str, t: torch.Tensor, dtypes: tuple, cols: int | None = 
 
 
 def quantize_tile(k: int) -> tuple[bool, int, int, int]:
-    """(SINGLE_BLOCK, BLOCK_K, BLOCK_M, num_warps) of the quantization kernel for rows of k values.
+    """(SINGLE_BLOCK, BLOCK_K, BLOCK_M, num_warps) of the quantization kernel for rows of k values: the fixed tile
+    the interpreter runs, and on a GPU the one config of rows too long for the autotuner's candidates.
 
     Rows up to MAX_SINGLE_BLOCK_K stay in registers between their absmax and their rounding (one
     read). Each thread holds ELEMENTS_PER_THREAD values: few values keep the register count, and
@@ -607,16 +670,16 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
         return codes, scales, outliers[:, :n_outliers]
     single, block_k, block_m, num_warps = quantize_tile(k)
     operands = _map_operands(column_map, outlier_cols, n_outliers, smooth, norm, scales)
-    _QUANTIZE_LAUNCH.launch(
-        _quantize_key(x, operands, codes, outliers, scales, kq_pad, n_outliers, smooth is not None, norm),
-        (triton.cdiv(m, block_m),),
-        (x, *operands, codes, outliers, scales, m, k, kq, kq_pad, n_outliers, 0.0 if norm is None else norm[2],
-         x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0)),
-        x.device.index if x.is_cuda else None,
-        BLOCK_M=block_m, BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0,
-        HAS_SMOOTH=smooth is not None, HAS_NORM=norm is not None, PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK,
-        num_warps=num_warps,
-    )
+    key = _quantize_key(x, operands, codes, outliers, scales, kq_pad, n_outliers, smooth is not None, norm)
+    args = (x, *operands, codes, outliers, scales, m, k, kq, kq_pad, n_outliers, 0.0 if norm is None else norm[2],
+            m_bucket(m), x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0))
+    flags = dict(BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0, HAS_SMOOTH=smooth is not None,
+                 HAS_NORM=norm is not None, PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK)
+    if _QUANTIZE_TUNED:
+        _QUANTIZE_LAUNCH.launch(key, lambda meta: (triton.cdiv(m, meta["BLOCK_M"]),), args, device_index(x), **flags)
+    else:
+        _QUANTIZE_LAUNCH.launch(key, (triton.cdiv(m, block_m),), args, None, BLOCK_M=block_m, num_warps=num_warps,
+                                **flags)
     return codes, scales, outliers[:, :n_outliers]
 
 

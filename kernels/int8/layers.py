@@ -30,7 +30,7 @@ from torch import nn
 
 from ..common import interpreting
 from ..launch import replay_allowed
-from . import gemm
+from . import embedding, gemm
 
 BACKENDS = ("auto", "triton", "torch")
 FP16_MIN_NORMAL = 2.0 ** -14
@@ -52,8 +52,38 @@ def map_dtype(in_features: int) -> torch.dtype:
     return torch.int16 if in_features <= 32767 else torch.int32
 
 
+WEIGHT_CLIPS = ("absmax", "mse")
+CLIP_RATIOS = tuple(round(0.6 + 0.01 * i, 2) for i in range(41))
+"""Fractions of a row's absmax the "mse" clip tries as its int8 range (0.60, 0.61, ..., 1.00)."""
+
+
+def row_scales(kept: torch.Tensor, clip: str = "absmax") -> torch.Tensor:
+    """Per-row int8 scales of a float32 (N, K) matrix, as stored (``storage_scale``): absmax / 127 ("absmax"), or
+    for "mse" the scale of the CLIP_RATIOS fraction of the absmax whose codes (round half away, clamped to +-127)
+    rebuild the row with the least squared error; large entries clip to +-127 steps, the rest get a finer step.
+    Ties keep the larger range."""
+    if clip not in WEIGHT_CLIPS:
+        raise ValueError(f"clip must be one of {WEIGHT_CLIPS}, got {clip!r}")
+    absmax = kept.abs().amax(dim=1) if kept.shape[1] else kept.new_zeros(kept.shape[0])
+    if clip == "absmax":
+        return storage_scale(absmax / 127.0)
+    best = best_error = None
+    for ratio in reversed(CLIP_RATIOS):
+        scale = storage_scale(absmax * ratio / 127.0).float()
+        inv = torch.where(scale > 0, 1.0 / scale.clamp_min(1e-38), torch.zeros_like(scale))
+        codes = (torch.sign(kept) * torch.floor(kept.abs() * inv[:, None] + 0.5)).clamp_(-127, 127)
+        error = (codes * scale[:, None] - kept).square().sum(dim=1)
+        if best is None:
+            best, best_error = scale, error
+        else:
+            better = error < best_error
+            best, best_error = torch.where(better, scale, best), torch.where(better, error, best_error)
+    return storage_scale(best)
+
+
 def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
-                    outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
+                    outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None,
+                    clip: str = "absmax") -> dict[str, torch.Tensor | None]:
     """Split a (N, K) weight into int8 non-outlier columns + 16-bit outlier columns.
 
     Per output row n: sw[n] = max_k |W[n, k]| / 127 over non-outlier k (0 for an all-zero row,
@@ -62,6 +92,8 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
     smooth: None, or positive per-input-channel factors s (K,) (``calibrate.smoothing_factors``): the input
     scale 1 / s is stored as ``storage_scale`` gives it (1 at the outlier columns) and the int8 columns quantize
     W[:, k] / input_scale[k], so x * input_scale (the quantizer's) times them is x @ W.T again.
+    clip: "absmax" (the scale above), or "mse" (``row_scales``: each row's range clipped to the fraction of its absmax
+    that minimises the row's squared rounding error; the codes are computed from that stored scale the same way).
     Returns the layer's buffers (weight_int8, weight_scale, weight_outlier, column_map, input_scale) and,
     for reference, keep_idx / outlier_idx (int64, on the weight's device).
     """
@@ -92,8 +124,7 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
         inverse[outlier_idx.to(device)] = 1.0
         input_scale = storage_scale(inverse)
         kept = kept / input_scale.float().index_select(0, keep_idx.to(device))[None, :]
-    absmax = kept.abs().amax(dim=1) if kept.shape[1] else kept.new_zeros(n)
-    scale = storage_scale(absmax / 127.0)
+    scale = row_scales(kept, clip)
     stored = scale.float()
     inv = torch.where(stored > 0, 1.0 / stored.clamp_min(1e-38), torch.zeros_like(stored))
     codes = (torch.sign(kept) * torch.floor(kept.abs() * inv[:, None] + 0.5)).clamp_(-127, 127)
@@ -182,14 +213,15 @@ class QuantizedLinear(nn.Module):
     @classmethod
     def from_linear(cls, linear: nn.Linear, outlier_idx: torch.Tensor,
                     outlier_dtype: torch.dtype | None = None,
-                    backend: str = "auto", smooth: torch.Tensor | None = None) -> "QuantizedLinear":
+                    backend: str = "auto", smooth: torch.Tensor | None = None,
+                    clip: str = "absmax") -> "QuantizedLinear":
         """Quantize ``linear``; ``outlier_dtype`` defaults to its weight dtype if 16-bit, else fp16; ``smooth``: the
-        per-input-channel smoothing factors (see ``quantize_weight``), or None."""
+        per-input-channel smoothing factors, or None; ``clip``: the weight rows' int8 range (see ``quantize_weight``)."""
         if outlier_dtype is None:
             outlier_dtype = (linear.weight.dtype
                              if linear.weight.dtype in (torch.float16, torch.bfloat16)
                              else torch.float16)
-        parts = quantize_weight(linear.weight, outlier_idx, outlier_dtype, smooth=smooth)
+        parts = quantize_weight(linear.weight, outlier_idx, outlier_dtype, smooth=smooth, clip=clip)
         return cls(linear.in_features, linear.out_features, parts["weight_int8"],
                    parts["weight_scale"], parts["weight_outlier"], parts["column_map"],
                    bias=linear.bias, backend=backend, input_scale=parts["input_scale"])
@@ -323,7 +355,8 @@ class QuantizedEmbedding(nn.Module):
     With tied weights the embedding table is the output projection's (vocab, d_model) weight;
     row v is rebuilt as weight_int8[v] * weight_scale[v] in the kept columns and
     weight_outlier[:, v] in the outlier columns (kept columns times input_scale when the projection is smoothed),
-    so the table is stored once, in int8.
+    so the table is stored once, in int8. One Triton kernel reads the rows (``embedding.embedding_rows``; the torch
+    backend runs ``embedding_rows_torch``, the same values bit for bit).
     ids: (...) int64 -> (..., d_model) in the projection's 16-bit dtype.
     """
 
@@ -337,14 +370,8 @@ class QuantizedEmbedding(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         src = self.source
-        rows = src.weight_int8[ids].float() * src.weight_scale[ids][..., None]
-        if src.column_map is None:
-            rows = rows[..., :src.in_features]
-            return (rows if src.input_scale is None else rows * src.input_scale.float()).to(src.outlier_dtype)
-        cmap = src.column_map.long()
-        kept = rows.index_select(-1, cmap.clamp(min=0))
-        if src.input_scale is not None:
-            kept = kept * src.input_scale.float()
-        kept = kept.to(src.outlier_dtype)
-        outliers = src.weight_outlier.t()[ids].index_select(-1, (-1 - cmap).clamp(min=0))
-        return torch.where(cmap >= 0, kept, outliers)
+        args = (ids, src.weight_int8, src.weight_scale, src.column_map, src.weight_outlier, src.input_scale,
+                src.in_features)
+        if src.resolved_backend(ids.device) == "triton":
+            return embedding.embedding_rows(*args)
+        return embedding.embedding_rows_torch(*args)

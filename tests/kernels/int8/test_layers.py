@@ -146,8 +146,8 @@ def test_quantize_model_replaces_every_linear(device, rule, smooth_alpha):
     assert isinstance(model.lm_head, QuantizedLinear)
     assert isinstance(model.embed, QuantizedEmbedding) and model.embed.source is model.lm_head
     assert list(report.columns) == ["layer", "kind", "in_features", "out_features", "n_outliers",
-                                    "outlier_fraction", "calib_absmax_max", "smooth_alpha", "fp_bytes",
-                                    "quantized_bytes"]
+                                    "outlier_fraction", "calib_absmax_max", "smooth_alpha", "weight_clip",
+                                    "fp_bytes", "quantized_bytes"]
     layers = [m for m in model.modules() if isinstance(m, QuantizedLinear)]
     assert all((m.input_scale is not None) == (smooth_alpha is not None) for m in layers)
     assert (report["kind"] == "linear").sum() == 2 * 4 + 1
@@ -205,6 +205,42 @@ def test_storage_is_int8_codes_fp16_scales_and_an_int16_map():
     kq_pad = layer.weight_int8.shape[1]
     expected = n * kq_pad + 2 * n + 2 * n * len(outliers) + 2 * k + 2 * n  # codes, scales, outliers, map, bias
     assert module_bytes(layer) == expected
+
+
+def test_mse_clip_rebuilds_each_row_no_worse_than_its_absmax():
+    """clip="mse": every row's squared rounding error (float64, from the stored codes and scale) is at most the
+    absmax scale's, and strictly less for the rows of a heavy-tailed (Student t, 3 dof) matrix where clipping pays
+    (about a fifth at 301 columns); clipped weights sit at +-127 steps, the others within half a step; the buffers
+    keep their dtypes and shapes; the chosen range lies in [0.6, 1] of the row's absmax."""
+    from profkit.kernels.int8.layers import CLIP_RATIOS, quantize_weight, row_scales
+
+    torch.manual_seed(5)
+    n, k = 48, 301
+    weight = (torch.distributions.StudentT(3.0).sample((n, k)) * 0.02).half()
+    outliers = torch.tensor([2, 150])
+    parts = {clip: quantize_weight(weight, outliers, torch.float16, clip=clip) for clip in ("absmax", "mse")}
+    keep = parts["mse"]["keep_idx"]
+    kept = weight.double()[:, keep]
+
+    def rebuilt(p):
+        return p["weight_int8"][:, :keep.numel()].double() * p["weight_scale"].double()[:, None]
+
+    err = {clip: (rebuilt(p) - kept).square().sum(dim=1) for clip, p in parts.items()}
+    assert (err["mse"] <= err["absmax"] * (1 + 1e-9)).all()
+    improved = err["mse"] < err["absmax"] * (1 - 1e-6)
+    assert improved.sum() >= 5, improved
+    mse = parts["mse"]
+    scale = mse["weight_scale"].double()[:, None]
+    clipped = kept.abs() > 127.5 * scale
+    assert clipped[improved].any(dim=1).all()  # a row gains only by clipping something
+    assert (mse["weight_int8"][:, :keep.numel()].abs()[clipped] == 127).all()
+    assert ((rebuilt(mse) - kept).abs()[~clipped] <= scale.expand_as(kept)[~clipped] / 2 + 1e-9).all()
+    assert all(mse[b].dtype == parts["absmax"][b].dtype and mse[b].shape == parts["absmax"][b].shape
+               for b in ("weight_int8", "weight_scale", "weight_outlier"))
+    ratio = mse["weight_scale"].double() * 127 / kept.abs().amax(dim=1)
+    assert (ratio > CLIP_RATIOS[0] - 0.01).all() and (ratio < 1.0 + 2**-10).all()
+    with pytest.raises(ValueError, match="clip"):
+        row_scales(kept.float(), "percentile")
 
 
 def test_scales_outside_fp16_normal_range_stay_fp32():

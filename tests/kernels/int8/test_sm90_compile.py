@@ -74,12 +74,14 @@ def compile_tma(bm, bn, bk, stages, warps, fused=False):
     return gemm_facts(*compile_sm90(gemm._int8_gemm_tma_kernel, sig, consts, ALIGNED,
                                     num_warps=warps, num_stages=stages))
 
-def compile_quantize(k, smooth, norm=False):
+def compile_quantize(k, smooth, norm=False, tile=None):
     single, block_k, block_m, warps = gemm.quantize_tile(k)
+    if tile is not None:
+        block_m, warps = tile
     sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "ocol_ptr": "*i64", "smooth_ptr": "*fp16", "norm_w_ptr": "*fp16",
            "norm_b_ptr": "*fp16", "q_ptr": "*i8", "xo_ptr": "*fp16",
            "scale_ptr": "*fp32", "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "N_OUT": "i32", "eps": "fp32",
-           "stride_xm": "i32", "stride_xk": "constexpr", "stride_qm": "i32", "stride_om": "i32",
+           "M_BUCKET": "i32", "stride_xm": "i32", "stride_xk": "constexpr", "stride_qm": "i32", "stride_om": "i32",
            "BLOCK_M": "constexpr", "BLOCK_K": "constexpr", "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr",
            "HAS_SMOOTH": "constexpr", "HAS_NORM": "constexpr", "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
     consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
@@ -89,6 +91,11 @@ def compile_quantize(k, smooth, norm=False):
     return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
 
+def tuned_tiles(k, m):
+    # the (rows, warps) the quantizer's autotuner tries for an (m, k) call
+    kept = gemm._prune_quantize(gemm.quantize_configs(), {"K": k, "M_BUCKET": gemm.m_bucket(m)})
+    return [(c.kwargs["BLOCK_M"], c.num_warps) for c in kept]
+
 print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "small": compile_gemm(16, 64, 256, 4, 4),
                   "small_split": compile_gemm(16, 64, 256, 4, 4, split=4),
@@ -96,6 +103,9 @@ print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "quantize": {k: compile_quantize(k, False) for k in (512, 2048, 4096)},
                   "quantize_smooth": {k: compile_quantize(k, True) for k in (512, 2048, 4096)},
                   "quantize_norm": {k: compile_quantize(k, True, norm=True) for k in (1024, 4096)},
+                  "quantize_tuned": {f"{k}x{m}": [{"tile": t, **compile_quantize(k, True, norm=gemm.norm_fusable(k), tile=t)}
+                                                  for t in tuned_tiles(k, m)]
+                                     for k, m in ((1024, 2048), (4096, 2048), (1024, 16), (32768, 2048))},
                   "fused": [compile_gemm(128, 256, 128, 3, 8, fused=True), compile_gemm(16, 64, 256, 4, 4, fused=True),
                             compile_gemm(16, 64, 256, 4, 4, split=4, fused=True),
                             compile_tma(128, 256, 128, 3, 8, fused=True)]}))
@@ -120,3 +130,12 @@ def test_gemm_kernel_compiles_for_hopper():
         # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM (smoothing's
         # factors and the fused LayerNorm's weights included)
         assert q["local"] == 0 and q["registers"] <= 64 and q["warps"] >= 8, (k, q)
+    tuned = result["quantize_tuned"]
+    # the autotuner's candidates (smoothing and, where it fits, the LayerNorm on: the heaviest): 8 and 4 tiles of 8 or 32 values a
+    # thread at M = 2048, one row a program at decode sizes, the fixed tile alone past MAX_SINGLE_BLOCK_K
+    assert [len(tuned[s]) for s in ("1024x2048", "4096x2048", "1024x16", "32768x2048")] == [8, 4, 2, 1], tuned
+    assert {tuple(q["tile"]) for q in tuned["1024x2048"]} >= {(4, 16), (1, 1), (4, 4), (16, 16)}
+    assert all(q["tile"][0] == 1 for q in tuned["1024x16"])
+    for shape, tiles in tuned.items():
+        for q in tiles:  # none spills, even with 32 values a thread and a LayerNorm's three row passes
+            assert q["local"] == 0, (shape, q)

@@ -111,13 +111,15 @@ def test_forward_command_runs_the_quantized_model(tmp_path, capsys):
 def test_variant_names_carry_smoothing_and_fusion():
     from profkit.kernels.int8.evaluate import int8_rule, variant_options
 
-    assert variant_options("int8_stat+s0.5+fused") == ("int8_stat", 0.5, True)
-    assert variant_options("int8_fixed@4+fused+s0") == ("int8_fixed@4", 0.0, True)
-    assert variant_options("fp16") == ("fp16", None, False)
+    assert variant_options("int8_stat+s0.5+fused") == ("int8_stat", 0.5, True, "absmax")
+    assert variant_options("int8_fixed@4+fused+s0") == ("int8_fixed@4", 0.0, True, "absmax")
+    assert variant_options("int8_stat+s0.8+mse+fused") == ("int8_stat", 0.8, True, "mse")
+    assert variant_options("int8_stat+mse") == ("int8_stat", None, False, "mse")
+    assert variant_options("fp16") == ("fp16", None, False, "absmax")
     assert variant_options("int8_stat@2.5+s1")[1] == 1.0 and variant_options("int8_stat+fused")[1] is None
     assert int8_rule("int8_stat@2+s0.3+fused") == ("stat", 2.0)
     for bad in ("int8_stat+s1.5", "int8_stat+sx", "int8_stat+s0.5+s0.6", "int8_stat+fused+fused",
-                "int8_stat+fast", "fp16+fused", "bnb_int8+s0.5", "int8_stat+"):
+                "int8_stat+fast", "fp16+fused", "bnb_int8+s0.5", "int8_stat+", "int8_stat+mse+mse", "fp16+mse"):
         with pytest.raises(ValueError):
             int8_rule(bad)
 
