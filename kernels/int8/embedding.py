@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..common import device_index
 from ..launch import LaunchCache, signature
 
 #: Values one program writes: tokens per program = this // the row's padded width (at least one).
@@ -119,7 +120,7 @@ def embedding_rows(ids: torch.Tensor, weight_int8: torch.Tensor, weight_scale: t
         (triton.cdiv(flat.numel(), block_t),),
         (*operands, flat.numel(), k, weight_int8.shape[0], weight_int8.stride(0), weight_outlier.stride(0),
          out.stride(0)),
-        ids.device.index if ids.is_cuda else None,
+        device_index(ids) if ids.is_cuda else None,
         BLOCK_T=block_t, BLOCK_K=block_k, HAS_OUTLIERS=has_outliers, HAS_SMOOTH=input_scale is not None,
         num_warps=4,
     )
