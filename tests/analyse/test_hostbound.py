@@ -143,3 +143,30 @@ def test_the_fused_int8_forward_spends_its_gpu_time_in_the_int8_gemms():
     assert not kernels["kernel"].str.contains("layer_norm|gelu", case=False).any()
     unfused = profkit.load(REPO / "sessions" / "int8-model-forward-graphs-guided").table("hotspots")
     assert unfused["kernel"].astype(str).str.contains("layer_norm", case=False).any()
+
+
+def test_the_fast_int8_forward_runs_one_embedding_kernel_and_more_of_its_time_in_the_gemms():
+    """int8-model-forward-fast-graphs-guided (H100, the shipped configuration int8_stat+s0.8+mse+fused, batch 8 from a
+    CUDA graph) against the fused capture before the embedding kernel and the autotuned quantizer: the tied embedding
+    is one ``_embedding_rows_kernel`` launch a step where the PyTorch form ran gathers and index kernels, the graph
+    runs fewer kernels a step, and the int8 GEMMs hold a larger share of the GPU time, the quantizers a smaller one."""
+    import profkit
+
+    shares = {}
+    for name in ("int8-model-forward-fast-graphs-guided", "int8-model-forward-fused-graphs-guided"):
+        session = profkit.load(REPO / "sessions" / name)
+        hot = session.table("hotspots")
+        kernels = hot[hot["kind"] == "kernel"]
+        hostbound = session.table("hostbound").set_index("finding")
+        steps = int(hostbound.loc["steady step", "evidence"].split()[2])
+        per_step = kernels.groupby("kernel")["launches"].sum() / steps
+        shares[name] = (kernels.groupby("kernel")["time_pct"].sum(), per_step)
+    fast, fast_launches = shares["int8-model-forward-fast-graphs-guided"]
+    fused, fused_launches = shares["int8-model-forward-fused-graphs-guided"]
+    assert fast_launches["_embedding_rows_kernel"] == 1
+    assert not {"vectorized_gather_kernel", "index_elementwise_kernel"} & set(fast_launches.index)
+    assert {"vectorized_gather_kernel", "index_elementwise_kernel"} <= set(fused_launches.index)
+    assert fast_launches.sum() < fused_launches.sum()
+    assert fast["_int8_gemm_tma_kernel"] > fused["_int8_gemm_tma_kernel"] > 60
+    assert fast["_quantize_rows_kernel"] < fused["_quantize_rows_kernel"]
+    assert abs(fast.sum() - 100.0) < 1e-6

@@ -690,6 +690,32 @@ def smooth_model_rows() -> Expected:
                   for row in result("int8_model_smooth")["rows"]])
 
 
+FAST = "### The clip, the three kernels and the fused forward, measured"
+FAST_MODEL = ("variant (evaluation split) | perplexity | Δ vs fp16 | weights+buffers vs fp16 | peak MiB | eager ms, batch 8 | "
+              "eager ms, batch 32 | graph ms, batch 8 | graph ms, batch 32")
+
+
+def clip_probe_rows() -> Expected:
+    """int8_error_probe_clip.json: each simulated variant's calibration-split perplexity and its change."""
+    return keyed([[row["variant"], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}".replace("-", "−")]
+                  for row in result("int8_error_probe_clip")["rows"]])
+
+
+def fast_model_rows() -> Expected:
+    """int8_model_fast.json per variant: perplexity, its change, bytes vs fp16, peak MiB, eager and graph ms at batch
+    8 / 32 (three decimals: the goals are read from them)."""
+    return keyed([[row["variant"], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}",
+                   f"{row['static_ratio_vs_fp16']:.3f}", f"{row['peak_bytes'] / 2**20:.1f}",
+                   *(f"{row[f'latency{kind}_ms_b{batch}']:.3f}" for kind in ("", "_graph") for batch in (8, 32))]
+                  for row in result("int8_model_fast")["rows"]])
+
+
+def test_int8_page_clip_and_fused_forward():
+    problems = [*check("int8.md", SMOOTH_PROBE, clip_probe_rows(), after=FAST),
+                *check("int8.md", FAST_MODEL, fast_model_rows(), after=FAST)]
+    assert not problems, "\n".join(problems)
+
+
 def test_int8_page_smoothing_and_fusion():
     problems = [*check("int8.md", SMOOTH_PROBE, smooth_probe_rows(), after=LARGE),
                 *check("int8.md", SMOOTH_MODEL, smooth_model_rows(), after=LARGE)]
