@@ -5,8 +5,8 @@
 Why: in the guided capture of the INT8 forward (batch 8 from a CUDA graph, H100) the int8 GEMMs hold 73% of the GPU
 time at 22-37% of the tensor pipe, with ``barrier`` the top stall: each persistent program runs its tile's epilogue
 (scales, the outlier product, GELU or the residual, the store) while its tensor cores idle, and at K = 1024 a tile
-has only 8 steps of K to hide it behind. This probe times every tile the autotuner may pick and tiles small enough for
-two programs per SM (``programs`` = 2 x SMs), where one program's epilogue can run beside the other's main loop.
+has only 8 steps of K to hide it behind. This probe times every tile the autotuner may pick (``gemm.TMA_TILES``, among them tiles
+small enough for two programs per SM, where one program's epilogue runs beside the other's main loop) and others.
 
 Cases: the layers of one block of the ``--size large`` model with the fused forward's epilogues (qkv with its bias,
 out and fc2 adding the residual, fc1 with GELU, lm_head), 10 outlier columns. Every candidate's output is checked
@@ -40,13 +40,10 @@ LAYERS = (("qkv", 1024, 3072, True, None, False), ("out", 1024, 1024, True, None
           ("fc1", 1024, 4096, True, "gelu", False), ("fc2", 4096, 1024, True, None, True),
           ("lm_head", 1024, 12928, False, None, False))
 N_OUTLIERS = 10
-# (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, programs per SM): the shipped autotuner's six at one program an SM,
-# then tiles whose shared memory and registers leave room for two.
-SHIPPED = tuple((c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_stages, c.num_warps, 1)
-                for c in gemm._int8_gemm_tma_kernel.configs)
-TWO_PER_SM = ((128, 128, 64, 4, 4, 2), (128, 128, 64, 3, 4, 2), (128, 128, 128, 2, 4, 2), (128, 64, 128, 4, 4, 2),
-              (64, 128, 128, 4, 4, 2), (128, 256, 64, 2, 8, 2), (128, 128, 64, 4, 8, 2))
-OTHERS = ((128, 128, 64, 6, 8, 1), (128, 128, 128, 3, 8, 1), (256, 128, 64, 4, 8, 1))
+# (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, programs per SM): the autotuner's tiles (gemm.TMA_TILES), then others.
+CANDIDATES = gemm.TMA_TILES + tuple(t for t in (
+    (128, 128, 64, 3, 4, 2), (128, 256, 64, 2, 8, 2), (128, 128, 64, 4, 8, 2), (128, 128, 64, 6, 8, 1),
+    (128, 128, 128, 3, 8, 1), (256, 128, 64, 4, 8, 1), (128, 128, 128, 5, 4, 2)) if t not in gemm.TMA_TILES)
 
 
 def launch(operands, m, n, k, n_out, config, programs, epilogue):
@@ -98,7 +95,7 @@ def probe(layer, k, n, has_bias, activation, has_residual, m, rounds, gen) -> li
                 "HAS_RESIDUAL": has_residual}
     _, num_sms = device_info(torch.cuda.current_device())
     sides, info = {"shipped int8_linear (autotuned)": shipped}, {}
-    for config in SHIPPED + TWO_PER_SM + OTHERS:
+    for config in CANDIDATES:
         programs = config[5] * num_sms
         name = "{}x{}x{} s{} w{} p{}".format(*config)
         try:

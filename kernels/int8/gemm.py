@@ -391,9 +391,19 @@ def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-@autotune([triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=st, num_warps=w)
-           for bm, bn, bk, st, w in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8), (256, 128, 128, 3, 8),
-                                     (128, 128, 128, 4, 8), (128, 256, 64, 4, 8), (128, 128, 128, 5, 4))],
+TMA_TILES = ((128, 256, 128, 3, 8, 1), (128, 256, 128, 4, 8, 1), (256, 128, 128, 3, 8, 1), (128, 128, 128, 4, 8, 1),
+             (128, 256, 64, 4, 8, 1), (128, 128, 128, 5, 4, 1),
+             (128, 128, 64, 4, 4, 2), (128, 128, 128, 2, 4, 2), (128, 64, 128, 4, 4, 2), (64, 128, 128, 4, 4, 2))
+"""The persistent int8 GEMM's tiles: (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, programs per SM). The last four are
+one warpgroup with under 100 KB of shared memory and at most 255 registers a thread, so two programs share an SM
+(the sm_90 compile: ``tests/kernels/int8/test_sm90_compile.py``) and one's epilogue (scales, outlier product, GELU or
+residual, the store) can run while the other's tensor-core main loop does: at the 114M model's M = 2048, K = 1024
+layers a tile has 8 steps of K and the one-program tiles reached 22-37% of the tensor pipe with ``barrier`` the top
+stall (int8-model-forward-fast-graphs-guided, H100)."""
+
+
+@autotune([triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PER_SM": per_sm},
+                         num_stages=st, num_warps=w) for bm, bn, bk, st, w, per_sm in TMA_TILES],
           ["M_BUCKET", "N", "K"])
 @triton.jit
 def _int8_gemm_tma_kernel(
@@ -403,8 +413,9 @@ def _int8_gemm_tma_kernel(
     HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BLOCK_O: tl.constexpr, NUM_SMS: tl.constexpr, ACTIVATION: tl.constexpr = 0, HAS_RESIDUAL: tl.constexpr = False,
+    PER_SM: tl.constexpr = 1,
 ):
-    """The same GEMM and epilogue for large M on Hopper: NUM_SMS persistent programs walk the tiles,
+    """The same GEMM and epilogue for large M on Hopper: NUM_SMS x PER_SM persistent programs walk the tiles,
     a: int8 (M, K) and b: int8 (N, K) (both contiguous, rows 16-byte aligned) arrive through TMA
     descriptors built on the device (zero-filled past the edges), and the tile loop is flattened
     with the K loop so the next tile's loads overlap this tile's epilogue (profkit.kernels.matmul's
@@ -416,15 +427,16 @@ def _int8_gemm_tma_kernel(
     num_tiles = num_pid_m * num_pid_n
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
-    tile_id_c = start_pid - NUM_SMS  # the epilogue's tile, one behind the loads (see profkit.kernels.matmul)
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+    programs = NUM_SMS * PER_SM
+    tile_id_c = start_pid - programs  # the epilogue's tile, one behind the loads (see profkit.kernels.matmul)
+    for tile_id in tl.range(start_pid, num_tiles, programs, flatten=True):
         pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
         for ki in range(k_tiles):
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b = b_desc.load([pid_n * BLOCK_N, ki * BLOCK_K])
             acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
-        tile_id_c += NUM_SMS
+        tile_id_c += programs
         pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -734,7 +746,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         _, num_sms = device_info(device_index(codes))
 
         def persistent_grid(meta):
-            return (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
+            return (min(num_sms * meta["PER_SM"], triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)
 
         triton.set_allocator(tma_workspace)
         _GEMM_TMA_LAUNCH.launch(

@@ -33,6 +33,7 @@ def compile_sm90(kernel_fn, sig, consts, aligned, **options):
 
 def gemm_facts(kernel, ptx, usage):
     return {"shared": kernel.metadata.shared,
+            "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
             "wgmma_s8": bool(re.search(r"wgmma\.mma_async\S*\.s32\.s8\.s8", ptx)),
             "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
@@ -64,13 +65,14 @@ def compile_gemm(bm, bn, bk, stages, warps, split=1, fused=False):
     return gemm_facts(*compile_sm90(gemm._int8_gemm_kernel, sig, consts, ALIGNED + ("stride_am", "stride_bn"),
                                     num_warps=warps, num_stages=stages))
 
-def compile_tma(bm, bn, bk, stages, warps, fused=False):
+def compile_tma(bm, bn, bk, stages, warps, fused=False, per_sm=1):
     sig = {**OPERANDS, "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32", "stride_rm": "i32",
            "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
            "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "BLOCK_O": "constexpr", "NUM_SMS": "constexpr",
-           "ACTIVATION": "constexpr", "HAS_RESIDUAL": "constexpr"}
+           "ACTIVATION": "constexpr", "HAS_RESIDUAL": "constexpr", "PER_SM": "constexpr"}
     consts = {"HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-              "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132, "ACTIVATION": int(fused), "HAS_RESIDUAL": fused}
+              "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132, "ACTIVATION": int(fused), "HAS_RESIDUAL": fused,
+              "PER_SM": per_sm}
     return gemm_facts(*compile_sm90(gemm._int8_gemm_tma_kernel, sig, consts, ALIGNED,
                                     num_warps=warps, num_stages=stages))
 
@@ -100,6 +102,8 @@ print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "small": compile_gemm(16, 64, 256, 4, 4),
                   "small_split": compile_gemm(16, 64, 256, 4, 4, split=4),
                   "tma": [compile_tma(*c) for c in ((128, 256, 128, 3, 8), (128, 256, 128, 4, 8))],
+                  "tma_two_per_sm": [{"tile": t, **compile_tma(*t[:5], fused=fused, per_sm=2)}
+                                     for t in gemm.TMA_TILES if t[5] == 2 for fused in (False, True)],
                   "quantize": {k: compile_quantize(k, False) for k in (512, 2048, 4096)},
                   "quantize_smooth": {k: compile_quantize(k, True) for k in (512, 2048, 4096)},
                   "quantize_norm": {k: compile_quantize(k, True, norm=True) for k in (1024, 4096)},
@@ -125,6 +129,12 @@ def test_gemm_kernel_compiles_for_hopper():
         assert r["shared"] <= 227 * 1024
     for r in result["tma"]:  # persistent large-M kernel: TMA loads, int8 wgmma, fp16 outlier product
         assert r["tma"] and r["wgmma_s8"] and r["wgmma_f16"], r
+    assert len(result["tma_two_per_sm"]) >= 4
+    for r in result["tma_two_per_sm"]:  # the autotuner's two-programs-an-SM tiles do fit two an SM, epilogues included:
+        warps = r["tile"][4]  # registers (allocated in 8s) and shared memory (plus the 1 KiB reserved a block)
+        assert 2 * (-(-r["registers"] // 8) * 8) * 32 * warps <= 65536, r
+        assert 2 * (r["shared"] + 1024) <= 228 * 1024, r
+        assert r["local"] == 0 and r["tma"] and r["wgmma_s8"], r
     assert [r["wgmma_s8"] or r["mma_s8"] for r in result["fused"]] == [True] * 4  # GELU and residual epilogue
     for k, q in [*result["quantize"].items(), *result["quantize_smooth"].items(), *result["quantize_norm"].items()]:
         # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM (smoothing's
