@@ -30,7 +30,7 @@ from triton.runtime.errors import OutOfResources
 
 from profkit.bench.device import require_cuda
 from profkit.bench.results import environment
-from profkit.bench.timing import time_fn
+from profkit.bench.timing import interleaved_rounds
 from profkit.kernels.common import device_info, tma_workspace
 from profkit.kernels.int8 import gemm
 from profkit.kernels.int8.layers import quantize_weight
@@ -116,13 +116,10 @@ def probe(layer, k, n, has_bias, activation, has_residual, m, rounds, gen) -> li
     sides["fp16 F.linear (+ GELU / residual)"] = (
         lambda: (F.gelu(F.linear(x, w16, bias)) if activation else
                  F.linear(x, w16, bias) + residual if has_residual else F.linear(x, w16, bias)))
-    times: dict[str, dict[str, list[float]]] = {side: {"hot": [], "flushed": []} for side in sides}
     with torch.no_grad():
-        for _ in range(rounds):
-            for side, fn in sides.items():
-                for mode in ("hot", "flushed"):
-                    timing = time_fn(fn, rep_ms=10, cuda_graph=True, flush_l2=mode == "flushed")
-                    times[side][mode].append(timing.median_ms * 1e3)
+        timed = interleaved_rounds({(side, mode): (fn, True, mode == "flushed") for side, fn in sides.items()
+                                    for mode in ("hot", "flushed")}, rounds, rep_ms=10)
+    times = {side: {mode: timed[side, mode] for mode in ("hot", "flushed")} for side in sides}
     print(f"--- {layer} M={m} K={k} N={n}: the autotuner chose {gemm.gemm_config(m, n, kq_pad)}")
     rows = []
     for side, modes in times.items():

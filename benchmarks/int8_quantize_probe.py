@@ -24,7 +24,7 @@ import triton
 
 from profkit.bench.device import require_cuda
 from profkit.bench.results import environment
-from profkit.bench.timing import time_fn
+from profkit.bench.timing import interleaved_rounds
 from profkit.kernels.int8 import gemm
 from profkit.kernels.int8.layers import quantize_weight
 
@@ -92,13 +92,10 @@ def probe(name: str, m: int, k: int, norm: bool, rounds: int, gen: torch.Generat
     sides["shipped quantize_rows (autotuned)"] = shipped
     if norm:
         sides["fp16 F.layer_norm alone"] = lambda: F.layer_norm(x, (k,), ln[0], ln[1], ln[2])
-    times: dict[str, dict[str, list[float]]] = {side: {"flushed": [], "hot": []} for side in sides}
     with torch.no_grad():
-        for _ in range(rounds):
-            for side, fn in sides.items():
-                for mode in ("flushed", "hot"):
-                    timing = time_fn(fn, rep_ms=20, cuda_graph=True, flush_l2=mode == "flushed")
-                    times[side][mode].append(timing.median_ms * 1e3)
+        timed = interleaved_rounds({(side, mode): (fn, True, mode == "flushed") for side, fn in sides.items()
+                                    for mode in ("flushed", "hot")}, rounds, rep_ms=20)
+    times = {side: {mode: timed[side, mode] for mode in ("flushed", "hot")} for side in sides}
     chosen = gemm.tuned_for(gemm._quantize_rows_tuned, (gemm.m_bucket(m), k, norm, True, True))
     print(f"--- {name}, M={m}: autotuner chose {chosen}")
     rows = []

@@ -14,7 +14,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 from profkit.bench.device import require_cuda
 
@@ -235,13 +235,14 @@ def time_fn(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 1
     return Timing.from_samples(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
-def interleaved_rounds(sides: dict[str, tuple[Callable[[], Any], bool]], rounds: int,
-                       rep_ms: float) -> dict[str, list[float]]:
+def interleaved_rounds(sides: dict[Hashable, tuple], rounds: int, rep_ms: float) -> dict[Hashable, list[float]]:
     """Each side's median time per round, in µs: ``rounds`` rounds in which the sides take turns (a drift of the
-    GPU's clock or temperature reaches every side alike), one ``time_fn`` per side and round (L2 flushed), as a
-    CUDA-graph replay where its flag says so. sides: name -> (fn, cuda_graph). For the probes of benchmarks/."""
-    times: dict[str, list[float]] = {name: [] for name in sides}
+    GPU's clock or temperature reaches every side alike), one ``time_fn`` per side and round, as a CUDA-graph replay
+    where its flag says so, with the L2 flushed unless its optional third flag is False. sides: name ->
+    (fn, cuda_graph) or (fn, cuda_graph, flush_l2). For the probes of benchmarks/."""
+    times: dict[Hashable, list[float]] = {name: [] for name in sides}
     for _ in range(rounds):
-        for name, (fn, graph) in sides.items():
-            times[name].append(time_fn(fn, rep_ms=rep_ms, cuda_graph=graph).median_ms * 1e3)
+        for name, (fn, graph, *flush) in sides.items():
+            times[name].append(time_fn(fn, rep_ms=rep_ms, cuda_graph=graph,
+                                       flush_l2=flush[0] if flush else True).median_ms * 1e3)
     return times

@@ -105,17 +105,20 @@ def test_a_slow_host_side_stays_out_of_the_gpu_time():
         (led.median_ms, adapted.median_ms, bare.median_ms)
 
 
-def test_interleaved_rounds_takes_turns_and_keeps_each_sides_graph_flag(monkeypatch):
-    """Every round times every side once, in the sides' order; each side keeps its own graph flag; µs from ms."""
+def test_interleaved_rounds_takes_turns_and_keeps_each_sides_graph_and_flush_flags(monkeypatch):
+    """Every round times every side once, in the sides' order; each side keeps its own graph flag and its L2 flush
+    flag (flushed when the side gives none); µs from ms."""
     from profkit.bench import timing
 
     calls = []
 
-    def fake_time_fn(fn, *, rep_ms, cuda_graph):
-        calls.append((fn(), rep_ms, cuda_graph))
+    def fake_time_fn(fn, *, rep_ms, cuda_graph, flush_l2):
+        calls.append((fn(), rep_ms, cuda_graph, flush_l2))
         return Timing.from_samples([0.001 * len(calls)])
 
     monkeypatch.setattr(timing, "time_fn", fake_time_fn)
-    times = timing.interleaved_rounds({"a": (lambda: "a", True), "b": (lambda: "b", False)}, rounds=3, rep_ms=7)
-    assert calls == [("a", 7, True), ("b", 7, False)] * 3
-    assert times == {"a": pytest.approx([1.0, 3.0, 5.0]), "b": pytest.approx([2.0, 4.0, 6.0])}
+    times = timing.interleaved_rounds({"a": (lambda: "a", True), "b": (lambda: "b", False),
+                                       ("a", "hot"): (lambda: "a", True, False)}, rounds=2, rep_ms=7)
+    assert calls == [("a", 7, True, True), ("b", 7, False, True), ("a", 7, True, False)] * 2
+    assert times == {"a": pytest.approx([1.0, 4.0]), "b": pytest.approx([2.0, 5.0]),
+                     ("a", "hot"): pytest.approx([3.0, 6.0])}
