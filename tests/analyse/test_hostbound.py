@@ -170,3 +170,26 @@ def test_the_fast_int8_forward_runs_one_embedding_kernel_and_more_of_its_time_in
     assert fast["_int8_gemm_tma_kernel"] > fused["_int8_gemm_tma_kernel"] > 60
     assert fast["_quantize_rows_kernel"] < fused["_quantize_rows_kernel"]
     assert abs(fast.sum() - 100.0) < 1e-6
+
+
+def test_two_programs_an_sm_shorten_the_int8_forwards_gemms():
+    """int8-model-forward-tiles-graphs-guided (H100, the same configuration and program as the fast capture, with the
+    GEMM autotuner's tiles that fit two programs an SM): some int8 GEMMs now launch two programs an SM (264 on the
+    H100's 132), the step runs the same kernels and is shorter, and the GEMMs take less GPU time a step."""
+    import profkit
+
+    def gemm_us_per_step(session) -> float:
+        hot = session.table("hotspots")
+        steps = int(session.table("hostbound").set_index("finding").loc["steady step", "evidence"].split()[2])
+        return hot.loc[hot["kernel"] == "_int8_gemm_tma_kernel", "time_us"].sum() / steps
+
+    tiles = profkit.load(REPO / "sessions" / "int8-model-forward-tiles-graphs-guided")
+    fast = profkit.load(REPO / "sessions" / "int8-model-forward-fast-graphs-guided")
+    grids = set(tiles.table("hotspots").query("kernel == '_int8_gemm_tma_kernel'")["grid"])
+    assert "264×1×1" in grids
+    assert "264×1×1" not in set(fast.table("hotspots").query("kernel == '_int8_gemm_tma_kernel'")["grid"])
+    steady = {name: s.table("hostbound").set_index("finding") for name, s in (("tiles", tiles), ("fast", fast))}
+    assert steady["tiles"].loc["steady step", "value"] < steady["fast"].loc["steady step", "value"]
+    assert "89 kernels" in steady["tiles"].loc["launch rate", "evidence"]
+    assert "89 kernels" in steady["fast"].loc["launch rate", "evidence"]
+    assert gemm_us_per_step(tiles) < 0.97 * gemm_us_per_step(fast)

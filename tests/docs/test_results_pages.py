@@ -603,11 +603,11 @@ def large_model_rows() -> Expected:
                   for row in result("int8_model_large")["rows"]])
 
 
-def large_goal_rows() -> Expected:
+def large_goal_rows(name: str = "int8_linear_large") -> Expected:
     """Per layer goal of the result file's verdicts: how many cases, met / missed / not resolved, the worst and
     best ratio."""
     out = {}
-    for goal in result("int8_linear_large")["meta"]["goals"]:
+    for goal in result(name)["meta"]["goals"]:
         out.setdefault(goal["goal"], []).append(goal)
     rows = []
     for name, goals in out.items():
@@ -625,12 +625,12 @@ def _large_case(case: str) -> tuple[str, str, str]:
     return match.group(1), match.group(2), f"{match.group(3)} × {match.group(4)}"
 
 
-def large_layer_rows() -> Expected:
+def large_layer_rows(name: str = "int8_linear_large") -> Expected:
     """Every case: our layer, fp16, torch._int_mm (the GEMM alone; "—" at M <= 16) and bitsandbytes in µs, ours vs
     fp16 with its 95% interval over the rounds, ours vs bitsandbytes."""
-    rows = by_case("int8_linear_large")
+    rows = by_case(name)
     out = []
-    for case in cases("int8_linear_large"):
+    for case in cases(name):
         ours, fp16, bnb = rows[case, "int8_custom"], rows[case, "fp16_linear"], rows[case, "bnb_int8"]
         int_mm = rows.get((case, "int_mm_ceiling"))
         int_mm_us = "—" if int_mm is None or int_mm["median_ms"] is None else us(int_mm["median_ms"])
@@ -641,11 +641,11 @@ def large_layer_rows() -> Expected:
     return keyed(out, key_cells=2)
 
 
-def large_graph_rows() -> Expected:
+def large_graph_rows(name: str = "int8_linear_large") -> Expected:
     """The cases also replayed from CUDA graphs (M <= 64): ours and fp16 in µs, ours vs fp16 with its interval."""
-    rows = by_case("int8_linear_large")
+    rows = by_case(name)
     out = []
-    for case in (c for c in cases("int8_linear_large") if (c, "int8_custom_graph") in rows):
+    for case in (c for c in cases(name) if (c, "int8_custom_graph") in rows):
         ours, fp16 = rows[case, "int8_custom_graph"], rows[case, "fp16_linear_graph"]
         layer, m, _ = _large_case(case)
         out.append([layer, m, us(ours["median_ms"]), us(fp16["median_ms"]),
@@ -708,6 +708,46 @@ def fast_model_rows() -> Expected:
                    f"{row['static_ratio_vs_fp16']:.3f}", f"{row['peak_bytes'] / 2**20:.1f}",
                    *(f"{row[f'latency{kind}_ms_b{batch}']:.3f}" for kind in ("", "_graph") for batch in (8, 32))]
                   for row in result("int8_model_fast")["rows"]])
+
+
+TILES = "### Two programs an SM, measured"
+TILE_PROBE = ("layer | K × N | fp16 µs (F.linear + GELU / residual) | ours µs (autotuned) | best one-program tile | µs | "
+              "best two-program tile | µs")
+
+
+def tile_probe_rows() -> Expected:
+    """int8_gemm_tile_probe.json per layer (M = 2048, L2 not flushed): fp16, the shipped autotuned call, the fastest
+    tile of one program an SM and the fastest of those that fit two (µs)."""
+    layers: dict[str, list[dict]] = {}
+    for row in result("int8_gemm_tile_probe")["rows"]:
+        layers.setdefault(row["layer"], []).append(row)
+    out = []
+    for layer, rows in layers.items():
+        side = {row["side"].split(" ")[0]: row for row in rows}
+        one = min((r for r in rows if r["programs_per_sm"] == 1 and r["side"].endswith("p1")), key=lambda r: r["hot_us"])
+        two = min((r for r in rows if r["programs_per_sm"] == 2), key=lambda r: r["hot_us"])
+        out.append([layer, f"{rows[0]['K']} × {rows[0]['N']}", f"{side['fp16']['hot_us']:.2f}",
+                    f"{side['shipped']['hot_us']:.2f}", one["side"], f"{one['hot_us']:.2f}", two["side"],
+                    f"{two['hot_us']:.2f}"])
+    return keyed(out)
+
+
+def tiles_model_rows() -> Expected:
+    """int8_model_tiles.json, as fast_model_rows."""
+    return keyed([[row["variant"], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}",
+                   f"{row['static_ratio_vs_fp16']:.3f}", f"{row['peak_bytes'] / 2**20:.1f}",
+                   *(f"{row[f'latency{kind}_ms_b{batch}']:.3f}" for kind in ("", "_graph") for batch in (8, 32))]
+                  for row in result("int8_model_tiles")["rows"]])
+
+
+def test_int8_page_two_programs_an_sm():
+    """The tile probe, the forward's latency and the layer goals of the configuration (int8_linear_config)."""
+    problems = [*check("int8.md", TILE_PROBE, tile_probe_rows(), after=TILES),
+                *check("int8.md", FAST_MODEL, tiles_model_rows(), after=TILES),
+                *check("int8.md", GOALS_LARGE, large_goal_rows("int8_linear_config"), after=TILES),
+                *check("int8.md", LAYERS_LARGE, large_layer_rows("int8_linear_config"), after=TILES, key_cells=2),
+                *check("int8.md", GRAPH_LARGE, large_graph_rows("int8_linear_config"), after=TILES, key_cells=2)]
+    assert not problems, "\n".join(problems)
 
 
 def test_int8_page_clip_and_fused_forward():

@@ -34,7 +34,7 @@ H100_SESSIONS = {"decode-eager-guided", "decode-eager-separated", "decode-graphs
                  "int8-model-forward-guided", "int8-model-forward-graphs-guided", "int8-linear-m16",
                  "ladder6-n4096-interior", "ladder6-n4096-async", "ladder6-n4096-cpasync", "matmul-fp32-worst",
                  "matmul-fp32-m128", "matmul-fp32-fused", "int8-model-forward-fused-graphs-guided",
-                 "int8-model-forward-fast-graphs-guided"}
+                 "int8-model-forward-fast-graphs-guided", "int8-model-forward-tiles-graphs-guided"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 
