@@ -701,13 +701,13 @@ def clip_probe_rows() -> Expected:
                   for row in result("int8_error_probe_clip")["rows"]])
 
 
-def fast_model_rows() -> Expected:
-    """int8_model_fast.json per variant: perplexity, its change, bytes vs fp16, peak MiB, eager and graph ms at batch
-    8 / 32 (three decimals: the goals are read from them)."""
+def fast_model_rows(name: str = "int8_model_fast") -> Expected:
+    """An `evaluate` result file (int8_model_fast.json by default) per variant: perplexity, its change, bytes vs
+    fp16, peak MiB, eager and graph ms at batch 8 / 32 (three decimals: the goals are read from them)."""
     return keyed([[row["variant"], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}",
                    f"{row['static_ratio_vs_fp16']:.3f}", f"{row['peak_bytes'] / 2**20:.1f}",
                    *(f"{row[f'latency{kind}_ms_b{batch}']:.3f}" for kind in ("", "_graph") for batch in (8, 32))]
-                  for row in result("int8_model_fast")["rows"]])
+                  for row in result(name)["rows"]])
 
 
 TILES = "### Two programs an SM, measured"
@@ -732,18 +732,10 @@ def tile_probe_rows() -> Expected:
     return keyed(out)
 
 
-def tiles_model_rows() -> Expected:
-    """int8_model_tiles.json, as fast_model_rows."""
-    return keyed([[row["variant"], f"{row['perplexity']:.4f}", f"{row['ppl_rel_change_vs_fp16']:+.3%}",
-                   f"{row['static_ratio_vs_fp16']:.3f}", f"{row['peak_bytes'] / 2**20:.1f}",
-                   *(f"{row[f'latency{kind}_ms_b{batch}']:.3f}" for kind in ("", "_graph") for batch in (8, 32))]
-                  for row in result("int8_model_tiles")["rows"]])
-
-
 def test_int8_page_two_programs_an_sm():
     """The tile probe, the forward's latency and the layer goals of the configuration (int8_linear_config)."""
     problems = [*check("int8.md", TILE_PROBE, tile_probe_rows(), after=TILES),
-                *check("int8.md", FAST_MODEL, tiles_model_rows(), after=TILES),
+                *check("int8.md", FAST_MODEL, fast_model_rows("int8_model_tiles"), after=TILES),
                 *check("int8.md", GOALS_LARGE, large_goal_rows("int8_linear_config"), after=TILES),
                 *check("int8.md", LAYERS_LARGE, large_layer_rows("int8_linear_config"), after=TILES, key_cells=2),
                 *check("int8.md", GRAPH_LARGE, large_graph_rows("int8_linear_config"), after=TILES, key_cells=2)]
