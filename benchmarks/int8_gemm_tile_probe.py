@@ -12,7 +12,7 @@ Cases: the layers of one block of the ``--size large`` model with the fused forw
 out and fc2 adding the residual, fc1 with GELU, lm_head), 10 outlier columns. Every candidate's output is checked
 against the shipped ``int8_linear`` (the int32 accumulation is exact and the epilogue the same code; the outlier
 columns' fp16 product may round in another order: the largest relative difference is recorded, above 1e-3 stops).
-Timing: ``timing.time_fn`` on CUDA-graph replays, ``--rounds`` interleaved rounds, median of the rounds' medians,
+Timing: ``timing.interleaved_rounds`` (CUDA-graph replays, ``--rounds`` rounds), median of the rounds' medians,
 L2 not flushed (in the forward the codes were just written by the quantizer) and flushed.
 """
 
