@@ -5,7 +5,10 @@ the fixed tile (``quantize_tile``) and the shipped, autotuned call, beside fp16 
 
 Cases (the quantizers of one block of the 114M model, 10 outlier columns, smoothing on as in the int8_stat+s0.8
 configuration): K = 1024 with the LayerNorm fused (qkv, fc1 of the ``+fused`` forward), K = 1024 plain (out), K = 4096
-plain (fc2). Every tile's codes, scales and outlier values are checked bit for bit against the fixed tile's first.
+plain (fc2). Every tile runs with two column maps of the same outlier columns: the shipped in-place order
+(``gemm.in_place_order``: one contiguous store a row, then the tail columns into the outliers' places) and the ascending
+compaction the quantizer used before it (one byte store a value). Every tile's codes (reordered to source columns),
+scales and outlier values are checked bit for bit against the fixed tile's, in-place map, first.
 Timing: ``timing.time_fn`` on CUDA-graph replays, ``--rounds`` interleaved rounds, median of the rounds' medians,
 with the L2 flushed before each call (``flushed``) and without (``hot``: in the forward the quantizer reads rows the
 previous kernel has just written, which sit in the 50 MB L2).
@@ -42,6 +45,15 @@ def launch(x, operands, codes, outliers, scales, m, k, kq, kq_pad, n_out, eps, r
         PAD_BLOCK=gemm.K_ALIGN, BLOCK_O=gemm.OUTLIER_BLOCK, num_warps=warps)
 
 
+def ascending_map(column_map: torch.Tensor) -> torch.Tensor:
+    """The same outlier slots with the kept columns compacted in ascending order (the layout before
+    ``gemm.in_place_order``), which the quantizer stores value by value."""
+    kept = column_map >= 0
+    ascending = column_map.clone()
+    ascending[kept] = torch.arange(int(kept.sum()), device=column_map.device, dtype=column_map.dtype)
+    return ascending
+
+
 def probe(name: str, m: int, k: int, norm: bool, rounds: int, gen: torch.Generator) -> list[dict]:
     outlier_idx = torch.randperm(k, generator=gen)[:N_OUTLIERS].sort().values
     smooth = torch.exp(torch.randn(k, generator=gen) * 0.5)
@@ -59,8 +71,11 @@ def probe(name: str, m: int, k: int, norm: bool, rounds: int, gen: torch.Generat
     codes = torch.empty((m, kq_pad), dtype=torch.int8, device="cuda")
     scales = torch.empty((m,), dtype=torch.float32, device="cuda")
     outliers = gemm._outlier_buffer(m, n_out, torch.float16, "cuda")
-    operands = gemm._map_operands(parts["column_map"], ocols, n_out, parts["input_scale"], ln if norm else None,
-                                  scales)
+    maps = {"in place": parts["column_map"], "ascending": ascending_map(parts["column_map"])}
+    keep = {layout: gemm.column_lists(cmap, k, x.device)[0] for layout, cmap in maps.items()}
+    source_order = {layout: torch.argsort(cols) for layout, cols in keep.items()}  # codes -> source column order
+    operands = {layout: gemm._map_operands(cmap, ocols, n_out, parts["input_scale"], ln if norm else None, scales)
+                for layout, cmap in maps.items()}
     eps = ln[2] if norm else 0.0
     _, _, fixed_rows, fixed_warps = gemm.quantize_tile(k)
     tiles = [(c.kwargs["BLOCK_M"], c.num_warps) for c in
@@ -70,24 +85,27 @@ def probe(name: str, m: int, k: int, norm: bool, rounds: int, gen: torch.Generat
     reference = None
     sides = {}
     for rows, warps in tiles:
-        codes.fill_(99), scales.fill_(float("nan")), outliers.fill_(float("nan"))
-        launch(x, operands, codes, outliers, scales, m, k, kq, kq_pad, n_out, eps, rows, warps, norm)
-        result = (codes.clone(), scales.clone(), outliers[:, :n_out].clone())
-        if reference is None:
-            reference = result
-        elif not all(torch.equal(a, b) for a, b in zip(result, reference)):
-            raise SystemExit(f"{name} M={m}: tile {rows}x{warps} differs from the fixed tile")
-        fixed = " (fixed tile)" if (rows, warps) == (fixed_rows, fixed_warps) else ""
-        sides[f"{rows} rows x {warps} warps{fixed}"] = (
-            lambda rows=rows, warps=warps: launch(x, operands, codes, outliers, scales, m, k, kq, kq_pad, n_out, eps,
-                                                  rows, warps, norm))
+        for layout in maps:
+            codes.fill_(99), scales.fill_(float("nan")), outliers.fill_(float("nan"))
+            launch(x, operands[layout], codes, outliers, scales, m, k, kq, kq_pad, n_out, eps, rows, warps, norm)
+            result = (codes[:, :kq][:, source_order[layout]], codes[:, kq:].clone(), scales.clone(),
+                      outliers[:, :n_out].clone())
+            if reference is None:
+                reference = result
+            elif not all(torch.equal(a, b) for a, b in zip(result, reference)):
+                raise SystemExit(f"{name} M={m}: tile {rows}x{warps}, {layout} map, differs from the fixed tile")
+            fixed = " (fixed tile)" if (rows, warps) == (fixed_rows, fixed_warps) else ""
+            sides[f"{rows} rows x {warps} warps{fixed}, {layout}"] = (
+                lambda rows=rows, warps=warps, layout=layout: launch(
+                    x, operands[layout], codes, outliers, scales, m, k, kq, kq_pad, n_out, eps, rows, warps, norm))
 
     def shipped():
         return gemm.quantize_rows(x, parts["column_map"], ocols, kq_pad, torch.float16, smooth=parts["input_scale"],
                                   norm=ln if norm else None)
 
     got = shipped()
-    if not all(torch.equal(a, b) for a, b in zip(got, reference)):
+    if not all(torch.equal(a, b) for a, b in zip((got[0][:, :kq][:, source_order["in place"]], got[0][:, kq:],
+                                                  *got[1:]), reference)):
         raise SystemExit(f"{name} M={m}: quantize_rows differs from the fixed tile")
     sides["shipped quantize_rows (autotuned)"] = shipped
     if norm:

@@ -49,6 +49,32 @@ def device_tma(t: torch.Tensor) -> bool:
     return t.is_cuda and device_info(t.device.index)[0] in (9, 10) and has_device_tma()
 
 
+PDL_SWITCH = "PROFKIT_PDL"
+"""Environment variable: "0" launches every kernel without programmatic dependent launch (for A/B timing)."""
+
+
+@functools.lru_cache(maxsize=None)
+def dependent_launch(index: int) -> bool:
+    """Whether kernels with a PDL flag launch on device ``index`` with programmatic dependent launch: an sm_90+ GPU
+    (``griddepcontrol``), this triton's ``launch_pdl`` option and ``gdc_wait``, and PROFKIT_PDL not "0". Such a
+    launch may start while the kernel before it in the stream is still finishing; the kernel waits
+    (``dependent_wait``) before touching memory, so only the launch latency and the ramp overlap."""
+    if os.environ.get(PDL_SWITCH, "1") == "0" or interpreting():
+        return False
+    from triton.language.extra import cuda as triton_cuda  # noqa: PLC0415
+
+    return device_info(index)[0] >= 9 and hasattr(triton_cuda, "gdc_wait")
+
+
+@triton.jit
+def dependent_wait(PDL: tl.constexpr):
+    """With PDL: wait until the kernels this launch depends on have finished and their writes are visible, then let
+    the next launch in the stream start (it waits the same way before it reads what this one writes)."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
 def tma_workspace(size: int, alignment: int, stream):
     """Global-memory workspace for device-built TMA descriptors (the ``triton.set_allocator`` hook); host
     memory under the interpreter."""

@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..common import (arrival_counts, device_index, device_info, has_device_tma, interpreting, most_tiles,
+from ..common import (arrival_counts, dependent_launch, dependent_wait, device_index, device_info, has_device_tma, interpreting, most_tiles,
                       split_count, split_k_finish, tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
@@ -61,20 +61,43 @@ def _int8_code(xf, inv):
 
 
 @triton.jit
+def _fill_holes(x_rows, q_rows, map_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, in_m, inv, mean, rstd, K, KQ, N_OUT,
+                stride_xk, X_DTYPE: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_O: tl.constexpr):
+    """The codes of the kept columns at or past KQ, stored where the map sends them (the outlier columns' places
+    below KQ), computed as the row pass computes every other code (normalised and rounded to X_DTYPE, smoothed)."""
+    for o0 in range(0, N_OUT, BLOCK_O):
+        cols = KQ + o0 + tl.arange(0, BLOCK_O)
+        dest = tl.load(map_ptr + cols, mask=cols < K, other=-1).to(tl.int32)
+        fill = in_m[:, None] & (dest >= 0)[None, :]
+        xf = tl.load(x_rows + cols[None, :] * stride_xk, mask=fill, other=0.0).to(tl.float32)
+        if HAS_NORM:
+            norm_w = tl.load(norm_w_ptr + cols, mask=dest >= 0, other=0.0).to(tl.float32)
+            norm_b = tl.load(norm_b_ptr + cols, mask=dest >= 0, other=0.0).to(tl.float32)
+            xf = (xf - mean[:, None]) * rstd[:, None] * norm_w[None, :] + norm_b[None, :]
+            xf = xf.to(X_DTYPE).to(tl.float32)
+        if HAS_SMOOTH:
+            xf = xf * tl.load(smooth_ptr + cols, mask=dest >= 0, other=1.0).to(tl.float32)[None, :]
+        tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=fill)
+
+
+@triton.jit
 def _quantize_rows_kernel(
     x_ptr, map_ptr, ocol_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, q_ptr, xo_ptr, scale_ptr,
     M, K, KQ, KQ_PAD, N_OUT, eps, M_BUCKET,
     stride_xm, stride_xk, stride_qm, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, SINGLE_BLOCK: tl.constexpr,
     HAS_OUTLIERS: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_NORM: tl.constexpr, PAD_BLOCK: tl.constexpr,
-    BLOCK_O: tl.constexpr,
+    BLOCK_O: tl.constexpr, PDL: tl.constexpr = False,
 ):
     """Rows [m0, m0 + BLOCK_M) of x -> int8 codes q[m, :KQ_PAD], scale[m], outliers xo[m, :N_OUT].
 
     map_ptr: int16/int32 (K,), column k's destination: >= 0 its compacted int8 column, -1 - j for
     outlier j. ocol_ptr: the N_OUT outlier columns in slot order (map[ocol[j]] == -1 - j), read
     BLOCK_O at a time to gather the outlier values. Both unused (identity map) when HAS_OUTLIERS is
-    False. smooth_ptr (HAS_SMOOTH): fp16/fp32 (K,) factors every column of x is multiplied by before its
+    False. A single-block program whose map keeps every kept column below KQ in its place (the order
+    ``in_place_order`` gives) stores its codes with one contiguous store and then overwrites the few outlier places
+    below KQ (``_fill_holes``); any other map is scattered column by column, one byte store each, which made the
+    pass issue-bound (H100: 13.6 us for 2048 x 4096 fp16, 1 store instruction per value). smooth_ptr (HAS_SMOOTH): fp16/fp32 (K,) factors every column of x is multiplied by before its
     absmax and rounding (1 at the outlier columns, whose values are gathered unscaled). With SINGLE_BLOCK the
     rows are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns at a time.
 
@@ -84,7 +107,9 @@ def _quantize_rows_kernel(
     that writes the normalised rows for this one to read again.
 
     M_BUCKET (``m_bucket(M)``) is not read: it is the autotuner's key for the rows-per-program and warp count.
+    PDL: launched with programmatic dependent launch (``common.dependent_launch``).
     """
+    dependent_wait(PDL)
     offs_m = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     in_m = offs_m < M
     x_rows = x_ptr + offs_m[:, None] * stride_xm
@@ -94,6 +119,8 @@ def _quantize_rows_kernel(
         in_k = offs_k < K
         mask = in_m[:, None] & in_k[None, :]
         xf = tl.load(x_rows + offs_k[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.zeros((BLOCK_M,), dtype=tl.float32)
+        rstd = mean
         if HAS_NORM:
             mean = tl.sum(xf, axis=1) / K
             centred = tl.where(mask, xf - mean[:, None], 0.0)
@@ -111,7 +138,18 @@ def _quantize_rows_kernel(
         keep = mask & (dest >= 0)[None, :]
         absmax = tl.max(tl.where(keep, tl.abs(xf), 0.0), axis=1)
         inv = tl.where(absmax > 0, 127.0 / tl.maximum(absmax, 1e-30), 0.0)
-        tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=keep)
+        if HAS_OUTLIERS:
+            moved = tl.sum(((offs_k < KQ) & (dest >= 0) & (dest != offs_k)).to(tl.int32), axis=0)
+            if moved == 0:  # the layout ``in_place_order`` builds: one contiguous store, then the few moved columns
+                tl.store(q_rows + offs_k[None, :], _int8_code(xf, inv[:, None]),
+                         mask=in_m[:, None] & (offs_k < KQ_PAD)[None, :])
+                tl.debug_barrier()  # the hole and padding stores below overwrite some of these
+                _fill_holes(x_rows, q_rows, map_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, in_m, inv, mean, rstd,
+                            K, KQ, N_OUT, stride_xk, x_ptr.dtype.element_ty, HAS_SMOOTH, HAS_NORM, BLOCK_O)
+            else:
+                tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=keep)
+        else:
+            tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=keep)
     else:
         absmax = tl.zeros((BLOCK_M,), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
@@ -257,7 +295,7 @@ def _int8_gemm_kernel(
     HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EVEN_K: tl.constexpr, BLOCK_O: tl.constexpr, SPLIT_K: tl.constexpr = 1,
-    ACTIVATION: tl.constexpr = 0, HAS_RESIDUAL: tl.constexpr = False,
+    ACTIVATION: tl.constexpr = 0, HAS_RESIDUAL: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
     """c (M, N) = act((a @ b) * a_scale[:, None] * b_scale[None, :] + xo @ wo + bias) + res.
 
@@ -272,7 +310,9 @@ def _int8_gemm_kernel(
     the last of the tile's programs to arrive adds the slices (integer sums: the result is exactly the unsplit
     one, whichever arrives last), resets the count for the next call and runs the epilogue. No program waits
     for another (matmul_kernel's split K, with int32 partials). SPLIT_K == 1: ws_ptr and lock_ptr are not read.
+    PDL: launched with programmatic dependent launch (``common.dependent_launch``).
     """
+    dependent_wait(PDL)
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -413,13 +453,14 @@ def _int8_gemm_tma_kernel(
     HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     BLOCK_O: tl.constexpr, NUM_SMS: tl.constexpr, ACTIVATION: tl.constexpr = 0, HAS_RESIDUAL: tl.constexpr = False,
-    PER_SM: tl.constexpr = 1,
+    PER_SM: tl.constexpr = 1, PDL: tl.constexpr = False,
 ):
     """The same GEMM and epilogue for large M on Hopper: NUM_SMS x PER_SM persistent programs walk the tiles,
     a: int8 (M, K) and b: int8 (N, K) (both contiguous, rows 16-byte aligned) arrive through TMA
     descriptors built on the device (zero-filled past the edges), and the tile loop is flattened
     with the K loop so the next tile's loads overlap this tile's epilogue (profkit.kernels.matmul's
-    persistent bf16 kernel, with the int8 epilogue)."""
+    persistent bf16 kernel, with the int8 epilogue). PDL: as in ``_int8_gemm_kernel``."""
+    dependent_wait(PDL)
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -637,6 +678,12 @@ def _check_norm(norm, k: int, device) -> None:
         raise ValueError(f"norm eps must be a positive float, got {eps!r}")
 
 
+def _pdl(t: torch.Tensor) -> dict:
+    """The PDL constexpr and triton's ``launch_pdl`` option for a launch on t's device (``dependent_launch``)."""
+    on = t.is_cuda and dependent_launch(device_index(t))
+    return {"PDL": on, "launch_pdl": on} if on else {}
+
+
 def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None,
                   kq_pad: int, outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None,
                   norm: tuple[torch.Tensor, torch.Tensor, float] | None = None,
@@ -686,7 +733,7 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
     args = (x, *operands, codes, outliers, scales, m, k, kq, kq_pad, n_outliers, 0.0 if norm is None else norm[2],
             m_bucket(m), x.stride(0), x.stride(1), codes.stride(0), outliers.stride(0))
     flags = dict(BLOCK_K=block_k, SINGLE_BLOCK=single, HAS_OUTLIERS=n_outliers > 0, HAS_SMOOTH=smooth is not None,
-                 HAS_NORM=norm is not None, PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK)
+                 HAS_NORM=norm is not None, PAD_BLOCK=K_ALIGN, BLOCK_O=OUTLIER_BLOCK, **_pdl(x))
     if _QUANTIZE_TUNED:
         _QUANTIZE_LAUNCH.launch(key, lambda meta: (triton.cdiv(m, meta["BLOCK_M"]),), args, device_index(x), **flags)
     else:
@@ -740,7 +787,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     operands = _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier, residual)
     outliers, weight_outlier, res = operands[6], operands[7], operands[8]
     epilogue = dict(HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0, ACTIVATION=ACTIVATIONS[activation],
-                    HAS_RESIDUAL=residual is not None)
+                    HAS_RESIDUAL=residual is not None, **_pdl(codes))
     key = _gemm_key(operands, bias, activation, residual is not None)
     if _tma_gemm_eligible(codes, weight_int8, out, residual):
         _, num_sms = device_info(device_index(codes))
@@ -864,13 +911,35 @@ def _round_half_away_torch(v: torch.Tensor) -> torch.Tensor:
     return torch.sign(v) * torch.floor(v.abs() + 0.5)
 
 
+def in_place_order(is_outlier: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keep_idx, outlier_idx) int64 for a (K,) bool outlier mask: keep_idx[c] is the source column of compacted
+    column c. Every kept column below KQ = K - |outliers| keeps its place; the kept columns at or past KQ (as many as
+    there are outlier columns below KQ) fill those places in ascending order. The quantizer then writes a row's codes
+    with one contiguous store (``_quantize_rows_kernel``). outlier_idx ascending: the outlier slots' order."""
+    k = is_outlier.numel()
+    outlier_idx = torch.nonzero(is_outlier).flatten()
+    kq = k - outlier_idx.numel()
+    keep_idx = torch.arange(kq, device=is_outlier.device)
+    holes = outlier_idx[outlier_idx < kq]
+    tail = torch.arange(kq, k, device=is_outlier.device)
+    keep_idx[holes] = tail[~is_outlier[kq:]]
+    return keep_idx, outlier_idx
+
+
 def column_lists(column_map: torch.Tensor | None, k: int,
                  device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(keep_idx, outlier_idx) int64 from a column map: kept columns in compacted order, then
-    outlier columns in slot order (both ascending by construction). None means no outliers."""
+    """(keep_idx, outlier_idx) int64 from a column map: the source column of each compacted column, in compacted
+    order, then the outlier columns in slot order. None means no outliers."""
     if column_map is None:
         return torch.arange(k, device=device), torch.empty(0, dtype=torch.int64, device=device)
-    return (torch.nonzero(column_map >= 0).flatten(), torch.nonzero(column_map < 0).flatten())
+    dest = column_map.to(device=device, dtype=torch.int64)
+    kept = torch.nonzero(dest >= 0).flatten()
+    keep_idx = torch.empty_like(kept)
+    keep_idx[dest[kept]] = kept
+    outlier_idx = torch.empty(k - kept.numel(), dtype=torch.int64, device=device)
+    outliers = torch.nonzero(dest < 0).flatten()
+    outlier_idx[-1 - dest[outliers]] = outliers
+    return keep_idx, outlier_idx
 
 
 def quantize_rows_torch(x: torch.Tensor, keep_idx: torch.Tensor, outlier_idx: torch.Tensor,

@@ -106,8 +106,7 @@ def quantize_weight(weight: torch.Tensor, outlier_idx: torch.Tensor,
         raise ValueError(f"outlier_idx must be distinct column indices in [0, {k})")
     is_outlier = torch.zeros(k, dtype=torch.bool)
     is_outlier[outlier_idx] = True
-    keep_idx = torch.nonzero(~is_outlier).flatten()
-    outlier_idx = torch.nonzero(is_outlier).flatten()
+    keep_idx, outlier_idx = gemm.in_place_order(is_outlier)
     column_map = None
     if outlier_idx.numel():
         column_map = torch.empty(k, dtype=map_dtype(k))

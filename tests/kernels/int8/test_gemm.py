@@ -119,6 +119,52 @@ def test_quantizer_rounds_ties_away_from_zero_and_clamps_to_127(device):
     assert scales.tolist() == [1.0, 1.0] and torch.equal(scales, scales_t)
 
 
+@pytest.mark.parametrize("k,outliers", [(10, [0, 9]), (67, [5, 66]), (64, list(range(40))), (130, list(range(1, 130, 2)))])
+def test_in_place_order_moves_only_the_tail_into_the_outlier_places(k, outliers):
+    is_outlier = torch.zeros(k, dtype=torch.bool)
+    is_outlier[outliers] = True
+    keep_idx, outlier_idx = gemm.in_place_order(is_outlier)
+    kq = k - len(outliers)
+    assert outlier_idx.tolist() == sorted(outliers)
+    assert sorted(keep_idx.tolist()) == [c for c in range(k) if c not in outliers]  # each kept column once
+    for c, src in enumerate(keep_idx.tolist()):
+        assert src == c if c not in outliers else src >= kq  # in place, or a tail column in an outlier's place
+
+
+def _map_from_order(keep_idx: torch.Tensor, outlier_idx: torch.Tensor, k: int) -> torch.Tensor:
+    cmap = torch.empty(k, dtype=torch.int16)
+    cmap[keep_idx] = torch.arange(keep_idx.numel(), dtype=torch.int16)
+    cmap[outlier_idx] = -1 - torch.arange(outlier_idx.numel(), dtype=torch.int16)
+    return cmap
+
+
+@pytest.mark.parametrize("layout", ["in place", "ascending", "shuffled"])
+def test_any_column_map_quantizes_to_its_column_lists(device, layout):
+    """The kernel stores a row with one contiguous store only for the in-place layout; an ascending compaction (the
+    layout before it) and an arbitrary one take the scattered store. Each must give the codes its column lists say."""
+    m, k = 6, 200
+    outliers = [0, 3, 64, 120, 150, 196, 198, 199] + list(range(70, 140, 2))
+    is_outlier = torch.zeros(k, dtype=torch.bool)
+    is_outlier[outliers] = True
+    keep_idx, outlier_idx = gemm.in_place_order(is_outlier)
+    if layout == "ascending":
+        keep_idx = torch.nonzero(~is_outlier).flatten()
+    elif layout == "shuffled":
+        keep_idx = keep_idx[torch.randperm(keep_idx.numel(), generator=torch.Generator().manual_seed(3))]
+    cmap = _map_from_order(keep_idx, outlier_idx, k).to(device)
+    x = activations(m, k, outliers, device=device)
+    smooth = torch.exp(0.3 * torch.randn(k, generator=torch.Generator().manual_seed(4))).half().to(device)
+    kq_pad = gemm.padded_k(k - len(outliers))
+    lists = gemm.column_lists(cmap, k, x.device)
+    assert torch.equal(lists[0].cpu(), keep_idx) and torch.equal(lists[1].cpu(), outlier_idx)
+    codes, scales, xo = gemm.quantize_rows(x, cmap, lists[1], kq_pad, torch.float16, smooth=smooth)
+    codes_t, scales_t, xo_t = gemm.quantize_rows_torch(x, *lists, kq_pad, torch.float16, smooth=smooth)
+    assert torch.equal(codes, codes_t) and torch.equal(scales, scales_t) and torch.equal(xo, xo_t)
+    ref_codes, _ = reference_codes(x.double() * smooth.double(), keep_idx.to(device))
+    assert (codes[:, :keep_idx.numel()].double() - ref_codes).abs().max() <= 1
+    assert not codes[:, keep_idx.numel():].any()
+
+
 def test_weight_round_trip_error_is_at_most_half_a_step():
     weight, parts = layer_parts(80, 24, [0, 79])
     kq = parts["keep_idx"].numel()
@@ -126,7 +172,10 @@ def test_weight_round_trip_error_is_at_most_half_a_step():
     kept = weight.double()[:, parts["keep_idx"]]
     assert ((restored - kept).abs() <= parts["weight_scale"].double()[:, None] * 0.5001).all()
     assert torch.equal(parts["weight_outlier"], weight[:, [0, 79]].t())
-    assert parts["column_map"].tolist()[:2] == [-1, 0] and parts["column_map"][-1] == -2
+    # kept columns below K - |outliers| = 78 keep their places; the kept column 78 fills outlier 0's place
+    cmap = parts["column_map"].tolist()
+    assert cmap[:3] == [-1, 1, 2] and cmap[78] == 0 and cmap[79] == -2
+    assert parts["keep_idx"].tolist() == [78, *range(1, 78)]
 
 
 @pytest.mark.parametrize("m,k,n,outliers,with_bias", [(3, 67, 45, [5, 66], True),

@@ -305,3 +305,30 @@ def test_fused_decoder_computes_the_unfused_int8_model(device, backend):
         fused.train()(ids)
     with pytest.raises(ValueError, match="quantized"):
         fuse_decoder(tiny_model())
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replay_of_the_fused_int8_decoder_is_its_eager_forward():
+    """The fused INT8 decoder (quantizers and GEMMs launched with programmatic dependent launch where the GPU has it)
+    captured into a CUDA graph and replayed on new ids gives the eager forward's logits bit for bit: every kernel
+    waits for the one before it. 64 x 16 tokens, so the layers take the persistent TMA GEMM (M >= TMA_MIN_M)."""
+    from profkit.bench.timing import capture_graph
+    from profkit.kernels.int8 import gemm
+    from profkit.kernels.int8.fusion import fuse_decoder
+
+    model = tiny_model().cuda()
+    calib = [torch.randint(0, 128, (8, 16), generator=torch.Generator().manual_seed(s)).cuda() for s in (2, 3)]
+    quantize_model(model, calib, rule="stat", smooth_alpha=0.5, backend="triton")
+    model = fuse_decoder(model)
+    batches = [torch.randint(0, 128, (64, 16), generator=torch.Generator().manual_seed(s)).cuda() for s in (6, 7, 8)]
+    assert batches[0].numel() >= gemm.TMA_MIN_M
+    with torch.no_grad():
+        eager = [model(ids).clone() for ids in batches]
+        ids = batches[0].clone()
+        out = {}
+        replay = capture_graph(lambda: out.__setitem__("logits", model(ids)))
+        for batch, want in zip(batches[::-1], eager[::-1]):
+            ids.copy_(batch)
+            replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out["logits"], want)

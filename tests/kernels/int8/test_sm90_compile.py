@@ -39,6 +39,7 @@ def gemm_facts(kernel, ptx, usage):
             "wgmma_f16": bool(re.search(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
             "mma_s8": bool(re.search(r"mma\.sync\S*\.s32\.s8\.s8", ptx)),
             "tma": "cp.async.bulk.tensor" in ptx,
+            "pdl": "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx,
             "atomics": "atom." in ptx}
 
 OPERANDS = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*fp16", "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp16",
@@ -57,11 +58,11 @@ def compile_gemm(bm, bn, bk, stages, warps, split=1, fused=False):
            "stride_rn": "constexpr", "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr",
            "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr",
            "EVEN_K": "constexpr", "BLOCK_O": "constexpr", "SPLIT_K": "constexpr", "ACTIVATION": "constexpr",
-           "HAS_RESIDUAL": "constexpr"}
+           "HAS_RESIDUAL": "constexpr", "PDL": "constexpr"}
     consts = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "stride_xoo": 1, "stride_won": 1, "stride_rn": 1,
               "HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn,
               "BLOCK_K": bk, "GROUP_M": 8, "EVEN_K": True, "BLOCK_O": 16, "SPLIT_K": split,
-              "ACTIVATION": int(fused), "HAS_RESIDUAL": fused}
+              "ACTIVATION": int(fused), "HAS_RESIDUAL": fused, "PDL": True}
     return gemm_facts(*compile_sm90(gemm._int8_gemm_kernel, sig, consts, ALIGNED + ("stride_am", "stride_bn"),
                                     num_warps=warps, num_stages=stages))
 
@@ -69,10 +70,10 @@ def compile_tma(bm, bn, bk, stages, warps, fused=False, per_sm=1):
     sig = {**OPERANDS, "stride_cm": "i32", "stride_xom": "i32", "stride_woo": "i32", "stride_rm": "i32",
            "HAS_BIAS": "constexpr", "HAS_OUTLIERS": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
            "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "BLOCK_O": "constexpr", "NUM_SMS": "constexpr",
-           "ACTIVATION": "constexpr", "HAS_RESIDUAL": "constexpr", "PER_SM": "constexpr"}
+           "ACTIVATION": "constexpr", "HAS_RESIDUAL": "constexpr", "PER_SM": "constexpr", "PDL": "constexpr"}
     consts = {"HAS_BIAS": True, "HAS_OUTLIERS": True, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
               "GROUP_M": 8, "BLOCK_O": 32, "NUM_SMS": 132, "ACTIVATION": int(fused), "HAS_RESIDUAL": fused,
-              "PER_SM": per_sm}
+              "PER_SM": per_sm, "PDL": True}
     return gemm_facts(*compile_sm90(gemm._int8_gemm_tma_kernel, sig, consts, ALIGNED,
                                     num_warps=warps, num_stages=stages))
 
@@ -85,12 +86,14 @@ def compile_quantize(k, smooth, norm=False, tile=None):
            "scale_ptr": "*fp32", "M": "i32", "K": "i32", "KQ": "i32", "KQ_PAD": "i32", "N_OUT": "i32", "eps": "fp32",
            "M_BUCKET": "i32", "stride_xm": "i32", "stride_xk": "constexpr", "stride_qm": "i32", "stride_om": "i32",
            "BLOCK_M": "constexpr", "BLOCK_K": "constexpr", "SINGLE_BLOCK": "constexpr", "HAS_OUTLIERS": "constexpr",
-           "HAS_SMOOTH": "constexpr", "HAS_NORM": "constexpr", "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr"}
+           "HAS_SMOOTH": "constexpr", "HAS_NORM": "constexpr", "PAD_BLOCK": "constexpr", "BLOCK_O": "constexpr",
+           "PDL": "constexpr"}
     consts = {"stride_xk": 1, "BLOCK_M": block_m, "BLOCK_K": block_k, "SINGLE_BLOCK": single,
               "HAS_OUTLIERS": True, "HAS_SMOOTH": smooth, "HAS_NORM": norm, "PAD_BLOCK": gemm.K_ALIGN,
-              "BLOCK_O": gemm.OUTLIER_BLOCK}
-    _, _, usage = compile_sm90(gemm._quantize_rows_kernel, sig, consts, (), num_warps=warps)
-    return {"registers": int(re.search(r"REG:(\d+)", usage).group(1)),
+              "BLOCK_O": gemm.OUTLIER_BLOCK, "PDL": True}
+    _, ptx, usage = compile_sm90(gemm._quantize_rows_kernel, sig, consts, (), num_warps=warps)
+    return {"pdl": "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx,
+            "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
 
 def tuned_tiles(k, m):
@@ -149,3 +152,8 @@ def test_gemm_kernel_compiles_for_hopper():
     for shape, tiles in tuned.items():
         for q in tiles:  # none spills, even with 32 values a thread and a LayerNorm's three row passes
             assert q["local"] == 0, (shape, q)
+    # launched with programmatic dependent launch, each kernel waits for the one before it, then lets the next start
+    quantizers = [*result["quantize"].values(), *result["quantize_norm"].values(),
+                  *(q for tiles in tuned.values() for q in tiles)]
+    assert all(r["pdl"] for r in (large, small, *result["tma"], *result["tma_two_per_sm"], *result["fused"],
+                                  *quantizers))
