@@ -7,8 +7,9 @@ Cases (the quantizers of one block of the 114M model, 10 outlier columns, smooth
 configuration): K = 1024 with the LayerNorm fused (qkv, fc1 of the ``+fused`` forward), K = 1024 plain (out), K = 4096
 plain (fc2). Every tile runs with two column maps of the same outlier columns: the shipped in-place order
 (``gemm.in_place_order``: one contiguous store a row, then the tail columns into the outliers' places) and the ascending
-compaction the quantizer used before it (one byte store a value). Every tile's codes (reordered to source columns),
-scales and outlier values are checked bit for bit against the fixed tile's, in-place map, first.
+compaction the quantizer used before it (one byte store a value). Each tile's two layouts give the same codes
+(reordered to source columns), scales and outlier values bit for bit, and every tile and the shipped call those of the
+first tile (with the LayerNorm fused, within a tile's reduction order: ``same_quantization``).
 Timing: ``timing.time_fn`` on CUDA-graph replays, ``--rounds`` interleaved rounds, median of the rounds' medians,
 with the L2 flushed before each call (``flushed``) and without (``hot``: in the forward the quantizer reads rows the
 previous kernel has just written, which sit in the 50 MB L2).
@@ -54,6 +55,18 @@ def ascending_map(column_map: torch.Tensor) -> torch.Tensor:
     return ascending
 
 
+def same_quantization(result: tuple, reference: tuple, norm: bool) -> bool:
+    """(codes in source order, padding, scales, outlier values) of two tiles: identical without a LayerNorm; with one,
+    each tile sums a row's mean and variance in its own order, so a code may move one step and a scale or a 16-bit
+    outlier value by its rounding (the tolerances of tests/kernels/int8/test_gemm.py)."""
+    if not norm:
+        return all(torch.equal(a, b) for a, b in zip(result, reference))
+    codes, pad, scales, values = result
+    return (int((codes.int() - reference[0].int()).abs().max()) <= 1 and not pad.any()
+            and torch.allclose(scales, reference[2], rtol=2.0 ** -10, atol=0)
+            and torch.allclose(values.float(), reference[3].float(), rtol=2.0 ** -10, atol=0))
+
+
 def probe(name: str, m: int, k: int, norm: bool, rounds: int, gen: torch.Generator) -> list[dict]:
     outlier_idx = torch.randperm(k, generator=gen)[:N_OUTLIERS].sort().values
     smooth = torch.exp(torch.randn(k, generator=gen) * 0.5)
@@ -85,15 +98,20 @@ def probe(name: str, m: int, k: int, norm: bool, rounds: int, gen: torch.Generat
     reference = None
     sides = {}
     for rows, warps in tiles:
+        tile_result = None
         for layout in maps:
             codes.fill_(99), scales.fill_(float("nan")), outliers.fill_(float("nan"))
             launch(x, operands[layout], codes, outliers, scales, m, k, kq, kq_pad, n_out, eps, rows, warps, norm)
             result = (codes[:, :kq][:, source_order[layout]], codes[:, kq:].clone(), scales.clone(),
                       outliers[:, :n_out].clone())
+            if tile_result is None:
+                tile_result = result
+            elif not all(torch.equal(a, b) for a, b in zip(result, tile_result)):  # one tile: the layouts agree exactly
+                raise SystemExit(f"{name} M={m}: tile {rows}x{warps}: the {layout} map's codes differ")
             if reference is None:
                 reference = result
-            elif not all(torch.equal(a, b) for a, b in zip(result, reference)):
-                raise SystemExit(f"{name} M={m}: tile {rows}x{warps}, {layout} map, differs from the fixed tile")
+            elif not same_quantization(result, reference, norm):
+                raise SystemExit(f"{name} M={m}: tile {rows}x{warps}, {layout} map, differs from the first tile")
             fixed = " (fixed tile)" if (rows, warps) == (fixed_rows, fixed_warps) else ""
             sides[f"{rows} rows x {warps} warps{fixed}, {layout}"] = (
                 lambda rows=rows, warps=warps, layout=layout: launch(
@@ -104,9 +122,8 @@ def probe(name: str, m: int, k: int, norm: bool, rounds: int, gen: torch.Generat
                                   norm=ln if norm else None)
 
     got = shipped()
-    if not all(torch.equal(a, b) for a, b in zip((got[0][:, :kq][:, source_order["in place"]], got[0][:, kq:],
-                                                  *got[1:]), reference)):
-        raise SystemExit(f"{name} M={m}: quantize_rows differs from the fixed tile")
+    if not same_quantization((got[0][:, :kq][:, source_order["in place"]], got[0][:, kq:], *got[1:]), reference, norm):
+        raise SystemExit(f"{name} M={m}: quantize_rows differs from the first tile")
     sides["shipped quantize_rows (autotuned)"] = shipped
     if norm:
         sides["fp16 F.layer_norm alone"] = lambda: F.layer_norm(x, (k,), ln[0], ln[1], ln[2])

@@ -1,7 +1,7 @@
 """bf16 tile probe: every persistent TMA config the autotuner offers, plus candidates it does not, launched directly on
 any M x N x K against cuBLAS and the shipped ``matmul`` in one process:
 
-    python3 benchmarks/matmul_tile_probe.py [--out FILE] [--rounds 3] 3000x3000x3000 5000x5000x5000 ...
+    python3 benchmarks/matmul_tile_probe.py [--out FILE] [--rounds 3] [--pointer] 3000x3000x3000 5000x5000x5000 ...
 
 Why: the bf16 shapes that stay short of cuBLAS (odd squares, whose rows are only 16-byte aligned, and sub-wave
 shapes) may want tiles outside ``matmul_configs("tma")``; ``EXTRA`` holds those (BLOCK_K 128 in two stages: a
@@ -37,30 +37,41 @@ EXTRA = [(128, 256, 128, 2, 8, True, False), (128, 256, 128, 2, 8, True, True), 
          (128, 128, 128, 3, 4, False, True), (256, 128, 64, 3, 8, True, True), (128, 256, 64, 4, 8, True, True)]
 
 
-def candidates() -> list[tuple[triton.Config, bool]]:
-    """(config, shipped?) for every config of the tma path and every EXTRA one."""
-    shipped = [(cfg, True) for cfg in matmul_configs("tma")]
-    extra = [(_config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA]
-    return shipped + extra
+# (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) for the pointer kernel (``--pointer``), beside the mma16 path's own
+# configs: cp.async loads of 16 bytes a thread coalesced per warp, where the TMA unit splits a box row that starts
+# mid-sector (the odd squares' rows are 16-byte aligned only; reports/matmul.md)
+EXTRA_POINTER = [(128, 256, 64, 4, 8), (256, 128, 64, 4, 8), (128, 128, 64, 5, 4), (128, 256, 32, 4, 8),
+                 (128, 128, 64, 3, 8), (64, 256, 64, 4, 8)]
 
 
-def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator) -> list[dict]:
+def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
+    """(path, config, shipped?): every config of the tma path and every EXTRA one; with ``pointer`` instead every
+    config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER (the
+    shipped ``matmul`` beside them stands for the tma path's autotuned choice)."""
+    if pointer:
+        return ([("mma16", cfg, True) for cfg in matmul_configs("mma16")]
+                + [("mma16", _config(*c), False) for c in EXTRA_POINTER])
+    return ([("tma", cfg, True) for cfg in matmul_configs("tma")]
+            + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA])
+
+
+def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator, pointer: bool = False) -> list[dict]:
     a = torch.randn(m, k, device="cuda", generator=gen).bfloat16()
     b = torch.randn(k, n, device="cuda", generator=gen).bfloat16()
     reference = matmul_reference(a, b)
     tol = tolerance(torch.bfloat16, None, k)
     c = _poisoned(a, b)
     sides: dict[str, tuple] = {}
-    for cfg, shipped in candidates():
-        name = _sweep_label(cfg, 8) + ("" if shipped else " EXTRA")
+    for path, cfg, shipped in candidates(pointer):
+        name = ("" if path == "tma" else "pointer ") + _sweep_label(cfg, 8) + ("" if shipped else " EXTRA")
         c.fill_(float("nan"))
         try:
-            _sweep_launch("tma", cfg, 8, sms, a, b, c)
+            _sweep_launch(path, cfg, 8, sms, a, b, c)
         except triton.runtime.errors.OutOfResources as exc:  # the tile does not fit this GPU: not a candidate
             print(f"   {name}: skipped ({exc})")
             continue
         require_close(c, reference, tol, f"{m}x{n}x{k} {name}")
-        sides[name] = (lambda cfg=cfg: _sweep_launch("tma", cfg, 8, sms, a, b, c), True)
+        sides[name] = (lambda path=path, cfg=cfg: _sweep_launch(path, cfg, 8, sms, a, b, c), True)
     c.fill_(float("nan"))
     matmul(a, b, out=c)
     require_close(c, reference, tol, f"{m}x{n}x{k} matmul")
@@ -76,7 +87,7 @@ def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator) -
         rows.append({"shape": f"{m}x{n}x{k}", "side": name, "us": us, "rounds_us": ts, "vs_cublas": ref / us,
                      "tflops": 2.0 * m * n * k / us / 1e6})
     print(f"--- bf16 {m}x{n}x{k}: cuBLAS {base['eager']:.1f} us eager, {base['graph']:.1f} us graph", flush=True)
-    for row in sorted(rows, key=lambda r: -r["vs_cublas"])[:14]:
+    for row in sorted(rows, key=lambda r: -r["vs_cublas"])[:20]:
         print(f"   {row['side']:44s} {row['us']:9.2f} us {row['tflops']:6.1f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS")
     return rows
 
@@ -86,6 +97,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("shapes", nargs="+", help="MxNxK")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default="")
+    parser.add_argument("--pointer", action="store_true", help="the pointer kernel's configs (mma16 and "
+                        "EXTRA_POINTER) instead of the TMA kernel's")
     args = parser.parse_args(argv)
     require_cuda("benchmarks/matmul_tile_probe.py")
     triton.set_allocator(tma_workspace)
@@ -95,10 +108,11 @@ def main(argv: list[str]) -> int:
     rows = []
     for spec in args.shapes:
         m, n, k = (int(x) for x in spec.split("x"))
-        rows += probe(m, n, k, args.rounds, sms, gen)
+        rows += probe(m, n, k, args.rounds, sms, gen, args.pointer)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"meta": environment(), "sms": sms, "rounds": args.rounds, "extra": EXTRA,
+                       "extra_pointer": EXTRA_POINTER if args.pointer else [],
                        "timing": "time_fn, L2 flushed; configs as CUDA-graph replays; cuBLAS and matmul both ways",
                        "rows": rows}, f, indent=1)
     return 0

@@ -50,16 +50,18 @@ def device_tma(t: torch.Tensor) -> bool:
 
 
 PDL_SWITCH = "PROFKIT_PDL"
-"""Environment variable: "0" launches every kernel without programmatic dependent launch (for A/B timing)."""
+"""Environment variable: "1" launches the kernels that have a PDL flag with programmatic dependent launch. Off by
+default: the 114M INT8 forward from a CUDA graph ran slower with it (H100, reports/int8.md: batch 8 1.380 against
+1.319 ms, batch 32 4.213 against 4.119; eager 1.420 against 1.441 and 4.230 against 4.218)."""
 
 
 @functools.lru_cache(maxsize=None)
 def dependent_launch(index: int) -> bool:
-    """Whether kernels with a PDL flag launch on device ``index`` with programmatic dependent launch: an sm_90+ GPU
-    (``griddepcontrol``), this triton's ``launch_pdl`` option and ``gdc_wait``, and PROFKIT_PDL not "0". Such a
-    launch may start while the kernel before it in the stream is still finishing; the kernel waits
-    (``dependent_wait``) before touching memory, so only the launch latency and the ramp overlap."""
-    if os.environ.get(PDL_SWITCH, "1") == "0" or interpreting():
+    """Whether kernels with a PDL flag launch on device ``index`` with programmatic dependent launch: PROFKIT_PDL=1,
+    an sm_90+ GPU (``griddepcontrol``) and this triton's ``gdc_wait``. Such a launch may start while the kernel
+    before it in the stream is still finishing; the kernel waits (``dependent_wait``) before touching memory, so only
+    the launch latency and the ramp overlap."""
+    if os.environ.get(PDL_SWITCH, "0") != "1" or interpreting():
         return False
     from triton.language.extra import cuda as triton_cuda  # noqa: PLC0415
 

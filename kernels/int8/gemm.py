@@ -605,7 +605,7 @@ def _map_operands(column_map, outlier_cols, n_outliers: int, smooth, norm, scale
 def _quantize_key(x, operands: tuple, codes, outliers, scales, kq_pad: int, n_outliers: int, has_smooth: bool,
                   norm) -> tuple:
     eps = None if norm is None else norm[2]
-    return signature(x, *operands, codes, outliers, scales), kq_pad, n_outliers, has_smooth, eps
+    return signature(x, *operands, codes, outliers, scales), kq_pad, n_outliers, has_smooth, eps, bool(_pdl(x))
 
 
 ACTIVATIONS = {None: 0, "gelu": 1}
@@ -619,7 +619,7 @@ def check_activation(activation: str | None) -> None:
 
 
 def _gemm_key(operands: tuple, bias, activation: str | None, has_residual: bool) -> tuple:
-    return signature(*operands), bias is not None, activation, has_residual
+    return signature(*operands), bias is not None, activation, has_residual, bool(_pdl(operands[0]))
 
 
 def _gemm_operands(codes, weight_int8, out, scales, weight_scale, bias, outliers, weight_outlier,

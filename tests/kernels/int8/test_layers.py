@@ -308,13 +308,22 @@ def test_fused_decoder_computes_the_unfused_int8_model(device, backend):
 
 
 @pytest.mark.gpu
-def test_cuda_graph_replay_of_the_fused_int8_decoder_is_its_eager_forward():
-    """The fused INT8 decoder (quantizers and GEMMs launched with programmatic dependent launch where the GPU has it)
-    captured into a CUDA graph and replayed on new ids gives the eager forward's logits bit for bit: every kernel
-    waits for the one before it. 64 x 16 tokens, so the layers take the persistent TMA GEMM (M >= TMA_MIN_M)."""
+@pytest.mark.parametrize("pdl", ["0", "1"])
+def test_cuda_graph_replay_of_the_fused_int8_decoder_is_its_eager_forward(monkeypatch, request, pdl):
+    """The fused INT8 decoder captured into a CUDA graph and replayed on new ids gives the eager forward's logits bit
+    for bit, with its quantizers and GEMMs launched normally and with programmatic dependent launch (PROFKIT_PDL=1:
+    each kernel must wait for the one before it). 64 x 16 tokens, so the layers take the persistent TMA GEMM
+    (M >= TMA_MIN_M)."""
     from profkit.bench.timing import capture_graph
+    from profkit.kernels import common
     from profkit.kernels.int8 import gemm
     from profkit.kernels.int8.fusion import fuse_decoder
+
+    monkeypatch.setenv(common.PDL_SWITCH, pdl)
+    common.dependent_launch.cache_clear()
+    request.addfinalizer(common.dependent_launch.cache_clear)  # later tests read the switch as their process set it
+    hopper = torch.cuda.get_device_capability()[0] >= 9
+    assert common.dependent_launch(torch.cuda.current_device()) == (pdl == "1" and hopper)
 
     model = tiny_model().cuda()
     calib = [torch.randint(0, 128, (8, 16), generator=torch.Generator().manual_seed(s)).cuda() for s in (2, 3)]
