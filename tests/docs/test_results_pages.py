@@ -742,6 +742,16 @@ def test_int8_page_two_programs_an_sm():
     assert not problems, "\n".join(problems)
 
 
+PDL = "### Contiguous quantizer stores, and programmatic dependent launch"
+
+
+def test_int8_page_quantizer_stores_and_pdl():
+    """The forward measured with programmatic dependent launch (int8_model_pdl) and without (int8_model_nopdl)."""
+    problems = [*check("int8.md", FAST_MODEL, fast_model_rows("int8_model_pdl"), after=PDL),
+                *check("int8.md", FAST_MODEL, fast_model_rows("int8_model_nopdl"), after=PDL, nth=1)]
+    assert not problems, "\n".join(problems)
+
+
 def test_int8_page_clip_and_fused_forward():
     problems = [*check("int8.md", SMOOTH_PROBE, clip_probe_rows(), after=FAST),
                 *check("int8.md", FAST_MODEL, fast_model_rows(), after=FAST)]
