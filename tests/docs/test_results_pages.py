@@ -745,10 +745,34 @@ def test_int8_page_two_programs_an_sm():
 PDL = "### Contiguous quantizer stores, and programmatic dependent launch"
 
 
+QUANTIZE_MAPS = ("case | M | fastest tile | in-place map µs | ascending map µs | ascending / in-place | "
+                 "shipped call µs (autotuned)")
+
+
+def quantize_map_rows() -> Expected:
+    """int8_quantize_probe_inplace.json per (case, M): the tile fastest with the in-place map (L2 hot), its time with
+    that map and with the ascending one, their ratio, and the shipped autotuned call's time."""
+    rows = result("int8_quantize_probe_inplace")["rows"]
+    out = []
+    for case, m in dict.fromkeys((r["case"], r["M"]) for r in rows):
+        here = [r for r in rows if (r["case"], r["M"]) == (case, m)]
+        maps = {layout: {r["side"].removesuffix(f", {layout}"): r["hot_us"] for r in here
+                         if r["side"].endswith(f", {layout}")} for layout in ("in place", "ascending")}
+        tile = min(maps["in place"], key=maps["in place"].get)
+        assert tile == min(maps["ascending"], key=maps["ascending"].get)  # the page's "the same with either map"
+        shipped = next(r for r in here if r["side"].startswith("shipped"))
+        out.append([case, str(m), tile.removesuffix(" (fixed tile)"), f"{maps['in place'][tile]:.2f}",
+                    f"{maps['ascending'][tile]:.2f}", f"{maps['ascending'][tile] / maps['in place'][tile]:.3f}",
+                    f"{shipped['hot_us']:.2f}"])
+    return keyed(out, key_cells=2)
+
+
 def test_int8_page_quantizer_stores_and_pdl():
-    """The forward measured with programmatic dependent launch (int8_model_pdl) and without (int8_model_nopdl)."""
+    """The forward measured with programmatic dependent launch (int8_model_pdl) and without (int8_model_nopdl), and
+    the quantizer alone with both column maps (int8_quantize_probe_inplace)."""
     problems = [*check("int8.md", FAST_MODEL, fast_model_rows("int8_model_pdl"), after=PDL),
-                *check("int8.md", FAST_MODEL, fast_model_rows("int8_model_nopdl"), after=PDL, nth=1)]
+                *check("int8.md", FAST_MODEL, fast_model_rows("int8_model_nopdl"), after=PDL, nth=1),
+                *check("int8.md", QUANTIZE_MAPS, quantize_map_rows(), after=PDL, key_cells=2)]
     assert not problems, "\n".join(problems)
 
 
