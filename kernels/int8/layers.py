@@ -6,7 +6,8 @@ Storage per layer (all buffers, counted by the footprint):
     weight_outlier 16-bit (|O|, N)    outlier input columns, gathered once at quantization time
     column_map     int16 (K,)         column k -> compacted int8 column, or -1 - j for outlier j
                                       (int32 when K > 32767); absent (None) when the layer has
-                                      no outlier columns
+                                      no outlier columns. Kept columns below K - |O| keep their
+                                      place (``gemm.in_place_order``); the quantizer takes any map
     input_scale    fp16 (K,) or absent  with smoothing (SmoothQuant's migration): 1 / s_k, which the
                                       quantizer multiplies x's column k by; W's int8 columns hold W * s
     bias           16-bit (N,) or absent
