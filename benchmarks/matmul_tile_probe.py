@@ -1,7 +1,7 @@
 """bf16 tile probe: every persistent TMA config the autotuner offers, plus candidates it does not, launched directly on
 any M x N x K against cuBLAS and the shipped ``matmul`` in one process:
 
-    python3 benchmarks/matmul_tile_probe.py [--out FILE] [--rounds 3] [--pointer] 3000x3000x3000 5000x5000x5000 ...
+    python3 benchmarks/matmul_tile_probe.py [--out FILE] [--rounds 3] [--pointer | --tail] 3000x3000x3000 ...
 
 Why: the bf16 shapes that stay short of cuBLAS (odd squares, whose rows are only 16-byte aligned, and sub-wave
 shapes) may want tiles outside ``matmul_configs("tma")``; ``EXTRA`` holds those (BLOCK_K 128 in two stages: a
@@ -10,6 +10,15 @@ against float64 (poisoned output); a config that does not fit the GPU is reporte
 ``timing.time_fn`` with the L2 flushed before each call, CUDA-graph replays for the configs and both libraries
 (triton's Python launch path is not timed), cuBLAS and ``matmul`` eagerly too, ``--rounds`` interleaved rounds, the
 median of the rounds' medians. ratio = cuBLAS time / ours (> 1: ours faster).
+
+``--tail``: the shipped ``matmul`` against itself called on two row bands (``probe_tail``), for products whose tiles
+fill their last wave only partly. 3000^3 in the 128 x 256 tiles the autotuner picks is 288 tiles, 2.18 waves of 132
+SMs; the persistent grid runs 96 programs of three tiles each, three tile times where 2.18 would do (0.71x cuBLAS,
+whose 192 x 192 tiles make 256, under two waves). Splitting the last wave's tiles along K (stream-K) lost on the same
+shape: its partial sums cost registers and traffic. The bands split along M instead: the first holds the row bands of
+the shipped call's own tile that fill whole waves as nearly as the band width allows (``main_rows``), the second the
+rows left, which the autotuner tunes for their own, smaller shape (smaller tiles: a part of a wave instead of a whole
+one). No partial sums, one extra launch.
 """
 
 from __future__ import annotations
@@ -27,8 +36,10 @@ from profkit.bench.device import require_cuda
 from profkit.bench.results import environment
 from profkit.bench.timing import interleaved_rounds
 from profkit.kernels.common import device_info, tma_workspace
+from profkit.kernels.matmul import tiled
 from profkit.kernels.matmul.benchmark import _poisoned, _sweep_label, _sweep_launch
 from profkit.kernels.matmul.tiled import _config, matmul, matmul_configs, matmul_reference, tolerance
+from profkit.kernels.tuning import tuned_for
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, EPILOGUE_SUBTILE, STREAM_K): tiles not in the autotuner's list
 # (without the split epilogue the 128 x 256 x 128 tiles need 256 KiB of shared memory on sm_90: no candidates)
@@ -92,13 +103,72 @@ def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator, p
     return rows
 
 
+def main_rows(m: int, n: int, block_m: int, block_n: int, sms: int) -> int:
+    """Rows of the first call: whole row bands of block_m whose tiles fill the full waves of the whole product's
+    tiles as nearly as bands allow (0 when there is no full wave, or nothing is left for a tail)."""
+    per_band = triton.cdiv(n, block_n)
+    full_waves = triton.cdiv(m, block_m) * per_band // sms
+    rows = full_waves * sms // per_band * block_m
+    return rows if 0 < rows < m else 0
+
+
+def probe_tail(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator) -> list[dict]:
+    """The shipped ``matmul`` and the same on two row bands (``main_rows``), against cuBLAS (``--tail``)."""
+    a = torch.randn(m, k, device="cuda", generator=gen).bfloat16()
+    b = torch.randn(k, n, device="cuda", generator=gen).bfloat16()
+    reference = matmul_reference(a, b)
+    tol = tolerance(torch.bfloat16, None, k)
+    c = _poisoned(a, b)
+    matmul(a, b, out=c)
+    require_close(c, reference, tol, f"{m}x{n}x{k} matmul")
+    path = tiled.choose_path(a, b, c, None)
+    config = tuned_for(tiled._AUTOTUNED[path], (m, n, k), str(torch.bfloat16)) if path in tiled._AUTOTUNED else None
+    if config is None:
+        print(f"--- {m}x{n}x{k}: path {path} without an autotuned tile (the cluster kernel?); skipped", flush=True)
+        return []
+    block_m, block_n = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    split = main_rows(m, n, block_m, block_n, sms)
+    if not split:
+        print(f"--- {m}x{n}x{k}: {block_m} x {block_n} tiles leave no tail to split; skipped", flush=True)
+        return []
+
+    def banded():
+        matmul(a[:split], b, out=c[:split])
+        matmul(a[split:], b, out=c[split:])
+
+    c.fill_(float("nan"))
+    banded()
+    require_close(c, reference, tol, f"{m}x{n}x{k} in row bands {split} + {m - split}")
+    sides = {"cublas": (lambda: torch.matmul(a, b, out=c), True), "matmul": (lambda: matmul(a, b, out=c), True),
+             "row bands": (banded, True)}
+    times = interleaved_rounds(sides, rounds, rep_ms=60)
+    base = statistics.median(times["cublas"])
+    tail = tuned_for(tiled._AUTOTUNED[tiled.choose_path(a[split:], b, c[split:], None)], (m - split, n, k),
+                     str(torch.bfloat16))
+    rows = []
+    for side, ts in times.items():
+        us = statistics.median(ts)
+        rows.append({"shape": f"{m}x{n}x{k}", "side": side, "us": us, "rounds_us": ts, "vs_cublas": base / us,
+                     "tflops": 2.0 * m * n * k / us / 1e6, "tile": f"{block_m}x{block_n}",
+                     "main_rows": split, "tail_tile": None if tail is None else
+                     f"{tail.kwargs['BLOCK_M']}x{tail.kwargs['BLOCK_N']}"})
+    tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    print(f"--- bf16 {m}x{n}x{k}: {tiles} tiles of {block_m} x {block_n} ({tiles / sms:.2f} waves); bands of "
+          f"{split} + {m - split} rows (tail tile {rows[0]['tail_tile']})", flush=True)
+    for row in rows:
+        print(f"   {row['side']:10s} {row['us']:9.2f} us {row['tflops']:6.1f} TFLOP/s  {row['vs_cublas']:.3f}x cuBLAS")
+    return rows
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("shapes", nargs="+", help="MxNxK")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default="")
-    parser.add_argument("--pointer", action="store_true", help="the pointer kernel's configs (mma16 and "
-                        "EXTRA_POINTER) instead of the TMA kernel's")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--pointer", action="store_true", help="the pointer kernel's configs (mma16 and "
+                      "EXTRA_POINTER) instead of the TMA kernel's")
+    mode.add_argument("--tail", action="store_true", help="the shipped matmul on two row bands instead (probe_tail)")
     args = parser.parse_args(argv)
     require_cuda("benchmarks/matmul_tile_probe.py")
     triton.set_allocator(tma_workspace)
@@ -108,11 +178,13 @@ def main(argv: list[str]) -> int:
     rows = []
     for spec in args.shapes:
         m, n, k = (int(x) for x in spec.split("x"))
-        rows += probe(m, n, k, args.rounds, sms, gen, args.pointer)
+        rows += (probe_tail(m, n, k, args.rounds, sms, gen) if args.tail
+                 else probe(m, n, k, args.rounds, sms, gen, args.pointer))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"meta": environment(), "sms": sms, "rounds": args.rounds, "extra": EXTRA,
-                       "extra_pointer": EXTRA_POINTER if args.pointer else [],
+                       "extra_pointer": EXTRA_POINTER if args.pointer else [], "mode": "tail" if args.tail else
+                       "pointer" if args.pointer else "tma",
                        "timing": "time_fn, L2 flushed; configs as CUDA-graph replays; cuBLAS and matmul both ways",
                        "rows": rows}, f, indent=1)
     return 0

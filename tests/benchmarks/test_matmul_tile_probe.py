@@ -1,7 +1,7 @@
-"""benchmarks/matmul_tail_probe.py: the row bands it splits a product into fill whole waves, worked by hand."""
+"""benchmarks/matmul_tile_probe.py --tail: the row bands it splits a product into fill whole waves, worked by hand."""
 import pytest
 
-from benchmarks.matmul_tail_probe import main_rows
+from benchmarks.matmul_tile_probe import main_rows
 
 
 @pytest.mark.parametrize("m, n, tile, sms, rows", [
