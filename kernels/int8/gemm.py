@@ -32,8 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..common import (arrival_counts, dependent_launch, dependent_wait, device_index, device_info, has_device_tma, interpreting, most_tiles,
-                      split_count, split_k_finish, tile_coords, tma_workspace)
+from ..common import (arrival_counts, dependent_launch, dependent_wait, device_index, device_info, has_device_tma,
+                      interpreting, most_tiles, split_count, split_k_finish, tile_coords, tma_workspace)
 from ..launch import LaunchCache, signature
 from ..tuning import autotune, tuned_for
 
@@ -62,7 +62,8 @@ def _int8_code(xf, inv):
 
 @triton.jit
 def _fill_holes(x_rows, q_rows, map_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, in_m, inv, mean, rstd, K, KQ, N_OUT,
-                stride_xk, X_DTYPE: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_O: tl.constexpr):
+                stride_xk, X_DTYPE: tl.constexpr, HAS_SMOOTH: tl.constexpr, HAS_NORM: tl.constexpr,
+                BLOCK_O: tl.constexpr):
     """The codes of the kept columns at or past KQ, stored where the map sends them (the outlier columns' places
     below KQ), computed as the row pass computes every other code (normalised and rounded to X_DTYPE, smoothed)."""
     for o0 in range(0, N_OUT, BLOCK_O):
@@ -97,9 +98,10 @@ def _quantize_rows_kernel(
     False. A single-block program whose map keeps every kept column below KQ in its place (the order
     ``in_place_order`` gives) stores its codes with one contiguous store and then overwrites the few outlier places
     below KQ (``_fill_holes``); any other map is scattered column by column, one byte store each, which made the
-    pass issue-bound (H100: 13.6 us for 2048 x 4096 fp16, 1 store instruction per value). smooth_ptr (HAS_SMOOTH): fp16/fp32 (K,) factors every column of x is multiplied by before its
-    absmax and rounding (1 at the outlier columns, whose values are gathered unscaled). With SINGLE_BLOCK the
-    rows are read once (BLOCK_K >= K); otherwise twice, BLOCK_K columns at a time.
+    pass issue-bound (H100: 13.6 us for 2048 x 4096 fp16, 1 store instruction per value). smooth_ptr (HAS_SMOOTH):
+    fp16/fp32 (K,) factors every column of x is multiplied by before its absmax and rounding (1 at the outlier
+    columns, whose values are gathered unscaled). With SINGLE_BLOCK the rows are read once (BLOCK_K >= K);
+    otherwise twice, BLOCK_K columns at a time.
 
     HAS_NORM (SINGLE_BLOCK only): the rows are first layer-normalised, (x - mean) / sqrt(var + eps) * w + b over
     all K columns (norm_w_ptr, norm_b_ptr: (K,)), and rounded to x's dtype, what ``nn.LayerNorm`` would have
@@ -138,18 +140,17 @@ def _quantize_rows_kernel(
         keep = mask & (dest >= 0)[None, :]
         absmax = tl.max(tl.where(keep, tl.abs(xf), 0.0), axis=1)
         inv = tl.where(absmax > 0, 127.0 / tl.maximum(absmax, 1e-30), 0.0)
+        row_codes = _int8_code(xf, inv[:, None])
+        moved = 0  # kept columns below KQ stored elsewhere than their own place (none without outliers)
         if HAS_OUTLIERS:
             moved = tl.sum(((offs_k < KQ) & (dest >= 0) & (dest != offs_k)).to(tl.int32), axis=0)
-            if moved == 0:  # the layout ``in_place_order`` builds: one contiguous store, then the few moved columns
-                tl.store(q_rows + offs_k[None, :], _int8_code(xf, inv[:, None]),
-                         mask=in_m[:, None] & (offs_k < KQ_PAD)[None, :])
-                tl.debug_barrier()  # the hole and padding stores below overwrite some of these
-                _fill_holes(x_rows, q_rows, map_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, in_m, inv, mean, rstd,
-                            K, KQ, N_OUT, stride_xk, x_ptr.dtype.element_ty, HAS_SMOOTH, HAS_NORM, BLOCK_O)
-            else:
-                tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=keep)
+        if HAS_OUTLIERS and moved == 0:  # ``in_place_order``'s layout: one contiguous store, then the moved columns
+            tl.store(q_rows + offs_k[None, :], row_codes, mask=in_m[:, None] & (offs_k < KQ_PAD)[None, :])
+            tl.debug_barrier()  # the hole and padding stores below overwrite some of these
+            _fill_holes(x_rows, q_rows, map_ptr, smooth_ptr, norm_w_ptr, norm_b_ptr, in_m, inv, mean, rstd,
+                        K, KQ, N_OUT, stride_xk, x_ptr.dtype.element_ty, HAS_SMOOTH, HAS_NORM, BLOCK_O)
         else:
-            tl.store(q_rows + dest[None, :], _int8_code(xf, inv[:, None]), mask=keep)
+            tl.store(q_rows + dest[None, :], row_codes, mask=keep)
     else:
         absmax = tl.zeros((BLOCK_M,), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
