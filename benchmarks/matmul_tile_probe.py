@@ -1,7 +1,7 @@
 """bf16 tile probe: every persistent TMA config the autotuner offers, plus candidates it does not, launched directly on
 any M x N x K against cuBLAS and the shipped ``matmul`` in one process:
 
-    python3 benchmarks/matmul_tile_probe.py [--out FILE] [--rounds 3] [--pointer | --tail] 3000x3000x3000 ...
+    python3 benchmarks/matmul_tile_probe.py [--out FILE] [--rounds 3] [--pointer [--splits 1 2 4] | --tail] MxNxK ...
 
 Why: the bf16 shapes that stay short of cuBLAS (odd squares, whose rows are only 16-byte aligned, and sub-wave
 shapes) may want tiles outside ``matmul_configs("tma")``; ``EXTRA`` holds those (BLOCK_K 128 in two stages: a
@@ -10,6 +10,11 @@ against float64 (poisoned output); a config that does not fit the GPU is reporte
 ``timing.time_fn`` with the L2 flushed before each call, CUDA-graph replays for the configs and both libraries
 (triton's Python launch path is not timed), cuBLAS and ``matmul`` eagerly too, ``--rounds`` interleaved rounds, the
 median of the rounds' medians. ratio = cuBLAS time / ours (> 1: ours faster).
+
+``--pointer --splits 1 2 4``: each pointer config also with K cut into that many runs (``matmul_kernel``'s SPLIT_K, as
+the fp32 paths split): the sub-wave bf16 shapes (1000^3 and 1024^3 make 64 tiles of 128 x 128, 128 x 4096 x 4096
+makes 32) leave most SMs idle with one tile a program; cuBLAS splits K there (its fp32 128 x 4096 x 4096 runs
+``splitKreduce_kernel``, session matmul-fp32-split4).
 
 ``--tail``: the shipped ``matmul`` against itself called on two row bands (``probe_tail``), for products whose tiles
 fill their last wave only partly. 3000^3 in the 128 x 256 tiles the autotuner picks is 288 tiles, 2.18 waves of 132
@@ -38,7 +43,13 @@ from profkit.bench.timing import interleaved_rounds
 from profkit.kernels.common import device_info, tma_workspace
 from profkit.kernels.matmul import tiled
 from profkit.kernels.matmul.benchmark import _poisoned, _sweep_label, _sweep_launch
-from profkit.kernels.matmul.tiled import _config, matmul, matmul_configs, matmul_reference, tolerance
+from profkit.kernels.matmul.tiled import (
+    _config,
+    matmul,
+    matmul_configs,
+    matmul_reference,
+    tolerance,
+)
 from profkit.kernels.tuning import tuned_for
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, EPILOGUE_SUBTILE, STREAM_K): tiles not in the autotuner's list
@@ -55,6 +66,10 @@ EXTRA_POINTER = [(128, 256, 64, 4, 8), (256, 128, 64, 4, 8), (128, 128, 64, 5, 4
                  (128, 128, 64, 3, 8), (64, 256, 64, 4, 8)]
 
 
+#: Largest tile (BLOCK_M * BLOCK_N) timed with K split (``--splits``): larger tiles leave fewer programs to split.
+SPLIT_MAX_TILE = 128 * 128
+
+
 def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
     """(path, config, shipped?): every config of the tma path and every EXTRA one; with ``pointer`` instead every
     config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER (the
@@ -66,7 +81,18 @@ def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
             + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA])
 
 
-def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator, pointer: bool = False) -> list[dict]:
+def pointer_split_launch(cfg: triton.Config, split: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+    """One ``matmul_kernel`` launch of a pointer (mma16) config with K in ``split`` runs, through triton's launch path,
+    with the arguments and hints ``matmul`` gives that path (a fresh fp32 workspace when split > 1)."""
+    m, n = a.shape[0], b.shape[1]
+    args, hints = tiled.pointer_arguments(a, b, c, "mma16", None, split)
+    tiles = triton.cdiv(m, cfg.kwargs["BLOCK_M"]) * triton.cdiv(n, cfg.kwargs["BLOCK_N"])
+    tiled.matmul_kernel[(tiles, split)](*args, **cfg.kwargs, INPUT_PRECISION="ieee", SPLIT_K=split, **hints,
+                                        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator, pointer: bool = False,
+          splits: tuple[int, ...] = (1,)) -> list[dict]:
     a = torch.randn(m, k, device="cuda", generator=gen).bfloat16()
     b = torch.randn(k, n, device="cuda", generator=gen).bfloat16()
     reference = matmul_reference(a, b)
@@ -74,15 +100,24 @@ def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator, p
     c = _poisoned(a, b)
     sides: dict[str, tuple] = {}
     for path, cfg, shipped in candidates(pointer):
-        name = ("" if path == "tma" else "pointer ") + _sweep_label(cfg, 8) + ("" if shipped else " EXTRA")
-        c.fill_(float("nan"))
-        try:
-            _sweep_launch(path, cfg, 8, sms, a, b, c)
-        except triton.runtime.errors.OutOfResources as exc:  # the tile does not fit this GPU: not a candidate
-            print(f"   {name}: skipped ({exc})")
-            continue
-        require_close(c, reference, tol, f"{m}x{n}x{k} {name}")
-        sides[name] = (lambda path=path, cfg=cfg: _sweep_launch(path, cfg, 8, sms, a, b, c), True)
+        small = cfg.kwargs["BLOCK_M"] * cfg.kwargs["BLOCK_N"] <= SPLIT_MAX_TILE
+        for split in (splits if path == "mma16" and small else (1,)):
+            name = (("" if path == "tma" else "pointer ") + _sweep_label(cfg, 8) + ("" if shipped else " EXTRA")
+                    + (f" split{split}" if split > 1 else ""))
+            if split > 1:
+                def run(cfg=cfg, split=split):
+                    pointer_split_launch(cfg, split, a, b, c)
+            else:
+                def run(path=path, cfg=cfg):
+                    _sweep_launch(path, cfg, 8, sms, a, b, c)
+            c.fill_(float("nan"))
+            try:
+                run()
+            except triton.runtime.errors.OutOfResources as exc:  # the tile does not fit this GPU: not a candidate
+                print(f"   {name}: skipped ({exc})")
+                continue
+            require_close(c, reference, tol, f"{m}x{n}x{k} {name}")
+            sides[name] = (run, True)
     c.fill_(float("nan"))
     matmul(a, b, out=c)
     require_close(c, reference, tol, f"{m}x{n}x{k} matmul")
@@ -169,7 +204,11 @@ def main(argv: list[str]) -> int:
     mode.add_argument("--pointer", action="store_true", help="the pointer kernel's configs (mma16 and "
                       "EXTRA_POINTER) instead of the TMA kernel's")
     mode.add_argument("--tail", action="store_true", help="the shipped matmul on two row bands instead (probe_tail)")
+    parser.add_argument("--splits", type=int, nargs="+", default=[1],
+                        help="with --pointer: runs of K to time each pointer config at (SPLIT_K)")
     args = parser.parse_args(argv)
+    if args.splits != [1] and not args.pointer:
+        parser.error("--splits needs --pointer")
     require_cuda("benchmarks/matmul_tile_probe.py")
     triton.set_allocator(tma_workspace)
     sms = device_info(torch.cuda.current_device())[1]
@@ -179,12 +218,12 @@ def main(argv: list[str]) -> int:
     for spec in args.shapes:
         m, n, k = (int(x) for x in spec.split("x"))
         rows += (probe_tail(m, n, k, args.rounds, sms, gen) if args.tail
-                 else probe(m, n, k, args.rounds, sms, gen, args.pointer))
+                 else probe(m, n, k, args.rounds, sms, gen, args.pointer, tuple(args.splits)))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"meta": environment(), "sms": sms, "rounds": args.rounds, "extra": EXTRA,
-                       "extra_pointer": EXTRA_POINTER if args.pointer else [], "mode": "tail" if args.tail else
-                       "pointer" if args.pointer else "tma",
+                       "extra_pointer": EXTRA_POINTER if args.pointer else [], "splits": args.splits,
+                       "mode": "tail" if args.tail else "pointer" if args.pointer else "tma",
                        "timing": "time_fn, L2 flushed; configs as CUDA-graph replays; cuBLAS and matmul both ways",
                        "rows": rows}, f, indent=1)
     return 0
