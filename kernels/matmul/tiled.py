@@ -515,18 +515,39 @@ def choose_path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, precis
     """The autotuned path ``matmul`` launches for these operands (c None: a fresh output); sm90's cluster kernel,
     which ``matmul`` tries first, aside."""
     tma = tma_eligible(a, b, c)
+    sms = device_info(device_index(a))[1] if tma else 0
     return select_path(a.shape[0], b.shape[1], a.element_size(), precision, tma,
-                       not tma and tma_padded_eligible(a, b, c))
+                       not tma and tma_padded_eligible(a, b, c), k=a.shape[1], num_sms=sms)
 
 
-def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool, padded: bool = False) -> str:
+SMALL_16BIT_MAX_FLOPS = 2 * 128 * 4096 * 4096
+"""16-bit problems of at most this many FLOPs (2MNK) whose 128 x 128 tiles are fewer than the SMs run the pointer
+kernel (``mma16``, cp.async loads, no persistent loop) rather than the persistent TMA kernel, though their rows suit
+TMA (``small_16bit``). Every tile of both kernels, launched directly in one process (H100, CUDA-graph replays, L2
+flushed, 3 rounds; ``benchmarks/matmul_tile_probe.py --pointer --splits 1 2 4``, reports/matmul.md): the best pointer
+tile against the shipped TMA call ran 1024^3 12.00 against 12.80 us (cuBLAS 9.70), 1000^3 15.84 against 15.94
+(cuBLAS 11.81), 128 x 4096 x 4096 28.80 (K in 2 runs, ``SPLIT_K_RULES``) against 29.79 (cuBLAS 22.75). Not timed on
+larger sub-wave problems (512 x 4096 x 4096 has 128 such tiles and 8x the FLOPs): they stay on TMA. At 3000^3 and
+5000^3 the pointer kernel ran 0.52x and 0.61x cuBLAS against TMA's 0.67x and 0.71x."""
+
+
+def small_16bit(m: int, n: int, k: int, num_sms: int) -> bool:
+    """A 16-bit problem too small for the persistent TMA kernel's fixed costs (``SMALL_16BIT_MAX_FLOPS``)."""
+    return 2 * m * n * k <= SMALL_16BIT_MAX_FLOPS and triton.cdiv(m, 128) * triton.cdiv(n, 128) < num_sms
+
+
+def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool, padded: bool = False,
+                k: int = 0, num_sms: int = 0) -> str:
     """The autotuned path for an (m, k) @ (k, n) problem; see PATHS and ``matmul_configs``. tma: the operands
-    suit the TMA kernel as they are (``tma_eligible``); padded: they would after padding (``tma_padded_eligible``)."""
+    suit the TMA kernel as they are (``tma_eligible``); padded: they would after padding (``tma_padded_eligible``);
+    k and num_sms (the GPU's SMs; 0: unknown) send small 16-bit problems to the pointer kernel (``small_16bit``)."""
     if m == 1 and itemsize == 4:
         return "row"
     if min(m, n) <= SKINNY_MAX:
         return "skinny16" if itemsize == 2 else "skinny32"
     if itemsize == 2:
+        if tma and small_16bit(m, n, k, num_sms):
+            return "mma16"
         return "tma" if tma else ("tma_padded" if padded else "mma16")
     return "tf32" if precision == "tf32" else "fma"
 
@@ -706,7 +727,8 @@ def load_extents(a: torch.Tensor, b: torch.Tensor, kernel_a: torch.Tensor, kerne
     return m_load, n_load
 
 
-SPLIT_K_RULES = {"fma": (128, 128, 0.95, 512), "skinny32": (16, 64, 2, 256), "row": (1, 128, 0.95, 256)}
+SPLIT_K_RULES = {"fma": (128, 128, 0.95, 512), "skinny32": (16, 64, 2, 256), "row": (1, 128, 0.95, 256),
+                 "mma16": (64, 64, 1.9, 1024)}
 """Pointer paths that split K when the output has too few tiles to fill the GPU: (tile rows, tile columns the count
 is taken at, waves of programs wanted, fewest K elements a split keeps). fma (FMA-bound) and row (float32 M = 1, no
 dot): one wave at their 128-column tiles, where 95% of the SMs count as a wave, so 128 x 4096 x 4096 (32 tiles)
@@ -720,7 +742,11 @@ against 0.955x in 16 (the others on an H200). skinny32 (memory-bound, M or N <= 
 16 x 64, so a 16 x 4096 x 4096 product (64 tiles, one 4-warp program per SM; 1 x 4096 x 4096 ran 0.70x so before
 the row path) has enough loads in flight. The workspace stays below ~17 MB (at most 2 * 132 fma tiles of 64 KB).
 bf16 skinny shapes are not split: the same rule made them slower on the H100 (1 x 4096 x 4096 0.92 -> 0.85x,
-16 x 4096 x 4096 1.06 -> 0.92x cuBLAS, ``shapes --dtype bf16`` of 12-06 04:20)."""
+16 x 4096 x 4096 1.06 -> 0.92x cuBLAS, ``shapes --dtype bf16`` of 12-06 04:20). mma16 (16-bit, the pointer kernel's
+wgmma tiles): two waves (at 95%) of 64 x 64 tiles, runs of at least 1024: bf16 128 x 4096 x 4096 (128 such tiles) in
+2 runs, whose best tile (64 x 64 x 64, 4 warps) took 28.80 us against 31.10 unsplit and 33.09 in 4 runs, while
+1024^3 (256 tiles) stays whole: 12.00 us unsplit, 17.18 at best in 2 runs (H100, CUDA-graph replays, L2 flushed,
+``benchmarks/matmul_tile_probe.py --pointer --splits 1 2 4``)."""
 MAX_SPLIT_K = 16
 
 

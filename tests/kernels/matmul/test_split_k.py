@@ -44,6 +44,9 @@ def first_configs(monkeypatch):
     (1, 14336, 4096, "row", 2),       # 112 tiles: 224
     (1, 4096, 600, "row", 2),         # 4 splits would keep 150 < 256 of K each
     (1, 4096, 4096, "tma", 1), (128, 4096, 4096, "tf32", 1),
+    (128, 4096, 4096, "mma16", 2),    # 128 tiles of 64 x 64 < two waves (250.8): 2 runs of 2048
+    (1024, 1024, 1024, "mma16", 1),   # 256 tiles: two waves already
+    (128, 1024, 1024, "mma16", 1),    # 32 tiles, but 2 runs would keep 512 < 1024 of K each
 ])
 def test_split_k_counts_worked_by_hand(m, n, k, path, expected):
     assert mm.split_k(m, n, k, path, 132) == expected
@@ -163,3 +166,22 @@ def test_arrival_counts_cover_every_tile_any_config_may_launch():
         fixed = mm.INTERPRETER_ROW_BLOCKS if path == "row" else mm.INTERPRETER_BLOCKS
         tiles.append(-(-m // fixed["BLOCK_M"]) * -(-n // fixed["BLOCK_N"]))
         assert mm.most_tiles(m, n, mm._smallest_tile(path)) >= max(tiles), (m, n, path)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not COMPILED or not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")
+@pytest.mark.parametrize("m, n, k, split", [(128, 4096, 4096, 2), (1000, 1000, 1000, 1), (1024, 1024, 1024, 1)])
+def test_small_bf16_problems_run_the_pointer_kernel_split_as_the_rule_says(m, n, k, split):
+    """``small_16bit``: TMA-eligible bf16 problems of this size take mma16, K in ``split_k``'s runs, into a NaN-poisoned
+    output (fresh and through the recorded launch) within bf16's tolerance of float64."""
+    gen = torch.Generator(device="cuda").manual_seed(m + 3 * n + 7 * k)
+    a = torch.randn(m, k, device="cuda", generator=gen).bfloat16()
+    b = torch.randn(k, n, device="cuda", generator=gen).bfloat16()
+    ref = mm.matmul_reference(a, b)
+    assert mm.choose_path(a, b, None, None) == "mma16"
+    assert mm.split_k(m, n, k, "mma16", torch.cuda.get_device_properties(0).multi_processor_count) == split
+    for _ in range(2):
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        mm.matmul(a, b, out=out)
+        assert relative_error(out, ref) <= mm.tolerance(torch.bfloat16, None, k)
+    assert not mm.arrival_counts(out.device, 1).any()

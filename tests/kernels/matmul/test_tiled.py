@@ -106,6 +106,24 @@ def test_select_path():
     assert mm.select_path(1, 4096, 2, None, tma=True) == "skinny16"
 
 
+@pytest.mark.parametrize("m, n, k, sms, path", [
+    (1024, 1024, 1024, 132, "mma16"),    # 64 tiles of 128 x 128, 2.1 GFLOP
+    (1000, 1000, 1000, 132, "mma16"),
+    (128, 4096, 4096, 132, "mma16"),     # 32 tiles, exactly SMALL_16BIT_MAX_FLOPS
+    (128, 4096, 4097, 132, "tma"),       # one K more: over the FLOP bound
+    (512, 4096, 4096, 132, "tma"),       # 128 tiles < 132, but 8x the FLOPs (not timed on the pointer kernel)
+    (1024, 1024, 1024, 64, "tma"),       # as many tiles as SMs
+    (1024, 1024, 1024, 0, "tma"),        # SM count unknown
+    (16, 4096, 4096, 132, "skinny16"),   # skinny first
+])
+def test_small_16bit_problems_take_the_pointer_kernel(m, n, k, sms, path):
+    """TMA-eligible 16-bit problems too small for the persistent kernel's fixed costs (``small_16bit``) run mma16;
+    an fp32 problem or operands TMA cannot read are not affected."""
+    assert mm.select_path(m, n, 2, None, tma=True, k=k, num_sms=sms) == path
+    assert mm.select_path(m, n, 4, "ieee", tma=False, k=k, num_sms=sms) in ("fma", "skinny32")
+    assert mm.select_path(m, n, 2, None, tma=False, k=k, num_sms=sms) in ("mma16", "skinny16")
+
+
 @pytest.mark.parametrize("dtype, precision", VARIANTS[:2])
 @pytest.mark.parametrize("n, k, layout", [(45, 37, "row-major"), (129, 1100, "row-major"), (77, 1500, "column-major"),
                                           (3, 2049, "strided")], ids=lambda v: str(v))
