@@ -361,17 +361,13 @@ def _int8_gemm_kernel(
         in_tile = (offs_m[:, None] < M) & (offs_n[None, :] < N)
         last, total = split_k_finish(acc, ws_ptr, lock_ptr, pid, split, tile, M * N, in_tile, SPLIT_K)
         if last:
-            a_scale = tl.load(a_scale_ptr + offs_m % M)
-            _dequant_store(total, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale, b_scale_ptr, bias_ptr,
+            _dequant_store(total, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
                            xo_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo,
-                           stride_won, stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL,
-                           xo_ptr, False)
+                           stride_won, stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
     else:
-        a_scale = tl.load(a_scale_ptr + offs_m % M)
-        _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale, b_scale_ptr, bias_ptr,
+        _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
                        xo_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo,
-                       stride_won, stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL,
-                       xo_ptr, False)
+                       stride_won, stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
 
 
 # erfc(u) ~ t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-u^2), t = 1 / (1 + p u), u >= 0: Abramowitz and Stegun
@@ -398,37 +394,31 @@ def _gelu_erf(x):
 
 
 @triton.jit
-def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale, b_scale_ptr, bias_ptr,
+def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
                    xo_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xom, stride_xoo, stride_woo, stride_won,
                    stride_rm, stride_rn, HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr, BLOCK_O: tl.constexpr,
-                   ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr, ocol_ptr, XO_GATHER: tl.constexpr):
-    """The epilogue the GEMM kernels share: int32 tile -> fp32 x row scale (a_scale, fp32 (BLOCK_M,)) x column
-    scale, plus the 16-bit outlier product and the bias, then GELU (ACTIVATION == 1, erf form, F.gelu's default) and
-    the residual tile (HAS_RESIDUAL), cast and stored once (rows/columns past M/N masked off). The activation and the
+                   ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+    """The epilogue both GEMM kernels share: int32 tile -> fp32 x row scale x column scale, plus
+    the 16-bit outlier product and the bias, then GELU (ACTIVATION == 1, erf form, F.gelu's default) and the
+    residual tile (HAS_RESIDUAL), cast and stored once (rows/columns past M/N masked off). The activation and the
     residual add are what a transformer block runs as separate elementwise kernels after fc1 and after the
-    attention and MLP output projections, each writing and re-reading the layer's output.
-
-    The outlier values are xo[m, o] at xo_ptr + m * stride_xom + o * stride_xoo, or with XO_GATHER the layer input's
-    outlier columns themselves, xo_ptr + m * stride_xom + ocol[o] * stride_xoo (the fused decode kernel), rounded to
-    wo's dtype as the quantizer rounds them."""
+    attention and MLP output projections, each writing and re-reading the layer's output."""
     offs_am = offs_m % M
     offs_bn = offs_n % N
+    a_scale = tl.load(a_scale_ptr + offs_am).to(tl.float32)
     b_scale = tl.load(b_scale_ptr + offs_bn).to(tl.float32)
     out = acc.to(tl.float32) * a_scale[:, None] * b_scale[None, :]
     if HAS_OUTLIERS:
         offs_o = tl.arange(0, BLOCK_O)
-        for o0 in range(0, N_OUTLIERS, BLOCK_O):
-            slot = o0 + offs_o
-            in_o = slot < N_OUTLIERS
-            if XO_GATHER:
-                cols = tl.load(ocol_ptr + slot, mask=in_o, other=0)
-            else:
-                cols = slot
-            xo = tl.load(xo_ptr + offs_am[:, None] * stride_xom + cols[None, :] * stride_xoo, mask=in_o[None, :],
-                         other=0.0).to(wo_ptr.dtype.element_ty)
-            wo = tl.load(wo_ptr + slot[:, None] * stride_woo + offs_bn[None, :] * stride_won, mask=in_o[:, None],
-                         other=0.0)
+        xo_ptrs = xo_ptr + offs_am[:, None] * stride_xom + offs_o[None, :] * stride_xoo
+        wo_ptrs = wo_ptr + offs_o[:, None] * stride_woo + offs_bn[None, :] * stride_won
+        for o in range(0, tl.cdiv(N_OUTLIERS, BLOCK_O)):
+            o_left = N_OUTLIERS - o * BLOCK_O
+            xo = tl.load(xo_ptrs, mask=offs_o[None, :] < o_left, other=0.0)
+            wo = tl.load(wo_ptrs, mask=offs_o[:, None] < o_left, other=0.0)
             out = tl.dot(xo, wo, out)
+            xo_ptrs += BLOCK_O * stride_xoo
+            wo_ptrs += BLOCK_O * stride_woo
     if HAS_BIAS:
         out += tl.load(bias_ptr + offs_bn).to(tl.float32)[None, :]
     if ACTIVATION == 1:
@@ -440,133 +430,6 @@ def _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale, b_scal
         out += tl.load(res_ptrs, mask=c_mask, other=0.0).to(tl.float32)
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=c_mask)
-
-
-DECODE_MAX_M = 16
-"""Rows up to which a layer without a fused LayerNorm runs as one kernel, ``_int8_decode_kernel`` (``decode_linear``),
-instead of the quantizer and the GEMM. At M = 16 the quantizer alone took 6.2 to 6.9 us per replayed call on the
-H100, about what fp16's whole layer takes on the 114M model's 1024-wide layers (benchmarks/int8_split_probe.py,
-reports/int8.md), so the decode-size layer paid two launches' fixed costs for one weight stream."""
-DECODE_TILES = [(16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 64, 128, 4, 4), (16, 128, 128, 4, 4),
-                (16, 32, 128, 5, 4)]
-"""(BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) the decode kernel's autotuner tries: the pointer GEMM's M = 16 tiles."""
-HOLE_BLOCK = tl.constexpr(32)
-"""Moved columns the decode kernel's hole product takes at a time (int8 dots are at least 32 deep)."""
-
-
-def decode_configs() -> list[triton.Config]:
-    tiles = [_INTERPRETER_TILE] if interpreting() else DECODE_TILES
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_stages=stages, num_warps=warps)
-            for bm, bn, bk, stages, warps in tiles]
-
-
-@autotune(decode_configs(), ["N", "K", "KQ_PAD"])
-@triton.jit
-def _int8_decode_kernel(
-    x_ptr, map_ptr, smooth_ptr, hole_ptr, ocol_ptr, b_ptr, c_ptr, b_scale_ptr, bias_ptr, wo_ptr, res_ptr, ws_ptr,
-    lock_ptr,
-    M, N, K, KQ_PAD, N_OUTLIERS, N_HOLES,
-    stride_xm, stride_xk, stride_bn, stride_cm, stride_cn, stride_woo, stride_won, stride_rm, stride_rn,
-    HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr, HAS_SMOOTH: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr,
-    SPLIT_K: tl.constexpr = 1, ACTIVATION: tl.constexpr = 0, HAS_RESIDUAL: tl.constexpr = False,
-    PDL: tl.constexpr = False,
-):
-    """``quantize_rows`` and ``_int8_gemm_kernel`` in one launch, for M <= BLOCK_M rows (decode sizes) and a column
-    map in ``in_place_order`` (``decode_lists``): the same codes, scales and int32 sums, hence the same output bits.
-
-    x: (M, K) 16/32-bit layer input; b: int8 (N, KQ_PAD) weight codes (K contiguous). Each program first takes its
-    rows' absmax over every kept column of x (times smooth_ptr's factors with HAS_SMOOTH), as the quantizer does; x
-    is a few KB that every program reads from L2. Its K loop then quantizes x's columns in place: compacted column k
-    is x's column k except where k is an outlier column (map < 0), whose place holds a moved column (at or past KQ)
-    and whose code here is 0. Each moved column's product is added once per tile after the loop: hole_ptr holds
-    int32 (2, N_HOLES): the moved columns' sources (x's columns) and their places (b's columns), HOLE_BLOCK at a
-    time. Past KQ b holds zero padding, so the codes of x's columns there add nothing. The outlier values are
-    gathered from x's columns ocol_ptr[:N_OUTLIERS] in the epilogue (``_dequant_store`` with XO_GATHER).
-    SPLIT_K, ws_ptr, lock_ptr: as in ``_int8_gemm_kernel`` (the holes go with the last program's epilogue).
-    """
-    dependent_wait(PDL)
-    pid_n = tl.program_id(0)
-    offs_m = tl.arange(0, BLOCK_M)
-    in_m = offs_m < M
-    x_rows = x_ptr + offs_m[:, None] * stride_xm
-    offs_k = tl.arange(0, BLOCK_K)
-
-    absmax = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        kk = k0 + offs_k
-        in_k = kk < K
-        xf = tl.load(x_rows + kk[None, :] * stride_xk, mask=in_m[:, None] & in_k[None, :], other=0.0).to(tl.float32)
-        if HAS_SMOOTH:
-            xf = xf * tl.load(smooth_ptr + kk, mask=in_k, other=1.0).to(tl.float32)[None, :]
-        if HAS_OUTLIERS:
-            xf = tl.where((tl.load(map_ptr + kk, mask=in_k, other=0) >= 0)[None, :], xf, 0.0)
-        absmax = tl.maximum(absmax, tl.max(tl.abs(xf), axis=1))
-    inv = tl.where(absmax > 0, 127.0 / tl.maximum(absmax, 1e-30), 0.0)
-
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_bn = offs_n % N
-    k_steps = tl.cdiv(KQ_PAD, BLOCK_K)
-    k_first = 0
-    k_last = k_steps
-    if SPLIT_K > 1:
-        split = tl.program_id(1)
-        per_split = tl.cdiv(k_steps, SPLIT_K)
-        k_first = split * per_split
-        k_last = tl.minimum(k_first + per_split, k_steps)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
-    for step in range(k_first, k_last):
-        kk = step * BLOCK_K + offs_k
-        in_k = kk < K
-        xf = tl.load(x_rows + kk[None, :] * stride_xk, mask=in_m[:, None] & in_k[None, :], other=0.0).to(tl.float32)
-        if HAS_SMOOTH:
-            xf = xf * tl.load(smooth_ptr + kk, mask=in_k, other=1.0).to(tl.float32)[None, :]
-        codes = _int8_code(xf, inv[:, None])
-        if HAS_OUTLIERS:
-            codes = tl.where((tl.load(map_ptr + kk, mask=in_k, other=0) >= 0)[None, :], codes, 0).to(tl.int8)
-        b = tl.load(b_ptr + kk[:, None] + offs_bn[None, :] * stride_bn, mask=(kk < KQ_PAD)[:, None], other=0)
-        acc = tl.dot(codes, b, acc, out_dtype=tl.int32)
-
-    if SPLIT_K > 1:
-        tile = offs_m[:, None] * N + offs_n[None, :]
-        in_tile = in_m[:, None] & (offs_n[None, :] < N)
-        last, total = split_k_finish(acc, ws_ptr, lock_ptr, pid_n, split, tile, M * N, in_tile, SPLIT_K)
-        if last:
-            _decode_epilogue(total, x_rows, smooth_ptr, hole_ptr, ocol_ptr, b_ptr, c_ptr, b_scale_ptr, bias_ptr,
-                             x_ptr, wo_ptr, res_ptr, offs_m, offs_n, in_m, absmax, inv, M, N, N_OUTLIERS, N_HOLES,
-                             stride_xm, stride_xk, stride_bn, stride_cm, stride_cn, stride_woo, stride_won, stride_rm,
-                             stride_rn, HAS_BIAS, HAS_OUTLIERS, HAS_SMOOTH, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
-    else:
-        _decode_epilogue(acc, x_rows, smooth_ptr, hole_ptr, ocol_ptr, b_ptr, c_ptr, b_scale_ptr, bias_ptr,
-                         x_ptr, wo_ptr, res_ptr, offs_m, offs_n, in_m, absmax, inv, M, N, N_OUTLIERS, N_HOLES,
-                         stride_xm, stride_xk, stride_bn, stride_cm, stride_cn, stride_woo, stride_won, stride_rm,
-                         stride_rn, HAS_BIAS, HAS_OUTLIERS, HAS_SMOOTH, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
-
-
-@triton.jit
-def _decode_epilogue(acc, x_rows, smooth_ptr, hole_ptr, ocol_ptr, b_ptr, c_ptr, b_scale_ptr, bias_ptr, x_ptr, wo_ptr,
-                     res_ptr, offs_m, offs_n, in_m, absmax, inv, M, N, N_OUTLIERS, N_HOLES, stride_xm, stride_xk,
-                     stride_bn, stride_cm, stride_cn, stride_woo, stride_won, stride_rm, stride_rn,
-                     HAS_BIAS: tl.constexpr, HAS_OUTLIERS: tl.constexpr, HAS_SMOOTH: tl.constexpr,
-                     BLOCK_O: tl.constexpr, ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
-    """The decode kernel's tile, once per tile: the moved columns' int8 product added to the int32 sums, then the
-    shared epilogue with the row scales absmax / 127 (the quantizer's) and the outlier values gathered from x."""
-    offs_bn = offs_n % N
-    if HAS_OUTLIERS:
-        offs_h = tl.arange(0, HOLE_BLOCK)
-        for h0 in range(0, N_HOLES, HOLE_BLOCK):
-            in_h = h0 + offs_h < N_HOLES
-            src = tl.load(hole_ptr + h0 + offs_h, mask=in_h, other=0)
-            dst = tl.load(hole_ptr + N_HOLES + h0 + offs_h, mask=in_h, other=0)
-            xf = tl.load(x_rows + src[None, :] * stride_xk, mask=in_m[:, None] & in_h[None, :], other=0.0)
-            xf = xf.to(tl.float32)
-            if HAS_SMOOTH:
-                xf = xf * tl.load(smooth_ptr + src, mask=in_h, other=1.0).to(tl.float32)[None, :]
-            b = tl.load(b_ptr + dst[:, None] + offs_bn[None, :] * stride_bn, mask=in_h[:, None], other=0)
-            acc = tl.dot(_int8_code(xf, inv[:, None]), b, acc, out_dtype=tl.int32)
-    _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, absmax / 127.0, b_scale_ptr, bias_ptr,
-                   x_ptr, wo_ptr, res_ptr, stride_cm, stride_cn, stride_xm, stride_xk, stride_woo, stride_won,
-                   stride_rm, stride_rn, HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL, ocol_ptr, True)
 
 
 TMA_TILES = ((128, 256, 128, 3, 8, 1), (128, 256, 128, 4, 8, 1), (256, 128, 128, 3, 8, 1), (128, 128, 128, 4, 8, 1),
@@ -619,10 +482,9 @@ def _int8_gemm_tma_kernel(
         pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        a_scale = tl.load(a_scale_ptr + offs_m % M)
-        _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale, b_scale_ptr, bias_ptr,
+        _dequant_store(acc, offs_m, offs_n, M, N, N_OUTLIERS, c_ptr, a_scale_ptr, b_scale_ptr, bias_ptr,
                        xo_ptr, wo_ptr, res_ptr, stride_cm, 1, stride_xom, 1, stride_woo, 1, stride_rm, 1,
-                       HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL, xo_ptr, False)
+                       HAS_BIAS, HAS_OUTLIERS, BLOCK_O, ACTIVATION, HAS_RESIDUAL)
 
 
 # Launches recorded per call signature (profkit.kernels.launch): a layer called again with the same
@@ -958,138 +820,6 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
         codes.device.index if codes.is_cuda else None, SPLIT_K=split, **epilogue,
     )
     return out
-
-
-def decode_lists(column_map: torch.Tensor | None, k: int, device) -> torch.Tensor | None:
-    """The decode kernel's hole list for a layer's column map: int32 (2, H), the H moved kept columns (x's columns at
-    or past KQ) in row 0 and the compacted columns they fill (outlier places below KQ) in row 1; (2, 0) without
-    outliers. None when the map is not ``in_place_order``'s layout (a kept column below KQ stored elsewhere), which
-    the kernel cannot quantize in place: such a layer keeps the two kernels."""
-    if column_map is None:
-        return torch.empty((2, 0), dtype=torch.int32, device=device)
-    keep_idx, _ = column_lists(column_map, k, device)
-    kq = keep_idx.numel()
-    places = torch.arange(kq, device=device)
-    head = column_map[:kq].to(device=device, dtype=torch.int64)
-    if not bool(((head == places) | (head < 0)).all()):
-        return None
-    moved = keep_idx != places
-    return torch.stack([keep_idx[moved], places[moved]]).to(torch.int32).contiguous()
-
-
-def _decode_operands(x, column_map, outlier_cols, holes, smooth, weight_int8, out, weight_scale, bias, weight_outlier,
-                     residual, split: int) -> tuple:
-    """The decode kernel's thirteen tensor arguments, in order; live buffers stand in for those it never reads."""
-    stand_in = weight_scale
-    has_outliers = weight_outlier.shape[0] > 0
-    return (x, column_map if has_outliers else stand_in, stand_in if smooth is None else smooth,
-            holes if holes.shape[1] else stand_in, outlier_cols if has_outliers else stand_in, weight_int8, out,
-            weight_scale, stand_in if bias is None else bias,
-            weight_outlier if has_outliers else weight_scale[None, :], out if residual is None else residual,
-            *_split_operands(x.shape[0], weight_int8.shape[0], split, out))
-
-
-def _decode_flags(x, bias, n_outliers: int, smooth, split: int, activation: str | None, residual) -> dict:
-    """The decode kernel's constexpr arguments (and triton's launch_pdl option) for one call."""
-    return dict(HAS_BIAS=bias is not None, HAS_OUTLIERS=n_outliers > 0, HAS_SMOOTH=smooth is not None,
-                BLOCK_O=16 if n_outliers <= 16 else 32, SPLIT_K=split, ACTIVATION=ACTIVATIONS[activation],
-                HAS_RESIDUAL=residual is not None, **_pdl(x))
-
-
-def _decode_key(operands: tuple, flags: dict) -> tuple:
-    """A decode call's signature for ``_DECODE_LAUNCH``: its tensors but the fresh split workspace, and its flags."""
-    return signature(*operands[:11]), tuple(sorted(flags.items()))
-
-
-_DECODE_LAUNCH = LaunchCache(_int8_decode_kernel, per_call=(
-    "x_ptr", "map_ptr", "smooth_ptr", "hole_ptr", "ocol_ptr", "b_ptr", "c_ptr", "b_scale_ptr", "bias_ptr", "wo_ptr",
-    "res_ptr", "ws_ptr", "lock_ptr"))
-
-
-def decode_linear(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None,
-                  holes: torch.Tensor, smooth: torch.Tensor | None, weight_int8: torch.Tensor,
-                  weight_scale: torch.Tensor, weight_outlier: torch.Tensor, bias: torch.Tensor | None,
-                  out_dtype: torch.dtype, out: torch.Tensor | None = None, activation: str | None = None,
-                  residual: torch.Tensor | None = None) -> torch.Tensor:
-    """``int8_linear(*quantize_rows(x, column_map, outlier_cols, KQ_PAD, weight_outlier.dtype, smooth), ...)`` for
-    M <= DECODE_MAX_M rows in one launch (``_int8_decode_kernel``), bit for bit. holes: ``decode_lists(column_map)``
-    (not None); the other arguments as there (x: (M, K) 16/32-bit; no fused LayerNorm). Returns (M, N) in
-    out_dtype, written into ``out`` if given."""
-    _check_matrix("x", x, (torch.float16, torch.bfloat16, torch.float32))
-    _check_matrix("weight_int8", weight_int8, (torch.int8,))
-    m, k = x.shape
-    n, kq_pad = weight_int8.shape
-    n_outliers = weight_outlier.shape[0]
-    if m > DECODE_MAX_M:
-        raise ValueError(f"the decode kernel takes at most {DECODE_MAX_M} rows, got {m}")
-    if n_outliers and (column_map is None or outlier_cols is None or outlier_cols.numel() != n_outliers):
-        raise ValueError(f"{n_outliers} outlier columns need column_map and as many outlier_cols")
-    if holes.dim() != 2 or holes.shape[0] != 2 or holes.dtype != torch.int32 or not holes.is_contiguous():
-        raise ValueError(f"holes must be decode_lists' contiguous int32 (2, H), got {holes.dtype} {tuple(holes.shape)}")
-    if weight_scale.shape != (n,) or (bias is not None and bias.shape != (n,)):
-        raise ValueError(f"weight_scale and bias must be ({n},)")
-    check_activation(activation)
-    if out is None:
-        out = torch.empty((m, n), dtype=out_dtype, device=x.device)
-    elif out.shape != (m, n) or out.dtype != out_dtype or out.device != x.device:
-        raise ValueError(f"out must be {out_dtype} ({m}, {n}) on {x.device}, got "
-                         f"{out.dtype} {tuple(out.shape)} on {out.device}")
-    if residual is not None and (residual.shape != (m, n) or residual.device != x.device):
-        raise ValueError(f"residual must be ({m}, {n}) on {x.device}, got {tuple(residual.shape)}")
-    if m == 0:
-        return out
-    split = gemm_split(m, n, kq_pad, _sm_count(x))
-    operands = _decode_operands(x, column_map, outlier_cols, holes, smooth, weight_int8, out, weight_scale, bias,
-                                weight_outlier, residual, split)
-    res, wo = operands[10], operands[9]
-    flags = _decode_flags(x, bias, n_outliers, smooth, split, activation, residual)
-    key = _decode_key(operands, flags)
-
-    def grid(meta):
-        return (triton.cdiv(n, meta["BLOCK_N"]), split)
-
-    _DECODE_LAUNCH.launch(
-        key, grid,
-        (*operands, m, n, k, kq_pad, n_outliers, holes.shape[1], x.stride(0), x.stride(1), weight_int8.stride(0),
-         out.stride(0), out.stride(1), wo.stride(0), wo.stride(1), res.stride(0), res.stride(1)),
-        device_index(x) if x.is_cuda else None, **flags)
-    return out
-
-
-class RecordedDecode:
-    """One decode-kernel call signature, replayed (as ``RecordedLinear`` replays the two kernels): allocate y (and the
-    split workspace), then call the recorded launch directly."""
-
-    __slots__ = ("launch", "m", "n", "out_dtype", "device", "split", "tensors")
-
-    @classmethod
-    def record(cls, x: torch.Tensor, column_map, outlier_cols, holes, smooth, weight_int8, weight_scale,
-               weight_outlier, bias, out_dtype: torch.dtype, out: torch.Tensor | None, activation: str | None = None,
-               residual: torch.Tensor | None = None) -> "RecordedDecode | None":
-        """The replay of ``decode_linear`` as it ran last with these arguments, or None when it was not recorded."""
-        if not x.is_cuda or x.shape[0] == 0:
-            return None
-        m, n = x.shape[0], weight_int8.shape[0]
-        y = torch.empty((m, n), dtype=out_dtype, device=x.device) if out is None else out
-        split = gemm_split(m, n, weight_int8.shape[1], _sm_count(x))
-        operands = _decode_operands(x, column_map, outlier_cols, holes, smooth, weight_int8, y, weight_scale, bias,
-                                    weight_outlier, residual, split)
-        flags = _decode_flags(x, bias, weight_outlier.shape[0], smooth, split, activation, residual)
-        launch = _DECODE_LAUNCH.get(_decode_key(operands, flags))
-        if launch is None:
-            return None
-        plan = cls()
-        plan.launch, plan.m, plan.n, plan.out_dtype, plan.device, plan.split = launch, m, n, out_dtype, x.device, split
-        plan.tensors = operands[1:6] + operands[7:10]  # map, smooth, holes, ocol, weights; scales, bias, wo
-        return plan
-
-    def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None,
-                 residual: torch.Tensor | None = None) -> torch.Tensor:
-        y = torch.empty((self.m, self.n), dtype=self.out_dtype, device=self.device) if out is None else out
-        (cmap, smooth, holes, ocol, weights), (scales, bias, wo) = self.tensors[:5], self.tensors[5:]
-        self.launch((x, cmap, smooth, holes, ocol, weights, y, scales, bias, wo, y if residual is None else residual,
-                     *_split_operands(self.m, self.n, self.split, y)))
-        return y
 
 
 class RecordedLinear:

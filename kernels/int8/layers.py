@@ -208,8 +208,7 @@ class QuantizedLinear(nn.Module):
         self.norm_eps: float | None = None
         self.activation: str | None = None
         self._column_lists: dict[torch.device, tuple] = {}  # device -> (column_map, its version, the lists)
-        self._decode_lists: dict[torch.device, tuple] = {}  # device -> (column_map, its version, the hole list)
-        self._recorded: dict[tuple, gemm.RecordedLinear | gemm.RecordedDecode | None] = {}
+        self._recorded: dict[tuple, gemm.RecordedLinear | None] = {}
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, outlier_idx: torch.Tensor,
@@ -263,17 +262,6 @@ class QuantizedLinear(nn.Module):
             self._column_lists[device] = cached
         return cached[2]
 
-    def decode_holes(self) -> torch.Tensor | None:
-        """``gemm.decode_lists`` of column_map on the buffers' device (None: the map is not in place, so decode-size
-        calls keep the two kernels), cached as ``column_lists`` is."""
-        device, cmap = self.weight_int8.device, self.column_map
-        version = _version(cmap)
-        cached = self._decode_lists.get(device)
-        if cached is None or cached[0] is not cmap or cached[1] != version:
-            cached = (cmap, version, gemm.decode_lists(cmap, self.in_features, device))
-            self._decode_lists[device] = cached
-        return cached[2]
-
     def outlier_columns(self) -> torch.Tensor | None:
         """The outlier columns in slot order (int64, the buffers' device), or None without outliers:
         what ``gemm.quantize_rows`` gathers the outlier values through."""
@@ -315,14 +303,6 @@ class QuantizedLinear(nn.Module):
             if norm is not None and prenormed:
                 rows, norm = torch.nn.functional.layer_norm(rows, (self.in_features,), norm[0], norm[1], norm[2]), None
             outlier_cols = self.outlier_columns()
-            holes = self.decode_holes() if norm is None and rows.shape[0] <= gemm.DECODE_MAX_M else None
-            if holes is not None:  # decode sizes: quantizer and GEMM in one launch
-                decode = (rows, self.column_map, outlier_cols, holes, self.input_scale, self.weight_int8,
-                          self.weight_scale, self.weight_outlier, self.bias, x.dtype, out, self.activation, res_rows)
-                y = gemm.decode_linear(*decode)
-                if key is not None and key not in self._recorded:
-                    self._recorded[key] = gemm.RecordedDecode.record(*decode)
-                return y.reshape(*lead, self.out_features)
             codes, scales, outliers = gemm.quantize_rows(rows, self.column_map, outlier_cols, kq_pad,
                                                          self.outlier_dtype, smooth=self.input_scale, norm=norm)
             y = gemm.int8_linear(codes, scales, self.weight_int8, self.weight_scale, outliers,

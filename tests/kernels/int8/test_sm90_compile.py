@@ -96,24 +96,6 @@ def compile_quantize(k, smooth, norm=False, tile=None):
             "registers": int(re.search(r"REG:(\d+)", usage).group(1)),
             "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)), "warps": warps, "rows": block_m}
 
-def compile_decode(bm, bn, bk, stages, warps, split=1):
-    sig = {"x_ptr": "*fp16", "map_ptr": "*i16", "smooth_ptr": "*fp16", "hole_ptr": "*i32", "ocol_ptr": "*i64",
-           "b_ptr": "*i8", "c_ptr": "*fp16", "b_scale_ptr": "*fp16", "bias_ptr": "*fp16", "wo_ptr": "*fp16",
-           "res_ptr": "*fp16", "ws_ptr": "*i32", "lock_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32",
-           "KQ_PAD": "i32", "N_OUTLIERS": "i32", "N_HOLES": "i32", "stride_xm": "i32", "stride_xk": "constexpr",
-           "stride_bn": "i32", "stride_cm": "i32", "stride_cn": "constexpr", "stride_woo": "i32",
-           "stride_won": "constexpr", "stride_rm": "i32", "stride_rn": "constexpr", "HAS_BIAS": "constexpr",
-           "HAS_OUTLIERS": "constexpr", "HAS_SMOOTH": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-           "BLOCK_K": "constexpr", "BLOCK_O": "constexpr", "SPLIT_K": "constexpr", "ACTIVATION": "constexpr",
-           "HAS_RESIDUAL": "constexpr", "PDL": "constexpr"}
-    consts = {"stride_xk": 1, "stride_cn": 1, "stride_won": 1, "stride_rn": 1, "HAS_BIAS": True,
-              "HAS_OUTLIERS": True, "HAS_SMOOTH": True, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "BLOCK_O": 16,
-              "SPLIT_K": split, "ACTIVATION": 0, "HAS_RESIDUAL": False, "PDL": True}
-    aligned = ("x_ptr", "smooth_ptr", "b_ptr", "c_ptr", "b_scale_ptr", "bias_ptr", "wo_ptr", "res_ptr", "K",
-               "KQ_PAD", "N", "stride_xm", "stride_bn", "stride_cm", "stride_woo", "stride_rm")
-    return gemm_facts(*compile_sm90(gemm._int8_decode_kernel, sig, consts, aligned,
-                                    num_warps=warps, num_stages=stages))
-
 def tuned_tiles(k, m):
     # the (rows, warps) the quantizer's autotuner tries for an (m, k) call
     kept = gemm._prune_quantize(gemm.quantize_configs(), {"K": k, "M_BUCKET": gemm.m_bucket(m)})
@@ -131,7 +113,6 @@ print(json.dumps({"large": compile_gemm(128, 256, 128, 3, 8),
                   "quantize_tuned": {f"{k}x{m}": [{"tile": t, **compile_quantize(k, True, norm=gemm.norm_fusable(k), tile=t)}
                                                   for t in tuned_tiles(k, m)]
                                      for k, m in ((1024, 2048), (4096, 2048), (1024, 16), (32768, 2048))},
-                  "decode": [compile_decode(*t) for t in gemm.DECODE_TILES] + [compile_decode(16, 64, 256, 4, 4, 4)],
                   "fused": [compile_gemm(128, 256, 128, 3, 8, fused=True), compile_gemm(16, 64, 256, 4, 4, fused=True),
                             compile_gemm(16, 64, 256, 4, 4, split=4, fused=True),
                             compile_tma(128, 256, 128, 3, 8, fused=True)]}))
@@ -158,9 +139,6 @@ def test_gemm_kernel_compiles_for_hopper():
         assert 2 * (r["shared"] + 1024) <= 228 * 1024, r
         assert r["local"] == 0 and r["tma"] and r["wgmma_s8"], r
     assert [r["wgmma_s8"] or r["mma_s8"] for r in result["fused"]] == [True] * 4  # GELU and residual epilogue
-    for r in result["decode"]:  # the decode kernel: int8 mma on the codes it makes, fp16 outliers, no spills
-        assert r["mma_s8"] and r["local"] == 0 and r["shared"] <= 227 * 1024 and r["pdl"], r
-    assert result["decode"][-1]["atomics"] and not result["decode"][0]["atomics"]  # split K counts arrivals
     for k, q in [*result["quantize"].items(), *result["quantize_smooth"].items(), *result["quantize_norm"].items()]:
         # few values a thread: at most 64 registers, so at least 4 programs of 8+ warps fit an SM (smoothing's
         # factors and the fused LayerNorm's weights included)
