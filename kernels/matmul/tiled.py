@@ -523,10 +523,10 @@ def choose_path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, precis
 SMALL_16BIT_MAX_FLOPS = 2 * 128 * 4096 * 4096
 """16-bit problems of at most this many FLOPs (2MNK) whose 128 x 128 tiles are fewer than the SMs run the pointer
 kernel (``mma16``, cp.async loads, no persistent loop) rather than the persistent TMA kernel, though their rows suit
-TMA (``small_16bit``). Every tile of both kernels, launched directly in one process (H100, CUDA-graph replays, L2
-flushed, 3 rounds; ``benchmarks/matmul_tile_probe.py --pointer --splits 1 2 4``, reports/matmul.md): the best pointer
-tile against the shipped TMA call ran 1024^3 12.00 against 12.80 us (cuBLAS 9.70), 1000^3 15.84 against 15.94
-(cuBLAS 11.81), 128 x 4096 x 4096 28.80 (K in 2 runs, ``SPLIT_K_RULES``) against 29.79 (cuBLAS 22.75). Not timed on
+TMA (``small_16bit``). Every pointer tile launched directly beside the shipped TMA call, in one process (H100,
+CUDA-graph replays, L2 flushed, 3 rounds; ``benchmarks/matmul_tile_probe.py --pointer --splits 1 2 4``,
+reports/matmul.md): 1024^3 12.00 against 13.34 us (cuBLAS 10.08), 1000^3 15.84 against 16.16 (cuBLAS 12.13),
+128 x 4096 x 4096 28.80 (K in 2 runs, ``SPLIT_K_RULES``) against 30.27 (cuBLAS 22.82). Not timed on
 larger sub-wave problems (512 x 4096 x 4096 has 128 such tiles and 8x the FLOPs): they stay on TMA. At 3000^3 and
 5000^3 the pointer kernel ran 0.52x and 0.61x cuBLAS against TMA's 0.67x and 0.71x."""
 

@@ -361,6 +361,63 @@ def test_matmul_page():
     assert not problems, "\n".join(problems)
 
 
+POINTER = "### Small bf16 problems on the pointer kernel"
+POINTER_PROBE = ("shape | cuBLAS | shipped `matmul` (TMA) | best pointer tile, K whole | best, K in 2 runs | "
+                 "best, K in 4 runs")
+SHAPES_SUMMARY = "dtype | worst | worst shapes (ratio, 95 % interval) | geomean | goal | met"
+
+
+def shape_label(shape: str) -> str:
+    """"1024x1024x1024" -> "1024³", "128x4096x4096" -> "128 × 4096 × 4096" (M × N × K)."""
+    m, n, k = shape.split("x")
+    return f"{m}³" if m == n == k else f"{m} × {n} × {k}"
+
+
+def pointer_probe_rows() -> Expected:
+    """matmul_pointer_split_probe_h100 and matmul_pointer_probe_h100 per shape: cuBLAS's and the shipped call's graph
+    times, then the fastest pointer tile with K whole, in 2 and in 4 runs (time, ratio to cuBLAS, tile)."""
+    out = []
+    for name in ("matmul_pointer_split_probe_h100", "matmul_pointer_probe_h100"):
+        rows = result(name)["rows"]
+        for shape in dict.fromkeys(r["shape"] for r in rows):
+            side = {r["side"]: r for r in rows if r["shape"] == shape}
+
+            def best(runs: int) -> str:
+                timed = [r for label, r in side.items() if label.startswith("pointer ")
+                         and (label.endswith(f" split{runs}") if runs > 1 else " split" not in label)]
+                if not timed:
+                    return "—"
+                r = max(timed, key=lambda r: r["vs_cublas"])
+                tile = r["side"].split()[1].replace("x", " × ")
+                return f"{r['us']:.2f} ({r['vs_cublas']:.3f}×), {tile}"
+
+            shipped = side["matmul graph"]
+            out.append([shape_label(shape), f"{side['cublas graph']['us']:.2f}",
+                        f"{shipped['us']:.2f} ({shipped['vs_cublas']:.3f}×)", best(1), best(2), best(4)])
+    return keyed(out)
+
+
+def bf16_shapes_summary_rows() -> Expected:
+    """matmul_shapes_bf16: the worst ratio, the five worst shapes with their intervals, the geomean, the goals and
+    how many of the shapes fall below the worst-shape goal."""
+    meta, rows = result("matmul_shapes_bf16")["meta"], result("matmul_shapes_bf16")["rows"]
+    (summary,) = meta["summary"]
+    ours = sorted((r for r in rows if r["impl"] == "triton"), key=lambda r: r["ratio_vs_baseline"])
+    worst = ", ".join(f"{shape_label(r['case'].split()[1])} {r['ratio_vs_baseline']:.3f}× "
+                      f"({r['ratio_ci_low']:.3f}–{r['ratio_ci_high']:.3f})" for r in ours[:5])
+    below = sum(r["ratio_vs_baseline"] < summary["goal_worst"] for r in ours)
+    return keyed([["bf16", ratio(summary["worst"]), worst, ratio(summary["geomean"]),
+                   f"worst ≥ {summary['goal_worst']}×, geomean ≥ {summary['goal_geomean']}×",
+                   f"no: {below} of {summary['shapes']} below {summary['goal_worst']}×" if not summary["met"]
+                   else "yes"]])
+
+
+def test_matmul_page_pointer_path_and_shapes():
+    problems = [*check("matmul.md", POINTER_PROBE, pointer_probe_rows(), after=POINTER),
+                *check("matmul.md", SHAPES_SUMMARY, bf16_shapes_summary_rows(), after=POINTER)]
+    assert not problems, "\n".join(problems)
+
+
 # --- flash_attention.md: benchmarks/flash_attention.json, flash_attention_memory.json and the re-run
 
 FORWARD = "N | ours µs | ours TFLOP/s | cuDNN µs | ours vs cuDNN | ours vs SDPA flash | Triton forward vs cuDNN"
@@ -765,6 +822,31 @@ def quantize_map_rows() -> Expected:
                     f"{maps['ascending'][tile]:.2f}", f"{maps['ascending'][tile] / maps['in place'][tile]:.3f}",
                     f"{shipped['hot_us']:.2f}"])
     return keyed(out, key_cells=2)
+
+
+DECODE_KERNEL = "### One kernel for decode-size layers"
+DECODE_TABLE = ("layer | two kernels, eager (12:37) | one kernel, eager (15:55) | two kernels, graph (12:37) | "
+                "one kernel, graph (15:55)")
+
+
+def decode_kernel_rows() -> Expected:
+    """Per M = 16 case: int8 µs / fp16 µs (fp16 / int8) of the two kernels (int8_linear_config) and of the reverted
+    decode kernel (int8_linear_decode_fused), eager and from CUDA graphs."""
+    two, one = by_case("int8_linear_config"), by_case("int8_linear_decode_fused")
+    out = []
+    for case in (c for c in cases("int8_linear_decode_fused") if "M=16 " in c):
+        cells = [case.split(" M=")[0]]
+        for mode in ("", "_graph"):
+            for rows in (two, one):
+                int8, fp16 = (rows[case, impl + mode]["median_ms"] * 1e3 for impl in ("int8_custom", "fp16_linear"))
+                cells.append(f"{int8:.2f} / {fp16:.2f} ({fp16 / int8:.3f}×)")
+        out.append(cells)
+    return keyed(out)
+
+
+def test_int8_page_decode_kernel():
+    problems = check("int8.md", DECODE_TABLE, decode_kernel_rows(), after=DECODE_KERNEL)
+    assert not problems, "\n".join(problems)
 
 
 def test_int8_page_quantizer_stores_and_pdl():
