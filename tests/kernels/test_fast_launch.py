@@ -20,7 +20,8 @@ def _fresh(shape, dtype, seed):
 @pytest.mark.parametrize("m,n,k,dtype,precision", [
     (256, 256, 256, torch.bfloat16, None), (1000, 777, 333, torch.float32, "ieee"),
     (16, 4096, 4096, torch.bfloat16, None), (300, 200, 100, torch.float32, "tf32"),
-    (512, 512, 64, torch.float16, None)])
+    (512, 512, 64, torch.float16, None),
+    (2048, 2048, 256, torch.bfloat16, None)])  # the TMA path (the smaller 16-bit ones run mma16: small_16bit)
 def test_matmul_recorded_launch_matches_reference_on_new_inputs(m, n, k, dtype, precision):
     from profkit.kernels.matmul import tiled as mm
 
