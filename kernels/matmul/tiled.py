@@ -526,9 +526,11 @@ kernel (``mma16``, cp.async loads, no persistent loop) rather than the persisten
 TMA (``small_16bit``). Every pointer tile launched directly beside the shipped TMA call, in one process (H100,
 CUDA-graph replays, L2 flushed, 3 rounds; ``benchmarks/matmul_tile_probe.py --pointer --splits 1 2 4``,
 reports/matmul.md): 1024^3 12.00 against 13.34 us (cuBLAS 10.08), 1000^3 15.84 against 16.16 (cuBLAS 12.13),
-128 x 4096 x 4096 28.80 (K in 2 runs, ``SPLIT_K_RULES``) against 30.27 (cuBLAS 22.82). Not timed on
-larger sub-wave problems (512 x 4096 x 4096 has 128 such tiles and 8x the FLOPs): they stay on TMA. At 3000^3 and
-5000^3 the pointer kernel ran 0.52x and 0.61x cuBLAS against TMA's 0.67x and 0.71x."""
+128 x 4096 x 4096 28.80 (K in 2 runs, ``SPLIT_K_RULES``) against 30.27 (cuBLAS 22.82); the shapes benchmark then
+read 0.830x / 0.770x / 0.802x cuBLAS for them, against 0.747x / 0.766x / 0.756x on TMA. A later probe found the
+pointer kernel faster at 512 x 4096 x 4096 and 2000^3 too, with tiles outside its list; the bound stays where the
+shapes benchmark checked it. At 3000^3 and 5000^3 the pointer kernel ran 0.52x and 0.61x cuBLAS against TMA's
+0.67x and 0.71x."""
 
 
 def small_16bit(m: int, n: int, k: int, num_sms: int) -> bool:
