@@ -249,11 +249,13 @@ def main(argv: list[str]) -> int:
     require_cuda("benchmarks/int8_w8a16_probe.py")
     print(f"{torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__}")
     gen = torch.Generator().manual_seed(0)
-    rows = [row for k, n in SHAPES for row in probe(args.m, k, n, args.rounds, gen)]
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"meta": environment(), "rounds": args.rounds, "tiles": TILES, "splits": SPLITS,
-                       "timing": "time_fn on CUDA-graph replays, L2 flushed", "rows": rows}, f, indent=1)
+    rows = []
+    for k, n in SHAPES:
+        rows += probe(args.m, k, n, args.rounds, gen)
+        if args.out:  # after every shape, so a run cut short by its time limit keeps the shapes it finished
+            with open(args.out, "w") as f:
+                json.dump({"meta": environment(), "rounds": args.rounds, "tiles": TILES, "splits": SPLITS,
+                           "timing": "time_fn on CUDA-graph replays, L2 flushed", "rows": rows}, f, indent=1)
     return 0
 
 

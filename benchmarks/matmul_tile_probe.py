@@ -72,8 +72,8 @@ SPLIT_MAX_TILE = 128 * 128
 
 def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
     """(path, config, shipped?): every config of the tma path and every EXTRA one; with ``pointer`` instead every
-    config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER (the
-    shipped ``matmul`` beside them stands for the tma path's autotuned choice)."""
+    config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER (``probe`` sets the tma
+    path's autotuned kernel beside them, ``tiled.launch_tma_autotuned``, and the shipped ``matmul``)."""
     if pointer:
         return ([("mma16", cfg, True) for cfg in matmul_configs("mma16")]
                 + [("mma16", _config(*c), False) for c in EXTRA_POINTER])
@@ -121,6 +121,11 @@ def probe(m: int, n: int, k: int, rounds: int, sms: int, gen: torch.Generator, p
     c.fill_(float("nan"))
     matmul(a, b, out=c)
     require_close(c, reference, tol, f"{m}x{n}x{k} matmul")
+    if pointer:  # the persistent TMA kernel as its autotuner picks, whichever path matmul takes for the shape
+        c.fill_(float("nan"))
+        tiled.launch_tma_autotuned(a, b, c)
+        require_close(c, reference, tol, f"{m}x{n}x{k} tma autotuned")
+        sides["tma autotuned"] = (lambda: tiled.launch_tma_autotuned(a, b, c), True)
     for mode, graph in (("eager", False), ("graph", True)):
         sides[f"cublas {mode}"] = (lambda: torch.matmul(a, b, out=c), graph)
         sides[f"matmul {mode}"] = (lambda: matmul(a, b, out=c), graph)

@@ -893,12 +893,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         _, num_sms = device_info(device)
         triton.set_allocator(tma_workspace)
         args, kwargs = tma_arguments(a, b, c, path == "tma_padded", num_sms), {"C_POINTERS": path == "tma_padded"}
-
-        def grid(meta):
-            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
-            if meta.get("STREAM_K"):
-                return (stream_k_plan(tiles, triton.cdiv(k, meta["BLOCK_K"]), num_sms)[0],)
-            return (balanced_grid(tiles, num_sms),)
+        grid = tma_grid(m, n, k, num_sms)
     else:
         split = split_k(m, n, k, path, device_info(device)[1])
         args, hints = pointer_arguments(a, b, c, path, precision, split)
@@ -916,6 +911,28 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         if not path.startswith("tma"):
             _SPLITS[key] = split
     return c
+
+
+def tma_grid(m: int, n: int, k: int, num_sms: int):
+    """The persistent TMA kernel's grid for a config's meta-parameters: a balanced grid of its tiles, or with
+    STREAM_K the programs of ``stream_k_plan``."""
+    def grid(meta):
+        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+        if meta.get("STREAM_K"):
+            return (stream_k_plan(tiles, triton.cdiv(k, meta["BLOCK_K"]), num_sms)[0],)
+        return (balanced_grid(tiles, num_sms),)
+    return grid
+
+
+def launch_tma_autotuned(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+    """c = a @ b through the tma path's autotuner, whatever path ``matmul`` would choose (TMA-eligible operands; for
+    probes that set the persistent TMA kernel beside another path)."""
+    m, k = a.shape
+    n = b.shape[1]
+    num_sms = device_info(device_index(a))[1]
+    triton.set_allocator(tma_workspace)
+    with torch.cuda.device(device_index(a)):
+        _AUTOTUNED["tma"][tma_grid(m, n, k, num_sms)](*tma_arguments(a, b, c, False, num_sms), C_POINTERS=False)
 
 
 def tuned_config(path: str, m: int, n: int, k: int, dtype: torch.dtype) -> str | None:

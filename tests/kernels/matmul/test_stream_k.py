@@ -109,3 +109,19 @@ def test_the_recorded_launch_fills_the_kernels_per_call_slots(gen):
     assert picked[3].dtype == torch.float32 and picked[3].numel() == 7 * mm.STREAM_K_TILE
     assert picked[4].dtype == torch.int32 and picked[4].numel() >= 7 and not picked[4].any()
     assert args[11] == 7 and mm.arrival_counts(a.device, 7) is picked[4]  # one set of counts per device and stream
+
+
+@pytest.mark.parametrize("m, n, k, meta", [
+    (3000, 3000, 3000, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "STREAM_K": True}),
+    (3000, 3000, 3000, {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "STREAM_K": False}),
+    (128, 4096, 4096, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}),
+    (5000, 5000, 5000, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "STREAM_K": True}),
+], ids=lambda v: str(v))
+def test_tma_grid_is_the_stream_k_plan_or_the_balanced_grid(m, n, k, meta):
+    """``tma_grid``, the persistent kernel's grid that ``matmul`` and the tile probe share: stream-K configs get
+    ``stream_k_plan``'s programs for their tiles and K steps, the others a balanced grid of their tiles."""
+    tiles = -(-m // meta["BLOCK_M"]) * -(-n // meta["BLOCK_N"])
+    want = (mm.stream_k_plan(tiles, -(-k // meta["BLOCK_K"]), 132)[0] if meta.get("STREAM_K")
+            else common.balanced_grid(tiles, 132))
+    assert mm.tma_grid(m, n, k, 132)(meta) == (want,)
+    assert want <= 132 and (want < 132 or tiles >= 132)
