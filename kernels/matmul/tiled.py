@@ -582,6 +582,14 @@ def tma_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, padded: boo
             arrival_counts(a.device, num_sms), num_sms)
 
 
+def effective_precision(dtype: torch.dtype, precision: str | None) -> str | None:
+    """The precision a call runs at: float32's default (None) is "ieee"; 16-bit operands have none. The recorded
+    launches' operands depend on it (``_kernel_b`` pads an ieee B whose rows are not 16-byte aligned), so the fast path
+    of ``matmul`` must use it too: with the argument as given (None), a replayed 1000 x 777 x 333 fp32 call read B
+    unpadded at the padded stride and returned another product (relative error 1.41, H100)."""
+    return ("ieee" if precision is None else precision) if dtype == torch.float32 else precision
+
+
 def _validate(a, b, precision, out) -> str | None:
     """Check the operands; return the effective precision ("ieee"/"tf32" for float32, else None)."""
     for name, t in (("a", a), ("b", b)):
@@ -605,7 +613,7 @@ def _validate(a, b, precision, out) -> str | None:
         raise ValueError(f"operands of {a.numel()}, {b.numel()} and {m * n} elements exceed the "
                          f"32-bit offsets this kernel uses ({_MAX_ELEMENTS})")
     if a.dtype == torch.float32:
-        precision = "ieee" if precision is None else precision
+        precision = effective_precision(a.dtype, precision)
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS} or None, got {precision!r}")
     elif precision is not None:
@@ -856,7 +864,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
                 values = tma_arguments(a, b, c, path == "tma_padded", device_info(a.device.index)[1])
                 launch([values[i] for i in _TMA_PER_CALL_INDEX])
             else:
-                launch(_pointer_operands(a, b, c, path, precision, _SPLITS.get(key, 1)))
+                launch(_pointer_operands(a, b, c, path, effective_precision(a.dtype, precision), _SPLITS.get(key, 1)))
             return c
 
     precision = _validate(a, b, precision, out)

@@ -19,9 +19,10 @@ def _fresh(shape, dtype, seed):
 
 @pytest.mark.parametrize("m,n,k,dtype,precision", [
     (256, 256, 256, torch.bfloat16, None), (1000, 777, 333, torch.float32, "ieee"),
+    (1000, 779, 335, torch.float32, None),  # fp32's default precision: B's unaligned rows padded in replays too
     (16, 4096, 4096, torch.bfloat16, None), (300, 200, 100, torch.float32, "tf32"),
     (512, 512, 64, torch.float16, None),
-    (2048, 2048, 256, torch.bfloat16, None)])  # the TMA path (the smaller 16-bit ones run mma16: small_16bit)
+    (4096, 2048, 256, torch.bfloat16, None)])  # the TMA path (the smaller 16-bit ones run mma16: small_16bit)
 def test_matmul_recorded_launch_matches_reference_on_new_inputs(m, n, k, dtype, precision):
     from profkit.kernels.matmul import tiled as mm
 
@@ -48,7 +49,8 @@ def test_fma_path_with_a_copied_m_major_matches_reference_on_new_inputs(m, n, k,
 
     monkeypatch.setattr(mm, "FMA_M_MAJOR_MIN_FLOPS", 0)
     a, b = _fresh((m, k), torch.float32, 5), _fresh((k, n), torch.float32, 6)
-    assert mm._kernel_a(a, n, "fma").stride() == (1, m)
+    rows_apart = -(-m // mm.ROW_MULTIPLE) * mm.ROW_MULTIPLE  # the copy's rows are padded to ROW_MULTIPLE elements
+    assert mm._kernel_a(a, n, "fma").stride() == (1, rows_apart)
     tol = mm.tolerance(torch.float32, "ieee", k)
     assert relative_error(mm.matmul(a, b), mm.matmul_reference(a, b)) <= tol
     assert mm._READY[mm._launch_key(a, b, None, None)] == "fma"

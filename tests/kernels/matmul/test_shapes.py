@@ -4,6 +4,7 @@ import math
 
 import pandas as pd
 import pytest
+import torch
 
 from profkit.bench.compare import case_rows
 from profkit.bench.timing import Timing
@@ -53,6 +54,7 @@ def test_summary_worst_and_geomean_against_the_goals():
                                                and math.sqrt(0.9) >= SHAPE_GOALS["fp32-ieee"]["geomean"])
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without a GPU")
 def test_shapes_command_needs_a_gpu():
     with pytest.raises((RuntimeError, SystemExit)):
         main(["shapes", "--dtype", "bf16", "--rounds", "1", "--out-dir", "/tmp/never"])

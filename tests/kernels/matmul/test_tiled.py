@@ -412,3 +412,30 @@ def test_balanced_grid_keeps_the_waves_with_the_fewest_programs():
             waves = -(-tiles // min(tiles, slots))
             assert 1 <= p <= min(tiles, slots) and -(-tiles // p) == waves
             assert p == 1 or -(-tiles // (p - 1)) > waves
+
+
+@pytest.mark.parametrize("precision", [None, "ieee"])
+def test_a_replayed_fp32_launch_gets_the_operands_the_recorded_one_read(monkeypatch, precision):
+    """``matmul``'s fast path rebuilds the per-call operands of a recorded launch from the call's arguments. With
+    fp32's default precision (None) it must pad a B whose rows are not 16-byte aligned as the first launch did (the
+    recorded strides and load extents are the padded copy's): it read B as given once and returned another product
+    (relative error 1.41 on the H100). The recorded launch is replaced by one that keeps what it is handed."""
+    m, n, k = 1000, 779, 335  # 0.52 GFLOP >= FP32_PAD_MIN_FLOPS; rows of 779 floats are not 16-byte aligned
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    c = torch.empty(m, n)
+    recorded, _ = mm.pointer_arguments(a, b, c, "fma", "ieee", 1)  # what the first launch read (validated precision)
+    handed = []
+
+    class Recorded:
+        def get(self, key):
+            return handed.append
+
+    key = mm._launch_key(a, b, precision, c)
+    monkeypatch.setitem(mm._READY, key, "fma")
+    monkeypatch.setitem(mm._LAUNCHES, "fma", Recorded())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: a.device.index)
+    assert mm.matmul(a, b, precision=precision, out=c) is c
+    (operands,) = handed
+    assert recorded[1].stride() == (784, 1)  # B padded to ROW_MULTIPLE
+    assert [t.stride() for t in operands[:3]] == [t.stride() for t in recorded[:3]]  # A, B, C (ws, counts: C)
+    assert torch.equal(operands[1][:, :n], b)
