@@ -62,8 +62,7 @@ EXTRA = [(128, 256, 128, 2, 8, True, False), (128, 256, 128, 2, 8, True, True), 
 # (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) for the pointer kernel (``--pointer``), beside the mma16 path's own
 # configs: cp.async loads of 16 bytes a thread coalesced per warp, where the TMA unit splits a box row that starts
 # mid-sector (the odd squares' rows are 16-byte aligned only; reports/matmul.md)
-EXTRA_POINTER = [(128, 256, 64, 4, 8), (256, 128, 64, 4, 8), (128, 128, 64, 5, 4), (128, 256, 32, 4, 8),
-                 (128, 128, 64, 3, 8), (64, 256, 64, 4, 8)]
+EXTRA_POINTER = [(256, 128, 64, 4, 8), (128, 256, 32, 4, 8), (128, 128, 64, 3, 8), (64, 256, 64, 4, 8)]
 
 
 #: Largest tile (BLOCK_M * BLOCK_N) timed with K split (``--splits``): larger tiles leave fewer programs to split.

@@ -371,7 +371,9 @@ def matmul_configs(path: str) -> list[triton.Config]:
     256x128x16 and 128x256x16 (8 warps) within 0.5% (``sweep --dtype fp32``); 1024^3 (A as given) goes to the
     64x64 tiles. The 4-warp 128x64 tiles won with a K-major A.
     tf32: tensor cores on 4-byte operands, so shared memory per stage is twice bf16's; BLOCK_K
-    32 with 3-4 stages. mma16: tutorial-style tiles for bf16/fp16 without TMA. skinny16 /
+    32 with 3-4 stages. mma16: tutorial-style tiles for bf16/fp16 without TMA and for the small problems
+    ``small_16bit`` takes from TMA, with the 128x128x64 4-warp 5-stage and 128x256x64 4-stage tiles that won there
+    (``benchmarks/matmul_tile_probe.py --pointer``: 512 x 4096 x 4096, 2000^3, 128 x 14336 x 4096). skinny16 /
     skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
     full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128, 64x128 and 64x64
@@ -394,7 +396,8 @@ def matmul_configs(path: str) -> list[triton.Config]:
     if path == "mma16":
         return [_config(*c) for c in (
             (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
-            (128, 128, 64, 4, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4))]
+            (128, 128, 64, 4, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4),
+            (128, 128, 64, 5, 4), (128, 256, 64, 4, 8))]
     if path == "skinny16":
         return [_config(*c) for c in (
             (16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 64, 128, 5, 4), (16, 128, 128, 4, 4),
@@ -520,22 +523,23 @@ def choose_path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, precis
                        not tma and tma_padded_eligible(a, b, c), k=a.shape[1], num_sms=sms)
 
 
-SMALL_16BIT_MAX_FLOPS = 2 * 128 * 4096 * 4096
-"""16-bit problems of at most this many FLOPs (2MNK) whose 128 x 128 tiles are fewer than the SMs run the pointer
-kernel (``mma16``, cp.async loads, no persistent loop) rather than the persistent TMA kernel, though their rows suit
-TMA (``small_16bit``). Every pointer tile launched directly beside the shipped TMA call, in one process (H100,
-CUDA-graph replays, L2 flushed, 3 rounds; ``benchmarks/matmul_tile_probe.py --pointer --splits 1 2 4``,
-reports/matmul.md): 1024^3 12.00 against 13.34 us (cuBLAS 10.08), 1000^3 15.84 against 16.16 (cuBLAS 12.13),
-128 x 4096 x 4096 28.80 (K in 2 runs, ``SPLIT_K_RULES``) against 30.27 (cuBLAS 22.82); the shapes benchmark then
-read 0.830x / 0.770x / 0.802x cuBLAS for them, against 0.747x / 0.766x / 0.756x on TMA. A later probe found the
-pointer kernel faster at 512 x 4096 x 4096 and 2000^3 too, with tiles outside its list; the bound stays where the
-shapes benchmark checked it. At 3000^3 and 5000^3 the pointer kernel ran 0.52x and 0.61x cuBLAS against TMA's
-0.67x and 0.71x."""
+SMALL_16BIT_MAX_FLOPS = 2 * 512 * 4096 * 4096
+"""16-bit problems of at most this many FLOPs (2MNK) whose 128 x 256 tiles are fewer than the SMs run the pointer kernel
+(``mma16``, cp.async loads, no persistent loop) rather than the persistent TMA kernel, though their rows suit TMA
+(``small_16bit``). Each pointer tile launched directly beside the TMA kernel's autotuned choice, in one process (H100,
+CUDA-graph replays, L2 flushed, 3 rounds; ``benchmarks/matmul_tile_probe.py --pointer --splits 1 2``,
+reports/matmul.md), as x cuBLAS, ``matmul`` under this rule against the TMA kernel: 128 x 14336 x 4096 1.019 / 0.976,
+128 x 4096 x 14336 0.989 / 0.968 (K in 2 runs), 512 x 4096 x 4096 0.950 / 0.865, 2000^3 0.938 / 0.881, 2048^3 0.967 /
+0.903, 2048 x 2048 x 256 0.983 / 0.821; earlier 1024^3 12.00 against 13.34 us and 1000^3 15.84 against 16.16. The
+shapes benchmark then read 0.944x (2000^3) and 0.961x (512 x 4096 x 4096), where an earlier run on TMA read 0.881x and
+0.870x. At 3000^3 and 5000^3 (288 and 800 tiles) the pointer kernel ran 0.52x and 0.61x cuBLAS against TMA's 0.67x and
+0.71x."""
 
 
 def small_16bit(m: int, n: int, k: int, num_sms: int) -> bool:
-    """A 16-bit problem too small for the persistent TMA kernel's fixed costs (``SMALL_16BIT_MAX_FLOPS``)."""
-    return 2 * m * n * k <= SMALL_16BIT_MAX_FLOPS and triton.cdiv(m, 128) * triton.cdiv(n, 128) < num_sms
+    """A 16-bit problem too small for the persistent TMA kernel's fixed costs: at most ``SMALL_16BIT_MAX_FLOPS`` and
+    less than one wave of the pointer kernel's largest tile (128 x 256)."""
+    return 2 * m * n * k <= SMALL_16BIT_MAX_FLOPS and triton.cdiv(m, 128) * triton.cdiv(n, 256) < num_sms
 
 
 def select_path(m: int, n: int, itemsize: int, precision: str | None, tma: bool, padded: bool = False,

@@ -373,27 +373,34 @@ def shape_label(shape: str) -> str:
     return f"{m}³" if m == n == k else f"{m} × {n} × {k}"
 
 
+def best_pointer(side: dict, runs: int) -> str:
+    """The fastest pointer tile of one probed shape with K whole (runs 1) or in `runs` runs: graph µs, ratio to
+    cuBLAS, tile; "—" where none was timed."""
+    timed = [r for label, r in side.items() if label.startswith("pointer ")
+             and (label.endswith(f" split{runs}") if runs > 1 else " split" not in label)]
+    if not timed:
+        return "—"
+    r = max(timed, key=lambda r: r["vs_cublas"])
+    return f"{r['us']:.2f} ({r['vs_cublas']:.3f}×), {r['side'].split()[1].replace('x', ' × ')}"
+
+
+def probe_sides(name: str) -> dict[str, dict]:
+    """A probe file's rows per shape, by side."""
+    rows = result(name)["rows"]
+    shapes = dict.fromkeys(r["shape"] for r in rows)
+    return {shape: {r["side"]: r for r in rows if r["shape"] == shape} for shape in shapes}
+
+
 def pointer_probe_rows() -> Expected:
     """matmul_pointer_split_probe_h100 and matmul_pointer_probe_h100 per shape: cuBLAS's and the shipped call's graph
     times, then the fastest pointer tile with K whole, in 2 and in 4 runs (time, ratio to cuBLAS, tile)."""
     out = []
     for name in ("matmul_pointer_split_probe_h100", "matmul_pointer_probe_h100"):
-        rows = result(name)["rows"]
-        for shape in dict.fromkeys(r["shape"] for r in rows):
-            side = {r["side"]: r for r in rows if r["shape"] == shape}
-
-            def best(runs: int) -> str:
-                timed = [r for label, r in side.items() if label.startswith("pointer ")
-                         and (label.endswith(f" split{runs}") if runs > 1 else " split" not in label)]
-                if not timed:
-                    return "—"
-                r = max(timed, key=lambda r: r["vs_cublas"])
-                tile = r["side"].split()[1].replace("x", " × ")
-                return f"{r['us']:.2f} ({r['vs_cublas']:.3f}×), {tile}"
-
+        for shape, side in probe_sides(name).items():
             shipped = side["matmul graph"]
             out.append([shape_label(shape), f"{side['cublas graph']['us']:.2f}",
-                        f"{shipped['us']:.2f} ({shipped['vs_cublas']:.3f}×)", best(1), best(2), best(4)])
+                        f"{shipped['us']:.2f} ({shipped['vs_cublas']:.3f}×)",
+                        *(best_pointer(side, runs) for runs in (1, 2, 4))])
     return keyed(out)
 
 
@@ -412,9 +419,27 @@ def bf16_shapes_summary_rows() -> Expected:
                    else "yes"]])
 
 
+WIDER = "### A wider rule for the pointer kernel"
+WIDER_PROBE = ("shape | cuBLAS | `matmul` (pointer rule) | TMA kernel, autotuned | best pointer tile, K whole | "
+               "best, K in 2 runs")
+
+
+def wider_probe_rows() -> Expected:
+    """matmul_pointer_split_probe3_h100 per shape: cuBLAS, ``matmul`` under the wider rule and the TMA kernel's
+    autotuned choice (graph µs and ratio), then the fastest pointer tile with K whole and in 2 runs."""
+    out = []
+    for shape, side in probe_sides("matmul_pointer_split_probe3_h100").items():
+        shipped, tma = side["matmul graph"], side["tma autotuned"]
+        out.append([shape_label(shape), f"{side['cublas graph']['us']:.2f}",
+                    f"{shipped['us']:.2f} ({shipped['vs_cublas']:.3f}×)",
+                    f"{tma['us']:.2f} ({tma['vs_cublas']:.3f}×)", best_pointer(side, 1), best_pointer(side, 2)])
+    return keyed(out)
+
+
 def test_matmul_page_pointer_path_and_shapes():
     problems = [*check("matmul.md", POINTER_PROBE, pointer_probe_rows(), after=POINTER),
-                *check("matmul.md", SHAPES_SUMMARY, bf16_shapes_summary_rows(), after=POINTER)]
+                *check("matmul.md", WIDER_PROBE, wider_probe_rows(), after=WIDER),
+                *check("matmul.md", SHAPES_SUMMARY, bf16_shapes_summary_rows(), after=WIDER)]
     assert not problems, "\n".join(problems)
 
 

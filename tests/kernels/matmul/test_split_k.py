@@ -170,7 +170,9 @@ def test_arrival_counts_cover_every_tile_any_config_may_launch():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not COMPILED or not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled kernels)")
-@pytest.mark.parametrize("m, n, k, split", [(128, 4096, 4096, 2), (1000, 1000, 1000, 1), (1024, 1024, 1024, 1)])
+@pytest.mark.parametrize("m, n, k, split", [(128, 4096, 4096, 2), (1000, 1000, 1000, 1), (1024, 1024, 1024, 1),
+                                          (512, 4096, 4096, 1), (2000, 2000, 2000, 1), (128, 4096, 14336, 2),
+                                          (2048, 2048, 256, 1)])
 def test_small_bf16_problems_run_the_pointer_kernel_split_as_the_rule_says(m, n, k, split):
     """``small_16bit``: TMA-eligible bf16 problems of this size take mma16, K in ``split_k``'s runs, into a NaN-poisoned
     output (fresh and through the recorded launch) within bf16's tolerance of float64."""

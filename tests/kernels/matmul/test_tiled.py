@@ -107,13 +107,16 @@ def test_select_path():
 
 
 @pytest.mark.parametrize("m, n, k, sms, path", [
-    (1024, 1024, 1024, 132, "mma16"),    # 64 tiles of 128 x 128, 2.1 GFLOP
+    (1024, 1024, 1024, 132, "mma16"),    # 32 tiles of 128 x 256, 2.1 GFLOP
     (1000, 1000, 1000, 132, "mma16"),
-    (128, 4096, 4096, 132, "mma16"),     # 32 tiles, exactly SMALL_16BIT_MAX_FLOPS
-    (128, 4096, 4097, 132, "tma"),       # one K more: over the FLOP bound
-    (512, 4096, 4096, 132, "tma"),       # 128 tiles < 132, but 8x the FLOPs (not timed on the pointer kernel)
-    (1024, 1024, 1024, 64, "tma"),       # as many tiles as SMs
+    (128, 4096, 4096, 132, "mma16"),     # 16 tiles
+    (512, 4096, 4096, 132, "mma16"),     # 64 tiles, exactly SMALL_16BIT_MAX_FLOPS
+    (512, 4096, 4097, 132, "tma"),       # one K more: over the FLOP bound
+    (2000, 2000, 2000, 132, "mma16"),    # 256 tiles of 128 x 128, 128 of 128 x 256
+    (2048, 2048, 2048, 128, "tma"),      # as many 128 x 256 tiles as SMs
+    (4096, 4096, 512, 132, "tma"),       # at the FLOP bound, 512 tiles
     (1024, 1024, 1024, 0, "tma"),        # SM count unknown
+    (3000, 3000, 3000, 132, "tma"),
     (16, 4096, 4096, 132, "skinny16"),   # skinny first
 ])
 def test_small_16bit_problems_take_the_pointer_kernel(m, n, k, sms, path):
