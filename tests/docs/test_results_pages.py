@@ -874,6 +874,31 @@ def test_int8_page_decode_kernel():
     assert not problems, "\n".join(problems)
 
 
+WEIGHT_ONLY = "### Weight-only INT8 at decode sizes"
+WEIGHT_ONLY_TABLE = "M × K × N | fp16 µs | two kernels (W8A8) | best weight-only tile | its tile, runs of K | its error"
+
+
+def weight_only_rows() -> Expected:
+    """int8_w8a16_probe_h100 per layer shape: fp16's graph µs, the two kernels' and the fastest weight-only launch's
+    µs (fp16 / theirs), that launch's tile and split, and its relative error against float64."""
+    rows = result("int8_w8a16_probe_h100")["rows"]
+    out = []
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        side = {r["side"]: r for r in rows if r["shape"] == shape}
+        best = max((r for name, r in side.items() if name.startswith("W8A16 ")), key=lambda r: r["vs_fp16"])
+        tile, *_, split = best["side"].split()[1:]
+        out.append([shape.replace("x", " × "), f"{side['fp16 F.linear']['us']:.2f}",
+                    f"{side['W8A8 two kernels']['us']:.2f} ({side['W8A8 two kernels']['vs_fp16']:.3f}×)",
+                    f"{best['us']:.2f} ({best['vs_fp16']:.3f}×)",
+                    f"{tile.replace('x', ' × ')}, {split.removeprefix('split')}", f"{best['relative_error']:.1e}"])
+    return keyed(out)
+
+
+def test_int8_page_weight_only_probe():
+    problems = check("int8.md", WEIGHT_ONLY_TABLE, weight_only_rows(), after=WEIGHT_ONLY)
+    assert not problems, "\n".join(problems)
+
+
 def test_int8_page_quantizer_stores_and_pdl():
     """The forward measured with programmatic dependent launch (int8_model_pdl) and without (int8_model_nopdl), and
     the quantizer alone with both column maps (int8_quantize_probe_inplace)."""
