@@ -234,5 +234,7 @@ class LaunchCache:
 
 
 def signature(*tensors) -> tuple:
-    """Key part for tensors: dtype, shape, strides, 16-byte alignment (what specialisation sees)."""
-    return tuple((t.dtype, tuple(t.shape), t.stride(), t.data_ptr() % 16 == 0) for t in tensors)
+    """Key part for tensors: dtype, shape, strides, 16-byte alignment (what specialisation sees) and device. A recorded
+    launch is compiled for, and runs on the stream of, the GPU of its first call: without the device in the key an
+    identical call on another GPU would replay it there."""
+    return tuple((t.dtype, tuple(t.shape), t.stride(), t.data_ptr() % 16 == 0, t.device) for t in tensors)

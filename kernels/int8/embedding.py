@@ -106,7 +106,7 @@ def embedding_rows(ids: torch.Tensor, weight_int8: torch.Tensor, weight_scale: t
     [0, V) gets a row of NaN (``nn.Embedding`` raises instead; a host-side check would synchronise every call).
     """
     _check_table(weight_int8, weight_scale, column_map, weight_outlier, input_scale, k)
-    flat = ids.reshape(-1)
+    flat = ids.reshape(-1).contiguous()  # the kernel reads ids[t] at t: a view's stride (ids[:, -1:]) would be lost
     out = torch.empty((flat.numel(), k), dtype=weight_outlier.dtype, device=ids.device)
     if flat.numel() == 0:
         return out.view(*ids.shape, k)

@@ -528,15 +528,23 @@ def gemm_split(m: int, n: int, k: int, num_sms: int) -> int:
     return split_count(triton.cdiv(n, cols), k, num_sms, waves, min_k, MAX_SPLIT)
 
 
+def epilogue_rows_contiguous(*tensors: torch.Tensor | None) -> bool:
+    """The persistent TMA GEMM's epilogue reads and writes out, residual, outliers and weight_outlier with an inner
+    stride of 1 (constants in ``_int8_gemm_tma_kernel``): each given tensor must have it."""
+    return all(t is None or t.stride(1) == 1 for t in tensors)
+
+
 def _tma_gemm_eligible(codes: torch.Tensor, weight_int8: torch.Tensor, out: torch.Tensor,
-                       residual: torch.Tensor | None = None) -> bool:
+                       residual: torch.Tensor | None = None, outliers: torch.Tensor | None = None,
+                       weight_outlier: torch.Tensor | None = None) -> bool:
     """The persistent TMA GEMM applies: compiled mode on an sm_90/sm_100 GPU, M >= TMA_MIN_M,
-    contiguous codes and weights with 16-byte aligned rows, a row-major output (and residual)."""
+    contiguous codes and weights with 16-byte aligned rows, row-major out, residual and outlier operands
+    (``epilogue_rows_contiguous``)."""
     if interpreting() or not codes.is_cuda or codes.shape[0] < TMA_MIN_M or not has_device_tma():
         return False
     major, _ = device_info(device_index(codes))
-    return (major in (9, 10) and codes.is_contiguous() and weight_int8.is_contiguous() and out.stride(1) == 1
-            and (residual is None or residual.stride(1) == 1)
+    return (major in (9, 10) and codes.is_contiguous() and weight_int8.is_contiguous()
+            and epilogue_rows_contiguous(out, residual, outliers, weight_outlier)
             and codes.shape[1] % 16 == 0 and codes.data_ptr() % 16 == 0 and weight_int8.data_ptr() % 16 == 0)
 
 
@@ -790,7 +798,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
     epilogue = dict(HAS_BIAS=bias is not None, HAS_OUTLIERS=n_out > 0, ACTIVATION=ACTIVATIONS[activation],
                     HAS_RESIDUAL=residual is not None, **_pdl(codes))
     key = _gemm_key(operands, bias, activation, residual is not None)
-    if _tma_gemm_eligible(codes, weight_int8, out, residual):
+    if _tma_gemm_eligible(codes, weight_int8, out, residual, outliers, weight_outlier):
         _, num_sms = device_info(device_index(codes))
 
         def persistent_grid(meta):
@@ -873,7 +881,7 @@ class RecordedLinear:
             kq_pad, n_outliers, smooth is not None, norm))
         operands = _gemm_operands(codes, weight_int8, y, scales, weight_scale, bias, outliers[:, :n_outliers],
                                   weight_outlier, residual)
-        tma = _tma_gemm_eligible(codes, weight_int8, y, residual)
+        tma = _tma_gemm_eligible(codes, weight_int8, y, residual, operands[6], operands[7])
         gemm = (_GEMM_TMA_LAUNCH if tma else _GEMM_LAUNCH).get(_gemm_key(operands, bias, activation,
                                                                           residual is not None))
         if quantize is None or gemm is None:

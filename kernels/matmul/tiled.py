@@ -698,7 +698,7 @@ def transpose(x: torch.Tensor, row_multiple: int = 1) -> torch.Tensor:
     if r and c:
         device = None if interpreting() else device_index(x)
         grid = (triton.cdiv(r, TRANSPOSE_BLOCKS["BLOCK_R"]), triton.cdiv(c, TRANSPOSE_BLOCKS["BLOCK_C"]))
-        _TRANSPOSES.launch((x.device, signature(x), row_multiple), grid,
+        _TRANSPOSES.launch((signature(x), row_multiple), grid,
                            (x, y, r, c, x.stride(0), x.stride(1), y.stride(0)), device, **TRANSPOSE_BLOCKS)
     return y
 
@@ -834,7 +834,7 @@ def pointer_arguments(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, path: s
 def _launch_key(a, b, precision, out) -> tuple:
     """Everything that fixes a launch except the data: operand dtypes, shapes, strides and
     alignment, the device, the precision argument and whether ``out`` was given (and its layout)."""
-    return (precision, a.device, signature(a, b) if out is None else signature(a, b, out))
+    return (precision, signature(a, b) if out is None else signature(a, b, out))
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,

@@ -3,6 +3,7 @@
 import inspect
 
 import pytest
+import torch
 
 from profkit.kernels import launch as launch_mod
 from profkit.kernels.launch import LaunchCache, full_arguments, grid_tuple
@@ -221,3 +222,20 @@ def test_replay_allowed_needs_fast_path_no_hook_and_the_current_gpu(monkeypatch)
     monkeypatch.setattr(launch_mod, "hooks_installed", lambda: False)
     monkeypatch.setattr(LaunchCache, "enabled", False)
     assert not launch_mod.replay_allowed(1)
+
+
+def test_a_signature_tells_devices_apart():
+    """Launch keys built from ``signature`` (the int8 quantizer and GEMM, the embedding, FlashAttention, the matmul
+    paths) must differ between GPUs: a recorded launch runs its first call's compiled kernel on that GPU's stream.
+    Two devices that exist on any machine stand in for two GPUs (the meta device has no memory, so its pointers
+    read 0, 16-byte aligned like the CPU tensor's)."""
+    from profkit.kernels.launch import signature
+    from profkit.kernels.matmul import tiled
+
+    cpu, meta = torch.empty(8, 16), torch.empty(8, 16, device="meta")
+    assert cpu.data_ptr() % 16 == 0 and meta.data_ptr() % 16 == 0
+    assert signature(cpu) != signature(meta)
+    assert signature(cpu, cpu) != signature(cpu, meta)  # an operand on another device: another launch too
+    assert signature(cpu) == signature(torch.empty(8, 16))
+    b_cpu, b_meta = torch.empty(16, 4), torch.empty(16, 4, device="meta")
+    assert tiled._launch_key(cpu, b_cpu, None, None) != tiled._launch_key(meta, b_meta, None, None)

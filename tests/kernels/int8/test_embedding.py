@@ -91,3 +91,19 @@ def test_embedding_rows_refuses_a_table_of_the_wrong_shape(device):
         embedding.embedding_rows(ids, args[0], args[1], args[2][:5], *args[3:])
     with pytest.raises(ValueError, match="weight_outlier"):
         embedding.embedding_rows(ids, *args[:3], args[3][:, :4], *args[4:])
+
+
+@pytest.mark.parametrize("pick", ["last column", "every other", "transposed"])
+def test_ids_taken_as_a_strided_view_read_their_own_tokens(device, pick):
+    """A decode step's ``ids[:, -1:]`` of a (B, T) batch flattens to a view whose one stride is T, not 1; the kernel
+    indexes the ids it is handed as contiguous, so the wrapper must hand it contiguous ids (it read the first B ids
+    of the batch instead of each row's last)."""
+    table, layer = tied_layer(101, 48, [5, 30], False, 11, device)
+    gen = torch.Generator().manual_seed(torch.seed() % 2**31)
+    batch = torch.randint(0, 101, (6, 9), generator=gen).to(device)
+    ids = {"last column": batch[:, -1:], "every other": batch[:, ::2], "transposed": batch.t()}[pick]
+    assert not ids.is_contiguous()
+    rows = embedding.embedding_rows(ids, *table_args(layer))
+    reference = embedding.embedding_rows_torch(ids.cpu().contiguous(), *(t.cpu() if isinstance(t, torch.Tensor) else t
+                                                                         for t in table_args(layer)))
+    assert torch.equal(rows.cpu(), reference)

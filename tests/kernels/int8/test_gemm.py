@@ -610,3 +610,38 @@ def test_gelu_and_residual_epilogue(device, monkeypatch, m, k, n, outliers, spli
         gemm.int8_linear(*args, activation="relu")
     with pytest.raises(ValueError, match="residual"):
         gemm.int8_linear(*args, residual=residual[:, :-1])
+
+
+def test_the_tma_gemm_takes_only_outlier_operands_with_unit_inner_strides():
+    """The persistent TMA GEMM's epilogue reads outliers (M, |O|) and weight_outlier (|O|, N) with an inner stride of
+    1 built in, so a transposed view of either (stride(1) != 1) must send the call to the pointer GEMM, which takes
+    every stride; out and residual likewise."""
+    rows = torch.randn(64, 8)
+    columns_major = torch.randn(8, 64).t()  # (64, 8), inner stride 64
+    assert gemm.epilogue_rows_contiguous(rows, None, rows[:, :5], torch.randn(5, 32))
+    assert not gemm.epilogue_rows_contiguous(rows, None, columns_major, torch.randn(5, 32))
+    assert not gemm.epilogue_rows_contiguous(rows, None, rows, torch.randn(32, 8).t())
+    assert not gemm.epilogue_rows_contiguous(columns_major)
+    assert gemm.epilogue_rows_contiguous(rows, rows)
+
+
+def test_int8_linear_asks_the_tma_check_about_its_outlier_operands(device, monkeypatch):
+    """``int8_linear`` hands its outlier operands to ``_tma_gemm_eligible``: a column-major weight_outlier (same
+    values) reaches the check as given and the result is the row-major one's."""
+    asked = []
+
+    def eligible(codes, weight_int8, out, residual=None, outliers=None, weight_outlier=None):
+        asked.append((outliers, weight_outlier))
+        return False
+
+    m, k, n, outliers = 5, 64, 40, [3, 17, 60]
+    x = activations(m, k, outliers, device=device)
+    _, parts = layer_parts(k, n, outliers, device=device)
+    codes, scales, xo, y = run_kernels(x, parts)
+    monkeypatch.setattr(gemm, "_tma_gemm_eligible", eligible)
+    column_major = parts["weight_outlier"].t().contiguous().t()
+    again = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo, column_major, None,
+                             x.dtype)
+    ((seen_xo, seen_wo),) = asked
+    assert seen_xo is xo and seen_wo is column_major and seen_wo.stride(1) != 1
+    assert torch.equal(again, y)
