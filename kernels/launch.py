@@ -20,10 +20,12 @@ compiled kernel lacks the launcher attributes used here.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
+import torch
 import triton
 
 try:  # triton >= 3.2
@@ -142,6 +144,14 @@ class _Launch:
         self.run(g0, g1, g2, self.stream(self.device), self.function, self.packed, None, None, None, *args)
 
 
+def _device_scope(device: int | None):
+    """The context a first launch runs in: triton compiles for, and launches on, the current CUDA device, so a call
+    whose tensors live on another GPU makes theirs current for the launch (nothing to do under the interpreter)."""
+    if device is None or device == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
+
+
 class LaunchCache:
     """Per-signature launches of one Triton kernel (a JITFunction or an autotuned one).
 
@@ -195,7 +205,8 @@ class LaunchCache:
         if entry is not None:
             entry([args[i] for i in entry.slots])
             return entry
-        compiled = self.kernel[grid](*args, **kwargs)
+        with _device_scope(device):
+            compiled = self.kernel[grid](*args, **kwargs)
         if device is None or not self.enabled or hooks_installed() or key in self._refused:
             return None
         return self._record(key, grid, args, kwargs, compiled, device)

@@ -1,5 +1,6 @@
 """profkit.kernels.launch: the recorded fast path replays exactly the launch triton's slow path made."""
 
+import contextlib
 import inspect
 
 import pytest
@@ -53,8 +54,18 @@ class _FakeAutotuner:
 
 @pytest.fixture
 def fake_stream(monkeypatch):
+    """Streams numbered 1000 + device; first launches log the device they ran under (``_device_scope``)."""
+    scopes = []
+
+    @contextlib.contextmanager
+    def scope(device):
+        scopes.append(device)
+        yield
+
     monkeypatch.setattr(launch_mod, "_stream_getter", lambda: (lambda device: 1000 + device))
     monkeypatch.setattr(launch_mod, "hooks_installed", lambda: False)
+    monkeypatch.setattr(launch_mod, "_device_scope", scope)
+    return scopes
 
 
 NAMES = ["x_ptr", "y_ptr", "n", "scale", "BLOCK", "FLAG"]
@@ -80,6 +91,18 @@ def test_first_launch_is_slow_then_replays_with_new_per_call_values(fake_stream)
     assert (function, packed) == ("fn-handle", "packed")
     # signature order, per-call values of this call, config and default constexprs filled in
     assert args == ("x1", "y1", 1000, 0.25, 128, False)
+    assert fake_stream == [2]  # the first launch ran with the tensors' GPU current; the replay names its stream
+
+
+def test_a_first_launch_makes_the_tensors_gpu_current(monkeypatch):
+    """``_device_scope``: nothing to switch under the interpreter or on the current GPU, else torch.cuda.device."""
+    switched = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: switched.append(device) or contextlib.nullcontext())
+    for device in (None, 0, 3):
+        with launch_mod._device_scope(device):
+            pass
+    assert switched == [3]
 
 
 def test_other_key_disabled_cache_and_launch_hooks_take_the_slow_path(fake_stream, monkeypatch):
