@@ -1047,7 +1047,7 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, 
                  "sm90_tiles": lambda o, lse: launch_sm90(o, lse, False),
                  "triton": launch_triton}
     with _device_scope(q):
-        variant = _pick_forward(q, causal, launchers) if sm90_ok else "triton"
+        variant = _pick_forward(q, causal, launchers, o, lse) if sm90_ok else "triton"
         cache, cache_key = launchers[variant](o, lse)
     if out is None and device is not None:
         recorded = cache.get(cache_key)
@@ -1082,7 +1082,7 @@ def _pick_variant(choice_key: str, variants: tuple, calls) -> str:
     fastest on this shape, each timed once like an autotune config (``profkit.kernels.tuning.flushed_graph_bench``:
     CUDA-graph replays, the L2 cleared before each call) and kept on disk beside profkit's other caches, so a
     later process (the same workload under ncu, where timings mean nothing) makes the same choice.
-    calls(): variant -> a zero-argument call running it into scratch outputs (built only when timing)."""
+    calls(): variant -> a zero-argument call running it (built only when timing)."""
     if not _TIME_VARIANTS:
         return variants[0]
     if choice_key not in _VARIANT_CHOICES:
@@ -1108,11 +1108,11 @@ def _pick_variant(choice_key: str, variants: tuple, calls) -> str:
     return _VARIANT_CHOICES[choice_key]["best"]
 
 
-def _pick_forward(q, causal: bool, launchers: dict) -> str:
-    """The FORWARD_VARIANTS entry an eligible forward runs (``_pick_variant``)."""
+def _pick_forward(q, causal: bool, launchers: dict, o: torch.Tensor, lse: torch.Tensor) -> str:
+    """The FORWARD_VARIANTS entry an eligible forward runs (``_pick_variant``), timed into the call's own o and lse
+    (which the chosen launch then overwrites): the launches it records are keyed by those outputs' layout, and
+    scratch outputs of another layout (a caller's ``out`` with other strides) would have been baked into them."""
     def calls():
-        o = torch.empty_like(q)
-        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
         return {name: (lambda launch=launchers[name]: launch(o, lse)) for name in FORWARD_VARIANTS}
     return _pick_variant(_choice_key("fwd", q, causal), FORWARD_VARIANTS, calls)
 

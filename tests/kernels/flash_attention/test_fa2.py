@@ -515,6 +515,25 @@ def test_forward_variant_is_timed_once_and_kept_on_disk(device, tmp_path, monkey
 
 @pytest.mark.gpu
 @needs_sm90
+def test_a_timed_variant_choice_records_the_callers_output_layout(device, tmp_path, monkeypatch):
+    """The first call of a shape times the forward variants into the call's own ``out`` (a (batch, seq, heads, d)
+    buffer seen as a transposed view here), so the launches it records carry that layout: the call, and a second
+    call replaying them into another such buffer, write every element of it (NaN-poisoned) correctly."""
+    monkeypatch.setenv("PROFKIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(fa, "_TIME_VARIANTS", True)
+    monkeypatch.setattr(fa, "_VARIANT_CHOICES", {})
+    q, k, v, _ = make_inputs((1, 4, 640, 64), torch.float16, 17, "bhsd", device=device)
+    want, _ = fa.attention_reference(q.double(), k.double(), v.double(), causal=True, sm_scale=0.125)
+    for _ in range(2):
+        o = torch.full((1, 640, 4, 64), float("nan"), device=q.device, dtype=q.dtype).transpose(1, 2)
+        lse = torch.full(q.shape[:3], float("nan"), device=q.device)
+        got, _ = fa.attention_forward(q, k, v, True, 0.125, True, out=(o, lse))
+        assert got is o and not torch.isnan(o).any()
+        assert scaled_error(o, want) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
+
+
+@pytest.mark.gpu
+@needs_sm90
 def test_sm90_forward_can_be_turned_off(device, monkeypatch, sm90_launches):
     """sm90_allowed=False (and PROFKIT_FA_SM90=0 through SM90_FORWARD) keeps the Triton forward; both agree."""
     q, k, v, _ = make_inputs((1, 2, 256, 64), torch.float16, 3, "bhsd", device=device)
