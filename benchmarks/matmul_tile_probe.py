@@ -71,8 +71,9 @@ SPLIT_MAX_TILE = 128 * 128
 
 def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
     """(path, config, shipped?): every config of the tma path and every EXTRA one; with ``pointer`` instead every
-    config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER (``probe`` sets the tma
-    path's autotuned kernel beside them, ``tiled.launch_tma_autotuned``, and the shipped ``matmul``)."""
+    config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER
+    (``probe`` sets the tma path's autotuned kernel beside them, ``tiled.launch_tma_autotuned``, and the shipped
+    ``matmul``)."""
     if pointer:
         return ([("mma16", cfg, True) for cfg in matmul_configs("mma16")]
                 + [("mma16", _config(*c), False) for c in EXTRA_POINTER])
