@@ -62,7 +62,12 @@ EXTRA = [(128, 256, 128, 2, 8, True, False), (128, 256, 128, 2, 8, True, True), 
 # (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) for the pointer kernel (``--pointer``), beside the mma16 path's own
 # configs: cp.async loads of 16 bytes a thread coalesced per warp, where the TMA unit splits a box row that starts
 # mid-sector (the odd squares' rows are 16-byte aligned only; reports/matmul.md)
-EXTRA_POINTER = [(256, 128, 64, 4, 8), (128, 256, 32, 4, 8), (128, 128, 64, 3, 8), (64, 256, 64, 4, 8)]
+# The deep-pipeline ones copy cuBLAS's choice where it leads most on the small shapes: at 128 x 4096 x 4096 its nvjet
+# kernel ran 64 x 64 tiles with 13 stages of K = 64 (230 KB of shared memory, 128 CTAs, K whole) at 65.9 % of DRAM
+# bandwidth, 16.5 us against the TMA kernel's 23.3 (session matmul-worst-shapes, H100); at 1024^3 128 x 64 tiles with
+# 8 stages and two consumer warpgroups, 7.3 us against 10.3 (session triton-matmul-bf16-n1024, H200).
+EXTRA_POINTER = [(256, 128, 64, 4, 8), (128, 256, 32, 4, 8), (128, 128, 64, 3, 8), (64, 256, 64, 4, 8),
+                 (64, 64, 64, 8, 4), (64, 64, 64, 12, 4), (64, 64, 128, 6, 4), (128, 64, 64, 8, 8)]
 
 
 #: Largest tile (BLOCK_M * BLOCK_N) timed with K split (``--splits``): larger tiles leave fewer programs to split.
