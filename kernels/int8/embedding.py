@@ -20,6 +20,7 @@ import triton.language as tl
 
 from ..common import device_index
 from ..launch import LaunchCache, signature
+from . import gemm
 
 #: Values one program writes: tokens per program = this // the row's padded width (at least one).
 ROW_BLOCK_ELEMENTS = 4096
@@ -86,6 +87,7 @@ def _check_table(weight_int8, weight_scale, column_map, weight_outlier, input_sc
         raise ValueError(f"weight_scale must be ({vocab},), got {tuple(weight_scale.shape)}")
     if column_map is not None and (column_map.shape != (k,) or column_map.dtype not in (torch.int16, torch.int32)):
         raise ValueError(f"column_map must be int16/int32 ({k},), got {column_map.dtype} {tuple(column_map.shape)}")
+    gemm.check_vectors(weight_scale=weight_scale, column_map=column_map)
     if column_map is None and weight_int8.shape[1] < k:
         raise ValueError(f"without outliers weight_int8 needs >= {k} columns, got {weight_int8.shape[1]}")
     if weight_outlier.dim() != 2 or weight_outlier.shape[1] != vocab or (weight_outlier.shape[0]

@@ -693,6 +693,14 @@ def _pdl(t: torch.Tensor) -> dict:
     return {"PDL": on, "launch_pdl": on} if on else {}
 
 
+def check_vectors(**vectors: torch.Tensor | None) -> None:
+    """Raise ValueError for a 1-D argument whose elements are not adjacent: the kernels read vector i at ptr + i
+    (a stride-2 view of scales, weight_scale, bias or column_map gave silently wrong results)."""
+    for name, t in vectors.items():
+        if t is not None and t.dim() == 1 and t.numel() > 1 and t.stride(0) != 1:
+            raise ValueError(f"{name} must be contiguous, got a view with stride {t.stride(0)}")
+
+
 def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols: torch.Tensor | None,
                   kq_pad: int, outlier_dtype: torch.dtype, smooth: torch.Tensor | None = None,
                   norm: tuple[torch.Tensor, torch.Tensor, float] | None = None,
@@ -722,6 +730,7 @@ def quantize_rows(x: torch.Tensor, column_map: torch.Tensor | None, outlier_cols
             or outlier_cols.device != x.device):
         raise ValueError(f"outlier_cols must be a 1-D integer tensor on {x.device}, got "
                          f"{outlier_cols.dtype} {tuple(outlier_cols.shape)} on {outlier_cols.device}")
+    check_vectors(column_map=column_map, outlier_cols=outlier_cols)
     if smooth is not None and (smooth.shape != (k,) or smooth.dtype not in (torch.float16, torch.float32)
                                or smooth.device != x.device or smooth.stride(0) != 1):
         raise ValueError(f"smooth must be a contiguous fp16/fp32 ({k},) tensor on {x.device}, got "
@@ -779,6 +788,7 @@ def int8_linear(codes: torch.Tensor, scales: torch.Tensor, weight_int8: torch.Te
                          f"({weight_outlier.dtype}) must share one 16-bit dtype")
     if bias is not None and bias.shape != (n,):
         raise ValueError(f"bias must be ({n},), got {tuple(bias.shape)}")
+    check_vectors(scales=scales, weight_scale=weight_scale, bias=bias)
     check_activation(activation)
     if residual is not None and (residual.shape != (m, n) or not residual.is_floating_point()
                                  or residual.device != codes.device):

@@ -191,18 +191,18 @@ class QuantizedLinear(nn.Module):
         if weight_scale.dtype not in (torch.float16, torch.float32):
             weight_scale = weight_scale.float()
         self.scale_dtype = weight_scale.dtype
-        self.register_buffer("weight_scale", weight_scale)
+        self.register_buffer("weight_scale", weight_scale.contiguous())  # the kernels read 1-D buffers at stride 1
         self.register_buffer("weight_outlier", weight_outlier)
         if column_map is not None and column_map.dtype not in (torch.int16, torch.int32):
             column_map = column_map.to(map_dtype(in_features))
-        self.register_buffer("column_map", column_map)
+        self.register_buffer("column_map", None if column_map is None else column_map.contiguous())
         if input_scale is not None and (input_scale.shape != (in_features,)
                                         or input_scale.dtype not in (torch.float16, torch.float32)):
             raise ValueError(f"input_scale must be fp16/fp32 ({in_features},), got {input_scale.dtype} "
                              f"{tuple(input_scale.shape)}")
         self.input_scale_dtype = None if input_scale is None else input_scale.dtype
         self.register_buffer("input_scale", None if input_scale is None else input_scale.contiguous())
-        self.register_buffer("bias", None if bias is None else bias.detach().to(self.outlier_dtype))
+        self.register_buffer("bias", None if bias is None else bias.detach().to(self.outlier_dtype).contiguous())
         self.register_buffer("norm_weight", None)
         self.register_buffer("norm_bias", None)
         self.norm_eps: float | None = None

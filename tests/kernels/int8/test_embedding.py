@@ -107,3 +107,15 @@ def test_ids_taken_as_a_strided_view_read_their_own_tokens(device, pick):
     reference = embedding.embedding_rows_torch(ids.cpu().contiguous(), *(t.cpu() if isinstance(t, torch.Tensor) else t
                                                                          for t in table_args(layer)))
     assert torch.equal(rows.cpu(), reference)
+
+
+def test_table_vectors_with_gaps_are_refused(device):
+    """weight_scale and column_map are read at stride 1: a stride-2 view of either is refused, not misread."""
+    _, layer = tied_layer(37, 24, [4, 9], False, 5, device)
+    ids = torch.randint(0, 37, (3, 4)).to(device)
+    args = list(table_args(layer))
+    for position, name in ((1, "weight_scale"), (2, "column_map")):
+        spaced = list(args)
+        spaced[position] = torch.stack([args[position], args[position]], dim=-1).reshape(-1)[::2]
+        with pytest.raises(ValueError, match=f"{name} must be contiguous"):
+            embedding.embedding_rows(ids, *spaced)

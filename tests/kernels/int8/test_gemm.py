@@ -645,3 +645,39 @@ def test_int8_linear_asks_the_tma_check_about_its_outlier_operands(device, monke
     ((seen_xo, seen_wo),) = asked
     assert seen_xo is xo and seen_wo is column_major and seen_wo.stride(1) != 1
     assert torch.equal(again, y)
+
+
+def spaced(v: torch.Tensor) -> torch.Tensor:
+    """v's values as a view with stride 2 (every other element of a buffer twice as long)."""
+    return torch.stack([v, torch.zeros_like(v)], dim=-1).reshape(-1)[::2]
+
+
+def test_vector_arguments_with_gaps_are_refused_and_their_copies_agree(device):
+    """The kernels read a 1-D argument's element i at ptr + i: a stride-2 view of column_map, outlier_cols, scales,
+    weight_scale or bias gave silently wrong results (the torch twins' right ones), so the wrappers refuse it;
+    the same values made contiguous give the contiguous result bit for bit."""
+    m, k, n, outliers = 5, 40, 24, [3, 17, 30]
+    x = activations(m, k, outliers, device=device)
+    _, parts = layer_parts(k, n, outliers, device=device)
+    cols, kq_pad = outlier_cols(parts, k), parts["weight_int8"].shape[1]
+    bias = (torch.randn(n) * 0.1).half().to(device)
+    codes, scales, xo = gemm.quantize_rows(x, parts["column_map"], cols, kq_pad, torch.float16)
+    y = gemm.int8_linear(codes, scales, parts["weight_int8"], parts["weight_scale"], xo, parts["weight_outlier"],
+                         bias, torch.float16)
+    assert spaced(scales).stride(0) == 2 and torch.equal(spaced(scales), scales)
+    for name in ("column_map", "outlier_cols"):
+        args = {"column_map": parts["column_map"], "outlier_cols": cols}
+        args[name] = spaced(args[name])
+        with pytest.raises(ValueError, match=f"{name} must be contiguous"):
+            gemm.quantize_rows(x, args["column_map"], args["outlier_cols"], kq_pad, torch.float16)
+        again = gemm.quantize_rows(x, args["column_map"].contiguous(), args["outlier_cols"].contiguous(), kq_pad,
+                                   torch.float16)
+        assert all(torch.equal(a, b) for a, b in zip(again, (codes, scales, xo)))
+    for name in ("scales", "weight_scale", "bias"):
+        args = {"scales": scales, "weight_scale": parts["weight_scale"], "bias": bias}
+        args[name] = spaced(args[name])
+        call = (codes, args["scales"], parts["weight_int8"], args["weight_scale"], xo, parts["weight_outlier"],
+                args["bias"], torch.float16)
+        with pytest.raises(ValueError, match=f"{name} must be contiguous"):
+            gemm.int8_linear(*call)
+        assert torch.equal(gemm.int8_linear(*(t.contiguous() if isinstance(t, torch.Tensor) else t for t in call)), y)

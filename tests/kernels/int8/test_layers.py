@@ -341,3 +341,21 @@ def test_cuda_graph_replay_of_the_fused_int8_decoder_is_its_eager_forward(monkey
             replay()
             torch.cuda.synchronize()
             assert torch.equal(out["logits"], want)
+
+
+def test_a_layer_built_from_strided_buffers_stores_them_contiguous(device):
+    """QuantizedLinear keeps weight_scale, column_map and bias as given unless it copies them; the kernels read them
+    at stride 1, so buffers handed over as stride-2 views are stored contiguous and the layer computes what the
+    one built from contiguous buffers does, bit for bit."""
+    torch.manual_seed(3)
+    linear = nn.Linear(48, 20).half().requires_grad_(False)
+    built = QuantizedLinear.from_linear(linear, torch.tensor([5, 40], dtype=torch.int64)).to(device)
+
+    def spaced(v):
+        return torch.stack([v, v], dim=-1).reshape(-1)[::2]
+
+    layer = QuantizedLinear(48, 20, built.weight_int8, spaced(built.weight_scale), built.weight_outlier,
+                            spaced(built.column_map), spaced(built.bias))
+    assert all(t.is_contiguous() for t in (layer.weight_scale, layer.column_map, layer.bias))
+    x = (torch.randn(3, 48) * 2).half().to(device)
+    assert torch.equal(layer(x), built(x))
