@@ -144,9 +144,10 @@ class _Launch:
         self.run(g0, g1, g2, self.stream(self.device), self.function, self.packed, None, None, None, *args)
 
 
-def _device_scope(device: int | None):
+def device_scope(device: int | None):
     """The context a first launch runs in: triton compiles for, and launches on, the current CUDA device, so a call
-    whose tensors live on another GPU makes theirs current for the launch (nothing to do under the interpreter)."""
+    whose tensors live on another GPU makes theirs current for the launch (nothing to do under the interpreter, or
+    on the current GPU: switching costs microseconds of host time)."""
     if device is None or device == torch.cuda.current_device():
         return contextlib.nullcontext()
     return torch.cuda.device(device)
@@ -205,7 +206,7 @@ class LaunchCache:
         if entry is not None:
             entry([args[i] for i in entry.slots])
             return entry
-        with _device_scope(device):
+        with device_scope(device):
             compiled = self.kernel[grid](*args, **kwargs)
         if device is None or not self.enabled or hooks_installed() or key in self._refused:
             return None

@@ -43,7 +43,6 @@ that validate input, the autograd Function, the float64 reference, then what the
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from typing import Any
@@ -53,7 +52,7 @@ import triton
 import triton.language as tl
 
 from ..common import device_info, device_tma, interpreter_bf16_dot_ok, interpreting, tma_workspace
-from ..launch import LaunchCache, replay_allowed, signature
+from ..launch import LaunchCache, device_scope, replay_allowed, signature
 from ..tuning import autotune
 from . import sm90
 
@@ -921,11 +920,8 @@ def _strides(t: torch.Tensor) -> tuple[int, ...]:
 
 
 def _device_scope(t: torch.Tensor):
-    """Make t's GPU current so the launch lands on it; a no-op for CPU (interpreter) tensors and
-    when it already is (switching devices costs microseconds of host time per call)."""
-    if t.is_cuda and t.device.index != torch.cuda.current_device():
-        return torch.cuda.device(t.device)
-    return contextlib.nullcontext()
+    """Make t's GPU current for a whole call (its variant timing and launches; ``launch.device_scope``)."""
+    return device_scope(t.device.index if t.is_cuda else None)
 
 
 HEAD_GROUP_BYTES = 16 << 20

@@ -916,8 +916,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
         def grid(meta):
             return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), split)
 
-    with torch.cuda.device(device):
-        launch = _LAUNCHES[path].launch(key, grid, args, device, **kwargs)
+    launch = _LAUNCHES[path].launch(key, grid, args, device, **kwargs)  # on the tensors' GPU (LaunchCache)
     if launch is not None and key is not None:
         _READY[key] = path
         if not path.startswith("tma"):

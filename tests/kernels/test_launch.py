@@ -54,7 +54,7 @@ class _FakeAutotuner:
 
 @pytest.fixture
 def fake_stream(monkeypatch):
-    """Streams numbered 1000 + device; first launches log the device they ran under (``_device_scope``)."""
+    """Streams numbered 1000 + device; first launches log the device they ran under (``device_scope``)."""
     scopes = []
 
     @contextlib.contextmanager
@@ -64,7 +64,7 @@ def fake_stream(monkeypatch):
 
     monkeypatch.setattr(launch_mod, "_stream_getter", lambda: (lambda device: 1000 + device))
     monkeypatch.setattr(launch_mod, "hooks_installed", lambda: False)
-    monkeypatch.setattr(launch_mod, "_device_scope", scope)
+    monkeypatch.setattr(launch_mod, "device_scope", scope)
     return scopes
 
 
@@ -95,12 +95,12 @@ def test_first_launch_is_slow_then_replays_with_new_per_call_values(fake_stream)
 
 
 def test_a_first_launch_makes_the_tensors_gpu_current(monkeypatch):
-    """``_device_scope``: nothing to switch under the interpreter or on the current GPU, else torch.cuda.device."""
+    """``device_scope``: nothing to switch under the interpreter or on the current GPU, else torch.cuda.device."""
     switched = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "device", lambda device: switched.append(device) or contextlib.nullcontext())
     for device in (None, 0, 3):
-        with launch_mod._device_scope(device):
+        with launch_mod.device_scope(device):
             pass
     assert switched == [3]
 
