@@ -325,12 +325,13 @@ class QuantizedLinear(nn.Module):
         return y.reshape(*lead, self.out_features)
 
     def _replay_key(self, x: torch.Tensor, out: torch.Tensor | None, residual: torch.Tensor | None) -> tuple:
-        """Everything a recorded call depends on: x's, out's and the residual's layout and alignment, the buffers'
+        """Everything a recorded call depends on: x's, out's and the residual's layout, device and alignment (an out
+        on another GPU than x is rejected by the first call, so it must not find a replay either), the buffers'
         addresses (a moved, reloaded or re-typed layer gets new buffers, hence new keys), column_map's
         version (the replay holds outlier columns derived from it) and what is fused."""
         return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0,
-                None if out is None else (out.shape, out.stride(), out.dtype, out.data_ptr() % 16 == 0),
-                None if residual is None else (residual.shape, residual.stride(), residual.dtype,
+                None if out is None else (out.shape, out.stride(), out.dtype, out.device, out.data_ptr() % 16 == 0),
+                None if residual is None else (residual.shape, residual.stride(), residual.dtype, residual.device,
                                                residual.data_ptr() % 16 == 0),
                 self.weight_int8.data_ptr(), self.weight_scale.data_ptr(), self.weight_outlier.data_ptr(),
                 None if self.bias is None else self.bias.data_ptr(),

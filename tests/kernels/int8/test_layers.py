@@ -359,3 +359,14 @@ def test_a_layer_built_from_strided_buffers_stores_them_contiguous(device):
     assert all(t.is_contiguous() for t in (layer.weight_scale, layer.column_map, layer.bias))
     x = (torch.randn(3, 48) * 2).half().to(device)
     assert torch.equal(layer(x), built(x))
+
+
+def test_a_replay_key_holds_out_s_and_the_residual_s_device():
+    """A recorded launch writes where its first call's out and residual lay: the same call with them on another
+    device must miss the recording and reach the first call's checks (which reject an out off x's GPU)."""
+    layer = QuantizedLinear.from_linear(nn.Linear(24, 8), torch.tensor([5], dtype=torch.int64))
+    x = torch.randn(3, 24)
+    here, elsewhere = torch.empty(3, 8), torch.empty(3, 8, device="meta")
+    assert layer._replay_key(x, here, None) == layer._replay_key(x, torch.empty(3, 8), None)
+    assert layer._replay_key(x, here, None) != layer._replay_key(x, elsewhere, None)
+    assert layer._replay_key(x, None, here) != layer._replay_key(x, None, elsewhere)
