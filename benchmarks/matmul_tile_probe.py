@@ -58,6 +58,13 @@ EXTRA = [(128, 256, 128, 2, 8, True, False), (128, 256, 128, 2, 8, True, True), 
          (128, 128, 128, 2, 4, False, False),
          (128, 128, 128, 3, 4, False, True), (256, 128, 64, 3, 8, True, True), (128, 256, 64, 4, 8, True, True)]
 
+# (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, EPILOGUE_SUBTILE, BLOCK_N_EXTRA): tiles between the power-of-two widths,
+# two dots per K step (the kernel's BLOCK_N_EXTRA). cuBLAS runs 3000^3 as 192 x 192 tiles on 132 CTAs (session
+# matmul-worst-shapes), where 128 x 256 tiles make 288 (three waves, the last 18 % full) and 128 x 192 make 384 (97 %);
+# offline for sm_90 the 4-stage 128 x (128 + 64) tile compiles to 122 registers, no spills, 208 KiB of shared memory.
+EXTRA_WIDE = [(128, 128, 64, 3, 8, False, 64), (128, 128, 64, 4, 8, False, 64), (128, 128, 64, 4, 8, True, 64),
+              (128, 128, 64, 5, 8, True, 64), (128, 64, 64, 5, 4, False, 32), (64, 128, 64, 5, 4, False, 64)]
+
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) for the pointer kernel (``--pointer``), beside the mma16 path's own
 # configs: cp.async loads of 16 bytes a thread coalesced per warp, where the TMA unit splits a box row that starts
@@ -83,7 +90,8 @@ def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
         return ([("mma16", cfg, True) for cfg in matmul_configs("mma16")]
                 + [("mma16", _config(*c), False) for c in EXTRA_POINTER])
     return ([("tma", cfg, True) for cfg in matmul_configs("tma")]
-            + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA])
+            + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA]
+            + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, BLOCK_N_EXTRA=x), False) for *c, s, x in EXTRA_WIDE])
 
 
 def pointer_split_launch(cfg: triton.Config, split: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
@@ -232,7 +240,8 @@ def main(argv: list[str]) -> int:
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"meta": environment(), "sms": sms, "rounds": args.rounds, "extra": EXTRA,
-                       "extra_pointer": EXTRA_POINTER if args.pointer else [], "splits": args.splits,
+                       "extra_pointer": EXTRA_POINTER if args.pointer else [],
+                       "extra_wide": [] if args.pointer or args.tail else EXTRA_WIDE, "splits": args.splits,
                        "mode": "tail" if args.tail else "pointer" if args.pointer else "tma",
                        "timing": "time_fn, L2 flushed; configs as CUDA-graph replays; cuBLAS and matmul both ways",
                        "rows": rows}, f, indent=1)

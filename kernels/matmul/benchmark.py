@@ -22,7 +22,7 @@ from ..launch import LaunchCache
 from . import ffma_order, sm90
 from .tiled import (CLUSTER_PATH, ROW_MULTIPLE, choose_path, load_extents, matmul, matmul_configs, matmul_kernel,
                     matmul_kernel_tma_persistent, matmul_reference, stream_k_plan, stride_alignments, tma_arguments,
-                    tolerance, transpose, tuned_config, vector_hints)
+                    tile_width, tolerance, transpose, tuned_config, vector_hints)
 
 VARIANTS = {
     "fp32-ieee": (torch.float32, "ieee"),
@@ -488,7 +488,7 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
     n = b.shape[1]
     meta = {**cfg.kwargs, "GROUP_M": group_m}
     options = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+    tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, tile_width(meta))
     if path == "tma":
         programs = (stream_k_plan(tiles, triton.cdiv(k, meta["BLOCK_K"]), num_sms)[0] if meta.get("STREAM_K")
                     else balanced_grid(tiles, num_sms))
@@ -507,7 +507,8 @@ def _sweep_label(cfg: triton.Config, group_m: int, m_major: bool = False, order:
     sub = f" sub{int(kw['EPILOGUE_SUBTILE'])}" if "EPILOGUE_SUBTILE" in kw else ""
     sub += " sk" if kw.get("STREAM_K") else ""  # without it a STREAM_K config took its plain twin's place
     operands = f" a{'M' if m_major else 'K'}{' serp' if order else ''}" if dtype == "fp32" else ""
-    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}{operands}"
+    width = f"{kw['BLOCK_N']}+{kw['BLOCK_N_EXTRA']}" if kw.get("BLOCK_N_EXTRA") else f"{kw['BLOCK_N']}"
+    return f"{kw['BLOCK_M']}x{width}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}{operands}"
 
 
 def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] = (4, 8, 16, 32),
