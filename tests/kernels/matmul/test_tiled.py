@@ -219,7 +219,8 @@ for extra in (0, 64):
     ptx = kernel.asm["ptx"]
     out[str(extra)] = {"shared": kernel.metadata.shared, "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
                        "shapes": sorted(set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", ptx))),
-                       "loads": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global", ptx))}
+                       "loads": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global", ptx)),
+                       "waits": sorted(set(int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+);", ptx)))}
 print(json.dumps(out))
 """
 
@@ -228,12 +229,14 @@ print(json.dumps(out))
 def test_a_wide_tile_compiles_for_hopper_to_two_wgmma_widths_without_spills():
     """sm_90 code, ahead of time (no GPU): the 128 x (128 + 64) tile issues 64 x 128 and 64 x 64 wgmma where the
     128 x 256 tile issues 64 x 256, loads one more TMA box per K step, stays in registers (no local memory) and
-    within the 227 KiB of shared memory an sm_90 block may hold."""
+    within the 227 KiB of shared memory an sm_90 block may hold. Its two dots stay asynchronous: the K loop waits
+    only until two wgmma groups are left in flight (one step's pair), as the plain tile's waits until one is."""
     result = run_compile_script("wide TMA tile", WIDE_TILE_SCRIPT)
     plain, wide = result["0"], result["64"]
     assert plain["shapes"] == ["m64n256k16"] and wide["shapes"] == ["m64n128k16", "m64n64k16"], result
     assert wide["loads"] > plain["loads"] > 0, result
     assert plain["local"] == wide["local"] == 0 and wide["shared"] <= 227 * 1024, result
+    assert max(plain["waits"]) == 1 and max(wide["waits"]) == 2, result
 
 
 @pytest.mark.parametrize("meta, programs", [
