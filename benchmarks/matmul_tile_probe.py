@@ -5,7 +5,8 @@ any M x N x K against cuBLAS and the shipped ``matmul`` in one process:
 
 Why: the bf16 shapes that stay short of cuBLAS (odd squares, whose rows are only 16-byte aligned, and sub-wave
 shapes) may want tiles outside ``matmul_configs("tma")``; ``EXTRA`` holds those (BLOCK_K 128 in two stages: a
-256-byte box row crosses one extra 32-byte sector where two 128-byte rows cross two). Every launch is first checked
+256-byte box row crosses one extra 32-byte sector where two 128-byte rows cross two), and ``EXTRA_WIDE`` tiles between
+the power-of-two widths (128 x (128 + 64): the kernel's BLOCK_N_EXTRA). Every launch is first checked
 against float64 (poisoned output); a config that does not fit the GPU is reported and skipped. Timing:
 ``timing.time_fn`` with the L2 flushed before each call, CUDA-graph replays for the configs and both libraries
 (triton's Python launch path is not timed), cuBLAS and ``matmul`` eagerly too, ``--rounds`` interleaved rounds, the
@@ -82,7 +83,7 @@ SPLIT_MAX_TILE = 128 * 128
 
 
 def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
-    """(path, config, shipped?): every config of the tma path and every EXTRA one; with ``pointer`` instead every
+    """(path, config, shipped?): every config of the tma path and every EXTRA and EXTRA_WIDE one; with ``pointer`` instead every
     config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER
     (``probe`` sets the tma path's autotuned kernel beside them, ``tiled.launch_tma_autotuned``, and the shipped
     ``matmul``)."""
