@@ -17,12 +17,12 @@ from typing import Any
 import torch
 import triton
 
-from ..common import balanced_grid, device_info, tma_workspace
+from ..common import device_info, tma_workspace
 from ..launch import LaunchCache
 from . import ffma_order, sm90
 from .tiled import (CLUSTER_PATH, ROW_MULTIPLE, choose_path, load_extents, matmul, matmul_configs, matmul_kernel,
-                    matmul_kernel_tma_persistent, matmul_reference, stream_k_plan, stride_alignments, tma_arguments,
-                    tile_width, tolerance, transpose, tuned_config, vector_hints)
+                    matmul_kernel_tma_persistent, matmul_reference, stride_alignments, tma_arguments, tma_grid,
+                    tolerance, transpose, tuned_config, vector_hints)
 
 VARIANTS = {
     "fp32-ieee": (torch.float32, "ieee"),
@@ -488,13 +488,11 @@ def _sweep_launch(path: str, cfg: triton.Config, group_m: int, num_sms: int, a, 
     n = b.shape[1]
     meta = {**cfg.kwargs, "GROUP_M": group_m}
     options = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, tile_width(meta))
     if path == "tma":
-        programs = (stream_k_plan(tiles, triton.cdiv(k, meta["BLOCK_K"]), num_sms)[0] if meta.get("STREAM_K")
-                    else balanced_grid(tiles, num_sms))
         args = tma_arguments(a, b, c, False, num_sms)
-        matmul_kernel_tma_persistent[(programs,)](*args, **meta, **options)
+        matmul_kernel_tma_persistent[tma_grid(m, n, k, num_sms)(meta)](*args, **meta, **options)
     else:
+        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
         ka = transpose(a, ROW_MULTIPLE).t() if m_major else a
         extents = load_extents(a, b, ka, b)
         matmul_kernel[(tiles,)](ka, b, c, m, n, k, *extents, ka.stride(0), ka.stride(1), b.stride(0), b.stride(1),

@@ -46,7 +46,7 @@ import triton.language as tl
 
 from ..common import (arrival_counts, balanced_grid, device_index, device_info, has_device_tma, interpreting,
                       most_tiles, split_count, split_k_finish, tile_coords, tma_workspace)
-from ..launch import LaunchCache, signature
+from ..launch import LaunchCache, device_scope, signature
 from ..tuning import autotune, tuned_for
 from . import ffma_order, sm90
 
@@ -972,7 +972,7 @@ def launch_tma_autotuned(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> N
     n = b.shape[1]
     num_sms = device_info(device_index(a))[1]
     triton.set_allocator(tma_workspace)
-    with torch.cuda.device(device_index(a)):
+    with device_scope(device_index(a)):
         _AUTOTUNED["tma"][tma_grid(m, n, k, num_sms)](*tma_arguments(a, b, c, False, num_sms), C_POINTERS=False)
 
 
