@@ -5,8 +5,7 @@ any M x N x K against cuBLAS and the shipped ``matmul`` in one process:
 
 Why: the bf16 shapes that stay short of cuBLAS (odd squares, whose rows are only 16-byte aligned, and sub-wave
 shapes) may want tiles outside ``matmul_configs("tma")``; ``EXTRA`` holds those (BLOCK_K 128 in two stages: a
-256-byte box row crosses one extra 32-byte sector where two 128-byte rows cross two), and ``EXTRA_WIDE`` tiles between
-the power-of-two widths (128 x (128 + 64): the kernel's BLOCK_N_EXTRA). Every launch is first checked
+256-byte box row crosses one extra 32-byte sector where two 128-byte rows cross two). Every launch is first checked
 against float64 (poisoned output); a config that does not fit the GPU is reported and skipped. Timing:
 ``timing.time_fn`` with the L2 flushed before each call, CUDA-graph replays for the configs and both libraries
 (triton's Python launch path is not timed), cuBLAS and ``matmul`` eagerly too, ``--rounds`` interleaved rounds, the
@@ -59,13 +58,6 @@ EXTRA = [(128, 256, 128, 2, 8, True, False), (128, 256, 128, 2, 8, True, True), 
          (128, 128, 128, 2, 4, False, False),
          (128, 128, 128, 3, 4, False, True), (256, 128, 64, 3, 8, True, True), (128, 256, 64, 4, 8, True, True)]
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps, EPILOGUE_SUBTILE, BLOCK_N_EXTRA): tiles between the power-of-two widths,
-# two dots per K step (the kernel's BLOCK_N_EXTRA). cuBLAS runs 3000^3 as 192 x 192 tiles on 132 CTAs (session
-# matmul-worst-shapes), where 128 x 256 tiles make 288 (three waves, the last 18 % full) and 128 x 192 make 384 (97 %);
-# offline for sm_90 the 4-stage 128 x (128 + 64) tile compiles to 122 registers, no spills, 208 KiB of shared memory.
-EXTRA_WIDE = [(128, 128, 64, 3, 8, False, 64), (128, 128, 64, 4, 8, False, 64), (128, 128, 64, 4, 8, True, 64),
-              (128, 128, 64, 5, 8, True, 64), (128, 64, 64, 5, 4, False, 32), (64, 128, 64, 5, 4, False, 64)]
-
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps) for the pointer kernel (``--pointer``), beside the mma16 path's own
 # configs: cp.async loads of 16 bytes a thread coalesced per warp, where the TMA unit splits a box row that starts
@@ -73,9 +65,10 @@ EXTRA_WIDE = [(128, 128, 64, 3, 8, False, 64), (128, 128, 64, 4, 8, False, 64), 
 # The deep-pipeline ones copy cuBLAS's choice where it leads most on the small shapes: at 128 x 4096 x 4096 its nvjet
 # kernel ran 64 x 64 tiles with 13 stages of K = 64 (230 KB of shared memory, 128 CTAs, K whole) at 65.9 % of DRAM
 # bandwidth, 16.5 us against the TMA kernel's 23.3 (session matmul-worst-shapes, H100); at 1024^3 128 x 64 tiles with
-# 8 stages and two consumer warpgroups, 7.3 us against 10.3 (session triton-matmul-bf16-n1024, H200).
+# 8 stages and two consumer warpgroups, 7.3 us against 10.3 (session triton-matmul-bf16-n1024, H200). That 128 x 64
+# tile won three shapes and joined the mma16 list; the 64 x 64 ones lost to it (reports/matmul.md).
 EXTRA_POINTER = [(256, 128, 64, 4, 8), (128, 256, 32, 4, 8), (128, 128, 64, 3, 8), (64, 256, 64, 4, 8),
-                 (64, 64, 64, 8, 4), (64, 64, 64, 12, 4), (64, 64, 128, 6, 4), (128, 64, 64, 8, 8)]
+                 (64, 64, 64, 8, 4), (64, 64, 64, 12, 4), (64, 64, 128, 6, 4)]
 
 
 #: Largest tile (BLOCK_M * BLOCK_N) timed with K split (``--splits``): larger tiles leave fewer programs to split.
@@ -83,7 +76,7 @@ SPLIT_MAX_TILE = 128 * 128
 
 
 def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
-    """(path, config, shipped?): every config of the tma path and every EXTRA and EXTRA_WIDE one; with ``pointer`` instead every
+    """(path, config, shipped?): every config of the tma path and every EXTRA one; with ``pointer`` instead every
     config of the mma16 path (the pointer kernel, shipped for 16-bit operands without TMA) and EXTRA_POINTER
     (``probe`` sets the tma path's autotuned kernel beside them, ``tiled.launch_tma_autotuned``, and the shipped
     ``matmul``)."""
@@ -91,8 +84,7 @@ def candidates(pointer: bool = False) -> list[tuple[str, triton.Config, bool]]:
         return ([("mma16", cfg, True) for cfg in matmul_configs("mma16")]
                 + [("mma16", _config(*c), False) for c in EXTRA_POINTER])
     return ([("tma", cfg, True) for cfg in matmul_configs("tma")]
-            + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA]
-            + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, BLOCK_N_EXTRA=x), False) for *c, s, x in EXTRA_WIDE])
+            + [("tma", _config(*c, EPILOGUE_SUBTILE=s, GROUP_M=8, STREAM_K=k), False) for *c, s, k in EXTRA])
 
 
 def pointer_split_launch(cfg: triton.Config, split: int, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
@@ -241,8 +233,7 @@ def main(argv: list[str]) -> int:
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"meta": environment(), "sms": sms, "rounds": args.rounds, "extra": EXTRA,
-                       "extra_pointer": EXTRA_POINTER if args.pointer else [],
-                       "extra_wide": [] if args.pointer or args.tail else EXTRA_WIDE, "splits": args.splits,
+                       "extra_pointer": EXTRA_POINTER if args.pointer else [], "splits": args.splits,
                        "mode": "tail" if args.tail else "pointer" if args.pointer else "tma",
                        "timing": "time_fn, L2 flushed; configs as CUDA-graph replays; cuBLAS and matmul both ways",
                        "rows": rows}, f, indent=1)

@@ -505,8 +505,7 @@ def _sweep_label(cfg: triton.Config, group_m: int, m_major: bool = False, order:
     sub = f" sub{int(kw['EPILOGUE_SUBTILE'])}" if "EPILOGUE_SUBTILE" in kw else ""
     sub += " sk" if kw.get("STREAM_K") else ""  # without it a STREAM_K config took its plain twin's place
     operands = f" a{'M' if m_major else 'K'}{' serp' if order else ''}" if dtype == "fp32" else ""
-    width = f"{kw['BLOCK_N']}+{kw['BLOCK_N_EXTRA']}" if kw.get("BLOCK_N_EXTRA") else f"{kw['BLOCK_N']}"
-    return f"{kw['BLOCK_M']}x{width}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}{operands}"
+    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} s{cfg.num_stages} w{cfg.num_warps}{sub} g{group_m}{operands}"
 
 
 def sweep(dtype: str = "bf16", sizes: tuple[int, ...] = (4096, 8192), group_ms: tuple[int, ...] = (4, 8, 16, 32),

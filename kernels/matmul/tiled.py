@@ -228,7 +228,6 @@ def matmul_kernel_tma_persistent(
         EPILOGUE_SUBTILE: tl.constexpr,
         C_POINTERS: tl.constexpr = False,
         STREAM_K: tl.constexpr = False,
-        BLOCK_N_EXTRA: tl.constexpr = 0,
 ):
     """Persistent TMA matmul for 16-bit a: (M, K), b: (K, N), c: (M, N), rows contiguous; stride_am, stride_bk,
     stride_cm are the row strides (elements).
@@ -247,17 +246,11 @@ def matmul_kernel_tma_persistent(
     partial sum in its slot of ws_ptr (BLOCK_M * BLOCK_N floats per program) and counts itself in lock_ptr[tail
     tile]; the last piece to arrive adds the slots in piece order (the result does not depend on which arrives
     last), resets the count to 0 for the next call and stores the tile. No program waits for another.
-
-    BLOCK_N_EXTRA (0, or a power of two; not with STREAM_K): tiles BLOCK_N + BLOCK_N_EXTRA wide, such as 128 x 192,
-    which triton's power-of-two blocks cannot hold in one dot: each K step loads a second box of B beside the first
-    and issues a second dot with the same A into a second accumulator (``tile_width``). A width between the
-    power-of-two tiles trades wave quantization: 3000^3 makes 288 tiles of 128 x 256 (three waves of 132 SMs, the
-    last 18 % full), 384 of 128 x 192 (three waves, 97 % full).
     """
     start_pid = tl.program_id(axis=0)
     num_programs = tl.num_programs(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N + BLOCK_N_EXTRA)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
 
@@ -270,15 +263,6 @@ def matmul_kernel_tma_persistent(
     else:
         c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
                                            block_shape=[BLOCK_M, BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N])
-    if BLOCK_N_EXTRA > 0:
-        tl.static_assert(not STREAM_K, "BLOCK_N_EXTRA tiles have no stream-K tail")
-        b_extra_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
-                                                 block_shape=[BLOCK_K, BLOCK_N_EXTRA])
-        if C_POINTERS:
-            c_extra_desc = c_ptr
-        else:
-            c_extra_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
-                                                     block_shape=[BLOCK_M, BLOCK_N_EXTRA])
 
     full_tiles = num_tiles
     if STREAM_K:
@@ -292,28 +276,19 @@ def matmul_kernel_tma_persistent(
     for tile_id in tl.range(start_pid, full_tiles, num_programs, flatten=True):
         pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         offs_am = pid_m * BLOCK_M
-        offs_bn = pid_n * (BLOCK_N + BLOCK_N_EXTRA)
+        offs_bn = pid_n * BLOCK_N
 
         accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if BLOCK_N_EXTRA > 0:
-            acc_extra = tl.zeros((BLOCK_M, BLOCK_N_EXTRA), dtype=tl.float32)
         for ki in range(k_tiles):
             offs_k = ki * BLOCK_K
             a = a_desc.load([offs_am, offs_k])
             b = b_desc.load([offs_k, offs_bn])
             accumulator = tl.dot(a, b, accumulator)
-            if BLOCK_N_EXTRA > 0:
-                b_extra = b_extra_desc.load([offs_k, offs_bn + BLOCK_N])
-                acc_extra = tl.dot(a, b_extra, acc_extra)
 
         tile_id_c += num_programs
         pid_m, pid_n = tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        offs_cn = pid_n * (BLOCK_N + BLOCK_N_EXTRA)
-        _store_c(c_desc, c_ptr, accumulator, pid_m * BLOCK_M, offs_cn, M, N, stride_cm, BLOCK_M, BLOCK_N,
+        _store_c(c_desc, c_ptr, accumulator, pid_m * BLOCK_M, pid_n * BLOCK_N, M, N, stride_cm, BLOCK_M, BLOCK_N,
                  EPILOGUE_SUBTILE, C_POINTERS)
-        if BLOCK_N_EXTRA > 0:
-            _store_c(c_extra_desc, c_ptr, acc_extra, pid_m * BLOCK_M, offs_cn + BLOCK_N, M, N, stride_cm, BLOCK_M,
-                     BLOCK_N_EXTRA, False, C_POINTERS)
 
     if STREAM_K:
         if split > 1:
@@ -398,7 +373,9 @@ def matmul_configs(path: str) -> list[triton.Config]:
     tf32: tensor cores on 4-byte operands, so shared memory per stage is twice bf16's; BLOCK_K
     32 with 3-4 stages. mma16: tutorial-style tiles for bf16/fp16 without TMA and for the small problems
     ``small_16bit`` takes from TMA, with the 128x128x64 4-warp 5-stage and 128x256x64 4-stage tiles that won there
-    (``benchmarks/matmul_tile_probe.py --pointer``: 512 x 4096 x 4096, 2000^3, 128 x 14336 x 4096). skinny16 /
+    (``benchmarks/matmul_tile_probe.py --pointer``: 512 x 4096 x 4096, 2000^3, 128 x 14336 x 4096) and cuBLAS's
+    128x64x64 tile with 8 stages of 24 KiB and 8 warps (1024^3 0.845 -> 0.883x, 128 x 4096 x 4096 0.801 -> 0.897x,
+    128 x 4096 x 14336 0.980 -> 1.040x on the H100, ``shapes --dtype bf16``). skinny16 /
     skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
     full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128, 64x128 and 64x64
@@ -422,7 +399,7 @@ def matmul_configs(path: str) -> list[triton.Config]:
         return [_config(*c) for c in (
             (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
             (128, 128, 64, 4, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4),
-            (128, 128, 64, 5, 4), (128, 256, 64, 4, 8))]
+            (128, 128, 64, 5, 4), (128, 256, 64, 4, 8), (128, 64, 64, 8, 8))]
     if path == "skinny16":
         return [_config(*c) for c in (
             (16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 64, 128, 5, 4), (16, 128, 128, 4, 4),
@@ -949,16 +926,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, precision: str | None = None,
     return c
 
 
-def tile_width(meta: dict) -> int:
-    """Columns of C one tile of the persistent TMA kernel covers: BLOCK_N, plus BLOCK_N_EXTRA where set."""
-    return meta["BLOCK_N"] + meta.get("BLOCK_N_EXTRA", 0)
-
-
 def tma_grid(m: int, n: int, k: int, num_sms: int):
     """The persistent TMA kernel's grid for a config's meta-parameters: a balanced grid of its tiles, or with
     STREAM_K the programs of ``stream_k_plan``."""
     def grid(meta):
-        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, tile_width(meta))
+        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
         if meta.get("STREAM_K"):
             return (stream_k_plan(tiles, triton.cdiv(k, meta["BLOCK_K"]), num_sms)[0],)
         return (balanced_grid(tiles, num_sms),)

@@ -424,11 +424,11 @@ WIDER_PROBE = ("shape | cuBLAS | `matmul` (pointer rule) | TMA kernel, autotuned
                "best, K in 2 runs")
 
 
-def wider_probe_rows() -> Expected:
-    """matmul_pointer_split_probe3_h100 per shape: cuBLAS, ``matmul`` under the wider rule and the TMA kernel's
-    autotuned choice (graph µs and ratio), then the fastest pointer tile with K whole and in 2 runs."""
+def wider_probe_rows(name: str = "matmul_pointer_split_probe3_h100") -> Expected:
+    """A pointer probe's file (matmul_pointer_split_probe3_h100: the wider rule) per shape: cuBLAS, ``matmul`` and the
+    TMA kernel's autotuned choice (graph µs and ratio), then the fastest pointer tile with K whole and in 2 runs."""
     out = []
-    for shape, side in probe_sides("matmul_pointer_split_probe3_h100").items():
+    for shape, side in probe_sides(name).items():
         shipped, tma = side["matmul graph"], side["tma autotuned"]
         out.append([shape_label(shape), f"{side['cublas graph']['us']:.2f}",
                     f"{shipped['us']:.2f} ({shipped['vs_cublas']:.3f}×)",
@@ -436,10 +436,43 @@ def wider_probe_rows() -> Expected:
     return keyed(out)
 
 
+DEEP = "### A deep pointer tile, and tiles between the power-of-two widths"
+WIDE_PROBE = "launch at 3000³ | µs | TFLOP/s | vs cuBLAS"
+DEEP_SHAPES = "shape | ratio (95 % interval) | TFLOP/s | the autotuner's tile"
+
+
+def wide_probe_rows() -> Expected:
+    """matmul_wide_tile_probe_h100 at 3000³: cuBLAS and ``matmul`` (graphs), the fastest 128 x 256 config and every
+    tile between the power-of-two widths (its label has a "+"), each as the probe printed it."""
+    side = probe_sides("matmul_wide_tile_probe_h100")["3000x3000x3000"]
+    plain = max((r for label, r in side.items() if label.startswith("128x256x64")), key=lambda r: r["vs_cublas"])
+    shown = [side["cublas graph"], side["matmul graph"], plain] + [r for label, r in side.items() if "+" in label]
+    return keyed([[f"`{r['side']}`", f"{r['us']:.2f}", one(r["tflops"]), ratio(r["vs_cublas"])] for r in shown])
+
+
+def deep_tile_rows() -> Expected:
+    """matmul_shapes_bf16: the shapes whose autotuned tile has 8 stages (the mma16 path's deep tile), with the
+    ratio's interval, TFLOP/s and the tile."""
+    meta, rows = result("matmul_shapes_bf16")["meta"], result("matmul_shapes_bf16")["rows"]
+    out = []
+    for r in rows:
+        config = meta["triton_config"].get(r["case"], "")
+        if r["impl"] == "triton" and "num_stages: 8" in config:
+            kw = dict(item.split(": ") for item in config.split(": ", 1)[1].split(", "))
+            out.append([shape_label(r["case"].split()[1]),
+                        f"{r['ratio_vs_baseline']:.3f}× ({r['ratio_ci_low']:.3f}–{r['ratio_ci_high']:.3f})",
+                        one(r["tflops"]), f"{kw['BLOCK_M']} × {kw['BLOCK_N']} × {kw['BLOCK_K']}, "
+                        f"{kw['num_stages']} stages, {kw['num_warps']} warps"])
+    return keyed(out)
+
+
 def test_matmul_page_pointer_path_and_shapes():
     problems = [*check("matmul.md", POINTER_PROBE, pointer_probe_rows(), after=POINTER),
                 *check("matmul.md", WIDER_PROBE, wider_probe_rows(), after=WIDER),
-                *check("matmul.md", SHAPES_SUMMARY, bf16_shapes_summary_rows(), after=WIDER)]
+                *check("matmul.md", WIDE_PROBE, wide_probe_rows(), after=DEEP),
+                *check("matmul.md", WIDER_PROBE, wider_probe_rows("matmul_pointer_deep_probe_h100"), after=DEEP),
+                *check("matmul.md", DEEP_SHAPES, deep_tile_rows(), after=DEEP),
+                *check("matmul.md", SHAPES_SUMMARY, bf16_shapes_summary_rows(), after=DEEP)]
     assert not problems, "\n".join(problems)
 
 

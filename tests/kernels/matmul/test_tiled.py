@@ -164,14 +164,12 @@ def test_tma_operand_pads_unaligned_rows_to_16_bytes(gen, shape, dtype, padded_c
 
 @pytest.mark.parametrize("m, n, k", [(67, 129, 33), (37, 41, 129), (64, 48, 32), (67, 136, 33)], ids=lambda v: str(v))
 @pytest.mark.parametrize("c_pointers", [True, False], ids=["c-pointers", "c-tma"])
-@pytest.mark.parametrize("extra", [0, 16], ids=["tile32", "tile32+16"])
-def test_tma_kernel_on_padded_rows_matches_float64(device, gen, m, n, k, c_pointers, extra):
+def test_tma_kernel_on_padded_rows_matches_float64(device, gen, m, n, k, c_pointers):
     """The persistent TMA kernel with explicit row strides, on operands padded by tma_operand (odd K and N: their
     rows are not 16-byte aligned), C stored with pointers (the tma_padded path) or through a descriptor over a
-    padded C; 3 programs walk every tile, 32 columns wide or 32 + 16 (BLOCK_N_EXTRA: a second B box and dot per K
-    step; at N = 129 the last tile's extra box lies wholly past N). Without a GPU it runs in triton's interpreter,
-    which executes tensor descriptors (bounds, zero fill, strides) on the CPU; fp16, whose products the interpreter
-    computes as the GPU does."""
+    padded C; 3 programs walk every tile. Without a GPU it runs in triton's interpreter, which executes tensor
+    descriptors (bounds, zero fill, strides) on the CPU; fp16, whose products the interpreter computes as the GPU
+    does."""
     import triton
 
     if device == "cuda" and not (common.device_info(0)[0] in (9, 10) and common.has_device_tma()):
@@ -185,7 +183,7 @@ def test_tma_kernel_on_padded_rows_matches_float64(device, gen, m, n, k, c_point
     triton.set_allocator(common.tma_workspace)
     mm.matmul_kernel_tma_persistent[(3,)](pa, pb, c, m, n, k, pa.stride(0), pb.stride(0), c.stride(0), None, None, 1,
                                           BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=4, EPILOGUE_SUBTILE=False,
-                                          C_POINTERS=c_pointers, BLOCK_N_EXTRA=extra)
+                                          C_POINTERS=c_pointers)
     reference = mm.matmul_reference(a, b)
     assert torch.isfinite(c).all()
     assert relative_error(c, reference) <= mm.tolerance(torch.float16, None, k)
@@ -193,61 +191,56 @@ def test_tma_kernel_on_padded_rows_matches_float64(device, gen, m, n, k, c_point
         assert torch.isnan(full[:, n:]).all()  # the padding columns were not written
 
 
-WIDE_TILE_SCRIPT = r"""
-import inspect, json, re, subprocess, sys, tempfile
+DEEP_TILE_SCRIPT = r"""
+import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 from profkit.kernels.matmul import tiled as mm
+from tests.kernels.matmul.aot import matmul_kernel_source
 
-fn = mm.matmul_kernel_tma_persistent
-defaults = {n: p.default for n, p in inspect.signature(fn.fn).parameters.items() if p.default is not p.empty}
-pointers = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32"}
 out = {}
-for extra in (0, 64):
-    consts = {**defaults, "BLOCK_M": 128, "BLOCK_N": 256 - 2 * extra, "BLOCK_K": 64, "GROUP_M": 8,
-              "EPILOGUE_SUBTILE": False, "BLOCK_N_EXTRA": extra}
-    sig = {n: "constexpr" if n in consts else pointers.get(n, "i32") for n in fn.arg_names}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n in pointers or "stride" in n}
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
-                    attrs=attrs)
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 4})
+for cfg in mm.matmul_configs("mma16"):
+    if cfg.num_stages < 8:
+        continue
+    # bf16 K-major A and row-major B as the wrapper passes them: unit inner strides, row strides 16-byte aligned
+    consts = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, **cfg.kwargs, "INPUT_PRECISION": None,
+              "M_VEC": 8, "N_VEC": 8, "ALIGN_AM": 8, "ALIGN_BK": 8, "ALIGN_K": 8}
+    src = matmul_kernel_source(consts, ("stride_am", "stride_bk", "stride_cm"), "bf16")
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                            options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"]); f.flush()
         usage = subprocess.run([sys.argv[1], "--dump-resource-usage", f.name],
                                capture_output=True, text=True, check=True).stdout
     ptx = kernel.asm["ptx"]
-    out[str(extra)] = {"shared": kernel.metadata.shared, "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-                       "shapes": sorted(set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", ptx))),
-                       "loads": len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global", ptx)),
-                       "waits": sorted(set(int(n) for n in re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+);", ptx)))}
+    out[str(cfg)] = {"shared": kernel.metadata.shared, "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+                     "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
+                     "copies_16": len(re.findall(r"cp\.async\.c[ag]\.shared\.global\S*\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(?:0x10|16)\b",
+                                                 ptx))}
 print(json.dumps(out))
 """
 
 
 @needs_triton_tools
-def test_a_wide_tile_compiles_for_hopper_to_two_wgmma_widths_without_spills():
-    """sm_90 code, ahead of time (no GPU): the 128 x (128 + 64) tile issues 64 x 128 and 64 x 64 wgmma where the
-    128 x 256 tile issues 64 x 256, loads one more TMA box per K step, stays in registers (no local memory) and
-    within the 227 KiB of shared memory an sm_90 block may hold. Its two dots stay asynchronous: the K loop waits
-    only until two wgmma groups are left in flight (one step's pair), as the plain tile's waits until one is."""
-    result = run_compile_script("wide TMA tile", WIDE_TILE_SCRIPT)
-    plain, wide = result["0"], result["64"]
-    assert plain["shapes"] == ["m64n256k16"] and wide["shapes"] == ["m64n128k16", "m64n64k16"], result
-    assert wide["loads"] > plain["loads"] > 0, result
-    assert plain["local"] == wide["local"] == 0 and wide["shared"] <= 227 * 1024, result
-    assert max(plain["waits"]) == 1 and max(wide["waits"]) == 2, result
+def test_the_deep_pointer_tile_compiles_for_hopper_without_spills():
+    """sm_90 code, ahead of time (no GPU): the mma16 path's 8-stage tile (cuBLAS's 128 x 64 x 64 choice at 1024^3,
+    the autotuner's pick there and at 128 x 4096 x 4096 on the H100) stays in registers (no local memory), fits the
+    227 KiB of shared memory an sm_90 block may hold, multiplies on wgmma and loads its tiles 16 bytes a copy."""
+    result = run_compile_script("deep mma16 tile", DEEP_TILE_SCRIPT)
+    assert len(result) == 1, result  # the list holds one 8-stage tile
+    for tile in result.values():
+        assert tile["local"] == 0 and 0 < tile["shared"] <= 227 * 1024, result
+        assert tile["wgmma"] > 0 and tile["copies_16"] > 0, result
 
 
 @pytest.mark.parametrize("meta, programs", [
-    ({"BLOCK_M": 128, "BLOCK_N": 256}, 96),                        # 288 tiles: three waves of 96
-    ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_N_EXTRA": 64}, 128),  # 24 x 16 = 384 tiles: three waves of 128
-    ({"BLOCK_M": 128, "BLOCK_N": 128}, 116),                       # 576 tiles: five waves of 116 (115.2)
+    ({"BLOCK_M": 128, "BLOCK_N": 256}, 96),   # 288 tiles: three waves of 96
+    ({"BLOCK_M": 128, "BLOCK_N": 128}, 116),  # 576 tiles: five waves of 116 (115.2)
+    ({"BLOCK_M": 128, "BLOCK_N": 256, "STREAM_K": True}, 132),  # 2 full waves, then 24 tail tiles in 5 pieces
 ])
-def test_the_tma_grid_counts_tiles_at_their_whole_width(meta, programs):
-    """3000^3 on 132 SMs: a BLOCK_N_EXTRA tile covers BLOCK_N + BLOCK_N_EXTRA columns, so the grid counts 16 tile
-    columns of 192, not 24 of 128 (which would launch programs with no tile)."""
-    assert mm.tile_width(meta) == meta["BLOCK_N"] + meta.get("BLOCK_N_EXTRA", 0)
+def test_the_tma_grid_balances_tiles_over_the_sms(meta, programs):
+    """3000^3 on 132 SMs: a persistent grid of as few programs as finish in the same number of waves; with STREAM_K
+    one program per SM, which run the full waves and then the tail's pieces (stream_k_plan)."""
     assert mm.tma_grid(3000, 3000, 3000, 132)({**meta, "BLOCK_K": 64}) == (programs,)
 
 
@@ -357,8 +350,6 @@ def test_sweep_launch_of_an_fma_tile_matches_float64(gen, device):
     assert benchmark._sweep_label(cfg, 2, True, ffma_order.SERPENTINE, "fp32") == "32x16x16 s2 w1 g2 aM serp"
     assert benchmark._sweep_label(cfg, 2, False, "", "fp32") == "32x16x16 s2 w1 g2 aK"
     assert benchmark._sweep_label(mm.matmul_configs("tma")[1], 8) == "128x256x64 s3 w8 sub1 g8"
-    wide = mm._config(128, 128, 64, 4, 8, EPILOGUE_SUBTILE=False, BLOCK_N_EXTRA=64)
-    assert benchmark._sweep_label(wide, 8) == "128x128+64x64 s4 w8 sub0 g8"
 
 
 def test_sweep_labels_name_every_tma_config_apart():
