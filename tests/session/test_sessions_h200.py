@@ -34,7 +34,8 @@ H100_SESSIONS = {"decode-eager-guided", "decode-eager-separated", "decode-graphs
                  "int8-model-forward-guided", "int8-model-forward-graphs-guided", "int8-linear-m16",
                  "ladder6-n4096-interior", "ladder6-n4096-async", "ladder6-n4096-cpasync", "matmul-fp32-worst",
                  "matmul-fp32-m128", "matmul-fp32-fused", "int8-model-forward-fused-graphs-guided",
-                 "int8-model-forward-fast-graphs-guided", "int8-model-forward-tiles-graphs-guided"}
+                 "int8-model-forward-fast-graphs-guided", "int8-model-forward-tiles-graphs-guided",
+                 "matmul-bf16-below-goal"}
 """Captured on the lent H100 (sm_90 too) when no H200 came; every other session is the H200's."""
 
 
@@ -422,6 +423,24 @@ def test_rows_only_16_byte_aligned_double_the_l2_requests_of_the_tma_matmul():
     assert (stream_k["grid"], stream_k["registers_per_thread"]) == ("132×1×1", 254)
     assert stream_k["duration_us"] > plain["duration_us"]
     assert stream_k["l2_throughput_pct"] > plain["l2_throughput_pct"] > 70
+
+
+def test_the_bf16_shapes_below_the_goal_lose_on_l2_reads_and_on_the_sms_they_fill():
+    """matmul-bf16-below-goal (H100, reports/matmul.md): at 5000^3 both kernels keep the L2 ~90 % busy and cuBLAS's
+    256 x 152 tiles in 2-CTA clusters turn it into a far busier tensor pipe, with fewer DRAM bytes; at 1000^3 the
+    autotuned pointer tile fills 64 of 132 SMs where cuBLAS's 64 x 128 tiles fill 128; at 1024^3 both run 128 CTAs
+    of 128 x 64 tiles and cuBLAS is still faster."""
+    launches = load_session(SESSIONS / "matmul-bf16-below-goal").table("launches").set_index("launch")
+    ours_5000, cublas_5000, ours_1000, cublas_1000, ours_1024, cublas_1024 = (launches.loc[i] for i in range(6))
+    assert cublas_5000["kernel"].startswith("nvjet_sm90_tst_256x152") and ours_5000["grid"] == "132×1×1"
+    assert min(ours_5000["l2_throughput_pct"], cublas_5000["l2_throughput_pct"]) > 85
+    assert cublas_5000["tensor_pipe_pct"] > ours_5000["tensor_pipe_pct"] + 20
+    assert ours_5000["dram_bytes"] > 1.25 * cublas_5000["dram_bytes"]
+    assert ours_1000["grid"] == "64×1×1" and cublas_1000["grid"] == "2×64×1"
+    assert ours_1000["waves_per_sm"] < 0.5 < 0.9 < cublas_1000["waves_per_sm"]
+    assert ours_1024["grid"] == "128×1×1" and ours_1024["dynamic_smem_bytes"] == 8 * (128 + 64) * 64 * 2
+    for ours, cublas in ((ours_5000, cublas_5000), (ours_1000, cublas_1000), (ours_1024, cublas_1024)):
+        assert cublas["duration_us"] < ours["duration_us"]
 
 
 def test_int8_model_forward_is_host_bound_eager_and_its_gemms_hold_the_replayed_graph():
