@@ -121,10 +121,34 @@ class Layout:
     hidden: list[str]
 
 
-def importance(table: str, names: list[str]) -> list[int]:
-    """Indexes of `names` most important first: the table's IMPORTANCE list, then the rest in table order."""
+IDENTIFIERS = ("launch", "capture")
+"""Columns that tell apart rows whose name is the same (one kernel launched on several shapes), in the order they
+are needed: the launch index within a capture, then the capture."""
+
+
+def importance(table: str, names: list[str], fields: list[Field] | None = None) -> list[int]:
+    """Indexes of `names` most important first: the table's IMPORTANCE list, then the rest in table order. With the
+    fields, when the first-ranked column repeats a value, the IDENTIFIERS that tell its rows apart move right after
+    it: `show` at 120 columns left out `launch` and printed two `matmul_kernel` rows no reader could tell apart."""
     ranked = IMPORTANCE.get(table, ())
-    return sorted(range(len(names)), key=lambda i: (ranked.index(names[i]) if names[i] in ranked else len(ranked), i))
+    order = sorted(range(len(names)), key=lambda i: (ranked.index(names[i]) if names[i] in ranked else len(ranked), i))
+    return _with_identifiers(order, names, fields) if fields else order
+
+
+def _with_identifiers(order: list[int], names: list[str], fields: list[Field]) -> list[int]:
+    """`order` with as many IDENTIFIERS as the first column's repeated values need moved right after it."""
+    rows = [(cell,) for cell in fields[order[0]].cells]
+    promoted = []
+    for name in IDENTIFIERS:
+        if len(set(rows)) == len(rows) or name not in names:
+            break
+        index = names.index(name)
+        promoted.append(index)
+        rows = [row + (cell,) for row, cell in zip(rows, fields[index].cells)]
+    if not promoted:
+        return order
+    rest = [i for i in order[1:] if i not in promoted]
+    return [order[0], *promoted, *rest]
 
 
 def fill(fields: list[Field], budget: int) -> list[int] | None:
@@ -150,7 +174,7 @@ def fill(fields: list[Field], budget: int) -> list[int] | None:
 def layout(fields: list[Field], width: int, table: str = "") -> Layout:
     """Which columns print and how wide, for a screen `width` characters wide (module docstring). The most
     important column always prints, narrowed to the width if need be."""
-    ranked = importance(table, [f.name for f in fields])
+    ranked = importance(table, [f.name for f in fields], fields)
     kept = sorted(ranked)
     while True:
         widths = fill([fields[i] for i in kept], width)

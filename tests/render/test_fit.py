@@ -54,6 +54,27 @@ def test_a_narrow_layout_leaves_out_the_least_important_columns_first():
     assert narrow.widths[-1] >= fit.NAME_FLOOR
 
 
+def _launches(kernels: list[str], captures: list[str], launches: list[int]) -> list[fit.Field]:
+    n = len(kernels)
+    return [fit.Field("capture", captures, False), fit.Field("launch", [str(i) for i in launches], True),
+            fit.Field("sm_throughput_pct", ["51.96"] * n, True), fit.Field("memory_throughput_pct", ["89.37"] * n, True),
+            fit.Field("dram_throughput_pct", ["29.33"] * n, True), fit.Field("duration_us", ["536.0"] * n, True),
+            fit.Field("kernel", kernels, False)]
+
+
+def test_rows_of_one_kernel_keep_what_tells_them_apart():
+    """A kernel launched on several shapes (session matmul-bf16-below-goal): at a width that leaves out `launch`
+    for distinct names, repeated names keep it, and the capture too where launch and name still repeat."""
+    shown = lambda fields, width: [fields[i].name for i in fit.layout(fields, width, "throughput").order]
+    distinct = _launches(["matmul_kernel", "nvjet_a"], ["python3", "python3"], [0, 1])
+    assert "launch" not in shown(distinct, 90)
+    repeated = _launches(["matmul_kernel", "nvjet_a", "matmul_kernel"], ["python3"] * 3, [0, 1, 2])
+    assert shown(repeated, 90)[0] == "launch" and "capture" not in shown(repeated, 90)
+    two_captures = _launches(["matmul_kernel"] * 3, ["a.out", "a.out", "b.out"], [0, 1, 0])
+    assert shown(two_captures, 90)[:2] == ["capture", "launch"]  # launch 0 of a.out and of b.out
+    assert "kernel" in shown(two_captures, 90)
+
+
 @pytest.mark.parametrize("width", [40, 60, 100, 150])
 def test_no_line_is_wider_than_the_width(width):
     columns = [Column(f.name, f.numeric, [float(c) if f.numeric else c for c in f.cells]) for f in _fields()]
