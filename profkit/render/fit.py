@@ -140,9 +140,11 @@ def _with_identifiers(order: list[int], names: list[str], fields: list[Field]) -
     rows = [(cell,) for cell in fields[order[0]].cells]
     promoted = []
     for name in IDENTIFIERS:
-        if len(set(rows)) == len(rows) or name not in names:
+        if len(set(rows)) == len(rows):
             break
-        index = names.index(name)
+        index = names.index(name) if name in names else order[0]
+        if index == order[0]:
+            continue
         promoted.append(index)
         rows = [row + (cell,) for row, cell in zip(rows, fields[index].cells)]
     if not promoted:

@@ -73,6 +73,9 @@ def test_rows_of_one_kernel_keep_what_tells_them_apart():
     two_captures = _launches(["matmul_kernel"] * 3, ["a.out", "a.out", "b.out"], [0, 1, 0])
     assert shown(two_captures, 90)[:2] == ["capture", "launch"]  # launch 0 of a.out and of b.out
     assert "kernel" in shown(two_captures, 90)
+    same = [fit.Field("capture", ["a", "a"], False), fit.Field("launch", ["0", "0"], True),
+            fit.Field("kernel", ["k", "k"], False)]  # no column tells the rows apart
+    assert fit.importance("", [f.name for f in same], same) == [0, 1, 2]  # capture, ranked first, stays once
 
 
 @pytest.mark.parametrize("width", [40, 60, 100, 150])
