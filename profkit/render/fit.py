@@ -137,7 +137,7 @@ def importance(table: str, names: list[str], fields: list[Field] | None = None) 
 
 def _with_identifiers(order: list[int], names: list[str], fields: list[Field]) -> list[int]:
     """`order` with as many IDENTIFIERS as the first column's repeated values need moved right after it."""
-    rows = [(cell,) for cell in fields[order[0]].cells]
+    rows: list[tuple[str, ...]] = [(cell,) for cell in fields[order[0]].cells]
     promoted = []
     for name in IDENTIFIERS:
         if len(set(rows)) == len(rows):
