@@ -142,9 +142,9 @@ def _with_identifiers(order: list[int], names: list[str], fields: list[Field]) -
     for name in IDENTIFIERS:
         if len(set(rows)) == len(rows):
             break
-        index = names.index(name) if name in names else order[0]
-        if index == order[0]:
+        if name not in names or names.index(name) == order[0]:
             continue
+        index = names.index(name)
         promoted.append(index)
         rows = [row + (cell,) for row, cell in zip(rows, fields[index].cells)]
     if not promoted:
