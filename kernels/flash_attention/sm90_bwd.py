@@ -1,0 +1,387 @@
+"""FlashAttention backward for Hopper (sm_90) in Gluon: five matmuls per block pair, dQ summed with fp32 atomics.
+
+The split backward in ``fa2`` runs two kernels that both recompute P (seven matmuls per block pair) because a
+Triton program holding dK, dV and a dQ share at once needs 255 registers and keeps the tensor pipe a third busy
+(``fa2``'s fused variant). This kernel does the FlashAttention-2 paper's single pass the way FlashAttention-3
+schedules it, which plain Triton cannot express:
+
+* a CTA owns 128 keys of one (batch, head); a one-warp **loader** partition brings K and V once and then each
+  64-row block of Q and dO into a ``STAGES``-deep ring (TMA; rows past the sequence end arrive as zeros);
+* two **consumer** warpgroups own 64 of the keys each and hold their dK, dV in registers. Per query block a
+  consumer issues S^T = K Q^T and dP^T = V dO^T together, builds P^T and dS^T = P^T (dP^T - delta), then
+  dV += P^T dO and dK += dS^T Q (A operands from registers) and writes dS^T to shared memory;
+* dQ for the block, dS K over all 128 keys (one wgmma chain with K = 128), is computed by the two warpgroups in
+  turn (even blocks by the first, odd by the second: the same work each on average) once both halves of dS^T
+  are in shared memory, and added into an fp32 (B*H, N, d) accumulator with relaxed atomics: one add per
+  element per 128 keys. A last pass scales it and casts it to dQ.
+
+Causal: a CTA visits the query blocks from its first key on (its first two blocks cross the diagonal and are
+masked); key 128 * kb + 127 is the last key of the CTA, so work per CTA falls with kb, and the grid starts the
+longest (kb = 0) of a group of heads first. Keys past the sequence end need no mask: their K and V rows are
+zeros (they add nothing to dQ) and their dK, dV are not stored. Query rows past it load LSE = +inf (P = 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..common import tma_workspace as _workspace
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_init, warpgroup_mma_wait)
+except ImportError:  # a triton without Gluon: the Triton backward serves every call
+    gluon = None
+
+BLOCK_N = 128
+"""Keys per CTA: two consumer warpgroups of 64 (the wgmma M)."""
+BLOCK_M = 64
+"""Query rows per step."""
+STAGES = 2
+PIPELINE = True
+DQ_COLS = 64
+"""Columns of dQ per wgmma chain and atomic pass (see ``_bwd_step``)."""
+"""Issue the next query block's S^T and dP^T before waiting for this one's dV and dK (see ``_bwd_step``)."""
+CONSUMER_REGS = 240
+LOADER_REGS = 24
+SUPPORTED_HEAD_DIMS = (64,)
+"""d = 128 compiles (the dQ matmul in two 64-column passes) but its first launch on the H100 ended in an illegal
+instruction (run 12-07 23:50), so ``eligible`` leaves it to the Triton backward."""
+
+if gluon is not None:
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _barrier = getattr(gl, "barrier", None) or gl.thread_barrier  # renamed after 3.6
+    _LOG2E = gl.constexpr(1.4426950408889634)
+
+    @gluon.jit
+    def _bwd_tile(pid, num_kb, BH, HEAD_GROUP):
+        """(flat batch*head, key block) of CTA pid: HEAD_GROUP heads' key blocks interleaved, block 0 first."""
+        group = pid // (HEAD_GROUP * num_kb)
+        heads = gl.minimum(HEAD_GROUP, BH - group * HEAD_GROUP)
+        r = pid - group * HEAD_GROUP * num_kb
+        return group * HEAD_GROUP + r % heads, r // heads
+
+    @gluon.jit
+    def _first_query_block(kb, CAUSAL: gl.constexpr):
+        """The first query block of 64 rows that sees any of key block kb's 128 keys."""
+        if CAUSAL:
+            return kb * 2
+        else:
+            return kb * 0
+
+    @gluon.jit
+    def _bwd_loader(q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, q_smem, do_smem, k_smem, v_smem,
+                    lse_smem, delta_smem, kv_full, qd_full, qd_empty,
+                    N_CTX, BH, HEAD_GROUP, CAUSAL: gl.constexpr, STAGES: gl.constexpr):
+        """Loader warp: K and V of the CTA's keys (two 64-row halves each), then Q and dO of every query block
+        into slot i % STAGES once both consumers released the slot's previous block."""
+        num_kb = gl.cdiv(N_CTX, 128)
+        bh, kb = _bwd_tile(gl.program_id(0), num_kb, BH, HEAD_GROUP)
+        view: gl.constexpr = q_desc.block_type.shape
+        kv_view: gl.constexpr = k_desc.block_type.shape
+        mbarrier.expect(kv_full, 2 * k_desc.block_type.nbytes)
+        _tma_load(k_desc, [bh, kb * 128, 0], kv_full, k_smem.reshape(kv_view))
+        _tma_load(v_desc, [bh, kb * 128, 0], kv_full, v_smem.reshape(kv_view))
+        first = _first_query_block(kb, CAUSAL)
+        for i in range(gl.cdiv(N_CTX, 64) - first):
+            slot = i % STAGES
+            mbarrier.wait(qd_empty.index(slot), ((i // STAGES) + 1) & 1, pred=i >= STAGES)
+            mbarrier.expect(qd_full.index(slot), 2 * q_desc.block_type.nbytes + 2 * lse_desc.block_type.nbytes)
+            _tma_load(q_desc, [bh, (first + i) * 64, 0], qd_full.index(slot), q_smem.index(slot).reshape(view))
+            _tma_load(do_desc, [bh, (first + i) * 64, 0], qd_full.index(slot), do_smem.index(slot).reshape(view))
+            # LSE and delta of the block's rows, through flat (B*H*N,) views: rows past the sequence end read the
+            # next head's values, which the consumers replace (they only need them finite or masked)
+            _tma_load(lse_desc, [bh * N_CTX + (first + i) * 64], qd_full.index(slot), lse_smem.index(slot))
+            _tma_load(delta_desc, [bh * N_CTX + (first + i) * 64], qd_full.index(slot), delta_smem.index(slot))
+
+    @gluon.jit
+    def _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, i, STAGES: gl.constexpr):
+        """S^T = K_w Q^T and dP^T = V_w dO^T of query block i, issued (in flight) once its Q and dO have landed."""
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, 64, 16])
+        zero_s = gl.zeros([64, 64], gl.float32, s_layout)
+        slot = i % STAGES
+        mbarrier.wait(qd_full.index(slot), (i // STAGES) & 1)
+        s_t = warpgroup_mma(k_w, q_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        dp_t = warpgroup_mma(v_w, do_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        return s_t, dp_t
+
+    @gluon.jit
+    def _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem, k_w, v_w, k_all,
+                  ds_buf, qd_full, qd_empty, ds_full, ds_empty, row_base, keys, first_key, qk_scale, N_CTX,
+                  BUF: gl.constexpr, WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
+                  STAGES: gl.constexpr, PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr):
+        """Query block first + i (i % 2 == BUF) against warpgroup WG's 64 keys: dK, dV updated and returned; dS^T
+        into ds_buf (this warpgroup's half); if it is WG's turn (BUF == WG), dQ of the block over all 128 keys.
+        PIPELINE: s_t, dp_t are block i's S^T and dP^T already in flight, and the step issues block i + 1's (the
+        last block's again at the end, so the loop carries one type) right after its dV and dK, so the tensor
+        cores have them queued while this warpgroup stores dS^T and waits; else the step issues its own."""
+        dtype: gl.constexpr = k_w.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, 64, 16])
+        d_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=d_layout, k_width=2)
+        slot = i % STAGES
+        start_q = (first + i) * 64
+        cols = start_q + gl.arange(0, 64, layout=gl.SliceLayout(0, s_layout))
+        col_ok = cols < N_CTX
+        q = q_smem.index(slot)
+        do = do_smem.index(slot)
+        if not PIPELINE:
+            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, i, STAGES)
+        s = warpgroup_mma_wait(1, deps=[s_t])
+        # LSE and delta from shared memory, each just before its use (global loads kept 16 64-bit addresses per
+        # thread each, and both vectors live across the matmuls, which spilled)
+        lse2 = gl.where(col_ok, lse_smem.index(slot).load(gl.SliceLayout(0, s_layout)) * _LOG2E, float("inf"))
+        p_t = gl.exp2(s * qk_scale - lse2[None, :])
+        if CAUSAL:  # noqa: SIM102 - a constexpr test, then a runtime one (Gluon's `and` does not mix them)
+            if start_q < first_key + 64:  # a query row of this block precedes one of this warpgroup's keys
+                p_t = gl.where(cols[None, :] >= keys[:, None], p_t, 0.0)
+        dp = warpgroup_mma_wait(0, deps=[dp_t])
+        delta = gl.where(col_ok, delta_smem.index(slot).load(gl.SliceLayout(0, s_layout)), 0.0)
+        ds_t = (p_t * (dp - delta[None, :])).to(dtype)
+        dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), a_layout), do, dv, is_async=True)
+        dk = warpgroup_mma(gl.convert_layout(ds_t, a_layout), q, dk, is_async=True)
+        if PIPELINE:
+            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, gl.minimum(i + 1, n - 1), STAGES)
+        # dS^T into this warpgroup's half of the buffer, once the dQ of block i - 2 has read it
+        mbarrier.wait(ds_empty.index(BUF), ((i // 2) + 1) & 1, pred=i >= 2)
+        ds_buf.slice(64 * WG, 64).store(ds_t)
+        fence_async_shared()
+        _barrier()
+        mbarrier.arrive(ds_full.index(BUF), count=1)
+        if PIPELINE:  # dV and dK done; the next block's S^T and dP^T may still run
+            dv, dk = warpgroup_mma_wait(2, deps=[dv, dk])
+        else:
+            dv, dk = warpgroup_mma_wait(0, deps=[dv, dk])
+        mbarrier.arrive(qd_empty.index(slot), count=1)
+        if BUF == WG:
+            mbarrier.wait(ds_full.index(BUF), (i // 2) & 1)
+            ds = ds_buf.permute((1, 0))  # dS: 64 query rows x 128 keys
+            # DQ_COLS columns of dQ at a time (at d = 128, 64: a whole 64 x 128 fp32 tile beside dK and dV
+            # spilled), each re-laid so a thread adds 4 adjacent floats (one v4 atomic and one address per 4
+            # elements; the accumulator's layout needs an address per pair)
+            q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                               instr_shape=[16, DQ_COLS, 16])
+            add_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
+                                                        threads_per_warp=[128 // DQ_COLS, DQ_COLS // 4],
+                                                        warps_per_cta=[4, 1], order=[1, 0])
+            rows = start_q + gl.arange(0, 64, layout=gl.SliceLayout(1, add_layout))
+            d_cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, add_layout))
+            dq_ptrs = DQ_ACC + (row_base + rows)[:, None] * HEAD_DIM + d_cols[None, :]
+            row_ok = (rows < N_CTX)[:, None]
+            for part in gl.static_range(HEAD_DIM // DQ_COLS):
+                if DQ_COLS == HEAD_DIM:
+                    k_cols = k_all
+                else:
+                    k_cols = k_all.slice(DQ_COLS * part, DQ_COLS, dim=1)
+                dq = warpgroup_mma(ds, k_cols, gl.zeros([64, DQ_COLS], gl.float32, q_layout), use_acc=False,
+                                   is_async=True)
+                dq = warpgroup_mma_wait(0, deps=[dq])
+                if part == HEAD_DIM // DQ_COLS - 1:
+                    mbarrier.arrive(ds_empty.index(BUF), count=1)
+                gl.atomic_add(dq_ptrs + DQ_COLS * part, gl.convert_layout(dq, add_layout), mask=row_ok,
+                              sem="relaxed")
+        return dk, dv, s_t, dp_t
+
+    @gluon.jit
+    def _bwd_consumer(DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds0, ds1,
+                      kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP,
+                      WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+                      PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr):
+        """Consumer warpgroup WG: dK, dV of keys 128 * kb + 64 * WG ... + 63; dQ of the query blocks i with
+        i % 2 == WG."""
+        dtype: gl.constexpr = k_smem.dtype
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, 64, 16])
+        d_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        num_kb = gl.cdiv(N_CTX, 128)
+        bh, kb = _bwd_tile(gl.program_id(0), num_kb, BH, HEAD_GROUP)
+        first = _first_query_block(kb, CAUSAL)
+        first_key = kb * 128 + WG * 64
+        keys = first_key + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+        row_base = bh.to(gl.int64) * N_CTX
+        qk_scale = sm_scale * _LOG2E
+        k_w = k_smem.slice(64 * WG, 64)
+        v_w = v_smem.slice(64 * WG, 64)
+        dk = gl.zeros([64, HEAD_DIM], gl.float32, d_layout)
+        dv = gl.zeros([64, HEAD_DIM], gl.float32, d_layout)
+        d_cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, d_layout))
+
+        mbarrier.wait(kv_full, 0)
+        n = gl.cdiv(N_CTX, 64) - first
+        if PIPELINE:
+            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, 0, STAGES)
+        else:  # placeholders of the loop-carried type
+            s_t = warpgroup_mma_init(gl.zeros([64, 64], gl.float32, s_layout))
+            dp_t = warpgroup_mma_init(gl.zeros([64, 64], gl.float32, s_layout))
+        for pair in range((n + 1) // 2):  # two blocks per turn, so each one's dS^T buffer is known statically
+            dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, 2 * pair, n, first, DQ_ACC, lse_smem, delta_smem, q_smem,
+                                          do_smem, k_w, v_w, k_smem, ds0, qd_full, qd_empty, ds_full, ds_empty,
+                                          row_base, keys, first_key, qk_scale, N_CTX, 0, WG, HEAD_DIM, CAUSAL, STAGES,
+                                          PIPELINE, DQ_COLS)
+            if 2 * pair + 1 < n:
+                dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, 2 * pair + 1, n, first, DQ_ACC, lse_smem,
+                                              delta_smem, q_smem, do_smem, k_w, v_w, k_smem, ds1, qd_full, qd_empty,
+                                              ds_full, ds_empty, row_base, keys, first_key, qk_scale, N_CTX, 1, WG,
+                                              HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS)
+        s_t, dp_t = warpgroup_mma_wait(0, deps=[s_t, dp_t])  # the last block's repeat, never read
+
+        key_rows = first_key + gl.arange(0, 64, layout=gl.SliceLayout(1, d_layout))
+        offsets = (row_base + key_rows)[:, None] * HEAD_DIM + d_cols[None, :]
+        key_ok = (key_rows < N_CTX)[:, None]
+        gl.store(DK + offsets, (dk * sm_scale).to(dtype), mask=key_ok)
+        gl.store(DV + offsets, dv.to(dtype), mask=key_ok)
+
+    @gluon.jit
+    def attn_bwd_sm90(Q, K, V, DO, DQ_ACC, DK, DV, LSE, Delta, sm_scale, N_CTX, BH, HEAD_GROUP,
+                      HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, PIPELINE: gl.constexpr,
+                      DQ_COLS: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+        """One CTA per 128 keys of one (batch, head): cdiv(N, 128) * B*H CTAs (see the module docstring).
+        Q/K/V/DO/DK/DV: contiguous (B, H, N, d); DQ_ACC: fp32 (B*H, N, d), zeroed; LSE (natural log) and
+        Delta = rowsum(dO * O): fp32 (B*H, N)."""
+        dtype: gl.constexpr = Q.dtype.element_ty
+        layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+        key_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([128, HEAD_DIM], dtype)
+        # The same swizzles over a leading unit dimension: the TMA side of the 2-D tiles below.
+        layout3: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 64, HEAD_DIM], dtype)
+        key_layout3: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 128, HEAD_DIM], dtype)
+        ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dtype)
+        head_stride = N_CTX * HEAD_DIM
+        q_desc = tma.make_tensor_descriptor(Q, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
+                                            [1, 64, HEAD_DIM], layout3)
+        k_desc = tma.make_tensor_descriptor(K, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
+                                            [1, 128, HEAD_DIM], key_layout3)
+        v_desc = tma.make_tensor_descriptor(V, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
+                                            [1, 128, HEAD_DIM], key_layout3)
+        do_desc = tma.make_tensor_descriptor(DO, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
+                                            [1, 64, HEAD_DIM], layout3)
+        row_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+        lse_desc = tma.make_tensor_descriptor(LSE, [BH * N_CTX], [1], [64], row_layout)
+        delta_desc = tma.make_tensor_descriptor(Delta, [BH * N_CTX], [1], [64], row_layout)
+
+        k_smem = gl.allocate_shared_memory(dtype, [128, HEAD_DIM], key_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [128, HEAD_DIM], key_layout)
+        q_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], layout)
+        do_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], layout)
+        lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, 64], row_layout)
+        delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, 64], row_layout)
+        ds0 = gl.allocate_shared_memory(dtype, [128, 64], ds_layout)  # dS^T of the even query blocks
+        ds1 = gl.allocate_shared_memory(dtype, [128, 64], ds_layout)  # and of the odd ones
+        kv_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        qd_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        qd_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        ds_full = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        ds_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(kv_full, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(qd_full.index(i), count=1)
+            mbarrier.init(qd_empty.index(i), count=2)  # one arrival per consumer warpgroup
+        for i in gl.static_range(2):
+            mbarrier.init(ds_full.index(i), count=2)  # both halves of dS^T written
+            mbarrier.init(ds_empty.index(i), count=1)  # the warpgroup whose turn it was has read it
+        fence_async_shared()
+
+        gl.warp_specialize([
+            (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds0, ds1,
+                             kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP, 0,
+                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS)),
+            (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds0, ds1,
+                             kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP, 1,
+                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS)),
+            (_bwd_loader, (q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, q_smem, do_smem, k_smem, v_smem,
+                           lse_smem, delta_smem, kv_full, qd_full, qd_empty, N_CTX, BH, HEAD_GROUP, CAUSAL, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+@triton.jit
+def _bwd_prepare(O, DO, Delta, DQ_ACC, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """delta = rowsum(dO * O) in fp32 for BLOCK rows of the flattened (B*H*N, d) tensors, and their rows of the
+    dQ accumulator cleared."""
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.arange(0, HEAD_DIM)
+    ok = rows < N_CTX
+    offsets = rows.to(tl.int64)[:, None] * HEAD_DIM + cols[None, :]
+    o = tl.load(O + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
+    do = tl.load(DO + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
+    tl.store(Delta + rows, tl.sum(o * do, axis=1), mask=ok)
+    tl.store(DQ_ACC + offsets, tl.zeros([BLOCK, HEAD_DIM], tl.float32), mask=ok[:, None])
+
+
+@triton.jit
+def _bwd_finish(DQ_ACC, DQ, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """dQ = sm_scale * the fp32 accumulator, cast to dQ's dtype, for BLOCK rows of the flattened tensors."""
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.arange(0, HEAD_DIM)
+    ok = rows < N_CTX
+    offsets = rows.to(tl.int64)[:, None] * HEAD_DIM + cols[None, :]
+    acc = tl.load(DQ_ACC + offsets, mask=ok[:, None], other=0.0)
+    tl.store(DQ + offsets, (acc * sm_scale).to(DQ.dtype.element_ty), mask=ok[:, None])
+
+
+def available() -> bool:
+    """Whether this triton has the Gluon Hopper builtins the kernel uses."""
+    return gluon is not None
+
+
+def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
+             cc_major: int) -> bool:
+    """Whether attn_bwd_sm90 can compute this backward on a GPU of compute capability cc_major.x: an sm_90 GPU,
+    fp16 or bf16, head_dim 64 or 128, contiguous tensors of one shape on 16-byte boundaries."""
+    return (available() and cc_major == 9 and q.dtype in (torch.float16, torch.bfloat16)
+            and q.dim() == 4 and q.shape[-1] in SUPPORTED_HEAD_DIMS and q.numel() < 2 ** 31
+            and all(t.is_contiguous() and t.data_ptr() % 16 == 0 and t.shape == q.shape and t.dtype == q.dtype
+                    for t in (q, k, v, o, do)))
+
+
+def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+             lse: torch.Tensor, causal: bool, sm_scale: float | None = None, head_group: int | None = None,
+             poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS) -> dict:
+    """The backward's three launches over fresh buffers, as callables {"prepare", "kernel", "finish"} (run in that
+    order), and its outputs {"dq", "dk", "dv"}: contiguous (B, H, N, d) q, k, v, o, do and the forward's
+    natural-log LSE ((B, H, N) fp32). poison: the outputs start NaN-filled, so a check sees every element
+    written. stages, pipeline, dq_cols: the kernel's STAGES, PIPELINE and DQ_COLS (the probe times the alternatives)."""
+    batch, heads, seq, head_dim = q.shape
+    bh = batch * heads
+    scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else sm_scale
+    delta = torch.empty((bh, seq), device=q.device, dtype=torch.float32)
+    dq_acc = torch.empty((bh, seq, head_dim), device=q.device, dtype=torch.float32)
+    make = (lambda t: torch.full_like(t, math.nan)) if poison else torch.empty_like
+    dq, dk, dv = make(q), make(k), make(v)
+    rows = bh * seq
+    block = 64
+    group = bh if head_group is None else head_group
+    triton.set_allocator(_workspace)  # the kernel builds its TMA descriptors on the device
+
+    def prepare():
+        _bwd_prepare[(triton.cdiv(rows, block),)](o, do, delta, dq_acc, rows, HEAD_DIM=head_dim, BLOCK=block)
+
+    def kernel():
+        attn_bwd_sm90[(triton.cdiv(seq, BLOCK_N) * bh,)](
+            q, k, v, do, dq_acc, dk, dv, lse, delta, scale, seq, bh, group,
+            HEAD_DIM=head_dim, CAUSAL=bool(causal), STAGES=stages, PIPELINE=bool(pipeline),
+            DQ_COLS=min(dq_cols, head_dim),
+            CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, num_warps=4)
+
+    def finish():
+        _bwd_finish[(triton.cdiv(rows, block),)](dq_acc, dq, scale, rows, HEAD_DIM=head_dim, BLOCK=block)
+
+    return {"prepare": prepare, "kernel": kernel, "finish": finish, "dq": dq, "dk": dk, "dv": dv}
+
+
+def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+             lse: torch.Tensor, causal: bool, sm_scale: float | None = None, head_group: int | None = None,
+             poison: bool = False):
+    """(dq, dk, dv) of attention (see ``launches``): delta and a cleared dQ accumulator, the kernel, dQ's cast."""
+    calls = launches(do, q, k, v, o, lse, causal, sm_scale, head_group, poison)
+    for step in ("prepare", "kernel", "finish"):
+        calls[step]()
+    return calls["dq"], calls["dk"], calls["dv"]

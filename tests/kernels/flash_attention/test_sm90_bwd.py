@@ -1,0 +1,140 @@
+"""The Gluon five-matmul backward (profkit.kernels.flash_attention.sm90_bwd).
+
+Without a GPU: its two Triton helper kernels (delta with the cleared dQ accumulator, and dQ's cast) run in the
+interpreter against torch, and the Gluon kernel is compiled ahead of time for sm_90 (TMA loads, wgmma, v4 fp32
+reduce-adds, a 24-register loader warp, shared memory within 227 KiB). On an sm_90 GPU the whole backward runs
+against a float64 reference on odd lengths, causal and not, fp16 and bf16, into NaN-filled outputs, with the
+bound and measure of test_fa2.py (10 units of roundoff of max |x - ref| / max(max |ref|, 1)).
+"""
+
+import math
+
+import pytest
+import torch
+import triton
+
+from profkit.kernels.flash_attention import fa2 as fa
+from profkit.kernels.flash_attention import sm90_bwd
+from tests.kernels.offline_compile import needs_triton_tools, run_compile_script
+from tests.triton_mode import COMPILED, on_sm90
+
+UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+GRAD_TOL_U = 10
+
+
+def _scaled_error(x: torch.Tensor, ref: torch.Tensor) -> float:
+    if torch.isnan(x).any():
+        return math.inf
+    return (x.double() - ref.double()).abs().max().item() / max(ref.abs().max().item(), 1.0)
+
+
+@pytest.mark.parametrize("head_dim", [16, 64])
+def test_prepare_computes_delta_and_clears_the_accumulator(device, head_dim):
+    """delta = rowsum(dO * O) in fp32 for every row, the rows past a block boundary included (rows = 1000 is not a
+    multiple of the 64-row block), and every element of a NaN-filled accumulator set to zero."""
+    torch.manual_seed(head_dim)
+    rows = 1000
+    o = torch.randn(rows, head_dim, device=device).half()
+    do = torch.randn(rows, head_dim, device=device).half()
+    delta = torch.full((rows,), math.nan, device=device)
+    acc = torch.full((rows, head_dim), math.nan, device=device)
+    sm90_bwd._bwd_prepare[(triton.cdiv(rows, 64),)](o, do, delta, acc, rows, HEAD_DIM=head_dim, BLOCK=64)
+    expected = (o.double() * do.double()).sum(-1)
+    assert torch.allclose(delta.double(), expected, rtol=1e-5, atol=1e-5)
+    assert torch.equal(acc, torch.zeros_like(acc))
+
+
+def _bf16_toward_zero(x: torch.Tensor) -> torch.Tensor:
+    """fp32 -> bf16 by dropping the low 16 bits: the interpreter's cast (a GPU rounds to nearest)."""
+    return (x.contiguous().view(torch.int32) & ~0xFFFF).view(torch.float32).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_finish_scales_the_accumulator_into_dq(device, dtype):
+    """dQ = sm_scale * accumulator, rounded once to dQ's dtype (bit for bit), on every row of a non-multiple of the
+    block."""
+    torch.manual_seed(3)
+    rows, head_dim, scale = 777, 64, 0.125
+    acc = torch.randn(rows, head_dim, device=device) * 40
+    dq = torch.full((rows, head_dim), math.nan, device=device, dtype=dtype)
+    sm90_bwd._bwd_finish[(triton.cdiv(rows, 64),)](acc, dq, scale, rows, HEAD_DIM=head_dim, BLOCK=64)
+    interpreted_bf16 = dtype == torch.bfloat16 and not COMPILED
+    expected = _bf16_toward_zero(acc * scale) if interpreted_bf16 else (acc * scale).to(dtype)
+    assert torch.equal(dq, expected)
+
+
+SM90_BWD_SCRIPT = r"""
+import json, re, subprocess, sys, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from profkit.kernels.flash_attention import sm90_bwd as m
+
+fn = m.attn_bwd_sm90
+results = {}
+for head_dim in m.SUPPORTED_HEAD_DIMS:
+    for causal in (True, False):
+        sig = {n: "*fp16" for n in ("Q", "K", "V", "DO")}
+        sig.update(DQ_ACC="*fp32", DK="*fp16", DV="*fp16", LSE="*fp32", Delta="*fp32", sm_scale="fp32",
+                   N_CTX="i32", BH="i32", HEAD_GROUP="i32")
+        for name in fn.arg_names[len(sig):]:
+            sig[name] = "constexpr"
+        consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, STAGES=m.STAGES, PIPELINE=m.PIPELINE,
+                      DQ_COLS=min(m.DQ_COLS, head_dim), CONSUMER_REGS=m.CONSUMER_REGS,
+                      LOADER_REGS=m.LOADER_REGS)
+        attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]]
+                 for n in ("Q", "K", "V", "DO", "DQ_ACC", "DK", "DV", "LSE", "Delta")}
+        kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                                options={"num_warps": 4})
+        ptx = kernel.asm["ptx"]
+        results[f"d={head_dim} causal={causal}"] = {
+            "shared": kernel.metadata.shared,
+            "wgmma": len(re.findall(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
+            "tma_3d": "cp.async.bulk.tensor.3d" in ptx, "tma_1d": "cp.async.bulk.tensor.1d" in ptx,
+            "v4_adds": bool(re.search(r"(red|atom)\.global\.gpu\.relaxed\.add\.v4\.f32", ptx)),
+            "loader_regs": bool(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)),
+            "consumer_regs": bool(re.search(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+240;", ptx)),
+        }
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow  # ~4 s of sm_90 compiles
+@needs_triton_tools
+def test_the_gluon_backward_compiles_for_hopper():
+    """Every supported head dim, causal and not: Q/dO/K/V through 3-D TMA boxes and LSE/delta through 1-D ones, fp16 wgmma
+    (per query block S^T, dP^T, dV, dK in 64-row pieces, then dQ over 128 keys: 80 instructions at d = 64), dQ added with v4 fp32 reduce-adds, the loader warp at 24 registers and the consumers at 240."""
+    results = run_compile_script("FA sm_90 backward compile", SM90_BWD_SCRIPT, {})
+    assert len(results) == 2 * len(sm90_bwd.SUPPORTED_HEAD_DIMS)
+    for name, r in results.items():
+        assert r["tma_3d"] and r["tma_1d"], f"{name}: TMA loads missing: {r}"
+        assert r["wgmma"] >= 80, f"{name}: {r['wgmma']} fp16 wgmma instructions"
+        assert r["v4_adds"], f"{name}: dQ is not added with v4 fp32 reduce-adds: {r}"
+        assert r["loader_regs"] and r["consumer_regs"], f"{name}: register split missing: {r}"
+        assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"
+
+
+needs_sm90 = pytest.mark.skipif(not on_sm90(), reason="the Gluon backward runs on an sm_90 GPU only")
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [shape for shape in ((1, 2, 1000, 64), (2, 3, 777, 128), (1, 1, 64, 64),
+                                                        (1, 2, 300, 128), (2, 2, 1536, 64))
+                                   if shape[-1] in sm90_bwd.SUPPORTED_HEAD_DIMS])
+def test_gluon_backward_matches_float64(shape, causal, dtype):
+    """dQ, dK, dV against float64 autograd through the reference attention, the forward's O and LSE as input;
+    lengths off the 64- and 128-row tiles, one key block, several, and a block that is all padding past N."""
+    gen = torch.Generator(device="cuda").manual_seed(sum(shape) + causal)
+    q, k, v, do = (torch.randn(shape, device="cuda", generator=gen).to(dtype) for _ in range(4))
+    scale = 1.0 / math.sqrt(shape[-1])
+    o, lse = fa.attention_forward(q, k, v, causal, scale, True)
+    qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+    ref_o, _ = fa.attention_reference(qd, kd, vd, causal=causal)
+    refs = torch.autograd.grad(ref_o, (qd, kd, vd), do.double())
+    grads = sm90_bwd.backward(do, q, k, v, o, lse, causal, poison=True)
+    bound = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
+    for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+        assert _scaled_error(grad, ref) <= bound, f"{name}: {_scaled_error(grad, ref):.2e} > {bound:.2e}"
