@@ -375,7 +375,10 @@ def matmul_configs(path: str) -> list[triton.Config]:
     ``small_16bit`` takes from TMA, with the 128x128x64 4-warp 5-stage and 128x256x64 4-stage tiles that won there
     (``benchmarks/matmul_tile_probe.py --pointer``: 512 x 4096 x 4096, 2000^3, 128 x 14336 x 4096) and cuBLAS's
     128x64x64 tile with 8 stages of 24 KiB and 8 warps (1024^3 0.845 -> 0.883x, 128 x 4096 x 4096 0.801 -> 0.897x,
-    128 x 4096 x 14336 0.980 -> 1.040x on the H100, ``shapes --dtype bf16``). skinny16 /
+    128 x 4096 x 14336 0.980 -> 1.040x on the H100, ``shapes --dtype bf16``), and two 4-warp tiles timed alone
+    beside it (H100, graph replays, L2 flushed, 3 rounds; ``matmul_tile_probe.py --pointer --splits 1``): 64x64x64
+    with 12 stages, 1.016x cuBLAS at 128 x 4096 x 4096 where the autotuned ``matmul`` read 0.909x, and 64x128x64
+    with 8 stages, 0.909x at 1024^3 against 0.891x. skinny16 /
     skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
     full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128, 64x128 and 64x64
@@ -399,7 +402,8 @@ def matmul_configs(path: str) -> list[triton.Config]:
         return [_config(*c) for c in (
             (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
             (128, 128, 64, 4, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 64, 4, 4),
-            (128, 128, 64, 5, 4), (128, 256, 64, 4, 8), (128, 64, 64, 8, 8))]
+            (128, 128, 64, 5, 4), (128, 256, 64, 4, 8), (128, 64, 64, 8, 8), (64, 64, 64, 12, 4),
+            (64, 128, 64, 8, 4))]
     if path == "skinny16":
         return [_config(*c) for c in (
             (16, 32, 256, 4, 4), (16, 64, 256, 4, 4), (16, 64, 128, 5, 4), (16, 128, 128, 4, 4),
