@@ -437,6 +437,7 @@ def wider_probe_rows(name: str = "matmul_pointer_split_probe3_h100") -> Expected
 
 
 DEEP = "### A deep pointer tile, and tiles between the power-of-two widths"
+SMALL_TILES = "### The 64 × 128 and 64 × 64 pointer tiles, timed"
 WIDE_PROBE = "launch at 3000³ | µs | TFLOP/s | vs cuBLAS"
 DEEP_SHAPES = "shape | ratio (95 % interval) | TFLOP/s | the autotuner's tile"
 
@@ -505,7 +506,8 @@ def test_matmul_page_pointer_path_and_shapes():
                 *check("matmul.md", WIDE_PROBE, wide_probe_rows(), after=DEEP),
                 *check("matmul.md", WIDER_PROBE, wider_probe_rows("matmul_pointer_deep_probe_h100"), after=DEEP),
                 *check("matmul.md", DEEP_SHAPES, deep_tile_rows(), after=DEEP),
-                *check("matmul.md", SHAPES_SUMMARY, bf16_shapes_summary_rows(), after=DEEP)]
+                *check("matmul.md", SHAPES_SUMMARY, bf16_shapes_summary_rows(), after=DEEP),
+                *check("matmul.md", WIDER_PROBE, wider_probe_rows("matmul_pointer_small_probe_h100"), after=SMALL_TILES)]
     assert not problems, "\n".join(problems)
 
 
