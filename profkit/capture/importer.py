@@ -151,13 +151,17 @@ def import_reports(files: list[str | Path], name: str, *, root: Path | None = No
 
 
 def _record_reports(manifest: dict, tables: dict, groups: dict) -> None:
-    """GPU name and Nsight Compute version as the reports record them."""
+    """GPU name, compute capability and Nsight Compute version as the reports record them."""
     from profkit.parse.files import plain_file
     from profkit.parse.ncu import report_ncu_version
 
     launches = tables.get("launches")
     if launches is not None and "device_name" in launches and not launches.empty:
         manifest["gpu"]["name"] = str(launches["device_name"].dropna().astype(str).iloc[0])
+        if {"device_cc_major", "device_cc_minor"} <= set(launches):
+            cc = launches[["device_cc_major", "device_cc_minor"]].dropna()
+            if not cc.empty:
+                manifest["gpu"]["compute_capability"] = f"{int(cc.iloc[0, 0])}.{int(cc.iloc[0, 1])}"
     versions = {report_ncu_version(plain_file(report)) for kinds in groups.values() for report in kinds.get("ncu", [])}
     versions.discard("")
     if len(versions) == 1:

@@ -102,6 +102,7 @@ def test_import_joins_one_programs_reports_under_two_stems(tmp_path):
     manifest = json.loads((session / "manifest.json").read_text())
     assert [(c["name"], c["files"]) for c in manifest["captures"]] == [
         ("mm", {"ncu_report": "mm.ncu-rep", "nsys_sqlite": "mm.sqlite"})]
+    assert manifest["gpu"] == {"name": "NVIDIA H200", "compute_capability": "9.0"}  # as the ncu report records them
     table = pd.read_parquet(session / "tables" / "crosscheck.parquet")
     row = table.set_index("label").loc["matmul_tiled/matmul_tiled"]
     export = tmp_path / "plain.sqlite"
