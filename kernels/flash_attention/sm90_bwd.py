@@ -19,6 +19,13 @@ Causal: a CTA visits the query blocks from its first key on (its first two block
 masked); key 128 * kb + 127 is the last key of the CTA, so work per CTA falls with kb, and the grid starts the
 longest (kb = 0) of a group of heads first. Keys past the sequence end need no mask: their K and V rows are
 zeros (they add nothing to dQ) and their dK, dV are not stored. Query rows past it load LSE = +inf (P = 0).
+
+Measured (H100, causal fp16, d = 64, B 4, H 8; ``benchmarks/fa_bwd_sm90_probe.py``, reports/flash_attention.md): correct
+against float64, but slower than both the split pair and cuDNN: 628.5 / 2272.2 / 8579.6 us at N = 4096 / 8192 /
+16384 against 518.3 / 2016.4 / 7547.0 (split) and 507.4 / 1747.9 / 6428.8 (cuDNN). Under ncu (N = 4096) its tensor
+pipe is 33 % busy, with barrier stalls first (the partition barrier before each dS^T handoff and the layout
+conversions through shared memory), so ``flash_attention`` does not use it: it is the base for a backward at
+cuDNN's matmul count, not a variant yet.
 """
 
 from __future__ import annotations
@@ -44,15 +51,19 @@ BLOCK_N = 128
 BLOCK_M = 64
 """Query rows per step."""
 STAGES = 2
-PIPELINE = True
+PIPELINE = False
+"""Issue the next query block's S^T and dP^T before waiting for this one's dV and dK (see ``_bwd_step``). Off: on the
+H100 (run 12-08 00:44, causal fp16, d = 64, B 4, H 8) it took 743.7 / 2677.1 / 10121.2 us at N = 4096 / 8192 / 16384
+against 628.5 / 2272.2 / 8579.6 us for the in-step order, with more barrier stalls per instruction (6.85 against 4.41
+cycles) and a less busy tensor pipe (27.3 % against 33.4 %; session fa-bwd-sm90-n4096-d64)."""
 DQ_COLS = 64
-"""Columns of dQ per wgmma chain and atomic pass (see ``_bwd_step``)."""
-"""Issue the next query block's S^T and dP^T before waiting for this one's dV and dK (see ``_bwd_step``)."""
+"""Columns of dQ per wgmma chain and atomic pass (see ``_bwd_step``): all 64 at d = 64; at d = 128 two passes (a
+whole 64 x 128 fp32 tile beside dK and dV spilled), though d = 128 failed on the GPU either way."""
 CONSUMER_REGS = 240
 LOADER_REGS = 24
 SUPPORTED_HEAD_DIMS = (64,)
-"""d = 128 compiles (the dQ matmul in two 64-column passes) but its first launch on the H100 ended in an illegal
-instruction (run 12-07 23:50), so ``eligible`` leaves it to the Triton backward."""
+"""d = 128 compiles but ended in an illegal instruction on the H100, in-step with the dQ matmul in two 64-column passes
+(run 12-07 23:50) and pipelined with it in one (run 12-08 00:44), so ``eligible`` leaves it to the Triton backward."""
 
 if gluon is not None:
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
@@ -379,9 +390,9 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              lse: torch.Tensor, causal: bool, sm_scale: float | None = None, head_group: int | None = None,
-             poison: bool = False):
+             poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS):
     """(dq, dk, dv) of attention (see ``launches``): delta and a cleared dQ accumulator, the kernel, dQ's cast."""
-    calls = launches(do, q, k, v, o, lse, causal, sm_scale, head_group, poison)
+    calls = launches(do, q, k, v, o, lse, causal, sm_scale, head_group, poison, stages, pipeline, dq_cols)
     for step in ("prepare", "kernel", "finish"):
         calls[step]()
     return calls["dq"], calls["dk"], calls["dv"]

@@ -636,6 +636,33 @@ def fa_goal_rows() -> Expected:
     return keyed(out)
 
 
+GLUON_BWD = "N | cuDNN | split pair | ours (in-step) | kernel alone | vs cuDNN | vs split | pipelined"
+
+
+def gluon_backward_rows() -> Expected:
+    """fa_bwd_sm90_probe_h100.txt, its last run (the printout's "# run 1208-0044" block): per N, cuDNN and the split
+    pair, then the in-step variant's three launches, its kernel alone and both ratios as printed, and the pipelined
+    variant (2 stages)."""
+    text = (REPORTS / "benchmarks" / "fa_bwd_sm90_probe_h100.txt").read_text().split("# run 1208-0044")[1]
+    cases: dict[str, dict[str, list[str]]] = {}
+    for line in text.splitlines():
+        head = re.match(r"\s+\(4, 8, (\d+), 64\)\s+float16\s+split\s+([\d.]+) us\s+cuDNN\s+([\d.]+) us", line)
+        if head:
+            case = cases.setdefault(head.group(1), {"base": [head.group(3), head.group(2)]})
+        timed = re.match(r"\s+(in-step|pipelined) s2 dq64\s+ours\s+([\d.]+) us \(kernel\s+([\d.]+)\)\s+ratio "
+                         r"([\d.]+)\s+vs split ([\d.]+)", line)
+        if timed:
+            case[timed.group(1)] = [timed.group(2), timed.group(3), f"{timed.group(4)}×", f"{timed.group(5)}×"]
+    out = [[seq, *case["base"], *case["in-step"], case["pipelined"][0]] for seq, case in cases.items()]
+    assert [row[0] for row in out] == ["4096", "8192", "16384"] and all(len(row) == 8 for row in out), out
+    return keyed(out)
+
+
+def test_flash_attention_gluon_backward_table():
+    problems = check("flash_attention.md", GLUON_BWD, gluon_backward_rows())
+    assert not problems, "\n".join(problems)
+
+
 def test_flash_attention_goals_table():
     problems = check("flash_attention.md", FA_GOALS, fa_goal_rows())
     assert not problems, "\n".join(problems)
