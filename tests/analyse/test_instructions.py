@@ -240,8 +240,13 @@ def _ncu_set(session: str) -> str | None:
 
 
 OPCODE_SESSIONS = sorted(p.name for p in SESSIONS.iterdir() if table_file(p, "opcodes"))
-SAMPLED_SESSIONS = [s for s in OPCODE_SESSIONS if _ncu_set(s) is not None]
-QUICK_SESSIONS = [s for s in OPCODE_SESSIONS if _ncu_set(s) is None]
+def _imported(session: str) -> bool:
+    """`profkit import`ed reports: their manifest cannot say which ncu set took them (their tables can)."""
+    return bool(json.loads((SESSIONS / session / "manifest.json").read_text()).get("imported"))
+
+
+SAMPLED_SESSIONS = [s for s in OPCODE_SESSIONS if _ncu_set(s) is not None or _imported(s)]
+QUICK_SESSIONS = [s for s in OPCODE_SESSIONS if _ncu_set(s) is None and not _imported(s)]
 
 
 def test_the_committed_sessions_include_sampled_and_quick_captures():
