@@ -124,14 +124,16 @@ def top_hotspots(hotspots: pd.DataFrame | None, top: int = TOP_HOTSPOTS) -> pd.D
 
 def top_launches(summary: pd.DataFrame | None, top: int = TOP_HOTSPOTS) -> pd.DataFrame:
     """Without a timeline (a raw ncu report): the longest profiled launches with their share of the profiled time
-    (profiled_pct) and rates; the name last."""
+    (profiled_pct) and rates; the capture too where a kernel's name repeats (one kernel in two captures is two rows
+    that only it tells apart); the name last."""
     if summary is None or summary.empty or "duration_us" not in summary:
         return pd.DataFrame()
     duration = pd.to_numeric(summary["duration_us"], errors="coerce")
     rows = summary.assign(profiled_pct=100 * duration / duration.sum()).loc[duration.sort_values(
         ascending=False, kind="stable").index[:top]]
-    columns = [c for c in ("duration_us", "profiled_pct", "achieved_tflops", "dram_gbps", "grid", "block", "kernel")
-               if c in rows]
+    repeated = "capture" in rows and "kernel" in rows and rows["kernel"].duplicated().any()
+    columns = [c for c in ("duration_us", "profiled_pct", "achieved_tflops", "dram_gbps", "grid", "block",
+                           *(("capture",) if repeated else ()), "kernel") if c in rows]
     return rows[columns].reset_index(drop=True)
 
 

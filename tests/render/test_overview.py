@@ -58,3 +58,12 @@ def test_without_a_timeline_the_longest_profiled_launches_stand_in():
     assert top["profiled_pct"].iloc[0] == pytest.approx(100 * duration.max() / duration.sum())
     block = overview_html({"summary": summary}, None)
     assert "Longest profiled launches" in block and "No timeline" in block
+    assert "capture" not in top  # one kernel per capture: the names tell the rows apart
+
+
+def test_the_longest_launches_of_several_captures_name_their_capture():
+    """Two imported ncu reports of one kernel (the Gluon backward in two orders): the rows differ by capture only."""
+    top = top_launches(profkit.load(REPO / "sessions" / "fa-bwd-sm90-n4096-d64").table("summary"))
+    assert list(top["kernel"]) == ["attn_bwd_sm90"] * 2
+    assert list(top["capture"]) == ["fa_bwd_sm90_pipelined", "fa_bwd_sm90"]  # the longer first
+    assert list(top.columns[-2:]) == ["capture", "kernel"]
