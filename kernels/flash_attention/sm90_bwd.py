@@ -231,7 +231,7 @@ if gluon is not None:
         n = gl.cdiv(N_CTX, 64) - first
         if PIPELINE:
             s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, 0, STAGES)
-        else:  # placeholders of the loop-carried type
+        else:  # start values of the loop-carried type, never read in this order
             s_t = warpgroup_mma_init(gl.zeros([64, 64], gl.float32, s_layout))
             dp_t = warpgroup_mma_init(gl.zeros([64, 64], gl.float32, s_layout))
         for pair in range((n + 1) // 2):  # two blocks per turn, so each one's dS^T buffer is known statically
