@@ -36,12 +36,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention
 from triton.testing import do_bench
 
+from benchmarks.fa_grid_sweep import GRAD_TOL_U, UNIT_ROUNDOFF, scaled_error
+from profkit.bench.flops import attention_flops
 from profkit.kernels.common import tma_workspace
 from profkit.kernels.flash_attention import fa2 as fa
 from profkit.kernels.flash_attention import sm90_bwd
 
-UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
-GRAD_TOL_U = 10
 CHECK_SHAPES = [(1, 2, 1000, 64), (2, 3, 777, 128), (1, 1, 128, 64), (1, 2, 300, 128), (2, 2, 1536, 64)]
 TIMED_SHAPES = [(4, 8, 4096, 64), (4, 8, 8192, 64), (4, 8, 16384, 64),
                 (4, 16, 4096, 128), (4, 16, 8192, 128), (4, 16, 16384, 128)]
@@ -51,20 +51,9 @@ def bench_us(fn) -> float:
     return do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
 
 
-def scaled_error(x: torch.Tensor, ref: torch.Tensor) -> float:
-    if torch.isnan(x).any():
-        return math.inf
-    return (x.double() - ref.double()).abs().max().item() / max(ref.abs().max().item(), 1.0)
-
-
 def inputs(shape, dtype, seed):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     return [torch.randn(shape, device="cuda", generator=gen).to(dtype) for _ in range(4)]
-
-
-def flops(shape, causal: bool) -> float:
-    batch, heads, seq, d = shape
-    return 2.5 * 4 * batch * heads * seq * seq * d / (2 if causal else 1)
 
 
 def forward(q, k, v, causal):
@@ -128,7 +117,7 @@ def timed_case(shape, dtype, configs, with_split: bool, once: bool) -> None:
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         o_c = scaled_dot_product_attention(qg, kg, vg, is_causal=True)
     cudnn = bench_us(lambda: torch.autograd.grad(o_c, (qg, kg, vg), do, retain_graph=True))
-    fl = flops(shape, causal)
+    fl = attention_flops(*shape, causal, direction="bwd")
     print(f"  {shape!s:<20} {dtype_name(dtype):<8} split {split_us:8.1f} us  cuDNN {cudnn:8.1f} us", flush=True)
     for config in configs:
         ours = run_backward(config, do, q, k, v, o, lse, causal, poison=True)

@@ -48,8 +48,8 @@ except ImportError:  # a triton without Gluon: the Triton backward serves every 
 
 BLOCK_N = 128
 """Keys per CTA: two consumer warpgroups of 64 (the wgmma M)."""
-BLOCK_M = 64
-"""Query rows per step."""
+ROW_BLOCK = 64
+"""Rows of the flattened (B*H*N, d) tensors per program of the two Triton helpers."""
 STAGES = 2
 PIPELINE = False
 """Issue the next query block's S^T and dP^T before waiting for this one's dV and dK (see ``_bwd_step``). Off: on the
@@ -368,7 +368,7 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     make = (lambda t: torch.full_like(t, math.nan)) if poison else torch.empty_like
     dq, dk, dv = make(q), make(k), make(v)
     rows = bh * seq
-    block = 64
+    block = ROW_BLOCK
     group = bh if head_group is None else head_group
     triton.set_allocator(_workspace)  # the kernel builds its TMA descriptors on the device
 
