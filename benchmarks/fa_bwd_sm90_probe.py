@@ -3,7 +3,7 @@
 Run from the repository root on an sm_90 GPU:
 
     PYTHONPATH=$PWD:$PYTHONPATH python3 benchmarks/fa_bwd_sm90_probe.py [--dtype float16 bfloat16]
-        [--shape B,H,N,D ...] [--head-dims 64 128] [--config PIPELINE,STAGES,DQ_COLS ...] [--no-split]
+        [--shape B,H,N,D ...] [--head-dims 64 128] [--config PIPELINE,STAGES,DQ_COLS[,BLOCK_Q] ...] [--no-split]
         [--check-only | --once]
 
 First a correctness pass: on small odd shapes (causal and not, d = 64 and 128) the kernel's dQ, dK, dV, written
@@ -14,8 +14,9 @@ backward's gradients (same bound against their scale) and timed with triton.test
 256 MB buffer cleared before every call: the L2 is flushed), microseconds:
   ours   - the three launches (delta and a cleared accumulator, the kernel, dQ's cast), called directly;
   kernel - the Gluon kernel alone;
-one pair of them per --config (the kernel's PIPELINE, STAGES and DQ_COLS; default the module's), every config
-checked first;
+one pair of them per --config (the kernel's PIPELINE, STAGES, DQ_COLS and BLOCK_Q, the last 64 when left out;
+default the module's; a BLOCK_Q = 128 config is skipped at d = 128, where it does not fit the registers), every
+config checked first;
   split  - fa2's split backward (dQ kernel, then dK/dV), called directly (autotuned first);
   cuDNN  - torch.autograd.grad through SDPA with SDPBackend.CUDNN_ATTENTION pinned.
 ratio = cuDNN us / ours us (> 1: ours faster), the goals' sense. FLOPs as the benchmark counts them: the
@@ -65,15 +66,31 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def parse_config(spec: str) -> tuple:
+    """PIPELINE,STAGES,DQ_COLS[,BLOCK_Q] -> a 4-tuple (BLOCK_Q 64 when left out)."""
+    values = tuple(int(x) for x in spec.split(","))
+    if len(values) not in (3, 4):
+        raise argparse.ArgumentTypeError(f"{spec!r}: PIPELINE,STAGES,DQ_COLS[,BLOCK_Q]")
+    return values if len(values) == 4 else values + (64,)
+
+
 def config_name(config) -> str:
-    pipeline, stages, dq_cols = config
-    return f"{'pipelined' if pipeline else 'in-step'} s{stages} dq{dq_cols}"
+    pipeline, stages, dq_cols, block_q = config
+    return f"{'pipelined' if pipeline else 'in-step'} s{stages} dq{dq_cols} q{block_q}"
+
+
+def fits(config, head_dim: int) -> bool:
+    """Whether the kernel builds this config at this head dim (128-row query blocks: d = 64 only)."""
+    return config[3] == 64 or head_dim == 64
+
+
+def launch_options(config) -> dict:
+    pipeline, stages, dq_cols, block_q = config
+    return dict(stages=stages, pipeline=bool(pipeline), dq_cols=dq_cols, block_q=block_q)
 
 
 def run_backward(config, do, q, k, v, o, lse, causal, poison=False):
-    pipeline, stages, dq_cols = config
-    return sm90_bwd.backward(do, q, k, v, o, lse, causal, poison=poison, stages=stages, pipeline=bool(pipeline),
-                             dq_cols=dq_cols)
+    return sm90_bwd.backward(do, q, k, v, o, lse, causal, poison=poison, **launch_options(config))
 
 
 def check_small(dtype, configs, head_dims) -> bool:
@@ -88,7 +105,7 @@ def check_small(dtype, configs, head_dims) -> bool:
             qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
             ref_o, _ = fa.attention_reference(qd, kd, vd, causal=causal)
             refs = torch.autograd.grad(ref_o, (qd, kd, vd), do.double())
-            for config in configs:
+            for config in (c for c in configs if fits(c, shape[-1])):
                 outs = run_backward(config, do, q, k, v, o, lse, causal, poison=True)
                 torch.cuda.synchronize()
                 errs = [scaled_error(x, r) for x, r in zip(outs, refs)]
@@ -119,16 +136,14 @@ def timed_case(shape, dtype, configs, with_split: bool, once: bool) -> None:
     cudnn = bench_us(lambda: torch.autograd.grad(o_c, (qg, kg, vg), do, retain_graph=True))
     fl = attention_flops(*shape, causal, direction="bwd")
     print(f"  {shape!s:<20} {dtype_name(dtype):<8} split {split_us:8.1f} us  cuDNN {cudnn:8.1f} us", flush=True)
-    for config in configs:
+    for config in (c for c in configs if fits(c, shape[-1])):
         ours = run_backward(config, do, q, k, v, o, lse, causal, poison=True)
         torch.cuda.synchronize()
         err = max(scaled_error(x, r) for x, r in zip(ours, split))
         if err > tol:
             print(f"    {config_name(config):<22} WRONG against the split backward: {err:.2e}", flush=True)
             continue
-        pipeline, stages, dq_cols = config
-        launches = sm90_bwd.launches(do, q, k, v, o, lse, causal, stages=stages, pipeline=bool(pipeline),
-                                     dq_cols=dq_cols)
+        launches = sm90_bwd.launches(do, q, k, v, o, lse, causal, **launch_options(config))
         us = bench_us(lambda config=config: run_backward(config, do, q, k, v, o, lse, causal))
         kernel = bench_us(launches["kernel"])
         print(f"    {config_name(config):<22} ours {us:8.1f} us (kernel {kernel:8.1f})  ratio {cudnn / us:.3f}  "
@@ -140,7 +155,8 @@ def main() -> int:
     parser.add_argument("--dtype", nargs="+", default=["float16"], choices=("float16", "bfloat16"))
     parser.add_argument("--shape", action="append", default=[], metavar="B,H,N,D")
     parser.add_argument("--head-dims", nargs="+", type=int, default=list(sm90_bwd.SUPPORTED_HEAD_DIMS))
-    parser.add_argument("--config", action="append", default=[], metavar="PIPELINE,STAGES,DQ_COLS")
+    parser.add_argument("--config", action="append", default=[], type=parse_config,
+                        metavar="PIPELINE,STAGES,DQ_COLS[,BLOCK_Q]")
     parser.add_argument("--no-split", action="store_true", help="leave out the split backward's timing")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check-only", action="store_true")
@@ -155,8 +171,7 @@ def main() -> int:
           f"cuDNN {torch.backends.cudnn.version()}", flush=True)
     start = time.time()
     dtypes = [getattr(torch, name) for name in args.dtype]
-    configs = ([tuple(int(x) for x in spec.split(",")) for spec in args.config]
-               or [(int(sm90_bwd.PIPELINE), sm90_bwd.STAGES, sm90_bwd.DQ_COLS)])
+    configs = args.config or [(int(sm90_bwd.PIPELINE), sm90_bwd.STAGES, sm90_bwd.DQ_COLS, sm90_bwd.BLOCK_Q)]
     if not args.once:
         for dtype in dtypes:
             if not check_small(dtype, configs, args.head_dims):

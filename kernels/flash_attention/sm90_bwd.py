@@ -6,26 +6,33 @@ Triton program holding dK, dV and a dQ share at once needs 255 registers and kee
 schedules it, which plain Triton cannot express:
 
 * a CTA owns 128 keys of one (batch, head); a one-warp **loader** partition brings K and V once and then each
-  64-row block of Q and dO into a ``STAGES``-deep ring (TMA; rows past the sequence end arrive as zeros);
+  ``BLOCK_Q``-row block of Q, dO and their rows of LSE / sm_scale and delta into a ``STAGES``-deep ring (TMA;
+  rows past the sequence end arrive as zeros);
 * two **consumer** warpgroups own 64 of the keys each and hold their dK, dV in registers. Per query block a
-  consumer issues S^T = K Q^T and dP^T = V dO^T together, builds P^T and dS^T = P^T (dP^T - delta), then
-  dV += P^T dO and dK += dS^T Q (A operands from registers) and writes dS^T to shared memory;
-* dQ for the block, dS K over all 128 keys (one wgmma chain with K = 128), is computed by the two warpgroups in
-  turn (even blocks by the first, odd by the second: the same work each on average) once both halves of dS^T
-  are in shared memory, and added into an fp32 (B*H, N, d) accumulator with relaxed atomics: one add per
-  element per 128 keys. A last pass scales it and casts it to dQ.
+  consumer issues S^T - LSE / sm_scale (the matmul starts from the LSE row) and dP^T = V dO^T together, builds
+  P^T and dV += P^T dO while dP^T finishes, then dS^T = P^T (dP^T - delta) and dK += dS^T Q (A operands from
+  registers), and writes dS^T to shared memory;
+* dQ, dS K over all 128 keys (one wgmma chain with K = 128), is computed once both warpgroups' rows of dS^T are in
+  shared memory: with 64-row blocks by the warpgroups in turn (even blocks by the first, odd by the second), with
+  128-row blocks by both, 64 rows each; and added into an fp32 (B*H, N, d) accumulator with relaxed atomics: one
+  add per element per 128 keys. A last pass scales it and casts it to dQ.
 
-Causal: a CTA visits the query blocks from its first key on (its first two blocks cross the diagonal and are
+Causal: a CTA visits the query blocks from its first key on (the first 128 query rows cross the diagonal and are
 masked); key 128 * kb + 127 is the last key of the CTA, so work per CTA falls with kb, and the grid starts the
 longest (kb = 0) of a group of heads first. Keys past the sequence end need no mask: their K and V rows are
-zeros (they add nothing to dQ) and their dK, dV are not stored. Query rows past it load LSE = +inf (P = 0).
+zeros (they add nothing to dQ) and their dK, dV are not stored. Query rows past it need none either: the row
+vectors are padded to a multiple of 128 rows with LSE = +inf and delta = 0, so P^T and dS^T are exactly zero there.
 
-Measured (H100, causal fp16, d = 64, B 4, H 8; ``benchmarks/fa_bwd_sm90_probe.py``, reports/flash_attention.md): correct
-against float64, but slower than both the split pair and cuDNN: 628.5 / 2272.2 / 8579.6 us at N = 4096 / 8192 /
-16384 against 518.3 / 2016.4 / 7547.0 (split) and 507.4 / 1747.9 / 6428.8 (cuDNN). Under ncu (N = 4096) its tensor
-pipe is 33 % busy, with barrier stalls first (the partition barrier before each dS^T handoff and the layout
-conversions through shared memory), so ``flash_attention`` does not use it: it is the base for a backward at
-cuDNN's matmul count, not a variant yet.
+Measured, the build of commit 727f979 (H100, causal fp16, d = 64, B 4, H 8; ``benchmarks/fa_bwd_sm90_probe.py``,
+reports/flash_attention.md): correct against float64, but slower than both the split pair and cuDNN: 628.5 /
+2272.2 / 8579.6 us at N = 4096 / 8192 / 16384 against 518.3 / 2016.4 / 7547.0 (split) and 507.4 / 1747.9 / 6428.8
+(cuDNN). Under ncu (N = 4096) its tensor pipe was 33 % busy, with barrier stalls first, then long-scoreboard
+stalls on the atomics and 82.5 MB of local-memory traffic. The build here removes what the compiler's output shows
+of that: no tile spilled at d = 64 (sm_90 builds with triton 3.6: 0 bytes of stack for causal 64- and 128-row
+blocks, at most 48 non-causal; ``tests/kernels/flash_attention/test_sm90_bwd.py`` bounds it), S^T and dP^T issued
+back to back with no masks held beside them, one loop step per block, and the 128-row blocks (``BLOCK_Q``); it has
+not run on a GPU yet. ``flash_attention`` does not use this kernel: it is the
+base for a backward at cuDNN's matmul count, not a variant yet.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_init, warpgroup_mma_wait)
+        fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 except ImportError:  # a triton without Gluon: the Triton backward serves every call
     gluon = None
 
@@ -53,12 +60,17 @@ ROW_BLOCK = 64
 STAGES = 2
 PIPELINE = False
 """Issue the next query block's S^T and dP^T before waiting for this one's dV and dK (see ``_bwd_step``). Off: on the
-H100 (run 12-08 00:44, causal fp16, d = 64, B 4, H 8) it took 743.7 / 2677.1 / 10121.2 us at N = 4096 / 8192 / 16384
+H100 (run 12-08 00:44, the build of 727f979, causal fp16, d = 64, B 4, H 8) it took 743.7 / 2677.1 / 10121.2 us at N = 4096 / 8192 / 16384
 against 628.5 / 2272.2 / 8579.6 us for the in-step order, with more barrier stalls per instruction (6.85 against 4.41
 cycles) and a less busy tensor pipe (27.3 % against 33.4 %; session fa-bwd-sm90-n4096-d64)."""
 DQ_COLS = 64
 """Columns of dQ per wgmma chain and atomic pass (see ``_bwd_step``): all 64 at d = 64; at d = 128 two passes (a
 whole 64 x 128 fp32 tile beside dK and dV spilled), though d = 128 failed on the GPU either way."""
+BLOCK_Q = 64
+"""Query rows per block. 128 (d = 64 only: S^T and dP^T tiles of 64 x 128 fp32 beside dK and dV; 0 bytes of stack
+in the sm_90 build with triton 3.6, causal) makes the S^T and dP^T wgmmas N = 128 and the dV, dK ones K = 128, with
+one dS^T handoff per 128 rows and each warpgroup taking one 64-row chunk of every block's dQ. 64 is the default
+until the two are timed on a GPU."""
 CONSUMER_REGS = 240
 LOADER_REGS = 24
 SUPPORTED_HEAD_DIMS = (64,)
@@ -79,144 +91,167 @@ if gluon is not None:
         return group * HEAD_GROUP + r % heads, r // heads
 
     @gluon.jit
-    def _first_query_block(kb, CAUSAL: gl.constexpr):
-        """The first query block of 64 rows that sees any of key block kb's 128 keys."""
+    def _first_query_block(kb, CAUSAL: gl.constexpr, BLOCK_Q: gl.constexpr):
+        """The first query block of BLOCK_Q rows that sees any of key block kb's 128 keys."""
         if CAUSAL:
-            return kb * 2
+            return kb * (128 // BLOCK_Q)
         else:
             return kb * 0
 
     @gluon.jit
     def _bwd_loader(q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, q_smem, do_smem, k_smem, v_smem,
                     lse_smem, delta_smem, kv_full, qd_full, qd_empty,
-                    N_CTX, BH, HEAD_GROUP, CAUSAL: gl.constexpr, STAGES: gl.constexpr):
+                    N_CTX, BH, HEAD_GROUP, CAUSAL: gl.constexpr, STAGES: gl.constexpr, BLOCK_Q: gl.constexpr):
         """Loader warp: K and V of the CTA's keys (two 64-row halves each), then Q and dO of every query block
         into slot i % STAGES once both consumers released the slot's previous block."""
         num_kb = gl.cdiv(N_CTX, 128)
+        n_pad = num_kb * 128
         bh, kb = _bwd_tile(gl.program_id(0), num_kb, BH, HEAD_GROUP)
         view: gl.constexpr = q_desc.block_type.shape
         kv_view: gl.constexpr = k_desc.block_type.shape
         mbarrier.expect(kv_full, 2 * k_desc.block_type.nbytes)
         _tma_load(k_desc, [bh, kb * 128, 0], kv_full, k_smem.reshape(kv_view))
         _tma_load(v_desc, [bh, kb * 128, 0], kv_full, v_smem.reshape(kv_view))
-        first = _first_query_block(kb, CAUSAL)
-        for i in range(gl.cdiv(N_CTX, 64) - first):
+        first = _first_query_block(kb, CAUSAL, BLOCK_Q)
+        for i in range(gl.cdiv(N_CTX, BLOCK_Q) - first):
             slot = i % STAGES
             mbarrier.wait(qd_empty.index(slot), ((i // STAGES) + 1) & 1, pred=i >= STAGES)
             mbarrier.expect(qd_full.index(slot), 2 * q_desc.block_type.nbytes + 2 * lse_desc.block_type.nbytes)
-            _tma_load(q_desc, [bh, (first + i) * 64, 0], qd_full.index(slot), q_smem.index(slot).reshape(view))
-            _tma_load(do_desc, [bh, (first + i) * 64, 0], qd_full.index(slot), do_smem.index(slot).reshape(view))
-            # LSE and delta of the block's rows, through flat (B*H*N,) views: rows past the sequence end read the
-            # next head's values, which the consumers replace (they only need them finite or masked)
-            _tma_load(lse_desc, [bh * N_CTX + (first + i) * 64], qd_full.index(slot), lse_smem.index(slot))
-            _tma_load(delta_desc, [bh * N_CTX + (first + i) * 64], qd_full.index(slot), delta_smem.index(slot))
+            row = bh * n_pad + (first + i) * BLOCK_Q
+            _tma_load(q_desc, [bh, (first + i) * BLOCK_Q, 0], qd_full.index(slot), q_smem.index(slot).reshape(view))
+            _tma_load(do_desc, [bh, (first + i) * BLOCK_Q, 0], qd_full.index(slot), do_smem.index(slot).reshape(view))
+            # the scaled LSE and delta of the block's rows, from (B*H, N_PAD) buffers whose padding makes P^T and
+            # dS^T of rows past the sequence end exactly zero
+            _tma_load(lse_desc, [row], qd_full.index(slot), lse_smem.index(slot))
+            _tma_load(delta_desc, [row], qd_full.index(slot), delta_smem.index(slot))
 
     @gluon.jit
-    def _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, i, STAGES: gl.constexpr):
-        """S^T = K_w Q^T and dP^T = V_w dO^T of query block i, issued (in flight) once its Q and dO have landed."""
+    def _issue_sdp(k_w, v_w, q_smem, do_smem, lse_smem, delta_smem, qd_full, i, STAGES: gl.constexpr,
+                   BLOCK_Q: gl.constexpr):
+        """S^T - LSE / sm_scale = K_w Q^T - LSE / sm_scale and dP^T = V_w dO^T of query block i, issued (in flight)
+        once its Q, dO, LSE and delta have landed: the first matmul starts from the LSE row, so the tensor cores
+        subtract it and it needs no registers while the products run."""
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, 64, 16])
-        zero_s = gl.zeros([64, 64], gl.float32, s_layout)
+                                                           instr_shape=[16, BLOCK_Q, 16])
         slot = i % STAGES
         mbarrier.wait(qd_full.index(slot), (i // STAGES) & 1)
-        s_t = warpgroup_mma(k_w, q_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        zero_s = gl.zeros([64, BLOCK_Q], gl.float32, s_layout)
+        s_start = zero_s - lse_smem.index(slot).load(gl.SliceLayout(0, s_layout))[None, :]
+        s_t = warpgroup_mma(k_w, q_smem.index(slot).permute((1, 0)), s_start, is_async=True)
+        # dP^T starts from zero: a start tile written between the two matmuls (register copies of its repeated
+        # values) made ptxas wait for the first one before issuing the second
         dp_t = warpgroup_mma(v_w, do_smem.index(slot).permute((1, 0)), zero_s, use_acc=False, is_async=True)
         return s_t, dp_t
 
     @gluon.jit
+    def _add_dq(ds, k_all, read, DQ_ACC, row_base, chunk_row, N_CTX, HEAD_DIM: gl.constexpr, DQ_COLS: gl.constexpr):
+        """dQ of query rows chunk_row ... + 63 over the CTA's 128 keys, dS (64 x 128, shared memory) times K (the
+        barrier ``read`` is arrived on once the last matmul has read dS), added into the fp32 accumulator DQ_COLS
+        columns at a time (at d = 128, 64: a whole 64 x 128 fp32 tile beside dK and dV spilled), each re-laid so a
+        thread adds 4 adjacent floats (one v4 atomic and one address per 4 elements; the accumulator's layout needs
+        an address per pair)."""
+        q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, DQ_COLS, 16])
+        add_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
+                                                    threads_per_warp=[128 // DQ_COLS, DQ_COLS // 4],
+                                                    warps_per_cta=[4, 1], order=[1, 0])
+        # a scalar base and 32-bit offsets: whole pointer tiles were hoisted out of the loop and spilled
+        rows = gl.arange(0, 64, layout=gl.SliceLayout(1, add_layout))
+        d_cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, add_layout))
+        dq_ptrs = DQ_ACC + (row_base + chunk_row) * HEAD_DIM + (rows[:, None] * HEAD_DIM + d_cols[None, :])
+        row_ok = (rows < N_CTX - chunk_row)[:, None]
+        for part in gl.static_range(HEAD_DIM // DQ_COLS):
+            if DQ_COLS == HEAD_DIM:
+                k_cols = k_all
+            else:
+                k_cols = k_all.slice(DQ_COLS * part, DQ_COLS, dim=1)
+            dq = warpgroup_mma(ds, k_cols, gl.zeros([64, DQ_COLS], gl.float32, q_layout), use_acc=False,
+                               is_async=True)
+            dq = warpgroup_mma_wait(0, deps=[dq])
+            if part == HEAD_DIM // DQ_COLS - 1:
+                mbarrier.arrive(read, count=1)
+            gl.atomic_add(dq_ptrs + DQ_COLS * part, gl.convert_layout(dq, add_layout), mask=row_ok, sem="relaxed")
+
+    @gluon.jit
     def _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem, k_w, v_w, k_all,
-                  ds_buf, qd_full, qd_empty, ds_full, ds_empty, row_base, keys, first_key, qk_scale, N_CTX,
-                  BUF: gl.constexpr, WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                  STAGES: gl.constexpr, PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr):
-        """Query block first + i (i % 2 == BUF) against warpgroup WG's 64 keys: dK, dV updated and returned; dS^T
-        into ds_buf (this warpgroup's half); if it is WG's turn (BUF == WG), dQ of the block over all 128 keys.
+                  ds_bufs, qd_full, qd_empty, ds_full, ds_empty, row_base, keys, first_key, qk_scale, N_CTX,
+                  WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+                  PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr):
+        """Query block first + i against warpgroup WG's 64 keys: dK, dV updated and returned; dS^T into this
+        warpgroup's 64 rows of buffer i % 2; then dQ over all 128 keys: at BLOCK_Q = 64 of the whole block, by
+        warpgroup i % 2 (the two take blocks in turn), at 128 of 64-row chunk WG of every block.
         PIPELINE: s_t, dp_t are block i's S^T and dP^T already in flight, and the step issues block i + 1's (the
         last block's again at the end, so the loop carries one type) right after its dV and dK, so the tensor
         cores have them queued while this warpgroup stores dS^T and waits; else the step issues its own."""
         dtype: gl.constexpr = k_w.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, 64, 16])
+                                                           instr_shape=[16, BLOCK_Q, 16])
         d_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=d_layout, k_width=2)
         slot = i % STAGES
-        start_q = (first + i) * 64
-        cols = start_q + gl.arange(0, 64, layout=gl.SliceLayout(0, s_layout))
-        col_ok = cols < N_CTX
+        buf = i % 2
+        start_q = (first + i) * BLOCK_Q
         q = q_smem.index(slot)
         do = do_smem.index(slot)
-        if not PIPELINE:
-            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, i, STAGES)
-        s = warpgroup_mma_wait(1, deps=[s_t])
-        # LSE and delta from shared memory, each just before its use (global loads kept 16 64-bit addresses per
-        # thread each, and both vectors live across the matmuls, which spilled)
-        lse2 = gl.where(col_ok, lse_smem.index(slot).load(gl.SliceLayout(0, s_layout)) * _LOG2E, float("inf"))
-        p_t = gl.exp2(s * qk_scale - lse2[None, :])
+        if PIPELINE:
+            s_now, dp_now = s_t, dp_t
+        else:
+            s_now, dp_now = _issue_sdp(k_w, v_w, q_smem, do_smem, lse_smem, delta_smem, qd_full, i, STAGES, BLOCK_Q)
+        s = warpgroup_mma_wait(1, deps=[s_now])
+        p_t = gl.exp2(s * qk_scale)  # rows past the sequence end: LSE / sm_scale = +inf, P^T = 0
         if CAUSAL:  # noqa: SIM102 - a constexpr test, then a runtime one (Gluon's `and` does not mix them)
             if start_q < first_key + 64:  # a query row of this block precedes one of this warpgroup's keys
+                cols = start_q + gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(0, s_layout))
                 p_t = gl.where(cols[None, :] >= keys[:, None], p_t, 0.0)
-        dp = warpgroup_mma_wait(0, deps=[dp_t])
-        delta = gl.where(col_ok, delta_smem.index(slot).load(gl.SliceLayout(0, s_layout)), 0.0)
-        ds_t = (p_t * (dp - delta[None, :])).to(dtype)
-        dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), a_layout), do, dv, is_async=True)
+        p_t = p_t.to(dtype)
+        # dV's matmul goes first, while dP^T may still run; dS^T uses P^T as rounded for it (the fp32 tile no longer
+        # lives beside dP^T)
+        dv = warpgroup_mma(gl.convert_layout(p_t, a_layout), do, dv, is_async=True)
+        dp = warpgroup_mma_wait(1, deps=[dp_now])
+        delta = delta_smem.index(slot).load(gl.SliceLayout(0, s_layout))  # 0 past the sequence end
+        ds_t = (p_t.to(gl.float32) * (dp - delta[None, :])).to(dtype)
         dk = warpgroup_mma(gl.convert_layout(ds_t, a_layout), q, dk, is_async=True)
         if PIPELINE:
-            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, gl.minimum(i + 1, n - 1), STAGES)
-        # dS^T into this warpgroup's half of the buffer, once the dQ of block i - 2 has read it
-        mbarrier.wait(ds_empty.index(BUF), ((i // 2) + 1) & 1, pred=i >= 2)
-        ds_buf.slice(64 * WG, 64).store(ds_t)
+            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, lse_smem, delta_smem, qd_full, gl.minimum(i + 1, n - 1),
+                                   STAGES, BLOCK_Q)
+        # dS^T into this warpgroup's rows of the buffer, once the dQ of block i - 2 has read it
+        mbarrier.wait(ds_empty.index(buf), ((i // 2) + 1) & 1, pred=i >= 2)
+        ds_bufs.index(buf).slice(64 * WG, 64).store(ds_t)
         fence_async_shared()
         _barrier()
-        mbarrier.arrive(ds_full.index(BUF), count=1)
+        mbarrier.arrive(ds_full.index(buf), count=1)
         if PIPELINE:  # dV and dK done; the next block's S^T and dP^T may still run
             dv, dk = warpgroup_mma_wait(2, deps=[dv, dk])
         else:
             dv, dk = warpgroup_mma_wait(0, deps=[dv, dk])
         mbarrier.arrive(qd_empty.index(slot), count=1)
-        if BUF == WG:
-            mbarrier.wait(ds_full.index(BUF), (i // 2) & 1)
-            ds = ds_buf.permute((1, 0))  # dS: 64 query rows x 128 keys
-            # DQ_COLS columns of dQ at a time (at d = 128, 64: a whole 64 x 128 fp32 tile beside dK and dV
-            # spilled), each re-laid so a thread adds 4 adjacent floats (one v4 atomic and one address per 4
-            # elements; the accumulator's layout needs an address per pair)
-            q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                               instr_shape=[16, DQ_COLS, 16])
-            add_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
-                                                        threads_per_warp=[128 // DQ_COLS, DQ_COLS // 4],
-                                                        warps_per_cta=[4, 1], order=[1, 0])
-            rows = start_q + gl.arange(0, 64, layout=gl.SliceLayout(1, add_layout))
-            d_cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, add_layout))
-            dq_ptrs = DQ_ACC + (row_base + rows)[:, None] * HEAD_DIM + d_cols[None, :]
-            row_ok = (rows < N_CTX)[:, None]
-            for part in gl.static_range(HEAD_DIM // DQ_COLS):
-                if DQ_COLS == HEAD_DIM:
-                    k_cols = k_all
-                else:
-                    k_cols = k_all.slice(DQ_COLS * part, DQ_COLS, dim=1)
-                dq = warpgroup_mma(ds, k_cols, gl.zeros([64, DQ_COLS], gl.float32, q_layout), use_acc=False,
-                                   is_async=True)
-                dq = warpgroup_mma_wait(0, deps=[dq])
-                if part == HEAD_DIM // DQ_COLS - 1:
-                    mbarrier.arrive(ds_empty.index(BUF), count=1)
-                gl.atomic_add(dq_ptrs + DQ_COLS * part, gl.convert_layout(dq, add_layout), mask=row_ok,
-                              sem="relaxed")
+        if BLOCK_Q == 64:
+            if buf == WG:
+                mbarrier.wait(ds_full.index(buf), (i // 2) & 1)  # both warpgroups' rows of dS^T stored
+                _add_dq(ds_bufs.index(buf).permute((1, 0)), k_all, ds_empty.index(buf), DQ_ACC, row_base, start_q,
+                        N_CTX, HEAD_DIM, DQ_COLS)
+        else:
+            mbarrier.wait(ds_full.index(buf), (i // 2) & 1)
+            _add_dq(ds_bufs.index(buf).slice(64 * WG, 64, dim=1).permute((1, 0)), k_all, ds_empty.index(buf),
+                    DQ_ACC, row_base, start_q + 64 * WG, N_CTX, HEAD_DIM, DQ_COLS)
         return dk, dv, s_t, dp_t
 
     @gluon.jit
-    def _bwd_consumer(DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds0, ds1,
+    def _bwd_consumer(DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds_bufs,
                       kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP,
                       WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
-                      PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr):
-        """Consumer warpgroup WG: dK, dV of keys 128 * kb + 64 * WG ... + 63; dQ of the query blocks i with
-        i % 2 == WG."""
+                      PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr):
+        """Consumer warpgroup WG: dK, dV of keys 128 * kb + 64 * WG ... + 63; dQ of its turns' 64-row chunks of
+        every query block (see ``_bwd_step``)."""
         dtype: gl.constexpr = k_smem.dtype
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, 64, 16])
+                                                           instr_shape=[16, BLOCK_Q, 16])
         d_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])
         num_kb = gl.cdiv(N_CTX, 128)
         bh, kb = _bwd_tile(gl.program_id(0), num_kb, BH, HEAD_GROUP)
-        first = _first_query_block(kb, CAUSAL)
+        first = _first_query_block(kb, CAUSAL, BLOCK_Q)
         first_key = kb * 128 + WG * 64
         keys = first_key + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
         row_base = bh.to(gl.int64) * N_CTX
@@ -228,23 +263,19 @@ if gluon is not None:
         d_cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, d_layout))
 
         mbarrier.wait(kv_full, 0)
-        n = gl.cdiv(N_CTX, 64) - first
+        n = gl.cdiv(N_CTX, BLOCK_Q) - first
         if PIPELINE:
-            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, qd_full, 0, STAGES)
-        else:  # start values of the loop-carried type, never read in this order
-            s_t = warpgroup_mma_init(gl.zeros([64, 64], gl.float32, s_layout))
-            dp_t = warpgroup_mma_init(gl.zeros([64, 64], gl.float32, s_layout))
-        for pair in range((n + 1) // 2):  # two blocks per turn, so each one's dS^T buffer is known statically
-            dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, 2 * pair, n, first, DQ_ACC, lse_smem, delta_smem, q_smem,
-                                          do_smem, k_w, v_w, k_smem, ds0, qd_full, qd_empty, ds_full, ds_empty,
-                                          row_base, keys, first_key, qk_scale, N_CTX, 0, WG, HEAD_DIM, CAUSAL, STAGES,
-                                          PIPELINE, DQ_COLS)
-            if 2 * pair + 1 < n:
-                dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, 2 * pair + 1, n, first, DQ_ACC, lse_smem,
-                                              delta_smem, q_smem, do_smem, k_w, v_w, k_smem, ds1, qd_full, qd_empty,
-                                              ds_full, ds_empty, row_base, keys, first_key, qk_scale, N_CTX, 1, WG,
-                                              HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS)
-        s_t, dp_t = warpgroup_mma_wait(0, deps=[s_t, dp_t])  # the last block's repeat, never read
+            s_t, dp_t = _issue_sdp(k_w, v_w, q_smem, do_smem, lse_smem, delta_smem, qd_full, 0, STAGES, BLOCK_Q)
+        else:  # nothing in flight between steps: the loop carries two unused scalars, not two tiles
+            s_t = 0
+            dp_t = 0
+        for i in range(n):
+            dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem,
+                                          k_w, v_w, k_smem, ds_bufs, qd_full, qd_empty, ds_full, ds_empty, row_base,
+                                          keys, first_key, qk_scale, N_CTX, WG, HEAD_DIM, CAUSAL, STAGES, PIPELINE,
+                                          DQ_COLS, BLOCK_Q)
+        if PIPELINE:
+            s_t, dp_t = warpgroup_mma_wait(0, deps=[s_t, dp_t])  # the last block's repeat, never read
 
         key_rows = first_key + gl.arange(0, 64, layout=gl.SliceLayout(1, d_layout))
         offsets = (row_base + key_rows)[:, None] * HEAD_DIM + d_cols[None, :]
@@ -255,38 +286,43 @@ if gluon is not None:
     @gluon.jit
     def attn_bwd_sm90(Q, K, V, DO, DQ_ACC, DK, DV, LSE, Delta, sm_scale, N_CTX, BH, HEAD_GROUP,
                       HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, PIPELINE: gl.constexpr,
-                      DQ_COLS: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
-        """One CTA per 128 keys of one (batch, head): cdiv(N, 128) * B*H CTAs (see the module docstring).
-        Q/K/V/DO/DK/DV: contiguous (B, H, N, d); DQ_ACC: fp32 (B*H, N, d), zeroed; LSE (natural log) and
-        Delta = rowsum(dO * O): fp32 (B*H, N)."""
+                      DQ_COLS: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+                      BLOCK_Q: gl.constexpr = 64):
+        """One CTA per 128 keys of one (batch, head): cdiv(N, 128) * B*H CTAs (see the module docstring), query
+        blocks of BLOCK_Q rows (64 or 128).
+        Q/K/V/DO/DK/DV: contiguous (B, H, N, d); DQ_ACC: fp32 (B*H, N, d), zeroed; LSE / sm_scale (LSE in natural
+        log) and Delta = rowsum(dO * O): fp32 (B*H, N_PAD), N_PAD = N rounded up to 128, the padding +inf and 0
+        (``_bwd_prepare`` writes both)."""
+        gl.static_assert(BLOCK_Q == 64 or BLOCK_Q == 128, "query blocks of 64 or 128 rows")
+        gl.static_assert(BLOCK_Q == 64 or not PIPELINE, "the pipelined order holds two blocks' S^T: BLOCK_Q 64 only")
         dtype: gl.constexpr = Q.dtype.element_ty
-        layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, HEAD_DIM], dtype)
+        layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_Q, HEAD_DIM], dtype)
         key_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([128, HEAD_DIM], dtype)
         # The same swizzles over a leading unit dimension: the TMA side of the 2-D tiles below.
-        layout3: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 64, HEAD_DIM], dtype)
+        layout3: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, BLOCK_Q, HEAD_DIM], dtype)
         key_layout3: gl.constexpr = gl.NVMMASharedLayout.get_default_for([1, 128, HEAD_DIM], dtype)
-        ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dtype)
+        ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([128, BLOCK_Q], dtype)
         head_stride = N_CTX * HEAD_DIM
         q_desc = tma.make_tensor_descriptor(Q, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
-                                            [1, 64, HEAD_DIM], layout3)
+                                            [1, BLOCK_Q, HEAD_DIM], layout3)
         k_desc = tma.make_tensor_descriptor(K, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
                                             [1, 128, HEAD_DIM], key_layout3)
         v_desc = tma.make_tensor_descriptor(V, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
                                             [1, 128, HEAD_DIM], key_layout3)
         do_desc = tma.make_tensor_descriptor(DO, [BH, N_CTX, HEAD_DIM], [head_stride, HEAD_DIM, 1],
-                                            [1, 64, HEAD_DIM], layout3)
+                                            [1, BLOCK_Q, HEAD_DIM], layout3)
         row_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
-        lse_desc = tma.make_tensor_descriptor(LSE, [BH * N_CTX], [1], [64], row_layout)
-        delta_desc = tma.make_tensor_descriptor(Delta, [BH * N_CTX], [1], [64], row_layout)
+        padded_rows = BH * gl.cdiv(N_CTX, 128) * 128
+        lse_desc = tma.make_tensor_descriptor(LSE, [padded_rows], [1], [BLOCK_Q], row_layout)
+        delta_desc = tma.make_tensor_descriptor(Delta, [padded_rows], [1], [BLOCK_Q], row_layout)
 
         k_smem = gl.allocate_shared_memory(dtype, [128, HEAD_DIM], key_layout)
         v_smem = gl.allocate_shared_memory(dtype, [128, HEAD_DIM], key_layout)
-        q_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], layout)
-        do_smem = gl.allocate_shared_memory(dtype, [STAGES, 64, HEAD_DIM], layout)
-        lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, 64], row_layout)
-        delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, 64], row_layout)
-        ds0 = gl.allocate_shared_memory(dtype, [128, 64], ds_layout)  # dS^T of the even query blocks
-        ds1 = gl.allocate_shared_memory(dtype, [128, 64], ds_layout)  # and of the odd ones
+        q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_Q, HEAD_DIM], layout)
+        do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_Q, HEAD_DIM], layout)
+        lse_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_Q], row_layout)
+        delta_smem = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK_Q], row_layout)
+        ds_bufs = gl.allocate_shared_memory(dtype, [2, 128, BLOCK_Q], ds_layout)  # dS^T of even and odd blocks
         kv_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         qd_full = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         qd_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -298,32 +334,40 @@ if gluon is not None:
             mbarrier.init(qd_empty.index(i), count=2)  # one arrival per consumer warpgroup
         for i in gl.static_range(2):
             mbarrier.init(ds_full.index(i), count=2)  # both halves of dS^T written
-            mbarrier.init(ds_empty.index(i), count=1)  # the warpgroup whose turn it was has read it
+            mbarrier.init(ds_empty.index(i), count=BLOCK_Q // 64)  # every 64-row chunk's dQ has read it
         fence_async_shared()
 
         gl.warp_specialize([
-            (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds0, ds1,
+            (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds_bufs,
                              kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP, 0,
-                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS)),
-            (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds0, ds1,
+                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS, BLOCK_Q)),
+            (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds_bufs,
                              kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP, 1,
-                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS)),
+                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS, BLOCK_Q)),
             (_bwd_loader, (q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, q_smem, do_smem, k_smem, v_smem,
-                           lse_smem, delta_smem, kv_full, qd_full, qd_empty, N_CTX, BH, HEAD_GROUP, CAUSAL, STAGES)),
+                           lse_smem, delta_smem, kv_full, qd_full, qd_empty, N_CTX, BH, HEAD_GROUP, CAUSAL, STAGES,
+                           BLOCK_Q)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
 @triton.jit
-def _bwd_prepare(O, DO, Delta, DQ_ACC, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
-    """delta = rowsum(dO * O) in fp32 for BLOCK rows of the flattened (B*H*N, d) tensors, and their rows of the
-    dQ accumulator cleared."""
+def _bwd_prepare(O, DO, LSE, Delta, LSE_S, DQ_ACC, sm_scale, SEQ, N_PAD, ROWS, HEAD_DIM: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    """BLOCK rows of the kernel's (B*H, N_PAD) row vectors, as ROWS = B*H*N_PAD flat rows: delta = rowsum(dO * O)
+    in fp32 and LSE / sm_scale from the forward's (B*H, N) LSE, +inf and 0 in the padding (so P^T and dS^T of
+    those rows are exactly zero); and the rows of the dQ accumulator they stand for cleared."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     cols = tl.arange(0, HEAD_DIM)
-    ok = rows < N_CTX
-    offsets = rows.to(tl.int64)[:, None] * HEAD_DIM + cols[None, :]
+    head = rows // N_PAD
+    pos = rows - head * N_PAD
+    ok = (rows < ROWS) & (pos < SEQ)
+    src = head.to(tl.int64) * SEQ + pos
+    offsets = src[:, None] * HEAD_DIM + cols[None, :]
     o = tl.load(O + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
     do = tl.load(DO + offsets, mask=ok[:, None], other=0.0).to(tl.float32)
-    tl.store(Delta + rows, tl.sum(o * do, axis=1), mask=ok)
+    lse = tl.load(LSE + src, mask=ok, other=float("inf"))
+    tl.store(Delta + rows, tl.sum(o * do, axis=1), mask=rows < ROWS)
+    tl.store(LSE_S + rows, lse / sm_scale, mask=rows < ROWS)
     tl.store(DQ_ACC + offsets, tl.zeros([BLOCK, HEAD_DIM], tl.float32), mask=ok[:, None])
 
 
@@ -355,15 +399,19 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
 
 def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              lse: torch.Tensor, causal: bool, sm_scale: float | None = None, head_group: int | None = None,
-             poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS) -> dict:
+             poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS,
+             block_q: int = BLOCK_Q) -> dict:
     """The backward's three launches over fresh buffers, as callables {"prepare", "kernel", "finish"} (run in that
     order), and its outputs {"dq", "dk", "dv"}: contiguous (B, H, N, d) q, k, v, o, do and the forward's
     natural-log LSE ((B, H, N) fp32). poison: the outputs start NaN-filled, so a check sees every element
-    written. stages, pipeline, dq_cols: the kernel's STAGES, PIPELINE and DQ_COLS (the probe times the alternatives)."""
+    written. stages, pipeline, dq_cols, block_q: the kernel's STAGES, PIPELINE, DQ_COLS and BLOCK_Q (the probe times
+    the alternatives)."""
     batch, heads, seq, head_dim = q.shape
     bh = batch * heads
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else sm_scale
-    delta = torch.empty((bh, seq), device=q.device, dtype=torch.float32)
+    n_pad = triton.cdiv(seq, BLOCK_N) * BLOCK_N
+    delta = torch.empty((bh, n_pad), device=q.device, dtype=torch.float32)
+    lse_scaled = torch.empty((bh, n_pad), device=q.device, dtype=torch.float32)
     dq_acc = torch.empty((bh, seq, head_dim), device=q.device, dtype=torch.float32)
     make = (lambda t: torch.full_like(t, math.nan)) if poison else torch.empty_like
     dq, dk, dv = make(q), make(k), make(v)
@@ -373,14 +421,15 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     triton.set_allocator(_workspace)  # the kernel builds its TMA descriptors on the device
 
     def prepare():
-        _bwd_prepare[(triton.cdiv(rows, block),)](o, do, delta, dq_acc, rows, HEAD_DIM=head_dim, BLOCK=block)
+        _bwd_prepare[(triton.cdiv(bh * n_pad, block),)](o, do, lse, delta, lse_scaled, dq_acc, scale, seq, n_pad,
+                                                         bh * n_pad, HEAD_DIM=head_dim, BLOCK=block)
 
     def kernel():
         attn_bwd_sm90[(triton.cdiv(seq, BLOCK_N) * bh,)](
-            q, k, v, do, dq_acc, dk, dv, lse, delta, scale, seq, bh, group,
+            q, k, v, do, dq_acc, dk, dv, lse_scaled, delta, scale, seq, bh, group,
             HEAD_DIM=head_dim, CAUSAL=bool(causal), STAGES=stages, PIPELINE=bool(pipeline),
-            DQ_COLS=min(dq_cols, head_dim),
-            CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS, num_warps=4)
+            DQ_COLS=min(dq_cols, head_dim), CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
+            BLOCK_Q=block_q, num_warps=4)
 
     def finish():
         _bwd_finish[(triton.cdiv(rows, block),)](dq_acc, dq, scale, rows, HEAD_DIM=head_dim, BLOCK=block)
@@ -390,9 +439,10 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              lse: torch.Tensor, causal: bool, sm_scale: float | None = None, head_group: int | None = None,
-             poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS):
+             poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS,
+             block_q: int = BLOCK_Q):
     """(dq, dk, dv) of attention (see ``launches``): delta and a cleared dQ accumulator, the kernel, dQ's cast."""
-    calls = launches(do, q, k, v, o, lse, causal, sm_scale, head_group, poison, stages, pipeline, dq_cols)
+    calls = launches(do, q, k, v, o, lse, causal, sm_scale, head_group, poison, stages, pipeline, dq_cols, block_q)
     for step in ("prepare", "kernel", "finish"):
         calls[step]()
     return calls["dq"], calls["dk"], calls["dv"]

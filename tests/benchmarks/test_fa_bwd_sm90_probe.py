@@ -1,0 +1,23 @@
+"""benchmarks/fa_bwd_sm90_probe.py's configs: what --config accepts and which head dims a config is built for."""
+import argparse
+
+import pytest
+
+from benchmarks.fa_bwd_sm90_probe import config_name, fits, launch_options, parse_config
+
+
+def test_a_config_without_a_query_block_takes_64_rows_and_one_with_it_passes_it_to_the_kernel():
+    assert parse_config("0,2,64") == (0, 2, 64, 64)
+    assert launch_options(parse_config("1,3,32,128")) == dict(stages=3, pipeline=True, dq_cols=32, block_q=128)
+    assert config_name(parse_config("0,2,64,128")) == "in-step s2 dq64 q128"
+
+
+@pytest.mark.parametrize("spec", ["0,2", "0,2,64,128,1"])
+def test_a_config_of_another_length_is_refused(spec):
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_config(spec)
+
+
+def test_128_row_query_blocks_are_built_at_d_64_only():
+    assert fits((0, 2, 64, 128), 64) and not fits((0, 2, 64, 128), 128)
+    assert fits((0, 2, 64, 64), 128)
