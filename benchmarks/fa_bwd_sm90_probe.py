@@ -3,7 +3,8 @@
 Run from the repository root on an sm_90 GPU:
 
     PYTHONPATH=$PWD:$PYTHONPATH python3 benchmarks/fa_bwd_sm90_probe.py [--dtype float16 bfloat16]
-        [--shape B,H,N,D ...] [--head-dims 64 128] [--config PIPELINE,STAGES,DQ_COLS[,BLOCK_Q] ...] [--no-split]
+        [--shape B,H,N,D ...] [--head-dims 64 128] [--config PIPELINE,STAGES,DQ_COLS[,BLOCK_Q[,DQ_VEC]] ...]
+        [--no-split]
         [--check-only | --once]
 
 First a correctness pass: on small odd shapes (causal and not, d = 64 and 128) the kernel's dQ, dK, dV, written
@@ -14,8 +15,8 @@ backward's gradients (same bound against their scale) and timed with triton.test
 256 MB buffer cleared before every call: the L2 is flushed), microseconds:
   ours   - the three launches (delta and a cleared accumulator, the kernel, dQ's cast), called directly;
   kernel - the Gluon kernel alone;
-one pair of them per --config (the kernel's PIPELINE, STAGES, DQ_COLS and BLOCK_Q, the last 64 when left out;
-default the module's; a BLOCK_Q = 128 config is skipped at d = 128, where it does not fit the registers), every
+one pair of them per --config (the kernel's PIPELINE, STAGES, DQ_COLS, BLOCK_Q and DQ_VEC, the last two 64 and 4
+when left out; default the module's; a BLOCK_Q = 128 config is skipped at d = 128, where it does not fit the registers), every
 config checked first;
   split  - fa2's split backward (dQ kernel, then dK/dV), called directly (autotuned first);
   cuDNN  - torch.autograd.grad through SDPA with SDPBackend.CUDNN_ATTENTION pinned.
@@ -67,16 +68,16 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def parse_config(spec: str) -> tuple:
-    """PIPELINE,STAGES,DQ_COLS[,BLOCK_Q] -> a 4-tuple (BLOCK_Q 64 when left out)."""
+    """PIPELINE,STAGES,DQ_COLS[,BLOCK_Q[,DQ_VEC]] -> a 5-tuple (BLOCK_Q 64 and DQ_VEC 4 when left out)."""
     values = tuple(int(x) for x in spec.split(","))
-    if len(values) not in (3, 4):
-        raise argparse.ArgumentTypeError(f"{spec!r}: PIPELINE,STAGES,DQ_COLS[,BLOCK_Q]")
-    return values if len(values) == 4 else values + (64,)
+    if len(values) not in (3, 4, 5):
+        raise argparse.ArgumentTypeError(f"{spec!r}: PIPELINE,STAGES,DQ_COLS[,BLOCK_Q[,DQ_VEC]]")
+    return values + (64, 4)[len(values) - 3:]
 
 
 def config_name(config) -> str:
-    pipeline, stages, dq_cols, block_q = config
-    return f"{'pipelined' if pipeline else 'in-step'} s{stages} dq{dq_cols} q{block_q}"
+    pipeline, stages, dq_cols, block_q, dq_vec = config
+    return f"{'pipelined' if pipeline else 'in-step'} s{stages} dq{dq_cols} q{block_q} v{dq_vec}"
 
 
 def fits(config, head_dim: int) -> bool:
@@ -85,8 +86,8 @@ def fits(config, head_dim: int) -> bool:
 
 
 def launch_options(config) -> dict:
-    pipeline, stages, dq_cols, block_q = config
-    return dict(stages=stages, pipeline=bool(pipeline), dq_cols=dq_cols, block_q=block_q)
+    pipeline, stages, dq_cols, block_q, dq_vec = config
+    return dict(stages=stages, pipeline=bool(pipeline), dq_cols=dq_cols, block_q=block_q, dq_vec=dq_vec)
 
 
 def run_backward(config, do, q, k, v, o, lse, causal, poison=False):
@@ -156,7 +157,7 @@ def main() -> int:
     parser.add_argument("--shape", action="append", default=[], metavar="B,H,N,D")
     parser.add_argument("--head-dims", nargs="+", type=int, default=list(sm90_bwd.SUPPORTED_HEAD_DIMS))
     parser.add_argument("--config", action="append", default=[], type=parse_config,
-                        metavar="PIPELINE,STAGES,DQ_COLS[,BLOCK_Q]")
+                        metavar="PIPELINE,STAGES,DQ_COLS[,BLOCK_Q[,DQ_VEC]]")
     parser.add_argument("--no-split", action="store_true", help="leave out the split backward's timing")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check-only", action="store_true")
@@ -171,7 +172,8 @@ def main() -> int:
           f"cuDNN {torch.backends.cudnn.version()}", flush=True)
     start = time.time()
     dtypes = [getattr(torch, name) for name in args.dtype]
-    configs = args.config or [(int(sm90_bwd.PIPELINE), sm90_bwd.STAGES, sm90_bwd.DQ_COLS, sm90_bwd.BLOCK_Q)]
+    configs = args.config or [(int(sm90_bwd.PIPELINE), sm90_bwd.STAGES, sm90_bwd.DQ_COLS, sm90_bwd.BLOCK_Q,
+                               sm90_bwd.DQ_VEC)]
     if not args.once:
         for dtype in dtypes:
             if not check_small(dtype, configs, args.head_dims):

@@ -71,6 +71,9 @@ BLOCK_Q = 64
 in the sm_90 build with triton 3.6, causal) makes the S^T and dP^T wgmmas N = 128 and the dV, dK ones K = 128, with
 one dS^T handoff per 128 rows and each warpgroup taking one 64-row chunk of every block's dQ. 64 is the default
 until the two are timed on a GPU."""
+DQ_VEC = 4
+"""Floats of dQ per atomic add: 4 re-lays each dQ tile through shared memory first (two partition barriers), 2 adds
+from the wgmma accumulator's layout (twice the atomics); the measured build used 4."""
 CONSUMER_REGS = 240
 LOADER_REGS = 24
 SUPPORTED_HEAD_DIMS = (64,)
@@ -144,17 +147,22 @@ if gluon is not None:
         return s_t, dp_t
 
     @gluon.jit
-    def _add_dq(ds, k_all, read, DQ_ACC, row_base, chunk_row, N_CTX, HEAD_DIM: gl.constexpr, DQ_COLS: gl.constexpr):
+    def _add_dq(ds, k_all, read, DQ_ACC, row_base, chunk_row, N_CTX, HEAD_DIM: gl.constexpr, DQ_COLS: gl.constexpr,
+                DQ_VEC: gl.constexpr):
         """dQ of query rows chunk_row ... + 63 over the CTA's 128 keys, dS (64 x 128, shared memory) times K (the
         barrier ``read`` is arrived on once the last matmul has read dS), added into the fp32 accumulator DQ_COLS
-        columns at a time (at d = 128, 64: a whole 64 x 128 fp32 tile beside dK and dV spilled), each re-laid so a
-        thread adds 4 adjacent floats (one v4 atomic and one address per 4 elements; the accumulator's layout needs
-        an address per pair)."""
+        columns at a time (at d = 128, 64: a whole 64 x 128 fp32 tile beside dK and dV spilled). DQ_VEC = 4: each
+        part re-laid through shared memory so a thread adds 4 adjacent floats (one v4 atomic and one address per 4
+        elements); 2: added from the accumulator's own layout, a pair at a time (twice the atomics, but no shared
+        memory round trip and its two partition barriers)."""
         q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, DQ_COLS, 16])
-        add_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
-                                                    threads_per_warp=[128 // DQ_COLS, DQ_COLS // 4],
-                                                    warps_per_cta=[4, 1], order=[1, 0])
+        if DQ_VEC == 4:
+            add_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
+                                                        threads_per_warp=[128 // DQ_COLS, DQ_COLS // 4],
+                                                        warps_per_cta=[4, 1], order=[1, 0])
+        else:
+            add_layout: gl.constexpr = q_layout
         # a scalar base and 32-bit offsets: whole pointer tiles were hoisted out of the loop and spilled
         rows = gl.arange(0, 64, layout=gl.SliceLayout(1, add_layout))
         d_cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, add_layout))
@@ -170,13 +178,15 @@ if gluon is not None:
             dq = warpgroup_mma_wait(0, deps=[dq])
             if part == HEAD_DIM // DQ_COLS - 1:
                 mbarrier.arrive(read, count=1)
-            gl.atomic_add(dq_ptrs + DQ_COLS * part, gl.convert_layout(dq, add_layout), mask=row_ok, sem="relaxed")
+            if DQ_VEC == 4:
+                dq = gl.convert_layout(dq, add_layout)
+            gl.atomic_add(dq_ptrs + DQ_COLS * part, dq, mask=row_ok, sem="relaxed")
 
     @gluon.jit
     def _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem, k_w, v_w, k_all,
                   ds_bufs, qd_full, qd_empty, ds_full, ds_empty, row_base, keys, first_key, qk_scale, N_CTX,
                   WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
-                  PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr):
+                  PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr, DQ_VEC: gl.constexpr):
         """Query block first + i against warpgroup WG's 64 keys: dK, dV updated and returned; dS^T into this
         warpgroup's 64 rows of buffer i % 2; then dQ over all 128 keys: at BLOCK_Q = 64 of the whole block, by
         warpgroup i % 2 (the two take blocks in turn), at 128 of 64-row chunk WG of every block.
@@ -230,18 +240,18 @@ if gluon is not None:
             if buf == WG:
                 mbarrier.wait(ds_full.index(buf), (i // 2) & 1)  # both warpgroups' rows of dS^T stored
                 _add_dq(ds_bufs.index(buf).permute((1, 0)), k_all, ds_empty.index(buf), DQ_ACC, row_base, start_q,
-                        N_CTX, HEAD_DIM, DQ_COLS)
+                        N_CTX, HEAD_DIM, DQ_COLS, DQ_VEC)
         else:
             mbarrier.wait(ds_full.index(buf), (i // 2) & 1)
             _add_dq(ds_bufs.index(buf).slice(64 * WG, 64, dim=1).permute((1, 0)), k_all, ds_empty.index(buf),
-                    DQ_ACC, row_base, start_q + 64 * WG, N_CTX, HEAD_DIM, DQ_COLS)
+                    DQ_ACC, row_base, start_q + 64 * WG, N_CTX, HEAD_DIM, DQ_COLS, DQ_VEC)
         return dk, dv, s_t, dp_t
 
     @gluon.jit
     def _bwd_consumer(DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds_bufs,
                       kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP,
                       WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
-                      PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr):
+                      PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr, DQ_VEC: gl.constexpr):
         """Consumer warpgroup WG: dK, dV of keys 128 * kb + 64 * WG ... + 63; dQ of its turns' 64-row chunks of
         every query block (see ``_bwd_step``)."""
         dtype: gl.constexpr = k_smem.dtype
@@ -273,7 +283,7 @@ if gluon is not None:
             dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem,
                                           k_w, v_w, k_smem, ds_bufs, qd_full, qd_empty, ds_full, ds_empty, row_base,
                                           keys, first_key, qk_scale, N_CTX, WG, HEAD_DIM, CAUSAL, STAGES, PIPELINE,
-                                          DQ_COLS, BLOCK_Q)
+                                          DQ_COLS, BLOCK_Q, DQ_VEC)
         if PIPELINE:
             s_t, dp_t = warpgroup_mma_wait(0, deps=[s_t, dp_t])  # the last block's repeat, never read
 
@@ -287,7 +297,7 @@ if gluon is not None:
     def attn_bwd_sm90(Q, K, V, DO, DQ_ACC, DK, DV, LSE, Delta, sm_scale, N_CTX, BH, HEAD_GROUP,
                       HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, PIPELINE: gl.constexpr,
                       DQ_COLS: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
-                      BLOCK_Q: gl.constexpr = 64):
+                      BLOCK_Q: gl.constexpr = 64, DQ_VEC: gl.constexpr = 4):
         """One CTA per 128 keys of one (batch, head): cdiv(N, 128) * B*H CTAs (see the module docstring), query
         blocks of BLOCK_Q rows (64 or 128).
         Q/K/V/DO/DK/DV: contiguous (B, H, N, d); DQ_ACC: fp32 (B*H, N, d), zeroed; LSE / sm_scale (LSE in natural
@@ -295,6 +305,7 @@ if gluon is not None:
         (``_bwd_prepare`` writes both)."""
         gl.static_assert(BLOCK_Q == 64 or BLOCK_Q == 128, "query blocks of 64 or 128 rows")
         gl.static_assert(BLOCK_Q == 64 or not PIPELINE, "the pipelined order holds two blocks' S^T: BLOCK_Q 64 only")
+        gl.static_assert(DQ_VEC == 2 or DQ_VEC == 4, "dQ added 2 or 4 floats an atomic")
         dtype: gl.constexpr = Q.dtype.element_ty
         layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_Q, HEAD_DIM], dtype)
         key_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([128, HEAD_DIM], dtype)
@@ -340,10 +351,10 @@ if gluon is not None:
         gl.warp_specialize([
             (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds_bufs,
                              kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP, 0,
-                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS, BLOCK_Q)),
+                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS, BLOCK_Q, DQ_VEC)),
             (_bwd_consumer, (DQ_ACC, DK, DV, lse_smem, delta_smem, q_smem, do_smem, k_smem, v_smem, ds_bufs,
                              kv_full, qd_full, qd_empty, ds_full, ds_empty, sm_scale, N_CTX, BH, HEAD_GROUP, 1,
-                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS, BLOCK_Q)),
+                             HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS, BLOCK_Q, DQ_VEC)),
             (_bwd_loader, (q_desc, do_desc, k_desc, v_desc, lse_desc, delta_desc, q_smem, do_smem, k_smem, v_smem,
                            lse_smem, delta_smem, kv_full, qd_full, qd_empty, N_CTX, BH, HEAD_GROUP, CAUSAL, STAGES,
                            BLOCK_Q)),
@@ -400,12 +411,12 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
 def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              lse: torch.Tensor, causal: bool, sm_scale: float | None = None, head_group: int | None = None,
              poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS,
-             block_q: int = BLOCK_Q) -> dict:
+             block_q: int = BLOCK_Q, dq_vec: int = DQ_VEC) -> dict:
     """The backward's three launches over fresh buffers, as callables {"prepare", "kernel", "finish"} (run in that
     order), and its outputs {"dq", "dk", "dv"}: contiguous (B, H, N, d) q, k, v, o, do and the forward's
     natural-log LSE ((B, H, N) fp32). poison: the outputs start NaN-filled, so a check sees every element
-    written. stages, pipeline, dq_cols, block_q: the kernel's STAGES, PIPELINE, DQ_COLS and BLOCK_Q (the probe times
-    the alternatives)."""
+    written. stages, pipeline, dq_cols, block_q, dq_vec: the kernel's STAGES, PIPELINE, DQ_COLS, BLOCK_Q and DQ_VEC
+    (the probe times the alternatives)."""
     batch, heads, seq, head_dim = q.shape
     bh = batch * heads
     scale = 1.0 / math.sqrt(head_dim) if sm_scale is None else sm_scale
@@ -429,7 +440,7 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             q, k, v, do, dq_acc, dk, dv, lse_scaled, delta, scale, seq, bh, group,
             HEAD_DIM=head_dim, CAUSAL=bool(causal), STAGES=stages, PIPELINE=bool(pipeline),
             DQ_COLS=min(dq_cols, head_dim), CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS,
-            BLOCK_Q=block_q, num_warps=4)
+            BLOCK_Q=block_q, DQ_VEC=dq_vec, num_warps=4)
 
     def finish():
         _bwd_finish[(triton.cdiv(rows, block),)](dq_acc, dq, scale, rows, HEAD_DIM=head_dim, BLOCK=block)
@@ -440,9 +451,10 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              lse: torch.Tensor, causal: bool, sm_scale: float | None = None, head_group: int | None = None,
              poison: bool = False, stages: int = STAGES, pipeline: bool = PIPELINE, dq_cols: int = DQ_COLS,
-             block_q: int = BLOCK_Q):
+             block_q: int = BLOCK_Q, dq_vec: int = DQ_VEC):
     """(dq, dk, dv) of attention (see ``launches``): delta and a cleared dQ accumulator, the kernel, dQ's cast."""
-    calls = launches(do, q, k, v, o, lse, causal, sm_scale, head_group, poison, stages, pipeline, dq_cols, block_q)
+    calls = launches(do, q, k, v, o, lse, causal, sm_scale, head_group, poison, stages, pipeline, dq_cols, block_q,
+                     dq_vec)
     for step in ("prepare", "kernel", "finish"):
         calls[step]()
     return calls["dq"], calls["dk"], calls["dv"]

@@ -73,8 +73,9 @@ from profkit.kernels.flash_attention import sm90_bwd as m
 fn = m.attn_bwd_sm90
 cuobjdump = sys.argv[1]
 results = {}
-configs = [(d, b, c) for d in m.SUPPORTED_HEAD_DIMS for b in (64, 128) for c in (True, False) if b == 64 or d == 64]
-for head_dim, block_q, causal in configs:
+builds = [(d, 64, 4) for d in m.SUPPORTED_HEAD_DIMS] + [(64, b, v) for b, v in ((128, 4), (64, 2), (128, 2))
+                                                         if 64 in m.SUPPORTED_HEAD_DIMS]
+for (head_dim, block_q, dq_vec), causal in [(build, causal) for build in builds for causal in (True, False)]:
     sig = {n: "*fp16" for n in ("Q", "K", "V", "DO")}
     sig.update(DQ_ACC="*fp32", DK="*fp16", DV="*fp16", LSE="*fp32", Delta="*fp32", sm_scale="fp32",
                N_CTX="i32", BH="i32", HEAD_GROUP="i32")
@@ -82,7 +83,7 @@ for head_dim, block_q, causal in configs:
         sig[name] = "constexpr"
     consts = dict(HEAD_DIM=head_dim, CAUSAL=causal, STAGES=m.STAGES, PIPELINE=m.PIPELINE,
                   DQ_COLS=min(m.DQ_COLS, head_dim), CONSUMER_REGS=m.CONSUMER_REGS,
-                  LOADER_REGS=m.LOADER_REGS, BLOCK_Q=block_q)
+                  LOADER_REGS=m.LOADER_REGS, BLOCK_Q=block_q, DQ_VEC=dq_vec)
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]]
              for n in ("Q", "K", "V", "DO", "DQ_ACC", "DK", "DV", "LSE", "Delta")}
     kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
@@ -93,13 +94,14 @@ for head_dim, block_q, causal in configs:
         cubin.flush()
         usage = subprocess.run([cuobjdump, "--dump-resource-usage", cubin.name], capture_output=True,
                                text=True, check=True).stdout
-    results[f"d={head_dim} block_q={block_q} causal={causal}"] = {
+    results[f"d={head_dim} block_q={block_q} dq_vec={dq_vec} causal={causal}"] = {
+        "dq_vec": dq_vec,
         "shared": kernel.metadata.shared,
         "stack": int(re.search(r"STACK:(\d+)", usage).group(1)),
         "wgmma": len(re.findall(r"wgmma\.mma_async\S*\.f32\.f16\.f16", ptx)),
         "s_tiles": len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{block_q}k16\.f32", ptx)),
         "tma_3d": "cp.async.bulk.tensor.3d" in ptx, "tma_1d": "cp.async.bulk.tensor.1d" in ptx,
-        "v4_adds": bool(re.search(r"(red|atom)\.global\.gpu\.relaxed\.add\.v4\.f32", ptx)),
+        "vector_adds": bool(re.search(rf"(red|atom)\.global\.gpu\.relaxed\.add\.v{dq_vec}\.f32", ptx)),
         "loader_regs": bool(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)),
         "consumer_regs": bool(re.search(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+240;", ptx)),
     }
@@ -107,20 +109,21 @@ print(json.dumps(results))
 """
 
 
-@pytest.mark.slow  # ~8 s of sm_90 compiles
+@pytest.mark.slow  # ~20 s of sm_90 compiles
 @needs_triton_tools
 def test_the_gluon_backward_compiles_for_hopper():
-    """Every supported head dim with 64-row query blocks, and d = 64 with 128-row ones, causal and not: Q/dO/K/V
-    through 3-D TMA boxes and LSE/delta through 1-D ones, S^T and dP^T as 64 x BLOCK_Q fp16 wgmma tiles, dQ added
-    with v4 fp32 reduce-adds, the loader warp at 24 registers and the consumers at 240, and no tile spilled: at most
+    """Every supported head dim with 64-row query blocks, and at d = 64 128-row ones and dQ added 2 floats an atomic,
+    causal and not: Q/dO/K/V through 3-D TMA boxes and LSE/delta through 1-D ones, S^T and dP^T as 64 x BLOCK_Q
+    fp16 wgmma tiles, dQ added with v4 (or v2) fp32 atomics, the loader warp at 24 registers and the consumers at
+    240, and no tile spilled: at most
     128 bytes of stack a thread (a spilled 64 x 64 fp32 tile alone is 128 bytes a thread; the build before the
     LSE-started S^T had 456 at BLOCK_Q = 128 and 552 at d = 128)."""
     results = run_compile_script("FA sm_90 backward compile", SM90_BWD_SCRIPT, {})
-    assert len(results) == 2 * len(sm90_bwd.SUPPORTED_HEAD_DIMS) + 2 * (64 in sm90_bwd.SUPPORTED_HEAD_DIMS)
+    assert len(results) == 2 * len(sm90_bwd.SUPPORTED_HEAD_DIMS) + 6 * (64 in sm90_bwd.SUPPORTED_HEAD_DIMS)
     for name, r in results.items():
         assert r["tma_3d"] and r["tma_1d"], f"{name}: TMA loads missing: {r}"
         assert r["s_tiles"] >= 8, f"{name}: S^T and dP^T are not 64 x BLOCK_Q wgmma tiles: {r}"
-        assert r["v4_adds"], f"{name}: dQ is not added with v4 fp32 reduce-adds: {r}"
+        assert r["vector_adds"], f"{name}: dQ is not added with v{r['dq_vec']} fp32 atomics: {r}"
         assert r["loader_regs"] and r["consumer_regs"], f"{name}: register split missing: {r}"
         assert r["shared"] <= 227 * 1024, f"{name}: {r['shared']} bytes of shared memory"
         assert r["stack"] <= 128, f"{name}: {r['stack']} bytes of stack a thread (spills)"
@@ -133,17 +136,17 @@ needs_sm90 = pytest.mark.skipif(not on_sm90(), reason="the Gluon backward runs o
 @needs_sm90
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("shape, block_q", [(shape, block_q)
-                                            for shape in ((1, 2, 1000, 64), (2, 3, 777, 128), (1, 1, 64, 64),
-                                                          (1, 2, 300, 128), (2, 2, 1536, 64))
-                                            for block_q in (64, 128)
-                                            if shape[-1] in sm90_bwd.SUPPORTED_HEAD_DIMS
-                                            and (block_q == 64 or shape[-1] == 64)],
-                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else f"q{v}")
-def test_gluon_backward_matches_float64(shape, block_q, causal, dtype):
+@pytest.mark.parametrize("shape, block_q, dq_vec", [(shape, block_q, dq_vec)
+                                                    for shape in ((1, 2, 1000, 64), (2, 3, 777, 128), (1, 1, 64, 64),
+                                                                  (1, 2, 300, 128), (2, 2, 1536, 64))
+                                                    for block_q in (64, 128) for dq_vec in (4, 2)
+                                                    if shape[-1] in sm90_bwd.SUPPORTED_HEAD_DIMS
+                                                    and (block_q == 64 or shape[-1] == 64)],
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_gluon_backward_matches_float64(shape, block_q, dq_vec, causal, dtype):
     """dQ, dK, dV against float64 autograd through the reference attention, the forward's O and LSE as input, with
-    64- and 128-row query blocks; lengths off the 64- and 128-row tiles, one key block, several, and a block that
-    is all padding past N."""
+    64- and 128-row query blocks and dQ added 4 or 2 floats an atomic; lengths off the 64- and 128-row tiles, one
+    key block, several, and a block that is all padding past N."""
     gen = torch.Generator(device="cuda").manual_seed(sum(shape) + causal)
     q, k, v, do = (torch.randn(shape, device="cuda", generator=gen).to(dtype) for _ in range(4))
     scale = 1.0 / math.sqrt(shape[-1])
@@ -151,7 +154,7 @@ def test_gluon_backward_matches_float64(shape, block_q, causal, dtype):
     qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
     ref_o, _ = fa.attention_reference(qd, kd, vd, causal=causal)
     refs = torch.autograd.grad(ref_o, (qd, kd, vd), do.double())
-    grads = sm90_bwd.backward(do, q, k, v, o, lse, causal, poison=True, block_q=block_q)
+    grads = sm90_bwd.backward(do, q, k, v, o, lse, causal, poison=True, block_q=block_q, dq_vec=dq_vec)
     bound = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
     for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
         assert not torch.isnan(grad).any(), f"{name}: an element was never written"
