@@ -14,8 +14,8 @@ schedules it, which plain Triton cannot express:
   registers), and writes dS^T to shared memory;
 * dQ, dS K over all 128 keys (one wgmma chain with K = 128), is computed once both warpgroups' rows of dS^T are in
   shared memory: with 64-row blocks by the warpgroups in turn (even blocks by the first, odd by the second), with
-  128-row blocks by both, 64 rows each; and added into an fp32 (B*H, N, d) accumulator with relaxed atomics: one
-  add per element per 128 keys. A last pass scales it and casts it to dQ.
+  128-row blocks by both, 64 rows each; and added into an fp32 (B*H, N_PAD, d) accumulator with relaxed atomics:
+  one add per element per 128 keys. A last pass scales its first N rows of each head and casts them to dQ.
 
 Causal: a CTA visits the query blocks from its first key on (the first 128 query rows cross the diagonal and are
 masked); key 128 * kb + 127 is the last key of the CTA, so work per CTA falls with kb, and the grid starts the
@@ -28,10 +28,10 @@ reports/flash_attention.md): correct against float64, but slower than both the s
 2272.2 / 8579.6 us at N = 4096 / 8192 / 16384 against 518.3 / 2016.4 / 7547.0 (split) and 507.4 / 1747.9 / 6428.8
 (cuDNN). Under ncu (N = 4096) its tensor pipe was 33 % busy, with barrier stalls first, then long-scoreboard
 stalls on the atomics and 82.5 MB of local-memory traffic. The build here removes what the compiler's output shows
-of that: no tile spilled at d = 64 (sm_90 builds with triton 3.6: 0 bytes of stack for causal 64- and 128-row
-blocks, at most 48 non-causal; ``tests/kernels/flash_attention/test_sm90_bwd.py`` bounds it), S^T and dP^T issued
-back to back with no masks held beside them, one loop step per block, and the 128-row blocks (``BLOCK_Q``); it has
-not run on a GPU yet. ``flash_attention`` does not use this kernel: it is the
+of that: nothing spilled at d = 64 (sm_90 builds with triton 3.6: 0 bytes of stack for every build of
+``benchmarks/fa_bwd_sm90_build.py``; its compile test bounds it), S^T and dP^T issued back to back with no masks
+held beside them, dQ added without masks into a padded accumulator, one loop step per block, the 128-row blocks
+(``BLOCK_Q``) and the dQ adds from the accumulator's layout (``DQ_VEC``); it has not run on a GPU yet. ``flash_attention`` does not use this kernel: it is the
 base for a backward at cuDNN's matmul count, not a variant yet.
 """
 
@@ -68,7 +68,7 @@ DQ_COLS = 64
 whole 64 x 128 fp32 tile beside dK and dV spilled), though d = 128 failed on the GPU either way."""
 BLOCK_Q = 64
 """Query rows per block. 128 (d = 64 only: S^T and dP^T tiles of 64 x 128 fp32 beside dK and dV; 0 bytes of stack
-in the sm_90 build with triton 3.6, causal) makes the S^T and dP^T wgmmas N = 128 and the dV, dK ones K = 128, with
+in the sm_90 build with triton 3.6) makes the S^T and dP^T wgmmas N = 128 and the dV, dK ones K = 128, with
 one dS^T handoff per 128 rows and each warpgroup taking one 64-row chunk of every block's dQ. 64 is the default
 until the two are timed on a GPU."""
 DQ_VEC = 4
@@ -147,14 +147,16 @@ if gluon is not None:
         return s_t, dp_t
 
     @gluon.jit
-    def _add_dq(ds, k_all, read, DQ_ACC, row_base, chunk_row, N_CTX, HEAD_DIM: gl.constexpr, DQ_COLS: gl.constexpr,
+    def _add_dq(ds, k_all, read, DQ_ACC, dq_base, chunk_row, HEAD_DIM: gl.constexpr, DQ_COLS: gl.constexpr,
                 DQ_VEC: gl.constexpr):
         """dQ of query rows chunk_row ... + 63 over the CTA's 128 keys, dS (64 x 128, shared memory) times K (the
         barrier ``read`` is arrived on once the last matmul has read dS), added into the fp32 accumulator DQ_COLS
         columns at a time (at d = 128, 64: a whole 64 x 128 fp32 tile beside dK and dV spilled). DQ_VEC = 4: each
         part re-laid through shared memory so a thread adds 4 adjacent floats (one v4 atomic and one address per 4
         elements); 2: added from the accumulator's own layout, a pair at a time (twice the atomics, but no shared
-        memory round trip and its two partition barriers)."""
+        memory round trip and its two partition barriers). No masks: the accumulator's rows are padded like the
+        row vectors (dq_base = bh * N_PAD), and rows past the sequence end add exact zeros there (their dS is 0);
+        a masked atomic became a branch around each add."""
         q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, DQ_COLS, 16])
         if DQ_VEC == 4:
@@ -166,8 +168,7 @@ if gluon is not None:
         # a scalar base and 32-bit offsets: whole pointer tiles were hoisted out of the loop and spilled
         rows = gl.arange(0, 64, layout=gl.SliceLayout(1, add_layout))
         d_cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, add_layout))
-        dq_ptrs = DQ_ACC + (row_base + chunk_row) * HEAD_DIM + (rows[:, None] * HEAD_DIM + d_cols[None, :])
-        row_ok = (rows < N_CTX - chunk_row)[:, None]
+        dq_ptrs = DQ_ACC + (dq_base + chunk_row) * HEAD_DIM + (rows[:, None] * HEAD_DIM + d_cols[None, :])
         for part in gl.static_range(HEAD_DIM // DQ_COLS):
             if DQ_COLS == HEAD_DIM:
                 k_cols = k_all
@@ -180,11 +181,11 @@ if gluon is not None:
                 mbarrier.arrive(read, count=1)
             if DQ_VEC == 4:
                 dq = gl.convert_layout(dq, add_layout)
-            gl.atomic_add(dq_ptrs + DQ_COLS * part, dq, mask=row_ok, sem="relaxed")
+            gl.atomic_add(dq_ptrs + DQ_COLS * part, dq, sem="relaxed")
 
     @gluon.jit
     def _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem, k_w, v_w, k_all,
-                  ds_bufs, qd_full, qd_empty, ds_full, ds_empty, row_base, keys, first_key, qk_scale, N_CTX,
+                  ds_bufs, qd_full, qd_empty, ds_full, ds_empty, dq_base, keys, first_key, qk_scale,
                   WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
                   PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr, DQ_VEC: gl.constexpr):
         """Query block first + i against warpgroup WG's 64 keys: dK, dV updated and returned; dS^T into this
@@ -239,12 +240,12 @@ if gluon is not None:
         if BLOCK_Q == 64:
             if buf == WG:
                 mbarrier.wait(ds_full.index(buf), (i // 2) & 1)  # both warpgroups' rows of dS^T stored
-                _add_dq(ds_bufs.index(buf).permute((1, 0)), k_all, ds_empty.index(buf), DQ_ACC, row_base, start_q,
-                        N_CTX, HEAD_DIM, DQ_COLS, DQ_VEC)
+                _add_dq(ds_bufs.index(buf).permute((1, 0)), k_all, ds_empty.index(buf), DQ_ACC, dq_base, start_q,
+                        HEAD_DIM, DQ_COLS, DQ_VEC)
         else:
             mbarrier.wait(ds_full.index(buf), (i // 2) & 1)
             _add_dq(ds_bufs.index(buf).slice(64 * WG, 64, dim=1).permute((1, 0)), k_all, ds_empty.index(buf),
-                    DQ_ACC, row_base, start_q + 64 * WG, N_CTX, HEAD_DIM, DQ_COLS, DQ_VEC)
+                    DQ_ACC, dq_base, start_q + 64 * WG, HEAD_DIM, DQ_COLS, DQ_VEC)
         return dk, dv, s_t, dp_t
 
     @gluon.jit
@@ -265,6 +266,7 @@ if gluon is not None:
         first_key = kb * 128 + WG * 64
         keys = first_key + gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
         row_base = bh.to(gl.int64) * N_CTX
+        dq_base = bh.to(gl.int64) * (num_kb * 128)
         qk_scale = sm_scale * _LOG2E
         k_w = k_smem.slice(64 * WG, 64)
         v_w = v_smem.slice(64 * WG, 64)
@@ -281,9 +283,9 @@ if gluon is not None:
             dp_t = 0
         for i in range(n):
             dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem,
-                                          k_w, v_w, k_smem, ds_bufs, qd_full, qd_empty, ds_full, ds_empty, row_base,
-                                          keys, first_key, qk_scale, N_CTX, WG, HEAD_DIM, CAUSAL, STAGES, PIPELINE,
-                                          DQ_COLS, BLOCK_Q, DQ_VEC)
+                                          k_w, v_w, k_smem, ds_bufs, qd_full, qd_empty, ds_full, ds_empty, dq_base,
+                                          keys, first_key, qk_scale, WG, HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS,
+                                          BLOCK_Q, DQ_VEC)
         if PIPELINE:
             s_t, dp_t = warpgroup_mma_wait(0, deps=[s_t, dp_t])  # the last block's repeat, never read
 
@@ -300,9 +302,9 @@ if gluon is not None:
                       BLOCK_Q: gl.constexpr = 64, DQ_VEC: gl.constexpr = 4):
         """One CTA per 128 keys of one (batch, head): cdiv(N, 128) * B*H CTAs (see the module docstring), query
         blocks of BLOCK_Q rows (64 or 128).
-        Q/K/V/DO/DK/DV: contiguous (B, H, N, d); DQ_ACC: fp32 (B*H, N, d), zeroed; LSE / sm_scale (LSE in natural
-        log) and Delta = rowsum(dO * O): fp32 (B*H, N_PAD), N_PAD = N rounded up to 128, the padding +inf and 0
-        (``_bwd_prepare`` writes both)."""
+        Q/K/V/DO/DK/DV: contiguous (B, H, N, d); DQ_ACC: fp32 (B*H, N_PAD, d), zeroed, N_PAD = N rounded up to
+        128; LSE / sm_scale (LSE in natural log) and Delta = rowsum(dO * O): fp32 (B*H, N_PAD), the padding +inf
+        and 0 (``_bwd_prepare`` writes all three)."""
         gl.static_assert(BLOCK_Q == 64 or BLOCK_Q == 128, "query blocks of 64 or 128 rows")
         gl.static_assert(BLOCK_Q == 64 or not PIPELINE, "the pipelined order holds two blocks' S^T: BLOCK_Q 64 only")
         gl.static_assert(DQ_VEC == 2 or DQ_VEC == 4, "dQ added 2 or 4 floats an atomic")
@@ -366,7 +368,7 @@ def _bwd_prepare(O, DO, LSE, Delta, LSE_S, DQ_ACC, sm_scale, SEQ, N_PAD, ROWS, H
                  BLOCK: tl.constexpr):
     """BLOCK rows of the kernel's (B*H, N_PAD) row vectors, as ROWS = B*H*N_PAD flat rows: delta = rowsum(dO * O)
     in fp32 and LSE / sm_scale from the forward's (B*H, N) LSE, +inf and 0 in the padding (so P^T and dS^T of
-    those rows are exactly zero); and the rows of the dQ accumulator they stand for cleared."""
+    those rows are exactly zero); and the same rows of the (B*H, N_PAD, d) dQ accumulator cleared."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     cols = tl.arange(0, HEAD_DIM)
     head = rows // N_PAD
@@ -379,17 +381,21 @@ def _bwd_prepare(O, DO, LSE, Delta, LSE_S, DQ_ACC, sm_scale, SEQ, N_PAD, ROWS, H
     lse = tl.load(LSE + src, mask=ok, other=float("inf"))
     tl.store(Delta + rows, tl.sum(o * do, axis=1), mask=rows < ROWS)
     tl.store(LSE_S + rows, lse / sm_scale, mask=rows < ROWS)
-    tl.store(DQ_ACC + offsets, tl.zeros([BLOCK, HEAD_DIM], tl.float32), mask=ok[:, None])
+    acc_offsets = rows.to(tl.int64)[:, None] * HEAD_DIM + cols[None, :]
+    tl.store(DQ_ACC + acc_offsets, tl.zeros([BLOCK, HEAD_DIM], tl.float32), mask=(rows < ROWS)[:, None])
 
 
 @triton.jit
-def _bwd_finish(DQ_ACC, DQ, sm_scale, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
-    """dQ = sm_scale * the fp32 accumulator, cast to dQ's dtype, for BLOCK rows of the flattened tensors."""
+def _bwd_finish(DQ_ACC, DQ, sm_scale, SEQ, N_PAD, ROWS, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """dQ = sm_scale * the fp32 (B*H, N_PAD, d) accumulator, cast to dQ's dtype, for BLOCK rows of the flattened
+    (B*H*N, d) dQ (ROWS rows; the accumulator's padding rows are left out)."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     cols = tl.arange(0, HEAD_DIM)
-    ok = rows < N_CTX
+    ok = rows < ROWS
+    head = rows // SEQ
+    src = head.to(tl.int64) * N_PAD + (rows - head * SEQ)
     offsets = rows.to(tl.int64)[:, None] * HEAD_DIM + cols[None, :]
-    acc = tl.load(DQ_ACC + offsets, mask=ok[:, None], other=0.0)
+    acc = tl.load(DQ_ACC + src[:, None] * HEAD_DIM + cols[None, :], mask=ok[:, None], other=0.0)
     tl.store(DQ + offsets, (acc * sm_scale).to(DQ.dtype.element_ty), mask=ok[:, None])
 
 
@@ -423,7 +429,7 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     n_pad = triton.cdiv(seq, BLOCK_N) * BLOCK_N
     delta = torch.empty((bh, n_pad), device=q.device, dtype=torch.float32)
     lse_scaled = torch.empty((bh, n_pad), device=q.device, dtype=torch.float32)
-    dq_acc = torch.empty((bh, seq, head_dim), device=q.device, dtype=torch.float32)
+    dq_acc = torch.empty((bh, n_pad, head_dim), device=q.device, dtype=torch.float32)
     make = (lambda t: torch.full_like(t, math.nan)) if poison else torch.empty_like
     dq, dk, dv = make(q), make(k), make(v)
     rows = bh * seq
@@ -443,7 +449,8 @@ def launches(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             BLOCK_Q=block_q, DQ_VEC=dq_vec, num_warps=4)
 
     def finish():
-        _bwd_finish[(triton.cdiv(rows, block),)](dq_acc, dq, scale, rows, HEAD_DIM=head_dim, BLOCK=block)
+        _bwd_finish[(triton.cdiv(rows, block),)](dq_acc, dq, scale, seq, n_pad, rows, HEAD_DIM=head_dim,
+                                                 BLOCK=block)
 
     return {"prepare": prepare, "kernel": kernel, "finish": finish, "dq": dq, "dk": dk, "dv": dv}
 

@@ -30,8 +30,8 @@ from tests.triton_mode import COMPILED, on_sm90
 def test_prepare_writes_padded_row_vectors_and_clears_the_accumulator(device, head_dim):
     """Over (B*H, N_PAD) rows, N = 300 padded to 384 (not a multiple of the 64-row program either): delta =
     rowsum(dO * O) in fp32 and LSE / sm_scale on each head's first N rows, 0 and +inf on its padding (P^T and dS^T
-    of those rows are then exactly zero in the kernel), and every element of a NaN-filled dQ accumulator set to
-    zero."""
+    of those rows are then exactly zero in the kernel), and every element of a NaN-filled (B*H, N_PAD, d) dQ
+    accumulator set to zero, its padding rows included."""
     torch.manual_seed(head_dim)
     bh, seq, n_pad, scale = 3, 300, 384, 0.125
     o = torch.randn(bh, seq, head_dim, device=device).half()
@@ -39,7 +39,7 @@ def test_prepare_writes_padded_row_vectors_and_clears_the_accumulator(device, he
     lse = torch.randn(bh, seq, device=device) * 4
     delta = torch.full((bh, n_pad), math.nan, device=device)
     lse_scaled = torch.full((bh, n_pad), math.nan, device=device)
-    acc = torch.full((bh, seq, head_dim), math.nan, device=device)
+    acc = torch.full((bh, n_pad, head_dim), math.nan, device=device)
     sm90_bwd._bwd_prepare[(triton.cdiv(bh * n_pad, 64),)](o, do, lse, delta, lse_scaled, acc, scale, seq, n_pad,
                                                           bh * n_pad, HEAD_DIM=head_dim, BLOCK=64)
     expected = (o.double() * do.double()).sum(-1)
@@ -57,15 +57,18 @@ def _bf16_toward_zero(x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_finish_scales_the_accumulator_into_dq(device, dtype):
-    """dQ = sm_scale * accumulator, rounded once to dQ's dtype (bit for bit), on every row of a non-multiple of the
-    block."""
+    """dQ = sm_scale * the accumulator's first N rows of each head, N = 259 of N_PAD = 384 (the padding rows,
+    NaN here, left out), rounded once to dQ's dtype (bit for bit), on every row of a non-multiple of the block."""
     torch.manual_seed(3)
-    rows, head_dim, scale = 777, 64, 0.125
-    acc = torch.randn(rows, head_dim, device=device) * 40
-    dq = torch.full((rows, head_dim), math.nan, device=device, dtype=dtype)
-    sm90_bwd._bwd_finish[(triton.cdiv(rows, 64),)](acc, dq, scale, rows, HEAD_DIM=head_dim, BLOCK=64)
+    bh, seq, n_pad, head_dim, scale = 3, 259, 384, 64, 0.125
+    acc = torch.randn(bh, n_pad, head_dim, device=device) * 40
+    acc[:, seq:] = math.nan
+    dq = torch.full((bh, seq, head_dim), math.nan, device=device, dtype=dtype)
+    sm90_bwd._bwd_finish[(triton.cdiv(bh * seq, 64),)](acc, dq, scale, seq, n_pad, bh * seq, HEAD_DIM=head_dim,
+                                                       BLOCK=64)
+    kept = acc[:, :seq]
     interpreted_bf16 = dtype == torch.bfloat16 and not COMPILED
-    expected = _bf16_toward_zero(acc * scale) if interpreted_bf16 else (acc * scale).to(dtype)
+    expected = _bf16_toward_zero(kept * scale) if interpreted_bf16 else (kept * scale).to(dtype)
     assert torch.equal(dq, expected)
 
 
