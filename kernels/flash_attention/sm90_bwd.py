@@ -159,12 +159,10 @@ if gluon is not None:
         a masked atomic became a branch around each add."""
         q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, DQ_COLS, 16])
-        if DQ_VEC == 4:
-            add_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
-                                                        threads_per_warp=[128 // DQ_COLS, DQ_COLS // 4],
-                                                        warps_per_cta=[4, 1], order=[1, 0])
-        else:
-            add_layout: gl.constexpr = q_layout
+        v4_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4],
+                                                   threads_per_warp=[128 // DQ_COLS, DQ_COLS // 4],
+                                                   warps_per_cta=[4, 1], order=[1, 0])
+        add_layout: gl.constexpr = v4_layout if DQ_VEC == 4 else q_layout
         # a scalar base and 32-bit offsets: whole pointer tiles were hoisted out of the loop and spilled
         rows = gl.arange(0, 64, layout=gl.SliceLayout(1, add_layout))
         d_cols = gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, add_layout))
