@@ -72,6 +72,45 @@ def test_finish_scales_the_accumulator_into_dq(device, dtype):
     assert torch.equal(dq, expected)
 
 
+def _kernel_recipe(q, k, v, o, lse, do, causal: bool):
+    """(dq, dk, dv) by attn_bwd_sm90's numerical recipe, in float32 with its rounding points (summation order
+    aside): S^T started from -LSE / sm_scale, P^T = exp2 of it, rounded to the input dtype for dV, and dS^T =
+    P^T (dP^T - delta) from that rounded P^T, rounded once."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    qf, kf, vf, dof = (t.float() for t in (q, k, v, do))
+    delta = (o.float() * dof).sum(-1)
+    p = torch.exp2((kf @ qf.transpose(-1, -2) - (lse / scale)[..., None, :]) * (scale * math.log2(math.e)))
+    if causal:
+        n = q.shape[-2]
+        p = torch.where(torch.arange(n)[None, :] >= torch.arange(n)[:, None], p, torch.zeros(()))
+    p_rounded = p.to(q.dtype)
+    dv = p_rounded.float() @ dof
+    ds = (p_rounded.float() * (vf @ dof.transpose(-1, -2) - delta[..., None, :])).to(q.dtype).float()
+    return (ds.transpose(-1, -2) @ kf * scale).to(q.dtype), (ds @ qf * scale).to(q.dtype), dv.to(q.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [True, False])
+def test_dS_from_the_rounded_P_stays_well_inside_the_gpu_tests_bound(dtype, causal):
+    """The kernel computes dS^T from P^T as rounded for dV's matmul (the fp32 tile no longer lives beside dP^T).
+    By its recipe in float32, on a length off the tiles, the gradients stay within a quarter of the GPU test's
+    bound (10 units of roundoff), so the kernel's own summation order has the rest."""
+    shape = (1, 2, 1000, 64)
+    gen = torch.Generator().manual_seed(sum(shape) + causal)
+    q, k, v, do = (torch.randn(shape, generator=gen).to(dtype) for _ in range(4))
+    qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+    ref_o, _ = fa.attention_reference(qd, kd, vd, causal=causal)
+    scores = qd.detach() @ kd.detach().transpose(-1, -2) / math.sqrt(shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.arange(shape[2])[None, :] > torch.arange(shape[2])[:, None], -math.inf)
+    lse = torch.logsumexp(scores, -1).float()
+    refs = torch.autograd.grad(ref_o, (qd, kd, vd), do.double())
+    grads = _kernel_recipe(q, k, v, ref_o.detach().to(dtype), lse, do, causal)
+    bound = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
+    for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+        assert scaled_error(grad, ref) <= bound / 4, f"{name}: {scaled_error(grad, ref):.2e} > {bound / 4:.2e}"
+
+
 SM90_BWD_SCRIPT = r"""
 import runpy, sys
 sys.argv = ["benchmarks/fa_bwd_sm90_build.py", "--json", "--cuobjdump", sys.argv[1]]
