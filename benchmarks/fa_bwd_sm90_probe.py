@@ -16,8 +16,8 @@ backward's gradients (same bound against their scale) and timed with triton.test
   ours   - the three launches (delta and a cleared accumulator, the kernel, dQ's cast), called directly;
   kernel - the Gluon kernel alone;
 one pair of them per --config (the kernel's PIPELINE, STAGES, DQ_COLS, BLOCK_Q and DQ_VEC, the last two 64 and 4
-when left out; default the module's; a BLOCK_Q = 128 config is skipped at d = 128, where it does not fit the registers), every
-config checked first;
+when left out; default the module's; a BLOCK_Q = 128 config is skipped at d = 128, where it does not fit the
+registers), every config checked first;
   split  - fa2's split backward (dQ kernel, then dK/dV), called directly (autotuned first);
   cuDNN  - torch.autograd.grad through SDPA with SDPBackend.CUDNN_ATTENTION pinned.
 ratio = cuDNN us / ours us (> 1: ours faster), the goals' sense. FLOPs as the benchmark counts them: the

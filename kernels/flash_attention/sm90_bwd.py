@@ -31,8 +31,9 @@ stalls on the atomics and 82.5 MB of local-memory traffic. The build here remove
 of that: nothing spilled at d = 64 (sm_90 builds with triton 3.6: 0 bytes of stack for every build of
 ``benchmarks/fa_bwd_sm90_build.py``; its compile test bounds it), S^T and dP^T issued back to back with no masks
 held beside them, dQ added without masks into a padded accumulator, one loop step per block, the 128-row blocks
-(``BLOCK_Q``) and the dQ adds from the accumulator's layout (``DQ_VEC``); it has not run on a GPU yet. ``flash_attention`` does not use this kernel: it is the
-base for a backward at cuDNN's matmul count, not a variant yet.
+(``BLOCK_Q``) and the dQ adds from the accumulator's layout (``DQ_VEC``); it has not run on a GPU yet.
+``flash_attention`` does not use this kernel: it is the base for a backward at cuDNN's matmul count, not a variant
+yet.
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ ROW_BLOCK = 64
 STAGES = 2
 PIPELINE = False
 """Issue the next query block's S^T and dP^T before waiting for this one's dV and dK (see ``_bwd_step``). Off: on the
-H100 (run 12-08 00:44, the build of 727f979, causal fp16, d = 64, B 4, H 8) it took 743.7 / 2677.1 / 10121.2 us at N = 4096 / 8192 / 16384
-against 628.5 / 2272.2 / 8579.6 us for the in-step order, with more barrier stalls per instruction (6.85 against 4.41
-cycles) and a less busy tensor pipe (27.3 % against 33.4 %; session fa-bwd-sm90-n4096-d64)."""
+H100 (run 12-08 00:44, the build of 727f979, causal fp16, d = 64, B 4, H 8) it took 743.7 / 2677.1 / 10121.2 us at
+N = 4096 / 8192 / 16384 against 628.5 / 2272.2 / 8579.6 us for the in-step order, with more barrier stalls per
+instruction (6.85 against 4.41 cycles) and a less busy tensor pipe (27.3 % against 33.4 %; session
+fa-bwd-sm90-n4096-d64)."""
 DQ_COLS = 64
 """Columns of dQ per wgmma chain and atomic pass (see ``_bwd_step``): all 64 at d = 64; at d = 128 two passes (a
 whole 64 x 128 fp32 tile beside dK and dV spilled), though d = 128 failed on the GPU either way."""
