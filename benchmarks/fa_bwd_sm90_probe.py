@@ -112,7 +112,7 @@ def check_small(dtype, configs, head_dims) -> bool:
                 errs = [scaled_error(x, r) for x, r in zip(outs, refs)]
                 good = all(e <= tol for e in errs)
                 ok &= good
-                print(f"  check {dtype_name(dtype):<8} {shape!s:<20} causal={causal!s:<5} {config_name(config):<22} "
+                print(f"  check {dtype_name(dtype):<8} {shape!s:<20} causal={causal!s:<5} {config_name(config):<26} "
                       f"err dq {errs[0]:.2e} dk {errs[1]:.2e} dv {errs[2]:.2e} (bound {tol:.1e}) "
                       f"{'ok' if good else 'WRONG'}", flush=True)
     return ok
@@ -142,12 +142,12 @@ def timed_case(shape, dtype, configs, with_split: bool, once: bool) -> None:
         torch.cuda.synchronize()
         err = max(scaled_error(x, r) for x, r in zip(ours, split))
         if err > tol:
-            print(f"    {config_name(config):<22} WRONG against the split backward: {err:.2e}", flush=True)
+            print(f"    {config_name(config):<26} WRONG against the split backward: {err:.2e}", flush=True)
             continue
         launches = sm90_bwd.launches(do, q, k, v, o, lse, causal, **launch_options(config))
         us = bench_us(lambda config=config: run_backward(config, do, q, k, v, o, lse, causal))
         kernel = bench_us(launches["kernel"])
-        print(f"    {config_name(config):<22} ours {us:8.1f} us (kernel {kernel:8.1f})  ratio {cudnn / us:.3f}  "
+        print(f"    {config_name(config):<26} ours {us:8.1f} us (kernel {kernel:8.1f})  ratio {cudnn / us:.3f}  "
               f"vs split {split_us / us:.3f}  {fl / us * 1e-6:6.1f} TFLOP/s  err {err:.1e}", flush=True)
 
 
