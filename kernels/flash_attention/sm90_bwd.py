@@ -19,9 +19,10 @@ schedules it, which plain Triton cannot express:
 
 Causal: a CTA visits the query blocks from its first key on (the first 128 query rows cross the diagonal and are
 masked); key 128 * kb + 127 is the last key of the CTA, so work per CTA falls with kb, and the grid starts the
-longest (kb = 0) of a group of heads first. Keys past the sequence end need no mask: their K and V rows are
-zeros (they add nothing to dQ) and their dK, dV are not stored. Query rows past it need none either: the row
-vectors are padded to a multiple of 128 rows with LSE = +inf and delta = 0, so P^T and dS^T are exactly zero there.
+longest (kb = 0) of a group of heads first. Keys past the sequence end arrive as zero K and V rows and are masked
+in the last key block (P^T = 0: S^T = 0 there, and exp(-LSE) can overflow 16 bits); their dK, dV are not stored.
+Query rows past it need no mask: the row vectors are padded to a multiple of 128 rows with LSE = +inf and
+delta = 0, so P^T and dS^T are exactly zero there.
 
 Measured, the build of commit 727f979 (H100, causal fp16, d = 64, B 4, H 8; ``benchmarks/fa_bwd_sm90_probe.py``,
 reports/flash_attention.md): correct against float64, but slower than both the split pair and cuDNN: 628.5 /
@@ -185,7 +186,7 @@ if gluon is not None:
 
     @gluon.jit
     def _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem, k_w, v_w, k_all,
-                  ds_bufs, qd_full, qd_empty, ds_full, ds_empty, dq_base, keys, first_key, qk_scale,
+                  ds_bufs, qd_full, qd_empty, ds_full, ds_empty, dq_base, keys, first_key, qk_scale, N_CTX,
                   WG: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
                   PIPELINE: gl.constexpr, DQ_COLS: gl.constexpr, BLOCK_Q: gl.constexpr, DQ_VEC: gl.constexpr):
         """Query block first + i against warpgroup WG's 64 keys: dK, dV updated and returned; dS^T into this
@@ -215,6 +216,11 @@ if gluon is not None:
             if start_q < first_key + 64:  # a query row of this block precedes one of this warpgroup's keys
                 cols = start_q + gl.arange(0, BLOCK_Q, layout=gl.SliceLayout(0, s_layout))
                 p_t = gl.where(cols[None, :] >= keys[:, None], p_t, 0.0)
+        if first_key + 64 > N_CTX:
+            # keys past the sequence end: their zero K rows give S^T = 0, and exp(0 - LSE) overflows the 16-bit
+            # P^T where a row's LSE is below about -11 (fp16), which made dS^T and dQ NaN; only the last key
+            # block's warpgroups take this branch
+            p_t = gl.where(keys[:, None] < N_CTX, p_t, 0.0)
         p_t = p_t.to(dtype)
         # dV's matmul goes first, while dP^T may still run; dS^T uses P^T as rounded for it (the fp32 tile no longer
         # lives beside dP^T)
@@ -284,8 +290,8 @@ if gluon is not None:
         for i in range(n):
             dk, dv, s_t, dp_t = _bwd_step(dk, dv, s_t, dp_t, i, n, first, DQ_ACC, lse_smem, delta_smem, q_smem, do_smem,
                                           k_w, v_w, k_smem, ds_bufs, qd_full, qd_empty, ds_full, ds_empty, dq_base,
-                                          keys, first_key, qk_scale, WG, HEAD_DIM, CAUSAL, STAGES, PIPELINE, DQ_COLS,
-                                          BLOCK_Q, DQ_VEC)
+                                          keys, first_key, qk_scale, N_CTX, WG, HEAD_DIM, CAUSAL, STAGES, PIPELINE,
+                                          DQ_COLS, BLOCK_Q, DQ_VEC)
         if PIPELINE:
             s_t, dp_t = warpgroup_mma_wait(0, deps=[s_t, dp_t])  # the last block's repeat, never read
 

@@ -72,21 +72,37 @@ def test_finish_scales_the_accumulator_into_dq(device, dtype):
     assert torch.equal(dq, expected)
 
 
-def _kernel_recipe(q, k, v, o, lse, do, causal: bool):
+def _kernel_recipe(q, k, v, o, lse, do, causal: bool, mask_padding_keys: bool = True):
     """(dq, dk, dv) by attn_bwd_sm90's numerical recipe, in float32 with its rounding points (summation order
-    aside): S^T started from -LSE / sm_scale, P^T = exp2 of it, rounded to the input dtype for dV, and dS^T =
+    aside): keys padded with zero K and V rows to the 128-key tile, S^T started from -LSE / sm_scale, P^T = exp2 of
+    it (the padding keys' masked unless mask_padding_keys is False), rounded to the input dtype for dV, and dS^T =
     P^T (dP^T - delta) from that rounded P^T, rounded once."""
     scale = 1.0 / math.sqrt(q.shape[-1])
+    n = q.shape[-2]
+    n_pad = -(-n // 128) * 128
     qf, kf, vf, dof = (t.float() for t in (q, k, v, do))
+    kf, vf = (torch.nn.functional.pad(t, (0, 0, 0, n_pad - n)) for t in (kf, vf))
     delta = (o.float() * dof).sum(-1)
     p = torch.exp2((kf @ qf.transpose(-1, -2) - (lse / scale)[..., None, :]) * (scale * math.log2(math.e)))
+    keys, cols = torch.arange(n_pad)[:, None], torch.arange(n)[None, :]
     if causal:
-        n = q.shape[-2]
-        p = torch.where(torch.arange(n)[None, :] >= torch.arange(n)[:, None], p, torch.zeros(()))
+        p = torch.where(cols >= keys, p, torch.zeros(()))
+    if mask_padding_keys:
+        p = torch.where(keys < n, p, torch.zeros(()))
     p_rounded = p.to(q.dtype)
     dv = p_rounded.float() @ dof
     ds = (p_rounded.float() * (vf @ dof.transpose(-1, -2) - delta[..., None, :])).to(q.dtype).float()
-    return (ds.transpose(-1, -2) @ kf * scale).to(q.dtype), (ds @ qf * scale).to(q.dtype), dv.to(q.dtype)
+    dq = ds.transpose(-1, -2) @ kf * scale
+    return dq.to(q.dtype), (ds @ qf * scale)[..., :n, :].to(q.dtype), dv[..., :n, :].to(q.dtype)
+
+
+def _lse(q, k, causal: bool) -> torch.Tensor:
+    """The forward's natural-log LSE (float32) from float64 scores."""
+    scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(torch.arange(n)[None, :] > torch.arange(n)[:, None], -math.inf)
+    return torch.logsumexp(scores, -1).float()
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -100,15 +116,42 @@ def test_dS_from_the_rounded_P_stays_well_inside_the_gpu_tests_bound(dtype, caus
     q, k, v, do = (torch.randn(shape, generator=gen).to(dtype) for _ in range(4))
     qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
     ref_o, _ = fa.attention_reference(qd, kd, vd, causal=causal)
-    scores = qd.detach() @ kd.detach().transpose(-1, -2) / math.sqrt(shape[-1])
-    if causal:
-        scores = scores.masked_fill(torch.arange(shape[2])[None, :] > torch.arange(shape[2])[:, None], -math.inf)
-    lse = torch.logsumexp(scores, -1).float()
     refs = torch.autograd.grad(ref_o, (qd, kd, vd), do.double())
-    grads = _kernel_recipe(q, k, v, ref_o.detach().to(dtype), lse, do, causal)
+    grads = _kernel_recipe(q, k, v, ref_o.detach().to(dtype), _lse(q, k, causal), do, causal)
     bound = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
     for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
         assert scaled_error(grad, ref) <= bound / 4, f"{name}: {scaled_error(grad, ref):.2e} > {bound / 4:.2e}"
+
+
+def _very_negative_row(n: int, dtype: torch.dtype, gen: torch.Generator):
+    """q, k, v, dO of one head of n rows where query row 0 scores below -25 against every key (its LSE is below
+    about -19, so exp(0 - LSE) overflows fp16)."""
+    q, k, v, do = (torch.randn(1, 1, n, 64, generator=gen) for _ in range(4))
+    k[..., 0] = k[..., 0].abs() + 2.0
+    q[..., 0, :] = 0.0
+    q[..., 0, 0] = -100.0
+    return tuple(t.to(dtype) for t in (q, k, v, do))
+
+
+def test_keys_past_the_end_are_masked_so_a_row_with_a_very_negative_lse_stays_finite():
+    """Non-causal, N = 200 (keys 200-255 of the last 128-key tile are zero rows): a zero K row gives S^T = 0, so a
+    row whose LSE is below about -11 would get P^T = exp(-LSE) = inf in fp16 for those keys, and dS^T and dQ NaN.
+    By the kernel's recipe, with the padding keys masked (attn_bwd_sm90 masks them in the last key block) the
+    gradients are finite and within the GPU test's bound; without the mask dQ is not finite (the case is real)."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v, do = _very_negative_row(200, torch.float16, gen)
+    lse = _lse(q, k, causal=False)
+    assert lse[0, 0, 0] < -11
+    qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+    ref_o, _ = fa.attention_reference(qd, kd, vd, causal=False)
+    refs = torch.autograd.grad(ref_o, (qd, kd, vd), do.double())
+    o = ref_o.detach().to(torch.float16)
+    unmasked = _kernel_recipe(q, k, v, o, lse, do, causal=False, mask_padding_keys=False)
+    assert not torch.isfinite(unmasked[0]).all()
+    bound = GRAD_TOL_U * UNIT_ROUNDOFF[torch.float16]
+    for name, grad, ref in zip(("dq", "dk", "dv"), _kernel_recipe(q, k, v, o, lse, do, causal=False), refs):
+        assert torch.isfinite(grad).all(), f"{name} is not finite"
+        assert scaled_error(grad, ref) <= bound, f"{name}: {scaled_error(grad, ref):.2e} > {bound:.2e}"
 
 
 SM90_BWD_SCRIPT = r"""
@@ -169,4 +212,24 @@ def test_gluon_backward_matches_float64(shape, block_q, dq_vec, causal, dtype):
     bound = GRAD_TOL_U * UNIT_ROUNDOFF[dtype]
     for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
         assert not torch.isnan(grad).any(), f"{name}: an element was never written"
+        assert scaled_error(grad, ref) <= bound, f"{name}: {scaled_error(grad, ref):.2e} > {bound:.2e}"
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("block_q, dq_vec", [(64, 4), (128, 2)])
+def test_gluon_backward_stays_finite_with_a_very_negative_row_and_keys_past_the_end(block_q, dq_vec, causal):
+    """N = 200, fp16, query row 0 scoring below -25 against every key: the zero K rows past the end must not give
+    it P^T = inf (see the recipe test above); dQ, dK, dV finite and against float64 within the bound."""
+    gen = torch.Generator().manual_seed(6 + causal)
+    q, k, v, do = (t.cuda() for t in _very_negative_row(200, torch.float16, gen))
+    o, lse = fa.attention_forward(q, k, v, causal, 1.0 / math.sqrt(64), True)
+    qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+    ref_o, _ = fa.attention_reference(qd, kd, vd, causal=causal)
+    refs = torch.autograd.grad(ref_o, (qd, kd, vd), do.double())
+    grads = sm90_bwd.backward(do, q, k, v, o, lse, causal, poison=True, block_q=block_q, dq_vec=dq_vec)
+    bound = GRAD_TOL_U * UNIT_ROUNDOFF[torch.float16]
+    for name, grad, ref in zip(("dq", "dk", "dv"), grads, refs):
+        assert torch.isfinite(grad).all(), f"{name} is not finite"
         assert scaled_error(grad, ref) <= bound, f"{name}: {scaled_error(grad, ref):.2e} > {bound:.2e}"
