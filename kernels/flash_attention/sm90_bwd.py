@@ -29,7 +29,7 @@ reports/flash_attention.md): correct against float64, but slower than both the s
 2272.2 / 8579.6 us at N = 4096 / 8192 / 16384 against 518.3 / 2016.4 / 7547.0 (split) and 507.4 / 1747.9 / 6428.8
 (cuDNN). Under ncu (N = 4096) its tensor pipe was 33 % busy, with barrier stalls first, then long-scoreboard
 stalls on the atomics and 82.5 MB of local-memory traffic. The build here removes what the compiler's output shows
-of that: nothing spilled at d = 64 (sm_90 builds with triton 3.6: 0 bytes of stack for every build of
+of that: no tile spilled at d = 64 (sm_90 builds with triton 3.6: at most 16 bytes of stack in every build of
 ``benchmarks/fa_bwd_sm90_build.py``; its compile test bounds it), S^T and dP^T issued back to back with no masks
 held beside them, dQ added without masks into a padded accumulator, one loop step per block, the 128-row blocks
 (``BLOCK_Q``) and the dQ adds from the accumulator's layout (``DQ_VEC``); it has not run on a GPU yet.
@@ -70,8 +70,8 @@ DQ_COLS = 64
 """Columns of dQ per wgmma chain and atomic pass (see ``_bwd_step``): all 64 at d = 64; at d = 128 two passes (a
 whole 64 x 128 fp32 tile beside dK and dV spilled), though d = 128 failed on the GPU either way."""
 BLOCK_Q = 64
-"""Query rows per block. 128 (d = 64 only: S^T and dP^T tiles of 64 x 128 fp32 beside dK and dV; 0 bytes of stack
-in the sm_90 build with triton 3.6) makes the S^T and dP^T wgmmas N = 128 and the dV, dK ones K = 128, with
+"""Query rows per block. 128 (d = 64 only: S^T and dP^T tiles of 64 x 128 fp32 beside dK and dV; at most 16 bytes
+of stack in the sm_90 builds with triton 3.6) makes the S^T and dP^T wgmmas N = 128 and the dV, dK ones K = 128, with
 one dS^T handoff per 128 rows and each warpgroup taking one 64-row chunk of every block's dQ. 64 is the default
 until the two are timed on a GPU."""
 DQ_VEC = 4
