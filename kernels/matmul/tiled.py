@@ -377,8 +377,8 @@ def matmul_configs(path: str) -> list[triton.Config]:
     128x64x64 tile with 8 stages of 24 KiB and 8 warps (1024^3 0.845 -> 0.883x, 128 x 4096 x 4096 0.801 -> 0.897x,
     128 x 4096 x 14336 0.980 -> 1.040x on the H100, ``shapes --dtype bf16``), and two 4-warp tiles timed alone
     beside it (H100, graph replays, L2 flushed, 3 rounds; ``matmul_tile_probe.py --pointer --splits 1``): 64x64x64
-    with 12 stages, 1.016x cuBLAS at 128 x 4096 x 4096 where the autotuned ``matmul`` read 0.909x, and 64x128x64
-    with 8 stages, 0.909x at 1024^3 against 0.891x. skinny16 /
+    with 12 stages, 1.016x cuBLAS at 128 x 4096 x 4096 where the autotuned ``matmul`` read 0.900x, and 64x128x64
+    with 8 stages, 0.909x at 1024^3 against 0.885x (both ``matmul`` figures from graph replays too). skinny16 /
     skinny32 (min(M, N) <= 32, memory-bound): 16-32 wide tiles so enough programs run to pull
     full bandwidth, long K steps. tma: 128x256x64 and 256x128x64 tiles, 3-4 stages, 8 warps
     (two consumer warpgroups of wgmma), with and without the split epilogue, plus 128x128, 64x128 and 64x64
