@@ -419,6 +419,42 @@ def bf16_shapes_summary_rows() -> Expected:
                    else "yes"]])
 
 
+STANDING = "## Where issue 46's goals stand"
+STANDING_TABLE = "goal | measured | card | run (UTC) | result file | verdict"
+
+
+def run_time(name: str) -> str:
+    """A result file's environment date as the pages print it: "2026-12-07 21:58"."""
+    return result(name)["meta"]["environment"]["date"][:16].replace("T", " ")
+
+
+def matmul_standing_rows() -> Expected:
+    """Issue 46's goals from their latest result files: the worst shape and the geomean of each dtype's shapes run
+    (matmul_shapes_bf16 / _fp32: met when at or above the goal), and the warp-tiled rung's interval per N from
+    ladder.json's verdicts."""
+    out = []
+    for dtype, name in (("bf16", "matmul_shapes_bf16"), ("fp32", "matmul_shapes_fp32")):
+        meta = result(name)["meta"]
+        (summary,) = meta["summary"]
+        card, date, file = meta["environment"]["gpu"], run_time(name), f"`{name}.json`"
+        worst_shape = summary["worst_shape"].split()[1].replace("x", " × ")  # "bf16 3000x3000x3000"
+        for what, value, extra in (("worst", summary["worst"], f" ({worst_shape})"),
+                                   ("geomean", summary["geomean"], "")):
+            goal = summary[f"goal_{what}"]
+            out.append([f"{dtype} shapes: {what} ≥ {goal}×", ratio(value) + extra, card, date, file,
+                        "met" if value >= goal else "missed"])
+    ladder = result("ladder")["meta"]
+    for v in ladder["verdicts"]:
+        out.append([f"CUDA warp-tiled rung, N = {v['case'].split()[1]}: ≥ {v['goal']}× cuBLAS",
+                    interval(v["ratio"], v["ci_low"], v["ci_high"]), ladder["environment"]["gpu"], run_time("ladder"),
+                    "`ladder.json`", v["verdict"]])
+    return keyed(out)
+
+
+def test_matmul_goal_standing_is_the_latest_result_files():
+    assert not check("matmul.md", STANDING_TABLE, matmul_standing_rows(), after=STANDING)
+
+
 WIDER = "### A wider rule for the pointer kernel"
 WIDER_PROBE = ("shape | cuBLAS | `matmul` (pointer rule) | TMA kernel, autotuned | best pointer tile, K whole | "
                "best, K in 2 runs")
@@ -696,6 +732,28 @@ def test_flash_attention_gluon_backward_table():
 def test_flash_attention_goals_table():
     problems = check("flash_attention.md", FA_GOALS, fa_goal_rows())
     assert not problems, "\n".join(problems)
+
+
+def test_the_attention_goals_headline_is_the_goals_file():
+    """The page's opening paragraph: how many goals are met, on which card, and the ratio ranges it quotes per
+    group of goals (fp16 and bf16 together, two decimals), all from flash_attention_goals.json."""
+    meta = result("flash_attention_goals")["meta"]
+    verdicts = meta["verdicts"]
+    text = page("flash_attention.md")
+    headline = text[text.index("**Where issue 47's attention goals stand"):text.index("## fp16 and bf16 on the H100")]
+    met = sum(v["verdict"] == "met" for v in verdicts)
+    assert f"stand: {met} of {len(verdicts)} met**" in headline
+    assert meta["environment"]["gpu"] in headline
+
+    def span(prefix: str) -> str:
+        ratios = [v["ratio"] for v in verdicts if v["case"].startswith(prefix)]
+        low, high = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
+        return f"{low}×" if low == high else f"{low}–{high}×"
+
+    assert {v["case"].removesuffix(" bf16") for v in verdicts if v["verdict"] == "met"} == {"bwd d=64 N=4096"}
+    assert "Met: the backward at d = 64, N = 4096, in both dtypes." in headline
+    for prefix in ("bwd d=64 N=8192", "bwd d=64 N=16384", "bwd d=128", "fwd d=64 N=512"):
+        assert f"({span(prefix)}" in headline, (prefix, span(prefix))
 
 
 def test_flash_attention_page():
