@@ -111,6 +111,20 @@ def _dq_acc_tile(DQ_ACC, off_hz, offs_d, offs_m, N_PAD, HEAD_DIM: tl.constexpr):
 
 
 @triton.jit
+def _head_rows(base, off_z, off_h, rows, offs_d, stride_z, stride_h, stride_n, stride_d):
+    """Pointers to rows `rows` (columns offs_d) of head (off_z, off_h) of a strided (B, H, N, d) tensor."""
+    return base + off_z * stride_z + off_h * stride_h + rows[:, None] * stride_n + offs_d[None, :] * stride_d
+
+
+@triton.jit
+def _head_descriptor(base, heads_total, N_CTX, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr):
+    """A TMA descriptor of a contiguous (B, H, N, d) tensor seen as (B*H, N, d), moving ROWS rows of one head (rows
+    past N_CTX read as zeros and are not written)."""
+    return tl.make_tensor_descriptor(base, shape=[heads_total, N_CTX, HEAD_DIM],
+                                     strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, ROWS, HEAD_DIM])
+
+
+@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base,
                     stride_kn, stride_kd, stride_vn, stride_vd,
                     offs_m, lo, hi, qk_scale, N_CTX, off_hz,
@@ -191,18 +205,15 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
     row_ok = offs_m < N_CTX
     if USE_TMA:
         # Contiguous (B, H, N, d): one (B*H, N, d) descriptor per tensor.
-        q_desc = tl.make_tensor_descriptor(Q, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
-                                           block_shape=[1, BLOCK_M, HEAD_DIM])
-        k_base = tl.make_tensor_descriptor(K, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
-                                           block_shape=[1, BLOCK_N, HEAD_DIM])
-        v_base = tl.make_tensor_descriptor(V, shape=[heads_total, N_CTX, HEAD_DIM], strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1],
-                                           block_shape=[1, BLOCK_N, HEAD_DIM])
+        q_desc = _head_descriptor(Q, heads_total, N_CTX, HEAD_DIM, BLOCK_M)
+        k_base = _head_descriptor(K, heads_total, N_CTX, HEAD_DIM, BLOCK_N)
+        v_base = _head_descriptor(V, heads_total, N_CTX, HEAD_DIM, BLOCK_N)
         q = q_desc.load([off_hz, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
     else:
         k_base = K + off_z * stride_kz + off_h * stride_kh
         v_base = V + off_z * stride_vz + off_h * stride_vh
-        q = tl.load(Q + off_z * stride_qz + off_h * stride_qh + offs_m[:, None] * stride_qm
-                    + offs_d[None, :] * stride_qd, mask=row_ok[:, None], other=0.0)
+        q = tl.load(_head_rows(Q, off_z, off_h, offs_m, offs_d, stride_qz, stride_qh, stride_qm, stride_qd),
+                    mask=row_ok[:, None], other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -242,12 +253,11 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,
     o = acc * (1.0 / l_i)[:, None]
     lse = (m_i + tl.math.log2(l_i)) * _LN2
     if USE_TMA:
-        o_desc = tl.make_tensor_descriptor(Out, shape=[heads_total, N_CTX, HEAD_DIM],
-                                           strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, BLOCK_M, HEAD_DIM])
+        o_desc = _head_descriptor(Out, heads_total, N_CTX, HEAD_DIM, BLOCK_M)
         o_desc.store([off_hz, start_m, 0], o.to(Out.dtype.element_ty).reshape(1, BLOCK_M, HEAD_DIM))
     else:
-        tl.store(Out + off_z * stride_oz + off_h * stride_oh + offs_m[:, None] * stride_om
-                 + offs_d[None, :] * stride_od, o.to(Out.dtype.element_ty), mask=row_ok[:, None])
+        tl.store(_head_rows(Out, off_z, off_h, offs_m, offs_d, stride_oz, stride_oh, stride_om, stride_od),
+                 o.to(Out.dtype.element_ty), mask=row_ok[:, None])
     tl.store(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, lse, mask=row_ok)
 
 
@@ -271,11 +281,9 @@ def _attn_bwd_preprocess(O, DO, Delta, DQ_ACC,
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
-    o = tl.load(O + off_z * stride_oz + off_h * stride_oh
-                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+    o = tl.load(_head_rows(O, off_z, off_h, offs_m, offs_d, stride_oz, stride_oh, stride_om, stride_od),
                 mask=row_ok[:, None], other=0.0)
-    do = tl.load(DO + off_z * stride_doz + off_h * stride_doh
-                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
+    do = tl.load(_head_rows(DO, off_z, off_h, offs_m, offs_d, stride_doz, stride_doh, stride_dom, stride_dod),
                  mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     tl.store(Delta + off_hz.to(tl.int64) * N_CTX + offs_m, delta, mask=row_ok)
@@ -385,11 +393,9 @@ def _dkdv_tile(Q, K, V, O, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     key_ok = offs_n[:, None] < N_CTX
-    k = tl.load(K + off_z * stride_kz + off_h * stride_kh
-                + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd,
+    k = tl.load(_head_rows(K, off_z, off_h, offs_n, offs_d, stride_kz, stride_kh, stride_kn, stride_kd),
                 mask=key_ok, other=0.0)
-    v = tl.load(V + off_z * stride_vz + off_h * stride_vh
-                + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+    v = tl.load(_head_rows(V, off_z, off_h, offs_n, offs_d, stride_vz, stride_vh, stride_vn, stride_vd),
                 mask=key_ok, other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
@@ -428,11 +434,9 @@ def _dkdv_tile(Q, K, V, O, DO, DK, DV, LSE, Delta, DQ_ACC, sm_scale,
                                       HEAD_DIM, BLOCK_M, False, True, FUSE_DQ, DQ_TMA, DELTA_FROM_O)
 
     dk = dk * sm_scale
-    tl.store(DK + off_z * stride_dkz + off_h * stride_dkh
-             + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
+    tl.store(_head_rows(DK, off_z, off_h, offs_n, offs_d, stride_dkz, stride_dkh, stride_dkn, stride_dkd),
              dk.to(DK.dtype.element_ty), mask=key_ok)
-    tl.store(DV + off_z * stride_dvz + off_h * stride_dvh
-             + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
+    tl.store(_head_rows(DV, off_z, off_h, offs_n, offs_d, stride_dvz, stride_dvh, stride_dvn, stride_dvd),
              dv.to(DV.dtype.element_ty), mask=key_ok)
 
 
@@ -486,8 +490,7 @@ def _attn_bwd_dq_convert(DQ_ACC, DQ, sm_scale,
     row_ok = offs_m < N_CTX
     dq_t = tl.load(_dq_acc_tile(DQ_ACC, off_hz, offs_d, offs_m, N_PAD, HEAD_DIM), mask=row_ok[None, :], other=0.0)
     dq = tl.trans(dq_t) * sm_scale
-    tl.store(DQ + off_z * stride_dqz + off_h * stride_dqh
-             + offs_m[:, None] * stride_dqm + offs_d[None, :] * stride_dqd,
+    tl.store(_head_rows(DQ, off_z, off_h, offs_m, offs_d, stride_dqz, stride_dqh, stride_dqm, stride_dqd),
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
@@ -543,10 +546,8 @@ def _dq_tile(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
     its rows' delta = rowsum(dO * O) and, with STORE_DELTA, stores it in Delta. USE_TMA: K and V through
     (heads_total, N_CTX, HEAD_DIM) descriptors (contiguous inputs)."""
     if USE_TMA:
-        k_base = tl.make_tensor_descriptor(K, shape=[heads_total, N_CTX, HEAD_DIM],
-                                           strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, BLOCK_N, HEAD_DIM])
-        v_base = tl.make_tensor_descriptor(V, shape=[heads_total, N_CTX, HEAD_DIM],
-                                           strides=[N_CTX * HEAD_DIM, HEAD_DIM, 1], block_shape=[1, BLOCK_N, HEAD_DIM])
+        k_base = _head_descriptor(K, heads_total, N_CTX, HEAD_DIM, BLOCK_N)
+        v_base = _head_descriptor(V, heads_total, N_CTX, HEAD_DIM, BLOCK_N)
     else:
         k_base = K + off_z * stride_kz + off_h * stride_kh
         v_base = V + off_z * stride_vz + off_h * stride_vh
@@ -554,14 +555,11 @@ def _dq_tile(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
-    q = tl.load(Q + off_z * stride_qz + off_h * stride_qh
-                + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
+    q = tl.load(_head_rows(Q, off_z, off_h, offs_m, offs_d, stride_qz, stride_qh, stride_qm, stride_qd),
                 mask=row_ok[:, None], other=0.0)
-    do = tl.load(DO + off_z * stride_doz + off_h * stride_doh
-                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod,
+    do = tl.load(_head_rows(DO, off_z, off_h, offs_m, offs_d, stride_doz, stride_doh, stride_dom, stride_dod),
                  mask=row_ok[:, None], other=0.0)
-    o = tl.load(O + off_z * stride_oz + off_h * stride_oh
-                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+    o = tl.load(_head_rows(O, off_z, off_h, offs_m, offs_d, stride_oz, stride_oh, stride_om, stride_od),
                 mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
     if STORE_DELTA:
@@ -598,8 +596,7 @@ def _dq_tile(Q, K, V, O, DO, DQ, LSE, Delta, sm_scale,
                                 HEAD_DIM, BLOCK_N, False, True, USE_TMA)
 
     dq = dq * sm_scale
-    tl.store(DQ + off_z * stride_dqz + off_h * stride_dqh
-             + offs_m[:, None] * stride_dqm + offs_d[None, :] * stride_dqd,
+    tl.store(_head_rows(DQ, off_z, off_h, offs_m, offs_d, stride_dqz, stride_dqh, stride_dqm, stride_dqd),
              dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
