@@ -413,7 +413,8 @@ def available() -> bool:
 def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
              cc_major: int) -> bool:
     """Whether attn_bwd_sm90 can compute this backward on a GPU of compute capability cc_major.x: an sm_90 GPU,
-    fp16 or bf16, head_dim 64 or 128, contiguous tensors of one shape on 16-byte boundaries."""
+    fp16 or bf16, a head_dim of SUPPORTED_HEAD_DIMS (64: d = 128 failed on the GPU), contiguous tensors of one
+    shape on 16-byte boundaries."""
     return (available() and cc_major == 9 and q.dtype in (torch.float16, torch.bfloat16)
             and q.dim() == 4 and q.shape[-1] in SUPPORTED_HEAD_DIMS and q.numel() < 2 ** 31
             and all(t.is_contiguous() and t.data_ptr() % 16 == 0 and t.shape == q.shape and t.dtype == q.dtype
