@@ -11,7 +11,7 @@ from .fa2 import SUPPORTED_HEAD_DIMS
 
 def main(argv: list[str] | None = None) -> int:
     """python -m profkit.kernels.flash_attention bench [--quick] [--seqs N ...] [--dtypes T ...] | goals [--rounds R]
-    [--dtypes T ...] | profile [--n N] [--d D] [--non-causal] | power [--n N]"""
+    [--dtypes T ...] | profile [--n N] [--d D] [--batch B] [--heads H] [--non-causal] | power [--n N]"""
     parser = argparse.ArgumentParser(prog="python -m profkit.kernels.flash_attention",
                                      description="FlashAttention-2 forward and backward in Triton")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     profile_cmd = commands.add_parser("profile", help="run the NVTX-ranged profiling workload")
     profile_cmd.add_argument("--n", type=int, default=4096, help="sequence length")
     profile_cmd.add_argument("--d", type=int, default=64, choices=SUPPORTED_HEAD_DIMS)
+    profile_cmd.add_argument("--batch", type=int, help="batch size (default the benchmark's: 4)")
+    profile_cmd.add_argument("--heads", type=int, help="heads (default the benchmark's: 8 at d=64, 16 at d=128)")
     profile_cmd.add_argument("--non-causal", action="store_true")
     profile_cmd.add_argument("--loop", type=int, default=20, help="back-to-back forwards per side at the end")
     power_cmd = commands.add_parser("power", help="short bursts vs sustained forwards with the GPU's clocks")
@@ -44,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "power":
         power_probe(seq=args.n, out_dir=args.out_dir)
     else:
-        print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal, loop=args.loop))
+        if (args.batch is not None and args.batch < 1) or (args.heads is not None and args.heads < 1):
+            parser.error(f"--batch and --heads must be at least 1, got {args.batch} and {args.heads}")
+        print(profile_workload(n=args.n, d=args.d, causal=not args.non_causal, loop=args.loop, batch=args.batch,
+                               heads=args.heads))
     return 0
 
 

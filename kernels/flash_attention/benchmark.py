@@ -536,20 +536,22 @@ def goals(out_dir: Path = Path("reports/benchmarks"), rounds: int = GOAL_ROUNDS,
     return verdicts
 
 
-def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int = 20) -> dict:
+def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int = 20, batch: int | None = None,
+                     heads: int | None = None) -> dict:
     """Ours and SDPA inside NVTX ranges, for ``profkit profile`` (ncu/nsys with NVTX filters).
 
     Autotuning and warm-up of everything below run first inside "warmup"; then exactly one call
     each: ours forward "fa2_fwd" (1 kernel) and backward "fa2_bwd" (its default variant for n), SDPA (default
     backend) forward "sdpa_fwd" and backward "sdpa_bwd", the Triton (tl.dot) forward "fa2_fwd_tl" (the same as
     fa2_fwd where the Gluon sm_90 kernel does not apply), that kernel with block skipping off "fa2_fwd_noskip" (the
-    skipping measured on one kernel), and every backward variant by name: "fa2_bwd_split" (2 kernels: dQ, which
+    skipping measured on one kernel), each Gluon forward the call can take by name ("fa2_fwd_sm90_persistent",
+    "fa2_fwd_sm90_tiles": sm_90, contiguous inputs), and every backward variant by name: "fa2_bwd_split" (2 kernels: dQ, which
     also writes delta, then dK/dV), "fa2_bwd_fused" (preprocess, dK/dV with dQ added, dQ conversion) and
     "fa2_bwd_single" (1 kernel). Then ``loop`` back-to-back forwards each (no
     synchronisation in between) in "fa2_fwd_loop" and "sdpa_fwd_loop": in an nsys capture they
     show the host launch cost against kernel time (``profkit show -t launch``). fp16, B=4 and
-    H=8 (d=64) or H=16 (d=128), like the benchmark. Returns the shape, the range names and the
-    Triton configs used.
+    H=8 (d=64) or H=16 (d=128) like the benchmark, unless batch / heads say otherwise (the goals' short forward is
+    B=16, H=16, N=512). Returns the shape, the range names and the Triton configs used.
     """
     from profkit.bench.device import require_profiling
 
@@ -561,9 +563,12 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
         raise ValueError(f"sequence length must be at least 1, got {n}")
     if loop < 0:
         raise ValueError(f"loop must be >= 0, got {loop}")
+    if (batch is not None and batch < 1) or (heads is not None and heads < 1):
+        raise ValueError(f"batch and heads must be at least 1, got {batch} and {heads}")
     _, nvtx = require_profiling("profkit.kernels.flash_attention.profile_workload")
 
-    batch, heads = shapes[d]
+    batch = shapes[d][0] if batch is None else batch
+    heads = shapes[d][1] if heads is None else heads
     params = dict(batch=batch, heads=heads, seq=n, head_dim=d, dtype="float16")
     q, k, v, do = _random_inputs(params, requires_grad=True)
     sdpa = _sdpa_call(None)
@@ -571,11 +576,24 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     def forward_tl():
         return triton_forward(q, k, v, causal)
 
+    def forward_variant(variant):
+        return attention_forward(q, k, v, causal, 1.0 / math.sqrt(d), True, variant=variant)
+
+    gluon_forwards = []  # the Gluon forwards this call can take (none off sm_90)
+    for variant in ("sm90_persistent", "sm90_tiles"):
+        try:
+            forward_variant(variant)
+            gluon_forwards.append(variant)
+        except ValueError:
+            pass
+
     with nvtx.annotate("warmup"):
         for _ in range(3):
             torch.autograd.grad(flash_attention(q, k, v, causal), (q, k, v), do)
             torch.autograd.grad(sdpa(q, k, v, causal), (q, k, v), do)
             forward_tl()
+            for variant in gluon_forwards:
+                forward_variant(variant)
             flash_attention(q, k, v, causal, block_skip=False)
             for variant in BACKWARD_VARIANTS:
                 torch.autograd.grad(variant_attention(variant)(q, k, v, causal), (q, k, v), do)
@@ -600,6 +618,9 @@ def profile_workload(n: int = 4096, d: int = 64, causal: bool = True, loop: int 
     timed("fa2_fwd_tl", forward_tl)
     timed("fa2_fwd_noskip", lambda: flash_attention(q, k, v, causal, block_skip=False))
     ranges = ["fa2_fwd", "fa2_bwd", "sdpa_fwd", "sdpa_bwd", "fa2_fwd_tl", "fa2_fwd_noskip"]
+    for variant in gluon_forwards:
+        timed(f"fa2_fwd_{variant}", lambda variant=variant: forward_variant(variant))
+        ranges.append(f"fa2_fwd_{variant}")
     for variant in BACKWARD_VARIANTS:
         o_variant = variant_attention(variant)(q, k, v, causal)
         timed(f"fa2_bwd_{variant}", lambda: torch.autograd.grad(o_variant, (q, k, v), do))

@@ -988,7 +988,7 @@ def _replayed_forward(q, k, v, causal: bool, block_skip: bool, sm_scale: float |
 
 
 def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, out=None,
-                      sm90_allowed: bool | None = None, layout: tuple | None = None):
+                      sm90_allowed: bool | None = None, layout: tuple | None = None, variant: str | None = None):
     """Launch the forward kernel; returns o (like q's dtype) and lse (batch, heads, seq) fp32.
 
     out: optional preallocated (o, lse), lse contiguous; the benchmark passes NaN-filled
@@ -996,10 +996,15 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, 
     flash_attention.sm90 can take may run its Gluon kernel instead of the Triton one, whichever
     ran faster on this shape (``_pick_forward``). layout: ``_layout_key(q, k, v, causal, block_skip,
     sm90_allowed)`` when the caller has computed it (the autograd forward keeps it for its backward).
+    variant: one of FORWARD_VARIANTS to run that kernel whatever the timed choice (the profiling workload captures
+    each); a ValueError where the call cannot take it (the Gluon ones need ``sm90.eligible`` inputs on sm_90). Such a
+    call neither replays nor records a launch.
     """
+    if variant is not None and variant not in FORWARD_VARIANTS:
+        raise ValueError(f"unknown forward variant {variant!r}; choose from {', '.join(FORWARD_VARIANTS)}")
     sm90_allowed = SM90_FORWARD if sm90_allowed is None else bool(sm90_allowed)
     replayed = (_replayed_forward(q, k, v, causal, block_skip, sm_scale, sm90_allowed, layout)
-                if out is None and q.is_cuda else None)
+                if out is None and q.is_cuda and variant is None else None)
     if replayed is not None:
         return replayed
     batch, heads, seq, head_dim = q.shape
@@ -1039,10 +1044,14 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, block_skip: bool, 
     launchers = {"sm90_persistent": lambda o, lse: launch_sm90(o, lse, True),
                  "sm90_tiles": lambda o, lse: launch_sm90(o, lse, False),
                  "triton": launch_triton}
+    if variant not in (None, "triton") and not sm90_ok:
+        raise ValueError(f"the {variant} forward cannot take this call: it needs contiguous fp16/bf16 q, k, v and o "
+                         f"of one shape on 16-byte boundaries, head_dim 64 or 128 and block skipping, on an sm_90 "
+                         f"GPU with a triton that has Gluon (and the Gluon forward allowed: PROFKIT_FA_SM90 not 0)")
     with _device_scope(q):
-        variant = _pick_forward(q, causal, launchers, o, lse) if sm90_ok else "triton"
-        cache, cache_key = launchers[variant](o, lse)
-    if out is None and device is not None:
+        chosen = variant or (_pick_forward(q, causal, launchers, o, lse) if sm90_ok else "triton")
+        cache, cache_key = launchers[chosen](o, lse)
+    if out is None and device is not None and variant is None:
         recorded = cache.get(cache_key)
         if recorded is not None:
             layout = layout or _layout_key(q, k, v, causal, block_skip, sm90_allowed)

@@ -550,6 +550,53 @@ def test_sm90_forward_can_be_turned_off(device, monkeypatch, sm90_launches):
     assert (lse - lse_tl).abs().max().item() <= LSE_RTOL * lse_tl.abs().max().item()
 
 
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("variant", fa.FORWARD_VARIANTS)
+def test_a_named_forward_variant_runs_that_kernel_whatever_the_choice(device, variant, sm90_launches):
+    """attention_forward(variant=...) runs that kernel (the profiling workload captures each), writes every
+    element, matches float64, and leaves no recorded launch behind for the timed choice to replay."""
+    q, k, v, do = make_inputs((2, 3, 300, 64), torch.float16, 5, "bhsd", device=device)
+    replays = dict(fa._FWD_REPLAYS)
+    o, lse = fa.attention_forward(q, k, v, True, 0.125, True, variant=variant)
+    assert bool(sm90_launches) == variant.startswith("sm90")
+    assert fa._FWD_REPLAYS == replays
+    ref = run_reference(q, k, v, do, True, sm_scale=0.125)
+    assert scaled_error(o, ref["o"]) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
+    assert ((lse.double() - ref["lse"]).abs() / ref["lse"].abs().clamp_min(1.0)).max() <= LSE_RTOL
+
+
+def test_a_named_forward_variant_the_call_cannot_take_is_refused(device):
+    """A Gluon variant off sm_90 (here: in the interpreter, or strided inputs on a GPU) and an unknown name raise
+    ValueError before any launch; the Triton variant runs anywhere and matches float64."""
+    q, k, v, do = make_inputs((1, 2, 40, 64), torch.float16, 6, "bhsd", device=device)
+    with pytest.raises(ValueError, match="unknown forward variant 'fast'"):
+        fa.attention_forward(q, k, v, True, 0.125, True, variant="fast")
+    strided = q.transpose(1, 2).contiguous().transpose(1, 2)  # (B, H, N, d) view of (B, N, H, d) memory
+    for variant in ("sm90_persistent", "sm90_tiles"):
+        with pytest.raises(ValueError, match=f"the {variant} forward cannot take this call"):
+            fa.attention_forward(strided, k, v, True, 0.125, True, variant=variant)
+    o, lse = fa.attention_forward(q, k, v, True, 0.125, True, variant="triton")
+    ref = run_reference(q, k, v, do, True, sm_scale=0.125)
+    assert scaled_error(o, ref["o"]) <= O_TOL_U * UNIT_ROUNDOFF[torch.float16]
+
+
+@pytest.mark.parametrize("argv, message", [(["profile", "--batch", "0"], "--batch and --heads must be at least 1"),
+                                           (["profile", "--heads", "-2"], "--batch and --heads must be at least 1")])
+def test_profile_command_line_rejects_bad_shapes(capsys, argv, message):
+    from profkit.kernels.flash_attention.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_profile_workload_rejects_bad_shapes_before_touching_a_gpu():
+    for kwargs in (dict(batch=0), dict(heads=0), dict(n=0), dict(loop=-1), dict(d=96)):
+        with pytest.raises(ValueError):
+            fa_bench.profile_workload(**kwargs)
+
+
 @pytest.mark.parametrize("kernel,head_dim", [("fwd", 128), ("dq", 64)])
 def test_descriptor_configs_only_where_allowed(kernel, head_dim):
     """The autotuner sees the descriptor configs of the forward (d=128) and the dQ kernel (d=64) only when the
