@@ -43,9 +43,10 @@ def code_lines(ptx: str) -> str:
     return "\n".join(kept)
 
 
-def fingerprint(fn, head_dim: int, config: triton.Config, causal: bool, **flags) -> str:
-    """The first 16 hex digits of the sha256 of one build's code lines: unit head_dim strides as constants, pointers
-    and other ints 16-divisible (H aside), as a launch on contiguous fp16 (B, H, N, d) tensors specialises them."""
+def compile_for_hopper(fn, head_dim: int, config: triton.Config, causal: bool, **flags):
+    """One fa2 kernel lowered for sm_90 (triton.compile's result) as a launch on contiguous fp16 (B, H, N, d)
+    tensors specialises it: unit head_dim strides as constants, pointers and other ints 16-divisible (H aside);
+    flags set the fused backward's FUSE_DQ / DQ_TMA (both off unless given). The compile tests read it too."""
     signature, constants, aligned = {}, {}, []
     for name in fn.arg_names:
         if name in FP16_POINTERS or name in FP32_POINTERS:
@@ -64,8 +65,13 @@ def fingerprint(fn, head_dim: int, config: triton.Config, causal: bool, **flags)
                       "TMA_OK": config.kwargs.get("USE_TMA", False), **config.kwargs, **flags})
     constants = {name: value for name, value in constants.items() if name in signature}
     attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in aligned}
-    kernel = triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+    return triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+
+
+def fingerprint(fn, head_dim: int, config: triton.Config, causal: bool, **flags) -> str:
+    """The first 16 hex digits of the sha256 of one build's code lines (see ``compile_for_hopper``)."""
+    kernel = compile_for_hopper(fn, head_dim, config, causal, **flags)
     return hashlib.sha256(code_lines(kernel.asm["ptx"]).encode()).hexdigest()[:16]
 
 

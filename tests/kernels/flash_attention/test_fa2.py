@@ -865,12 +865,8 @@ SM90_SCRIPT = r"""
 import json, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from benchmarks.fa2_ptx_fingerprint import compile_for_hopper
 from profkit.kernels.flash_attention import fa2 as fa
-
-FP32_POINTERS = {"LSE", "Delta", "DQ_ACC"}
-FP16_POINTERS = {"Q", "K", "V", "O", "Out", "DO", "DK", "DV", "DQ"}
-CONSTEXPRS = {"HEAD_DIM", "CAUSAL", "BLOCK_SKIP", "BLOCK_M", "BLOCK_N", "TMA_OK", "USE_TMA", "FUSE_DQ", "DQ_TMA"}
 
 def summary(kernel):
     # shared memory, spill bytes (cuobjdump --dump-resource-usage) and the PTX features every kernel is checked for
@@ -884,32 +880,8 @@ def summary(kernel):
             "tma": "cp.async.bulk.tensor" in ptx, "tma_reduce": "cp.reduce.async.bulk.tensor" in ptx}
 
 def compile_kernel(fn, head_dim, config, **flags):
-    # Launch-time specialisation of contiguous (4, 8, 4096, head_dim) fp16 inputs: the unit
-    # head_dim strides become constants, 16-divisible ints and pointers get the hint.
-    sig, consts, aligned = {}, {}, []
-    for name in fn.arg_names:
-        if name in FP16_POINTERS or name in FP32_POINTERS:
-            sig[name] = "*fp32" if name in FP32_POINTERS else "*fp16"
-            aligned.append(name)
-        elif name == "sm_scale":
-            sig[name] = "fp32"
-        elif name in CONSTEXPRS or name.endswith("d") and name.startswith("stride_"):
-            sig[name] = "constexpr"
-        else:
-            sig[name] = "i32"
-            if name != "H":
-                aligned.append(name)
-    consts.update({n: 1 for n in sig if n.startswith("stride_") and sig[n] == "constexpr"})
-    consts.update(HEAD_DIM=head_dim, CAUSAL=True, BLOCK_SKIP=True, **config.kwargs)
-    if "FUSE_DQ" in sig:
-        consts.update({"FUSE_DQ": False, "DQ_TMA": False, **flags})
-    if "TMA_OK" in sig:
-        consts["TMA_OK"] = config.kwargs.get("USE_TMA", False)
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
-    kernel = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": config.num_warps,
-                                     "num_stages": config.num_stages})
-    return summary(kernel)
+    # contiguous (4, 8, 4096, head_dim) fp16 inputs' launch-time specialisation, causal (benchmarks/fa2_ptx_fingerprint.py)
+    return summary(compile_for_hopper(fn, head_dim, config, True, **flags))
 
 EVERY = sys.argv[2] == "every"  # every config of the spaces below, else the first of each
 def chosen(configs):
